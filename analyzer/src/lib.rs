@@ -1,0 +1,9 @@
+//! The vramtrace analyzer: everything the `vramtrace` command does, as a library.
+//!
+//! # Design constraints
+//!
+//! The core (trace facts, models, replay, metrics, chart data) is sans-IO: it takes decoded
+//! traces and returns data. Only the `cmd_*` modules and `main.rs` open files and print.
+
+pub mod info;
+pub mod units;

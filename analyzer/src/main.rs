@@ -1,0 +1,39 @@
+//! The `vramtrace` binary: parse the command line, dispatch, map errors to exit codes.
+//!
+//! Exit codes: 0 success, 1 failure (one line on stderr naming the file or argument), 2 bad
+//! usage (clap's message).
+
+mod cli;
+mod cmd_info;
+mod load;
+mod output;
+
+use clap::Parser;
+use cli::{Cli, Command};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let result = match cli.command {
+        Command::Info {
+            trace,
+            json,
+            salvage,
+        } => cmd_info::run(&trace, json, salvage),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: the context chain joined, most general first.
+            let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+            eprintln!("vramtrace: error: {}", chain.join(": "));
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Parsing and printing of byte sizes, counts and durations, the same in every command.
+
+/// Parses a size: `123`, `4KiB`, `1.5GiB`, `80GB`, `512MB`, `2M` (binary), case-insensitive.
+///
+/// Decimal suffixes (`KB`, `MB`, `GB`, `TB`) are powers of 1000, binary ones (`KiB`, `MiB`,
+/// `GiB`, `TiB`, and the bare `K`, `M`, `G`, `T` as `nvidia-smi` and PyTorch use them) powers of
+/// 1024.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let unit = unit.trim().to_ascii_lowercase();
+    let scale: u64 = match unit.as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => {
+            return Err(format!(
+                "`{text}` is not a size (try 4096, 512MiB, 80GiB or 80GB)"
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (try 4096, 512MiB, 80GiB or 80GB)"))?;
+    let bytes = value * scale as f64;
+    if !bytes.is_finite() || bytes > u64::MAX as f64 {
+        return Err(format!("`{text}` is too large"));
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// `1536` → `1.50 KiB`; below 1 KiB, plain bytes.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.2} {}", UNITS[unit])
+}
+
+/// `1234567` → `1,234,567`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Nanoseconds as `850 ns`, `12.3 µs`, `4.56 ms`, `7.89 s`.
+pub fn duration(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
+        _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_binary_and_decimal_units() {
+        assert_eq!(parse_size("123"), Ok(123));
+        assert_eq!(parse_size("4KiB"), Ok(4096));
+        assert_eq!(parse_size("80GiB"), Ok(80 << 30));
+        assert_eq!(parse_size("80GB"), Ok(80_000_000_000));
+        assert_eq!(parse_size("1.5 gib"), Ok(3 << 29));
+        assert_eq!(parse_size("2M"), Ok(2 << 20));
+        assert!(parse_size("12 apples").is_err());
+        assert!(parse_size("").is_err());
+        assert!(parse_size("1e30GiB").is_err());
+    }
+
+    #[test]
+    fn numbers_print_for_humans() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(bytes(80 << 30), "80.00 GiB");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(count(12), "12");
+        assert_eq!(duration(850), "850 ns");
+        assert_eq!(duration(4_560_000), "4.56 ms");
+    }
+}

@@ -1,0 +1,220 @@
+//! The hooked CUDA driver functions, by their exact exported names.
+//!
+//! The list follows the hook set of `shared/research/interposition.md` §7. Each function has a
+//! stable numeric id that the file format stores; the table is append-only: ids are never reused
+//! or renumbered, and a reader refuses an id it does not know (the file was written by a newer
+//! recorder).
+
+use serde::{Deserialize, Serialize};
+
+/// What a call does to memory, independent of which exact entry point made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// Creates a live object at `address` of `size` bytes (or a handle, for arrays).
+    Alloc,
+    /// Ends the object that starts at `address`.
+    Free,
+    /// Reserves a virtual address range; no physical memory.
+    Reserve,
+    /// Returns a virtual address range.
+    Unreserve,
+    /// Creates a physical allocation identified by `handle`.
+    Create,
+    /// Releases a physical allocation handle.
+    Release,
+    /// Maps `size` bytes of `handle` at `address`.
+    Map,
+    /// Unmaps `size` bytes at `address`.
+    Unmap,
+    /// Takes one more reference to a physical allocation handle.
+    Retain,
+    /// Page-locks existing host memory.
+    Register,
+    /// Undoes [`Op::Register`].
+    Unregister,
+    /// Creates a stream-ordered memory pool.
+    PoolCreate,
+    /// Destroys a stream-ordered memory pool.
+    PoolDestroy,
+    /// Trims a pool or the graph memory of a device.
+    Trim,
+}
+
+/// The kind of memory a call allocates or frees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryKind {
+    /// `cuMemAlloc`/`cuMemAllocPitch`: plain device memory.
+    Device,
+    /// `cuMemAllocManaged`: unified memory.
+    Managed,
+    /// Stream-ordered allocations from a memory pool.
+    Pool,
+    /// Virtual memory management: physical handles, reservations and mappings.
+    Vmm,
+    /// Page-locked host memory allocated by the driver.
+    PinnedHost,
+    /// Existing host memory registered with the driver.
+    RegisteredHost,
+    /// CUDA arrays and mipmapped arrays.
+    Array,
+    /// Memory of another process opened through IPC.
+    Ipc,
+    /// Memory imported from another API (Vulkan, D3D, ...).
+    External,
+    /// Memory owned by CUDA graph allocation nodes.
+    Graph,
+    /// Multicast objects.
+    Multicast,
+}
+
+macro_rules! apis {
+    ($( $variant:ident = $id:literal, $name:literal, $op:ident, $kind:ident; )*) => {
+        /// One hooked driver entry point. The discriminant is the id stored in trace files.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u16)]
+        #[allow(non_camel_case_types)]
+        pub enum Api {
+            $( #[doc = concat!("`", $name, "`")] $variant = $id, )*
+        }
+
+        impl Api {
+            /// Every known function, in id order.
+            pub const ALL: &'static [Api] = &[$(Api::$variant),*];
+
+            /// The exact exported symbol name, for example `cuMemAlloc_v2`.
+            pub const fn name(self) -> &'static str {
+                match self { $(Api::$variant => $name,)* }
+            }
+
+            /// What the call does.
+            pub const fn op(self) -> Op {
+                match self { $(Api::$variant => Op::$op,)* }
+            }
+
+            /// Which kind of memory the call concerns.
+            pub const fn kind(self) -> MemoryKind {
+                match self { $(Api::$variant => MemoryKind::$kind,)* }
+            }
+
+            /// The function with this stored id, if this version knows it.
+            pub const fn from_id(id: u16) -> Option<Api> {
+                match id { $($id => Some(Api::$variant),)* _ => None }
+            }
+
+            /// The function with this exact exported name.
+            pub fn from_name(name: &str) -> Option<Api> {
+                match name { $($name => Some(Api::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+apis! {
+    CuMemAlloc_v2 = 1, "cuMemAlloc_v2", Alloc, Device;
+    CuMemAllocPitch_v2 = 2, "cuMemAllocPitch_v2", Alloc, Device;
+    CuMemAllocManaged = 3, "cuMemAllocManaged", Alloc, Managed;
+    CuMemFree_v2 = 4, "cuMemFree_v2", Free, Device;
+
+    CuMemAllocAsync = 10, "cuMemAllocAsync", Alloc, Pool;
+    CuMemAllocAsync_ptsz = 11, "cuMemAllocAsync_ptsz", Alloc, Pool;
+    CuMemAllocFromPoolAsync = 12, "cuMemAllocFromPoolAsync", Alloc, Pool;
+    CuMemAllocFromPoolAsync_ptsz = 13, "cuMemAllocFromPoolAsync_ptsz", Alloc, Pool;
+    CuMemFreeAsync = 14, "cuMemFreeAsync", Free, Pool;
+    CuMemFreeAsync_ptsz = 15, "cuMemFreeAsync_ptsz", Free, Pool;
+    CuMemPoolCreate = 16, "cuMemPoolCreate", PoolCreate, Pool;
+    CuMemPoolDestroy = 17, "cuMemPoolDestroy", PoolDestroy, Pool;
+    CuMemPoolTrimTo = 18, "cuMemPoolTrimTo", Trim, Pool;
+    CuMemPoolImportPointer = 19, "cuMemPoolImportPointer", Alloc, Ipc;
+
+    CuMemCreate = 30, "cuMemCreate", Create, Vmm;
+    CuMemRelease = 31, "cuMemRelease", Release, Vmm;
+    CuMemMap = 32, "cuMemMap", Map, Vmm;
+    CuMemUnmap = 33, "cuMemUnmap", Unmap, Vmm;
+    CuMemAddressReserve = 34, "cuMemAddressReserve", Reserve, Vmm;
+    CuMemAddressFree = 35, "cuMemAddressFree", Unreserve, Vmm;
+    CuMemImportFromShareableHandle = 36, "cuMemImportFromShareableHandle", Create, Ipc;
+    CuMemRetainAllocationHandle = 37, "cuMemRetainAllocationHandle", Retain, Vmm;
+    CuMemMapArrayAsync = 38, "cuMemMapArrayAsync", Map, Array;
+    CuMemMapArrayAsync_ptsz = 39, "cuMemMapArrayAsync_ptsz", Map, Array;
+    CuMulticastCreate = 40, "cuMulticastCreate", Create, Multicast;
+
+    CuMemAllocHost_v2 = 50, "cuMemAllocHost_v2", Alloc, PinnedHost;
+    CuMemHostAlloc = 51, "cuMemHostAlloc", Alloc, PinnedHost;
+    CuMemFreeHost = 52, "cuMemFreeHost", Free, PinnedHost;
+    CuMemHostRegister_v2 = 53, "cuMemHostRegister_v2", Register, RegisteredHost;
+    CuMemHostUnregister = 54, "cuMemHostUnregister", Unregister, RegisteredHost;
+
+    CuArrayCreate_v2 = 60, "cuArrayCreate_v2", Alloc, Array;
+    CuArray3DCreate_v2 = 61, "cuArray3DCreate_v2", Alloc, Array;
+    CuMipmappedArrayCreate = 62, "cuMipmappedArrayCreate", Alloc, Array;
+    CuArrayDestroy = 63, "cuArrayDestroy", Free, Array;
+    CuMipmappedArrayDestroy = 64, "cuMipmappedArrayDestroy", Free, Array;
+
+    CuIpcOpenMemHandle_v2 = 70, "cuIpcOpenMemHandle_v2", Alloc, Ipc;
+    CuIpcCloseMemHandle = 71, "cuIpcCloseMemHandle", Free, Ipc;
+    CuExternalMemoryGetMappedBuffer = 72, "cuExternalMemoryGetMappedBuffer", Alloc, External;
+    CuDestroyExternalMemory = 73, "cuDestroyExternalMemory", Free, External;
+
+    CuGraphAddMemAllocNode = 80, "cuGraphAddMemAllocNode", Alloc, Graph;
+    CuGraphAddMemFreeNode = 81, "cuGraphAddMemFreeNode", Free, Graph;
+    CuDeviceGraphMemTrim = 82, "cuDeviceGraphMemTrim", Trim, Graph;
+}
+
+impl Api {
+    /// The stored id.
+    pub const fn id(self) -> u16 {
+        self as u16
+    }
+
+    /// True for the `_ptsz` variants, which use the per-thread default stream for stream 0.
+    pub fn per_thread_stream(self) -> bool {
+        self.name().ends_with("_ptsz")
+    }
+}
+
+impl std::fmt::Display for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Api {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Api {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Api::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown CUDA API `{name}`")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_names_round_trip_and_are_unique() {
+        let mut ids = std::collections::HashSet::new();
+        for &api in Api::ALL {
+            assert!(ids.insert(api.id()), "duplicate id {}", api.id());
+            assert_eq!(Api::from_id(api.id()), Some(api));
+            assert_eq!(Api::from_name(api.name()), Some(api));
+        }
+        assert_eq!(Api::from_id(0), None);
+        assert_eq!(Api::from_name("cuMemAlloc"), None);
+    }
+
+    #[test]
+    fn ptsz_variants_are_recognised() {
+        assert!(Api::CuMemAllocAsync_ptsz.per_thread_stream());
+        assert!(!Api::CuMemAllocAsync.per_thread_stream());
+        assert_eq!(Api::CuMemFreeAsync_ptsz.op(), Op::Free);
+        assert_eq!(Api::CuMemFreeAsync_ptsz.kind(), MemoryKind::Pool);
+    }
+}

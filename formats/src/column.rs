@@ -1,0 +1,425 @@
+//! Events as columns: the in-memory batch a chunk decodes to, and the column codec.
+//!
+//! Each of the sixteen event fields is one column of `u64`. A column is stored in whichever of
+//! three modes is smallest for this chunk (see SPEC.md, "Event columns"):
+//!
+//! - `LINEAR`: `start` and a signed `step`; covers constant columns (step 0) and sequence numbers
+//!   (step 1) in two varints, and decodes without touching memory.
+//! - `PLAIN`: one LEB128 varint per value.
+//! - `DELTA`: one zigzag LEB128 varint per difference from the previous value (the first from 0).
+//!
+//! The hand-written varint column measured faster than bincode and gives zstd byte-aligned,
+//! repetitive input (BENCHMARKS.md).
+
+use crate::api::Api;
+use crate::codec::{Cursor, CursorError, put_uvarint, unzigzag, uvarint_len, zigzag};
+use crate::event::Event;
+
+/// Number of event columns, in storage order.
+pub const COLUMNS: usize = 16;
+
+/// Column names in storage order, as SPEC.md lists them.
+pub const COLUMN_NAMES: [&str; COLUMNS] = [
+    "seq",
+    "time_ns",
+    "duration_ns",
+    "pid",
+    "tid",
+    "device",
+    "api",
+    "result",
+    "address",
+    "size",
+    "handle",
+    "aux",
+    "stream",
+    "pool",
+    "flags",
+    "stack",
+];
+
+const MODE_LINEAR: u8 = 0;
+const MODE_PLAIN: u8 = 1;
+const MODE_DELTA: u8 = 2;
+
+/// One decoded column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Column {
+    /// `value(i) = start + i·step` (wrapping).
+    Linear { start: u64, step: i64 },
+    /// One value per event.
+    Values(Vec<u64>),
+}
+
+impl Column {
+    #[inline]
+    pub fn get(&self, i: usize) -> u64 {
+        match self {
+            Column::Linear { start, step } => {
+                start.wrapping_add((i as u64).wrapping_mul(*step as u64))
+            }
+            Column::Values(v) => v[i],
+        }
+    }
+}
+
+/// A run of events stored column by column: what one event chunk decodes to.
+///
+/// Invariant: every `Values` column holds exactly `len` values, u32 columns hold values that fit
+/// 32 bits, and every api id is known (checked by [`EventBatch::decode`]), so [`Self::get`]
+/// cannot fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventBatch {
+    len: usize,
+    columns: [Column; COLUMNS],
+}
+
+impl EventBatch {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The column at storage index `c` (see [`COLUMN_NAMES`]).
+    pub fn column(&self, c: usize) -> &Column {
+        &self.columns[c]
+    }
+
+    /// Event `i` of the batch.
+    #[inline]
+    pub fn get(&self, i: usize) -> Event {
+        let c = &self.columns;
+        Event {
+            seq: c[0].get(i),
+            time_ns: c[1].get(i),
+            duration_ns: c[2].get(i),
+            pid: c[3].get(i) as u32,
+            tid: c[4].get(i) as u32,
+            device: unzigzag(c[5].get(i)) as i32,
+            api: Api::from_id(c[6].get(i) as u16).expect("api ids are validated at decode"),
+            result: c[7].get(i) as u32,
+            address: c[8].get(i),
+            size: c[9].get(i),
+            handle: c[10].get(i),
+            aux: c[11].get(i),
+            stream: c[12].get(i),
+            pool: c[13].get(i),
+            flags: c[14].get(i),
+            stack: c[15].get(i) as u32,
+        }
+    }
+
+    /// The events in storage order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Event> + '_ {
+        (0..self.len).map(|i| self.get(i))
+    }
+
+    /// Builds a batch from events (tests, importers).
+    pub fn from_events(events: &[Event]) -> EventBatch {
+        let mut b = ColumnBuilder::default();
+        for e in events {
+            b.push(e);
+        }
+        b.to_batch()
+    }
+
+    /// Decodes the raw (decompressed) payload of an event chunk holding `count` events.
+    /// Errors carry the offset within `raw`.
+    pub fn decode(raw: &[u8], count: usize) -> Result<EventBatch, (usize, String)> {
+        let mut cur = Cursor::new(raw);
+        let at = |cur: &Cursor, e: CursorError| (cur.position(), format!("{e:?} column data"));
+        let declared = cur.uvarint().map_err(|e| at(&cur, e))?;
+        if declared != count as u64 {
+            return Err((
+                0,
+                format!("payload holds {declared} events, header says {count}"),
+            ));
+        }
+        let mut columns: [Column; COLUMNS] =
+            std::array::from_fn(|_| Column::Linear { start: 0, step: 0 });
+        for (c, column) in columns.iter_mut().enumerate() {
+            let start = cur.position();
+            let mode = cur.u8().map_err(|e| at(&cur, e))?;
+            let len = cur.uvarint().map_err(|e| at(&cur, e))?;
+            let data = usize::try_from(len)
+                .ok()
+                .and_then(|len| cur.take(len).ok())
+                .ok_or_else(|| {
+                    (
+                        start,
+                        format!("column {} overruns the chunk", COLUMN_NAMES[c]),
+                    )
+                })?;
+            *column = decode_column(mode, data, count)
+                .map_err(|what| (start, format!("column {}: {what}", COLUMN_NAMES[c])))?;
+        }
+        if cur.remaining() != 0 {
+            return Err((
+                cur.position(),
+                "trailing bytes after the last column".into(),
+            ));
+        }
+        let batch = EventBatch {
+            len: count,
+            columns,
+        };
+        batch.validate().map_err(|what| (0, what))?;
+        Ok(batch)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        // pid, tid, device (zigzag of an i32), result and stack must fit 32 bits.
+        for c in [3usize, 4, 5, 7, 15] {
+            if let Some(i) = first_outside(&self.columns[c], self.len, u64::from(u32::MAX)) {
+                return Err(format!("event {i}: {} exceeds 32 bits", COLUMN_NAMES[c]));
+            }
+        }
+        // Ids below 128 are looked up once each; api columns have few distinct values.
+        let mut known = [None::<bool>; 128];
+        for i in 0..self.len {
+            let id = self.columns[6].get(i);
+            let ok = match known.get_mut(id as usize) {
+                Some(slot) => *slot.get_or_insert_with(|| Api::from_id(id as u16).is_some()),
+                None => u16::try_from(id).ok().and_then(Api::from_id).is_some(),
+            };
+            if !ok {
+                return Err(format!(
+                    "event {i}: unknown API id {id} (written by a newer recorder?)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The first index whose value exceeds `limit`, if any.
+fn first_outside(column: &Column, len: usize, limit: u64) -> Option<usize> {
+    if let Column::Linear { start, step } = *column {
+        // With both ends within the limit and |step| ≤ limit, a progression of at most
+        // MAX_CHUNK_EVENTS values travels less than 2^64 and so cannot wrap between them.
+        let last = column.get(len.saturating_sub(1));
+        if len == 0 || (start <= limit && last <= limit && step.unsigned_abs() <= limit) {
+            return None;
+        }
+    }
+    (0..len).find(|&i| column.get(i) > limit)
+}
+
+fn decode_column(mode: u8, data: &[u8], count: usize) -> Result<Column, String> {
+    let mut cur = Cursor::new(data);
+    let bad = |e: CursorError| format!("{e:?} value");
+    let column = match mode {
+        MODE_LINEAR => {
+            let start = cur.uvarint().map_err(bad)?;
+            let step = unzigzag(cur.uvarint().map_err(bad)?);
+            Column::Linear { start, step }
+        }
+        MODE_PLAIN | MODE_DELTA => {
+            // Every value takes at least one byte, so a lying count cannot allocate more than
+            // the data justifies.
+            if data.len() < count {
+                return Err(format!("{} bytes cannot hold {count} values", data.len()));
+            }
+            let mut values = Vec::with_capacity(count);
+            if mode == MODE_PLAIN {
+                for _ in 0..count {
+                    values.push(cur.uvarint().map_err(bad)?);
+                }
+            } else {
+                let mut prev = 0u64;
+                for _ in 0..count {
+                    prev = prev.wrapping_add(unzigzag(cur.uvarint().map_err(bad)?) as u64);
+                    values.push(prev);
+                }
+            }
+            Column::Values(values)
+        }
+        other => return Err(format!("unknown column mode {other}")),
+    };
+    if cur.remaining() != 0 {
+        return Err(format!(
+            "{} bytes left after {count} values",
+            cur.remaining()
+        ));
+    }
+    Ok(column)
+}
+
+/// Accumulates events column by column and encodes them; the writer's bounded buffer.
+#[derive(Debug, Default)]
+pub struct ColumnBuilder {
+    columns: [Vec<u64>; COLUMNS],
+}
+
+impl ColumnBuilder {
+    pub fn len(&self) -> usize {
+        self.columns[0].len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn push(&mut self, e: &Event) {
+        let values = [
+            e.seq,
+            e.time_ns,
+            e.duration_ns,
+            u64::from(e.pid),
+            u64::from(e.tid),
+            zigzag(i64::from(e.device)),
+            u64::from(e.api.id()),
+            u64::from(e.result),
+            e.address,
+            e.size,
+            e.handle,
+            e.aux,
+            e.stream,
+            e.pool,
+            e.flags,
+            u64::from(e.stack),
+        ];
+        for (column, v) in self.columns.iter_mut().zip(values) {
+            column.push(v);
+        }
+    }
+
+    /// Smallest and largest value of column `c` (time and seq ranges for the chunk index).
+    pub fn first_last(&self, c: usize) -> Option<(u64, u64)> {
+        let col = &self.columns[c];
+        Some((*col.first()?, *col.last()?))
+    }
+
+    /// Appends the raw chunk payload for the buffered events to `out` and clears the buffer.
+    pub fn encode_into(&mut self, out: &mut Vec<u8>) {
+        put_uvarint(out, self.len() as u64);
+        for column in &mut self.columns {
+            encode_column(column, out);
+            column.clear();
+        }
+    }
+
+    fn to_batch(&self) -> EventBatch {
+        EventBatch {
+            len: self.len(),
+            columns: std::array::from_fn(|c| Column::Values(self.columns[c].clone())),
+        }
+    }
+}
+
+fn encode_column(values: &[u64], out: &mut Vec<u8>) {
+    if let Some(step) = linear_step(values) {
+        let start = values.first().copied().unwrap_or(0);
+        out.push(MODE_LINEAR);
+        put_uvarint(out, (uvarint_len(start) + uvarint_len(zigzag(step))) as u64);
+        put_uvarint(out, start);
+        put_uvarint(out, zigzag(step));
+        return;
+    }
+    let plain: usize = values.iter().map(|&v| uvarint_len(v)).sum();
+    let mut prev = 0u64;
+    let delta: usize = values
+        .iter()
+        .map(|&v| {
+            let d = uvarint_len(zigzag(v.wrapping_sub(prev) as i64));
+            prev = v;
+            d
+        })
+        .sum();
+    if plain <= delta {
+        out.push(MODE_PLAIN);
+        put_uvarint(out, plain as u64);
+        for &v in values {
+            put_uvarint(out, v);
+        }
+    } else {
+        out.push(MODE_DELTA);
+        put_uvarint(out, delta as u64);
+        let mut prev = 0u64;
+        for &v in values {
+            put_uvarint(out, zigzag(v.wrapping_sub(prev) as i64));
+            prev = v;
+        }
+    }
+}
+
+/// The common step when `values` is an arithmetic progression (also for 0 or 1 values).
+fn linear_step(values: &[u64]) -> Option<i64> {
+    let step = match values {
+        [] | [_] => 0,
+        [a, b, ..] => b.wrapping_sub(*a) as i64,
+    };
+    let mut expected = values.first().copied().unwrap_or(0);
+    for &v in values {
+        if v != expected {
+            return None;
+        }
+        expected = expected.wrapping_add(step as u64);
+    }
+    Some(step)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::arb_event;
+    use proptest::prelude::*;
+
+    fn round_trip(events: &[Event]) -> EventBatch {
+        let mut b = ColumnBuilder::default();
+        events.iter().for_each(|e| b.push(e));
+        let mut raw = Vec::new();
+        b.encode_into(&mut raw);
+        assert!(b.is_empty());
+        EventBatch::decode(&raw, events.len()).unwrap()
+    }
+
+    proptest! {
+        #[test]
+        fn columns_round_trip_any_events(events in proptest::collection::vec(arb_event(), 0..200)) {
+            let batch = round_trip(&events);
+            prop_assert_eq!(batch.iter().collect::<Vec<_>>(), events);
+        }
+
+        #[test]
+        fn decode_never_panics_on_garbage(raw: Vec<u8>, count in 0usize..64) {
+            let _ = EventBatch::decode(&raw, count);
+        }
+    }
+
+    #[test]
+    fn sequence_numbers_and_constants_take_linear_mode() {
+        let events: Vec<Event> = (0..1000)
+            .map(|i| Event {
+                seq: 100 + i,
+                time_ns: i * i,
+                ..Event::new(Api::CuMemAlloc_v2)
+            })
+            .collect();
+        let batch = round_trip(&events);
+        assert_eq!(
+            batch.column(0),
+            &Column::Linear {
+                start: 100,
+                step: 1
+            }
+        );
+        assert_eq!(batch.column(6), &Column::Linear { start: 1, step: 0 });
+        assert!(matches!(batch.column(1), Column::Values(_)));
+    }
+
+    #[test]
+    fn an_unknown_api_id_is_refused() {
+        let mut raw = Vec::new();
+        put_uvarint(&mut raw, 1);
+        for c in 0..COLUMNS {
+            encode_column(&[if c == 6 { 999 } else { 0 }], &mut raw);
+        }
+        let (_, what) = EventBatch::decode(&raw, 1).unwrap_err();
+        assert!(what.contains("unknown API id 999"), "{what}");
+    }
+}

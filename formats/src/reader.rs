@@ -1,0 +1,330 @@
+//! Reading: locate chunks (through the index, or by a sequential scan after a crash), then decode
+//! them, sequentially in order or all at once in parallel.
+
+use crate::chunk::{
+    self, CHUNK_HEADER_LEN, ChunkHeader, ChunkKind, FILE_HEADER_LEN, INDEX_ENTRY_LEN, IndexEntry,
+    TRAILER_LEN,
+};
+use crate::codec;
+use crate::column::EventBatch;
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::metadata::Metadata;
+use crate::tables::Tables;
+use rayon::prelude::*;
+use std::path::Path;
+
+/// How strictly to treat damage in the middle of a file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadOptions {
+    /// On a corrupt chunk, keep everything before it (and say so) instead of failing.
+    /// A file cut short is always recovered up to its last complete chunk.
+    pub salvage: bool,
+}
+
+/// Where each chunk is, and whether the file was finished.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub version: u16,
+    /// Every chunk that will be read, in file order (the index chunk excluded).
+    pub chunks: Vec<ChunkHeader>,
+    /// True when the file ends with a valid index and trailer and nothing was skipped.
+    pub complete: bool,
+    /// Why the file is incomplete, with the byte offset, when it is.
+    pub damage: Option<String>,
+    pub file_bytes: u64,
+}
+
+impl Layout {
+    /// Finds the chunks of `bytes`.
+    pub fn scan(bytes: &[u8], options: ReadOptions) -> Result<Layout> {
+        let version = chunk::parse_file_header(bytes)?;
+        if let Some(layout) = Self::from_index(bytes, version)? {
+            return Ok(layout);
+        }
+        Self::sequential(bytes, version, options)
+    }
+
+    /// The event chunks whose time range overlaps `[from_ns, to_ns]`, through the index: random
+    /// access by time without decoding the rest.
+    pub fn overlapping(&self, from_ns: u64, to_ns: u64) -> Vec<ChunkHeader> {
+        self.chunks
+            .iter()
+            .filter(|h| h.kind == ChunkKind::Events)
+            .filter(|h| h.first_time_ns <= to_ns && h.last_time_ns >= from_ns)
+            .copied()
+            .collect()
+    }
+
+    /// The layout given by the trailer and index, when the file has them. An index that is
+    /// present but broken is corruption, not a crash, so it is reported.
+    fn from_index(bytes: &[u8], version: u16) -> Result<Option<Layout>> {
+        let Some(index_offset) = chunk::parse_trailer(bytes) else {
+            return Ok(None);
+        };
+        let trailer_at = bytes.len() - TRAILER_LEN;
+        let bad = |what: &str| Error::Corrupt {
+            offset: index_offset,
+            what: format!("{what} (the trailer at byte {trailer_at} points here)"),
+        };
+        let start = usize::try_from(index_offset)
+            .ok()
+            .filter(|&s| s >= FILE_HEADER_LEN);
+        let Some(start) = start.filter(|&s| s + CHUNK_HEADER_LEN <= trailer_at) else {
+            return Err(bad("index offset outside the file"));
+        };
+        let header = ChunkHeader::parse(&bytes[start..], index_offset)?;
+        if header.kind != ChunkKind::Index || header.end() != trailer_at as u64 {
+            return Err(bad("no index chunk ending at the trailer"));
+        }
+        let mut scratch = Vec::new();
+        let entries = header.payload(bytes, &mut scratch)?;
+        if entries.len() % INDEX_ENTRY_LEN != 0 {
+            return Err(bad("index length is not a whole number of entries"));
+        }
+        let mut chunks = Vec::with_capacity(entries.len() / INDEX_ENTRY_LEN);
+        let mut expected = FILE_HEADER_LEN as u64;
+        for entry in entries.chunks_exact(INDEX_ENTRY_LEN).map(IndexEntry::parse) {
+            // Chunks are contiguous, so each entry must start where the previous chunk ended.
+            if entry.offset != expected {
+                return Err(bad(&format!(
+                    "index entry points at byte {}, expected {expected}",
+                    entry.offset
+                )));
+            }
+            let h = header_at(bytes, entry.offset, header.offset)?;
+            if h.kind as u8 != entry.kind || h.event_count != entry.event_count {
+                return Err(Error::Corrupt {
+                    offset: entry.offset,
+                    what: "chunk header disagrees with its index entry".into(),
+                });
+            }
+            expected = h.end();
+            chunks.push(h);
+        }
+        if expected != index_offset {
+            return Err(bad("the index does not cover the file"));
+        }
+        Ok(Some(Layout {
+            version,
+            chunks,
+            complete: true,
+            damage: None,
+            file_bytes: bytes.len() as u64,
+        }))
+    }
+
+    /// Walks chunk headers from the start: the recovery path for files whose writer died.
+    fn sequential(bytes: &[u8], version: u16, options: ReadOptions) -> Result<Layout> {
+        let mut chunks = Vec::new();
+        let mut pos = FILE_HEADER_LEN as u64;
+        let end = bytes.len() as u64;
+        let damage = loop {
+            let rest = &bytes[pos as usize..];
+            if rest.is_empty() {
+                break format!(
+                    "the file ends at byte {pos} without an index (the writer did not finish)"
+                );
+            }
+            if rest.len() < CHUNK_HEADER_LEN || rest.iter().take(CHUNK_HEADER_LEN).all(|&b| b == 0)
+            {
+                break format!(
+                    "the file ends at byte {pos} inside a chunk header (the writer did not finish)"
+                );
+            }
+            let h = match ChunkHeader::parse(rest, pos) {
+                Ok(h) => h,
+                Err(e) if options.salvage => break format!("{e}; recovered the chunks before it"),
+                Err(e) => return Err(e),
+            };
+            if h.end() > end {
+                break format!(
+                    "the file ends at byte {end} inside the chunk at byte {pos} (the writer did not finish)"
+                );
+            }
+            if h.kind == ChunkKind::Index {
+                // An index whose trailer is missing: the writer died while finishing.
+                break format!(
+                    "the file ends at byte {end} before its trailer (the writer did not finish)"
+                );
+            }
+            pos = h.end();
+            chunks.push(h);
+        };
+        Ok(Layout {
+            version,
+            chunks,
+            complete: false,
+            damage: Some(damage),
+            file_bytes: end,
+        })
+    }
+}
+
+fn header_at(bytes: &[u8], offset: u64, limit: u64) -> Result<ChunkHeader> {
+    let start = offset as usize;
+    if offset + CHUNK_HEADER_LEN as u64 > limit {
+        return Err(Error::Corrupt {
+            offset,
+            what: "chunk header runs into the index".into(),
+        });
+    }
+    let h = ChunkHeader::parse(&bytes[start..], offset)?;
+    if h.end() > limit {
+        return Err(Error::Corrupt {
+            offset,
+            what: "chunk runs into the index".into(),
+        });
+    }
+    Ok(h)
+}
+
+/// A fully decoded trace.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub metadata: Metadata,
+    pub tables: Tables,
+    /// Event chunks in file order.
+    pub batches: Vec<EventBatch>,
+    pub layout: Layout,
+}
+
+impl Trace {
+    /// Maps the file at `path` and decodes it in parallel.
+    pub fn open(path: &Path, options: ReadOptions) -> Result<Trace> {
+        let file = MappedFile::open(path)?;
+        Trace::from_bytes(file.bytes(), options)
+    }
+
+    /// Decodes a whole trace held in memory, chunks in parallel.
+    pub fn from_bytes(bytes: &[u8], options: ReadOptions) -> Result<Trace> {
+        let mut layout = Layout::scan(bytes, options)?;
+        let decoded: Vec<Result<Decoded>> = layout
+            .chunks
+            .par_iter()
+            .map(|h| decode_chunk(bytes, h))
+            .collect();
+        let mut trace = Trace {
+            metadata: Metadata::default(),
+            tables: Tables::default(),
+            batches: Vec::new(),
+            layout: layout.clone(),
+        };
+        let last = decoded.len().saturating_sub(1);
+        for (i, d) in decoded.into_iter().enumerate() {
+            let d = match d {
+                Ok(d) => d,
+                // A torn last chunk of an unfinished file is the crash itself, not corruption.
+                Err(e) if options.salvage || (i == last && !layout.complete) => {
+                    layout.chunks.truncate(i);
+                    layout.complete = false;
+                    layout.damage = Some(format!("{e}; recovered the chunks before it"));
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            match d {
+                Decoded::Metadata(m) => trace.metadata = m,
+                Decoded::Tables(t) => trace.tables.extend(t),
+                Decoded::Events(b) => trace.batches.push(b),
+            }
+        }
+        trace.layout = layout;
+        Ok(trace)
+    }
+
+    /// Number of events.
+    pub fn event_count(&self) -> u64 {
+        self.batches.iter().map(|b| b.len() as u64).sum()
+    }
+
+    /// Every event in file order.
+    pub fn events(&self) -> impl Iterator<Item = Event> + '_ {
+        self.batches.iter().flat_map(|b| b.iter())
+    }
+}
+
+enum Decoded {
+    Metadata(Metadata),
+    Tables(Tables),
+    Events(EventBatch),
+}
+
+fn decode_chunk(bytes: &[u8], h: &ChunkHeader) -> Result<Decoded> {
+    let mut scratch = Vec::new();
+    let raw = h.payload(bytes, &mut scratch)?;
+    let at = h.payload_offset();
+    Ok(match h.kind {
+        ChunkKind::Metadata => Decoded::Metadata(codec::decode_value(raw, at)?),
+        ChunkKind::Tables => Decoded::Tables(codec::decode_value(raw, at)?),
+        ChunkKind::Events => Decoded::Events(decode_events(raw, h)?),
+        ChunkKind::Index => unreachable!("layouts never list the index chunk"),
+    })
+}
+
+fn decode_events(raw: &[u8], h: &ChunkHeader) -> Result<EventBatch> {
+    EventBatch::decode(raw, h.event_count as usize).map_err(|(pos, what)| Error::Corrupt {
+        offset: h.offset,
+        what: format!("events chunk, decompressed byte {pos}: {what}"),
+    })
+}
+
+/// Decodes the event chunks of a file one at a time, in order, for bounded-memory streaming.
+pub struct EventChunks<'a> {
+    bytes: &'a [u8],
+    chunks: std::slice::Iter<'a, ChunkHeader>,
+    scratch: Vec<u8>,
+}
+
+impl<'a> EventChunks<'a> {
+    /// The event chunks among `chunks` (all of a [`Layout`], or [`Layout::overlapping`]).
+    pub fn new(bytes: &'a [u8], chunks: &'a [ChunkHeader]) -> Self {
+        EventChunks {
+            bytes,
+            chunks: chunks.iter(),
+            scratch: Vec::new(),
+        }
+    }
+}
+
+impl Iterator for EventChunks<'_> {
+    type Item = Result<EventBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let h = self.chunks.find(|h| h.kind == ChunkKind::Events)?;
+        Some(
+            h.payload(self.bytes, &mut self.scratch)
+                .and_then(|raw| decode_events(raw, h)),
+        )
+    }
+}
+
+/// A trace file mapped into memory.
+pub struct MappedFile {
+    map: Option<memmap2::Mmap>,
+}
+
+impl MappedFile {
+    /// Maps `path`, refusing directories and other non-files with a clear error.
+    pub fn open(path: &Path) -> Result<MappedFile> {
+        let file = std::fs::File::open(path)?;
+        let meta = file.metadata()?;
+        if meta.is_dir() {
+            return Err(Error::Io(std::io::Error::other(
+                "is a directory, not a trace file",
+            )));
+        }
+        if meta.len() == 0 {
+            return Ok(MappedFile { map: None });
+        }
+        // SAFETY: the map is read-only and private to this process. If another process truncates
+        // the file while it is mapped, reads past the new end fault; vramtrace only reads traces
+        // whose writer has finished or died, which is the documented use.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        Ok(MappedFile { map: Some(map) })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}

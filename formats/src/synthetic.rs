@@ -1,0 +1,368 @@
+//! A generated, request-level, PyTorch-like event stream: the benchmark input for the format and
+//! the stand-in sample until real recorded traces exist.
+//!
+//! How the stream is made (so the size figures can be judged): one model step is a fixed program
+//! of tensor lifetimes, the same every step, as in an eager training loop:
+//!
+//! - at start, parameters and optimizer state (a few allocations of 4 to 300 MiB, never freed);
+//! - per step, a forward pass that allocates one activation per layer (kept until its backward)
+//!   plus short-lived temporaries (freed within a few calls), a backward pass that frees the
+//!   activations in reverse and allocates gradients and temporaries, and an optimizer update
+//!   with its own temporaries: 40 allocations and 40 frees per step, the 2,400 events per
+//!   30 steps PyTorch's MLP made under `backend:cudaMallocAsync` on the H200;
+//! - one step in four has a longer "sequence" (sizes × 1.5), which varies sizes and addresses;
+//! - sizes from 512 B to hundreds of MiB, rounded to 512 B;
+//! - addresses from a size-keyed free list over a bump pointer, so memory is reused as a
+//!   stream-ordered pool does;
+//! - two threads (forward on the main thread, backward on the autograd thread), two streams
+//!   (compute and a side stream for a tenth of the allocations), 300 distinct stacks;
+//! - call times 20 to 60 µs apart with nanosecond jitter, calls lasting 0.7 to 1.3 µs.
+
+use crate::api::Api;
+use crate::event::Event;
+use crate::metadata::Metadata;
+use crate::tables::{Device, Frame, Module, Process, Stack, Stream, Tables, Thread};
+use std::collections::HashMap;
+
+/// The process id the generated stream uses.
+pub const PID: u32 = 4242;
+const MAIN_TID: u32 = 4242;
+const BACKWARD_TID: u32 = 4250;
+const COMPUTE_STREAM: u64 = 0x5555_0000_1000;
+const SIDE_STREAM: u64 = 0x5555_0000_2000;
+const STACKS: u32 = 300;
+const MIB: u64 = 1 << 20;
+
+/// A small deterministic PRNG (SplitMix64), so the stream is identical everywhere.
+#[derive(Debug, Clone)]
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    pub fn new(seed: u64) -> Self {
+        SplitMix(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo).max(1)
+    }
+}
+
+/// One tensor of the step program.
+#[derive(Debug, Clone, Copy)]
+struct Tensor {
+    size: u64,
+    backward: bool,
+    side_stream: bool,
+    stack: u32,
+}
+
+/// The generated stream: metadata, tables and events in call order.
+pub struct Synthetic {
+    pub metadata: Metadata,
+    pub tables: Tables,
+    pub events: Vec<Event>,
+}
+
+/// Generates `steps` training steps (80 events each, plus the parameters) from `seed`.
+pub fn pytorch_like(steps: usize, seed: u64) -> Synthetic {
+    let mut rng = SplitMix::new(seed);
+    let mut g = Generator::new(&mut rng);
+    let layers = 8;
+    // Parameters and optimizer state: allocated once, live to the end.
+    for i in 0..6 {
+        let size = round(g.rng.range(4 * MIB, 300 * MIB));
+        g.alloc(
+            i,
+            Tensor {
+                size,
+                backward: false,
+                side_stream: false,
+                stack: 1 + i as u32,
+            },
+        );
+    }
+    let base: Vec<Tensor> = (0..layers)
+        .map(|l| Tensor {
+            size: round(g.rng.range(MIB, 64 * MIB)),
+            backward: false,
+            side_stream: false,
+            stack: 10 + l as u32,
+        })
+        .collect();
+    let stack_of = |salt: u64| 10 + (salt % u64::from(STACKS - 10)) as u32;
+    for step in 0..steps {
+        let scale = if step % 4 == 3 { 3 } else { 2 };
+        let scaled = |t: Tensor| Tensor {
+            size: round(t.size * scale / 2),
+            ..t
+        };
+        let id0 = 1000 + step as u64 * 1000;
+        // Forward: one activation per layer, kept; two temporaries each, freed at once.
+        for (l, &act) in base.iter().enumerate() {
+            g.alloc(id0 + l as u64, scaled(act));
+            for k in 0..2u64 {
+                let tmp = id0 + 100 + 2 * l as u64 + k;
+                let size = round(g.rng.range(512, 4 * MIB) * scale / 2);
+                let side = g.rng.range(0, 10) == 0;
+                let t = Tensor {
+                    size,
+                    backward: false,
+                    side_stream: side,
+                    stack: stack_of(tmp % 997),
+                };
+                g.alloc(tmp, t);
+                g.free(tmp);
+            }
+        }
+        // Backward: free activations in reverse, one gradient temporary each.
+        for l in (0..layers).rev() {
+            let grad = id0 + 200 + l as u64;
+            let size = scaled(base[l]).size;
+            let t = Tensor {
+                size,
+                backward: true,
+                side_stream: false,
+                stack: stack_of(grad % 991),
+            };
+            g.alloc(grad, t);
+            g.free(id0 + l as u64);
+            g.free(grad);
+        }
+        // Optimizer: a few small temporaries.
+        for k in 0..8 {
+            let tmp = id0 + 300 + k;
+            let t = Tensor {
+                size: round(g.rng.range(512, 64 * 1024)),
+                backward: false,
+                side_stream: false,
+                stack: 5 + k as u32 % 5,
+            };
+            g.alloc(tmp, t);
+            g.free(tmp);
+        }
+    }
+    let events = g.events;
+    Synthetic {
+        metadata: metadata(),
+        tables: tables(),
+        events,
+    }
+}
+
+fn round(size: u64) -> u64 {
+    size.div_ceil(512).max(1) * 512
+}
+
+struct Generator<'r> {
+    rng: &'r mut SplitMix,
+    events: Vec<Event>,
+    time: u64,
+    next_address: u64,
+    free_lists: HashMap<u64, Vec<u64>>,
+    live: HashMap<u64, (u64, Tensor)>,
+}
+
+impl<'r> Generator<'r> {
+    fn new(rng: &'r mut SplitMix) -> Self {
+        Generator {
+            rng,
+            events: Vec::new(),
+            time: 1_000_000_000,
+            next_address: 0x7f00_0000_0000,
+            free_lists: HashMap::new(),
+            live: HashMap::new(),
+        }
+    }
+
+    fn alloc(&mut self, id: u64, t: Tensor) {
+        let address = match self.free_lists.get_mut(&t.size).and_then(Vec::pop) {
+            Some(a) => a,
+            None => {
+                let a = self.next_address;
+                self.next_address += t.size;
+                a
+            }
+        };
+        self.live.insert(id, (address, t));
+        let api = Api::CuMemAllocAsync;
+        self.emit(api, address, t.size, t);
+    }
+
+    fn free(&mut self, id: u64) {
+        let (address, t) = self
+            .live
+            .remove(&id)
+            .expect("generator frees only live tensors");
+        self.free_lists.entry(t.size).or_default().push(address);
+        self.emit(Api::CuMemFreeAsync, address, 0, t);
+    }
+
+    fn emit(&mut self, api: Api, address: u64, size: u64, t: Tensor) {
+        self.time += self.rng.range(20_000, 60_000);
+        let e = Event {
+            seq: self.events.len() as u64 + 1,
+            time_ns: self.time,
+            duration_ns: self.rng.range(700, 1300),
+            pid: PID,
+            tid: if t.backward { BACKWARD_TID } else { MAIN_TID },
+            device: 0,
+            address,
+            size,
+            stream: if t.side_stream {
+                SIDE_STREAM
+            } else {
+                COMPUTE_STREAM
+            },
+            stack: t.stack + u32::from(api == Api::CuMemFreeAsync) * STACKS,
+            ..Event::new(api)
+        };
+        self.events.push(e);
+    }
+}
+
+fn metadata() -> Metadata {
+    Metadata {
+        writer: format!(
+            "vramtrace-format {} (synthetic generator)",
+            env!("CARGO_PKG_VERSION")
+        ),
+        host: "synthetic".into(),
+        driver_version: 13000,
+        environment: vec![(
+            "PYTORCH_CUDA_ALLOC_CONF".into(),
+            "backend:cudaMallocAsync".into(),
+        )],
+        capture_level: "request".into(),
+    }
+}
+
+fn tables() -> Tables {
+    let module = |id: u32, path: &str, load_address: u64| Module {
+        id,
+        pid: PID,
+        path: path.into(),
+        build_id: vec![id as u8; 20],
+        load_address,
+        size: 64 * MIB,
+        loaded_ns: 0,
+        unloaded_ns: None,
+    };
+    let modules = vec![
+        module(1, "/usr/bin/python3.12", 0x5555_5555_0000),
+        module(
+            2,
+            "/usr/lib/python3/dist-packages/torch/lib/libtorch_cuda.so",
+            0x7fff_0000_0000,
+        ),
+        module(
+            3,
+            "/usr/lib/python3/dist-packages/torch/lib/libc10_cuda.so",
+            0x7fff_8000_0000,
+        ),
+    ];
+    // Each stack: a few frames shared by all (interpreter), a few specific to it.
+    let mut frames = Vec::new();
+    let mut stacks = Vec::new();
+    let frame_id = |address: u64, frames: &mut Vec<Frame>| {
+        let id = frames.len() as u32 + 1;
+        frames.push(Frame { id, address });
+        id
+    };
+    let shared: Vec<u32> = (0..4)
+        .map(|i| frame_id(0x5555_5555_1000 + i * 0x40, &mut frames))
+        .collect();
+    for s in 1..=2 * STACKS {
+        let mut ids = vec![
+            frame_id(0x7fff_8000_1000 + u64::from(s) * 0x10, &mut frames),
+            frame_id(0x7fff_0000_2000 + u64::from(s % 37) * 0x80, &mut frames),
+        ];
+        ids.extend(&shared);
+        stacks.push(Stack { id: s, frames: ids });
+    }
+    Tables {
+        processes: vec![Process {
+            pid: PID,
+            parent_pid: 1,
+            command_line: vec!["python3".into(), "train.py".into(), "--synthetic".into()],
+            start_unix_ns: 1_764_000_000_000_000_000,
+            start_monotonic_ns: 999_000_000,
+        }],
+        threads: vec![
+            Thread {
+                tid: MAIN_TID,
+                pid: PID,
+                name: "python3".into(),
+            },
+            Thread {
+                tid: BACKWARD_TID,
+                pid: PID,
+                name: "pt_autograd_0".into(),
+            },
+        ],
+        devices: vec![Device {
+            ordinal: 0,
+            name: "NVIDIA H200".into(),
+            uuid: [0x42; 16],
+            total_memory: 150_754_820_096,
+            compute_capability: (9, 0),
+        }],
+        streams: vec![
+            Stream {
+                handle: COMPUTE_STREAM,
+                device: 0,
+                per_thread_default: false,
+            },
+            Stream {
+                handle: SIDE_STREAM,
+                device: 0,
+                per_thread_default: false,
+            },
+        ],
+        pools: Vec::new(),
+        stacks,
+        frames,
+        modules,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thirty_steps_make_about_2400_balanced_events() {
+        let s = pytorch_like(30, 1);
+        let allocs = s
+            .events
+            .iter()
+            .filter(|e| e.api == Api::CuMemAllocAsync)
+            .count();
+        let frees = s.events.len() - allocs;
+        assert_eq!(allocs, 6 + 30 * 40);
+        assert_eq!(frees, 30 * 40);
+        let max = s.events.iter().map(|e| e.size).max().unwrap();
+        let min = s
+            .events
+            .iter()
+            .filter(|e| e.size > 0)
+            .map(|e| e.size)
+            .min()
+            .unwrap();
+        assert!(max > 100 * MIB && min <= 4096, "sizes {min}..{max}");
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_stream() {
+        assert_eq!(pytorch_like(5, 7).events, pytorch_like(5, 7).events);
+        assert_ne!(pytorch_like(5, 7).events, pytorch_like(5, 8).events);
+    }
+}
