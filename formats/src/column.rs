@@ -1,15 +1,21 @@
 //! Events as columns: the in-memory batch a chunk decodes to, and the column codec.
 //!
 //! Each of the sixteen event fields is one column of `u64`. A column is stored in whichever of
-//! three modes is smallest for this chunk (see SPEC.md, "Event columns"):
+//! five modes is smallest for this chunk (see SPEC.md, "Event columns"):
 //!
 //! - `LINEAR`: `start` and a signed `step`; covers constant columns (step 0) and sequence numbers
 //!   (step 1) in two varints, and decodes without touching memory.
 //! - `PLAIN`: one LEB128 varint per value.
 //! - `DELTA`: one zigzag LEB128 varint per difference from the previous value (the first from 0).
+//! - `PLANES`: fixed-width little-endian values split into byte planes (all low bytes, then all
+//!   second bytes, ...).
+//! - `DELTA_PLANES`: the first value as a varint, then the wrapping differences as byte planes.
 //!
-//! The hand-written varint column measured faster than bincode and gives zstd byte-aligned,
-//! repetitive input (BENCHMARKS.md).
+//! Byte planes exist for timestamps and durations: their low bytes are timing noise, their high
+//! bytes repeat with the program's loop. Split apart, zstd stores the noise at about its entropy
+//! and the pattern for almost nothing; interleaved in varints, neither compresses. Ties between
+//! sizes go to planes for that reason. The hand-written column codec replaces bincode on this
+//! path because it is both smaller and faster (BENCHMARKS.md).
 
 use crate::api::Api;
 use crate::codec::{Cursor, CursorError, put_uvarint, unzigzag, uvarint_len, zigzag};
@@ -41,6 +47,8 @@ pub const COLUMN_NAMES: [&str; COLUMNS] = [
 const MODE_LINEAR: u8 = 0;
 const MODE_PLAIN: u8 = 1;
 const MODE_DELTA: u8 = 2;
+const MODE_PLANES: u8 = 3;
+const MODE_DELTA_PLANES: u8 = 4;
 
 /// One decoded column.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,6 +245,37 @@ fn decode_column(mode: u8, data: &[u8], count: usize) -> Result<Column, String> 
             }
             Column::Values(values)
         }
+        MODE_PLANES | MODE_DELTA_PLANES => {
+            let first = if mode == MODE_DELTA_PLANES && count > 0 {
+                Some(cur.uvarint().map_err(bad)?)
+            } else {
+                None
+            };
+            let width = usize::from(cur.u8().map_err(bad)?);
+            if !(1..=8).contains(&width) {
+                return Err(format!("byte-plane width {width}"));
+            }
+            let n = count - usize::from(first.is_some());
+            let planes = n
+                .checked_mul(width)
+                .and_then(|len| cur.take(len).ok())
+                .ok_or_else(|| format!("byte planes shorter than {n} values of {width} bytes"))?;
+            let mut values = vec![0u64; n];
+            for (k, plane) in planes.chunks_exact(n.max(1)).take(width).enumerate() {
+                for (v, &b) in values.iter_mut().zip(plane) {
+                    *v |= u64::from(b) << (8 * k);
+                }
+            }
+            if let Some(first) = first {
+                let mut prev = first;
+                for v in &mut values {
+                    prev = prev.wrapping_add(*v);
+                    *v = prev;
+                }
+                values.insert(0, first);
+            }
+            Column::Values(values)
+        }
         other => return Err(format!("unknown column mode {other}")),
     };
     if cur.remaining() != 0 {
@@ -320,29 +359,58 @@ fn encode_column(values: &[u64], out: &mut Vec<u8>) {
         put_uvarint(out, zigzag(step));
         return;
     }
+    let n = values.len();
+    let deltas = || values.windows(2).map(|w| w[1].wrapping_sub(w[0]));
     let plain: usize = values.iter().map(|&v| uvarint_len(v)).sum();
-    let mut prev = 0u64;
-    let delta: usize = values
-        .iter()
-        .map(|&v| {
-            let d = uvarint_len(zigzag(v.wrapping_sub(prev) as i64));
-            prev = v;
-            d
-        })
-        .sum();
-    if plain <= delta {
-        out.push(MODE_PLAIN);
-        put_uvarint(out, plain as u64);
+    let delta: usize = uvarint_len(zigzag(values[0] as i64))
+        + deltas().map(|d| uvarint_len(zigzag(d as i64))).sum::<usize>();
+    let width = byte_width(values.iter().copied());
+    let delta_width = byte_width(deltas());
+    let planes = 1 + n * width;
+    let delta_planes = uvarint_len(values[0]) + 1 + (n - 1) * delta_width;
+    // The width byte does not count against planes: ties go to them.
+    let best = plain.min(delta).min(planes - 1).min(delta_planes - 1) + 1;
+    let mut body = |mode: u8, len: usize| {
+        out.push(mode);
+        put_uvarint(out, len as u64);
+    };
+    if delta_planes <= best {
+        body(MODE_DELTA_PLANES, delta_planes);
+        put_uvarint(out, values[0]);
+        put_planes(out, deltas(), n - 1, delta_width);
+    } else if planes <= best {
+        body(MODE_PLANES, planes);
+        put_planes(out, values.iter().copied(), n, width);
+    } else if plain <= best {
+        body(MODE_PLAIN, plain);
         for &v in values {
             put_uvarint(out, v);
         }
     } else {
-        out.push(MODE_DELTA);
-        put_uvarint(out, delta as u64);
+        body(MODE_DELTA, delta);
         let mut prev = 0u64;
         for &v in values {
             put_uvarint(out, zigzag(v.wrapping_sub(prev) as i64));
             prev = v;
+        }
+    }
+}
+
+/// Bytes needed for the largest value (at least one).
+fn byte_width(values: impl Iterator<Item = u64>) -> usize {
+    let max = values.fold(0, u64::max);
+    ((64 - max.leading_zeros() as usize).div_ceil(8)).max(1)
+}
+
+/// Writes the width byte, then `width` planes of `n` bytes each.
+fn put_planes<I: Iterator<Item = u64> + Clone>(out: &mut Vec<u8>, values: I, n: usize, width: usize) {
+    out.push(width as u8);
+    let start = out.len();
+    out.resize(start + n * width, 0);
+    let planes = &mut out[start..];
+    for (i, v) in values.enumerate() {
+        for k in 0..width {
+            planes[k * n + i] = (v >> (8 * k)) as u8;
         }
     }
 }
@@ -368,6 +436,20 @@ mod tests {
     use super::*;
     use crate::testing::arb_event;
     use proptest::prelude::*;
+
+    /// The storage mode of each column of a raw payload.
+    fn column_modes(raw: &[u8]) -> Vec<u8> {
+        let mut cur = Cursor::new(raw);
+        cur.uvarint().unwrap();
+        (0..COLUMNS)
+            .map(|_| {
+                let mode = cur.u8().unwrap();
+                let len = cur.uvarint().unwrap();
+                cur.take(len as usize).unwrap();
+                mode
+            })
+            .collect()
+    }
 
     fn round_trip(events: &[Event]) -> EventBatch {
         let mut b = ColumnBuilder::default();
@@ -410,6 +492,25 @@ mod tests {
         );
         assert_eq!(batch.column(6), &Column::Linear { start: 1, step: 0 });
         assert!(matches!(batch.column(1), Column::Values(_)));
+    }
+
+    #[test]
+    fn noisy_timestamps_take_delta_planes_and_round_trip() {
+        let events: Vec<Event> = (0..1000u64)
+            .map(|i| Event {
+                seq: i,
+                time_ns: 1_000_000_000 + i * 40_000 + (i * 7919) % 4000,
+                duration_ns: 750 + (i * 104_729) % 300,
+                ..Event::new(Api::CuMemAllocAsync)
+            })
+            .collect();
+        let mut b = ColumnBuilder::default();
+        events.iter().for_each(|e| b.push(e));
+        let mut raw = Vec::new();
+        b.encode_into(&mut raw);
+        assert_eq!(column_modes(&raw)[1], MODE_DELTA_PLANES);
+        let batch = EventBatch::decode(&raw, events.len()).unwrap();
+        assert_eq!(batch.iter().collect::<Vec<_>>(), events);
     }
 
     #[test]

@@ -1,22 +1,26 @@
 //! A generated, request-level, PyTorch-like event stream: the benchmark input for the format and
 //! the stand-in sample until real recorded traces exist.
 //!
-//! How the stream is made (so the size figures can be judged): one model step is a fixed program
-//! of tensor lifetimes, the same every step, as in an eager training loop:
+//! How the stream is made (so the size figures can be judged): one training step is a fixed
+//! program of tensor lifetimes, replayed every step as an eager training loop does:
 //!
-//! - at start, parameters and optimizer state (a few allocations of 4 to 300 MiB, never freed);
+//! - at start, parameters and optimizer state (six allocations of 4 to 300 MiB, never freed);
 //! - per step, a forward pass that allocates one activation per layer (kept until its backward)
-//!   plus short-lived temporaries (freed within a few calls), a backward pass that frees the
-//!   activations in reverse and allocates gradients and temporaries, and an optimizer update
-//!   with its own temporaries: 40 allocations and 40 frees per step, the 2,400 events per
-//!   30 steps PyTorch's MLP made under `backend:cudaMallocAsync` on the H200;
-//! - one step in four has a longer "sequence" (sizes × 1.5), which varies sizes and addresses;
-//! - sizes from 512 B to hundreds of MiB, rounded to 512 B;
-//! - addresses from a size-keyed free list over a bump pointer, so memory is reused as a
-//!   stream-ordered pool does;
+//!   and two short-lived temporaries per layer, a backward pass that frees the activations in
+//!   reverse with one gradient temporary each, and an optimizer update with eight small
+//!   temporaries: 40 allocations and 40 frees per step, the 2,400 events per 30 steps PyTorch's
+//!   MLP made under `backend:cudaMallocAsync` on the H200 (research/h200-measurements.md);
+//! - the sizes of activations and temporaries scale with a per-step sequence length drawn from
+//!   four buckets (×1, ×1.25, ×1.5, ×2), as in variable-length training; sizes span 512 B to
+//!   hundreds of MiB, rounded to 512 B;
+//! - addresses come from a size-keyed LIFO free list over a bump pointer, so memory is reused as
+//!   a stream-ordered pool reuses it;
 //! - two threads (forward on the main thread, backward on the autograd thread), two streams
-//!   (compute and a side stream for a tenth of the allocations), 300 distinct stacks;
-//! - call times 20 to 60 µs apart with nanosecond jitter, calls lasting 0.7 to 1.3 µs.
+//!   (compute, and a side stream for a tenth of the temporaries), 600 distinct stacks
+//!   (300 allocation sites, 300 free sites);
+//! - each call starts a fixed per-position gap of 20 to 60 µs after the previous one, plus 0 to
+//!   4 µs of uniform jitter at nanosecond resolution (12 random bits per event), and lasts 750
+//!   to 1050 ns (8 random bits): timing noise is most of what cannot be compressed.
 
 use crate::api::Api;
 use crate::event::Event;
@@ -60,9 +64,18 @@ impl SplitMix {
 #[derive(Debug, Clone, Copy)]
 struct Tensor {
     size: u64,
+    /// Whether the size follows the step's sequence length.
+    scales: bool,
     backward: bool,
     side_stream: bool,
     stack: u32,
+}
+
+/// One call of the step program: allocate or free tensor `slot`, `gap` ns after the last call.
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    Alloc(usize, Tensor),
+    Free(usize),
 }
 
 /// The generated stream: metadata, tables and events in call order.
@@ -75,87 +88,61 @@ pub struct Synthetic {
 /// Generates `steps` training steps (80 events each, plus the parameters) from `seed`.
 pub fn pytorch_like(steps: usize, seed: u64) -> Synthetic {
     let mut rng = SplitMix::new(seed);
+    let program = step_program(&mut rng);
+    let gaps: Vec<u64> = program.iter().map(|_| rng.range(20_000, 60_000)).collect();
     let mut g = Generator::new(&mut rng);
-    let layers = 8;
-    // Parameters and optimizer state: allocated once, live to the end.
-    for i in 0..6 {
+    for slot in 0..6 {
         let size = round(g.rng.range(4 * MIB, 300 * MIB));
-        g.alloc(
-            i,
-            Tensor {
-                size,
-                backward: false,
-                side_stream: false,
-                stack: 1 + i as u32,
-            },
-        );
+        let t = Tensor { size, scales: false, backward: false, side_stream: false, stack: 1 + slot as u32 };
+        g.alloc(usize::MAX - slot, t, 1, 30_000);
     }
-    let base: Vec<Tensor> = (0..layers)
-        .map(|l| Tensor {
-            size: round(g.rng.range(MIB, 64 * MIB)),
-            backward: false,
-            side_stream: false,
-            stack: 10 + l as u32,
-        })
-        .collect();
-    let stack_of = |salt: u64| 10 + (salt % u64::from(STACKS - 10)) as u32;
-    for step in 0..steps {
-        let scale = if step % 4 == 3 { 3 } else { 2 };
-        let scaled = |t: Tensor| Tensor {
-            size: round(t.size * scale / 2),
-            ..t
-        };
-        let id0 = 1000 + step as u64 * 1000;
-        // Forward: one activation per layer, kept; two temporaries each, freed at once.
-        for (l, &act) in base.iter().enumerate() {
-            g.alloc(id0 + l as u64, scaled(act));
-            for k in 0..2u64 {
-                let tmp = id0 + 100 + 2 * l as u64 + k;
-                let size = round(g.rng.range(512, 4 * MIB) * scale / 2);
-                let side = g.rng.range(0, 10) == 0;
-                let t = Tensor {
-                    size,
-                    backward: false,
-                    side_stream: side,
-                    stack: stack_of(tmp % 997),
-                };
-                g.alloc(tmp, t);
-                g.free(tmp);
+    for _ in 0..steps {
+        // Sequence-length bucket, in quarters: ×1, ×1.25, ×1.5, ×2.
+        let quarters = [4, 5, 6, 8][g.rng.range(0, 4) as usize];
+        for (call, &gap) in program.iter().zip(&gaps) {
+            match *call {
+                Call::Alloc(slot, t) => g.alloc(slot, t, quarters, gap),
+                Call::Free(slot) => g.free(slot, gap),
             }
-        }
-        // Backward: free activations in reverse, one gradient temporary each.
-        for l in (0..layers).rev() {
-            let grad = id0 + 200 + l as u64;
-            let size = scaled(base[l]).size;
-            let t = Tensor {
-                size,
-                backward: true,
-                side_stream: false,
-                stack: stack_of(grad % 991),
-            };
-            g.alloc(grad, t);
-            g.free(id0 + l as u64);
-            g.free(grad);
-        }
-        // Optimizer: a few small temporaries.
-        for k in 0..8 {
-            let tmp = id0 + 300 + k;
-            let t = Tensor {
-                size: round(g.rng.range(512, 64 * 1024)),
-                backward: false,
-                side_stream: false,
-                stack: 5 + k as u32 % 5,
-            };
-            g.alloc(tmp, t);
-            g.free(tmp);
         }
     }
     let events = g.events;
-    Synthetic {
-        metadata: metadata(),
-        tables: tables(),
-        events,
+    Synthetic { metadata: metadata(), tables: tables(), events }
+}
+
+/// The calls of one training step, with sizes and call sites fixed once.
+fn step_program(rng: &mut SplitMix) -> Vec<Call> {
+    const LAYERS: usize = 8;
+    let mut calls = Vec::new();
+    let mut site = 10u32;
+    let mut tensor = |rng: &mut SplitMix, lo: u64, hi: u64, scales: bool, backward: bool| {
+        site += 1;
+        let side_stream = !backward && rng.range(0, 10) == 0;
+        Tensor { size: round(rng.range(lo, hi)), scales, backward, side_stream, stack: site }
+    };
+    // Forward: one activation per layer, kept; two temporaries each, freed at once.
+    for layer in 0..LAYERS {
+        calls.push(Call::Alloc(layer, tensor(rng, MIB, 64 * MIB, true, false)));
+        for k in 0..2 {
+            let slot = 100 + 2 * layer + k;
+            calls.push(Call::Alloc(slot, tensor(rng, 512, 4 * MIB, true, false)));
+            calls.push(Call::Free(slot));
+        }
     }
+    // Backward: a gradient temporary per layer, then the layer's activation is freed.
+    for layer in (0..LAYERS).rev() {
+        let slot = 200 + layer;
+        calls.push(Call::Alloc(slot, tensor(rng, MIB, 64 * MIB, true, true)));
+        calls.push(Call::Free(layer));
+        calls.push(Call::Free(slot));
+    }
+    // Optimizer: small temporaries of fixed size.
+    for k in 0..8 {
+        let slot = 300 + k;
+        calls.push(Call::Alloc(slot, tensor(rng, 512, 64 * 1024, false, false)));
+        calls.push(Call::Free(slot));
+    }
+    calls
 }
 
 fn round(size: u64) -> u64 {
@@ -168,7 +155,7 @@ struct Generator<'r> {
     time: u64,
     next_address: u64,
     free_lists: HashMap<u64, Vec<u64>>,
-    live: HashMap<u64, (u64, Tensor)>,
+    live: HashMap<usize, (u64, u64, Tensor)>,
 }
 
 impl<'r> Generator<'r> {
@@ -183,45 +170,38 @@ impl<'r> Generator<'r> {
         }
     }
 
-    fn alloc(&mut self, id: u64, t: Tensor) {
-        let address = match self.free_lists.get_mut(&t.size).and_then(Vec::pop) {
+    fn alloc(&mut self, slot: usize, t: Tensor, quarters: u64, gap: u64) {
+        let size = if t.scales { round(t.size * quarters / 4) } else { t.size };
+        let address = match self.free_lists.get_mut(&size).and_then(Vec::pop) {
             Some(a) => a,
             None => {
                 let a = self.next_address;
-                self.next_address += t.size;
+                self.next_address += size;
                 a
             }
         };
-        self.live.insert(id, (address, t));
-        let api = Api::CuMemAllocAsync;
-        self.emit(api, address, t.size, t);
+        self.live.insert(slot, (address, size, t));
+        self.emit(Api::CuMemAllocAsync, address, size, t, gap);
     }
 
-    fn free(&mut self, id: u64) {
-        let (address, t) = self
-            .live
-            .remove(&id)
-            .expect("generator frees only live tensors");
-        self.free_lists.entry(t.size).or_default().push(address);
-        self.emit(Api::CuMemFreeAsync, address, 0, t);
+    fn free(&mut self, slot: usize, gap: u64) {
+        let (address, size, t) = self.live.remove(&slot).expect("the program frees live tensors");
+        self.free_lists.entry(size).or_default().push(address);
+        self.emit(Api::CuMemFreeAsync, address, 0, t, gap);
     }
 
-    fn emit(&mut self, api: Api, address: u64, size: u64, t: Tensor) {
-        self.time += self.rng.range(20_000, 60_000);
+    fn emit(&mut self, api: Api, address: u64, size: u64, t: Tensor, gap: u64) {
+        self.time += gap + self.rng.range(0, 4_000);
         let e = Event {
             seq: self.events.len() as u64 + 1,
             time_ns: self.time,
-            duration_ns: self.rng.range(700, 1300),
+            duration_ns: self.rng.range(750, 1_050),
             pid: PID,
             tid: if t.backward { BACKWARD_TID } else { MAIN_TID },
             device: 0,
             address,
             size,
-            stream: if t.side_stream {
-                SIDE_STREAM
-            } else {
-                COMPUTE_STREAM
-            },
+            stream: if t.side_stream { SIDE_STREAM } else { COMPUTE_STREAM },
             stack: t.stack + u32::from(api == Api::CuMemFreeAsync) * STACKS,
             ..Event::new(api)
         };
@@ -357,7 +337,7 @@ mod tests {
             .map(|e| e.size)
             .min()
             .unwrap();
-        assert!(max > 100 * MIB && min <= 4096, "sizes {min}..{max}");
+        assert!(max > 100 * MIB && min <= 64 * 1024, "sizes {min}..{max}");
     }
 
     #[test]
