@@ -18,8 +18,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for e in &s.events {
         w.push(e)?;
     }
-    let bytes = w.bytes_written();
     w.finish()?;
-    eprintln!("{path}: {} events, {bytes}+ bytes", s.events.len());
+    let bytes = std::fs::metadata(&path)?.len();
+    eprintln!("{path}: {} events, {bytes} bytes", s.events.len());
     Ok(())
 }

@@ -22,8 +22,18 @@ pub fn put_uvarint(out: &mut Vec<u8>, mut value: u64) {
 /// Bytes [`put_uvarint`] writes for `value`.
 #[inline]
 pub fn uvarint_len(value: u64) -> usize {
-    // 1 + floor(log2(v) / 7), with v = 0 taking one byte.
-    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
+    // Indexed by leading zeros: ceil(significant bits / 7), at least 1.
+    const LEN: [u8; 65] = {
+        let mut t = [0u8; 65];
+        let mut lz = 0;
+        while lz <= 64 {
+            let bits = 64 - lz;
+            t[lz] = if bits == 0 { 1 } else { bits.div_ceil(7) as u8 };
+            lz += 1;
+        }
+        t
+    };
+    usize::from(LEN[value.leading_zeros() as usize])
 }
 
 /// Maps signed to unsigned so that small magnitudes stay small.
@@ -68,7 +78,7 @@ impl<'a> Cursor<'a> {
         self.bytes.len() - self.pos
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn uvarint(&mut self) -> Result<u64, CursorError> {
         // Fast path: most column values fit one byte.
         if let Some(&b) = self.bytes.get(self.pos)
@@ -77,6 +87,31 @@ impl<'a> Cursor<'a> {
             self.pos += 1;
             return Ok(u64::from(b));
         }
+        // Up to eight bytes at once: find the terminating byte in a word, then squeeze out the
+        // continuation bits with shifts and masks (no loop, no branch per byte).
+        if let Some(window) = self.bytes.get(self.pos..self.pos + 8) {
+            let word = u64::from_le_bytes(window.try_into().expect("8 bytes"));
+            let stops = !word & 0x8080_8080_8080_8080;
+            if stops != 0 {
+                let len = (stops.trailing_zeros() / 8 + 1) as usize;
+                let keep = if len == 8 {
+                    u64::MAX
+                } else {
+                    (1u64 << (8 * len)) - 1
+                };
+                let x = word & keep & 0x7f7f_7f7f_7f7f_7f7f;
+                let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+                let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+                let x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
+                self.pos += len;
+                return Ok(x);
+            }
+        }
+        self.uvarint_slow()
+    }
+
+    #[cold]
+    fn uvarint_slow(&mut self) -> Result<u64, CursorError> {
         let mut value = 0u64;
         for i in 0..10 {
             let b = *self.bytes.get(self.pos).ok_or(CursorError::Truncated)?;
@@ -201,6 +236,18 @@ mod tests {
             prop_assert_eq!(out.len(), uvarint_len(v));
             let mut c = Cursor::new(&out);
             prop_assert_eq!(c.uvarint(), Ok(v));
+            prop_assert_eq!(c.remaining(), 0);
+        }
+
+        #[test]
+        fn uvarint_streams_round_trip(values: Vec<u64>) {
+            // Consecutive values exercise the eight-byte window path as well as the tail.
+            let mut out = Vec::new();
+            values.iter().for_each(|&v| put_uvarint(&mut out, v));
+            let mut c = Cursor::new(&out);
+            for &v in &values {
+                prop_assert_eq!(c.uvarint(), Ok(v));
+            }
             prop_assert_eq!(c.remaining(), 0);
         }
 

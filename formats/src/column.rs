@@ -44,6 +44,10 @@ pub const COLUMN_NAMES: [&str; COLUMNS] = [
     "stack",
 ];
 
+/// Columns whose values must fit 32 bits: pid, tid, device (zigzag of an i32), api, result,
+/// stack.
+const NARROW: [usize; 6] = [3, 4, 5, 6, 7, 15];
+
 const MODE_LINEAR: u8 = 0;
 const MODE_PLAIN: u8 = 1;
 const MODE_DELTA: u8 = 2;
@@ -57,6 +61,8 @@ pub enum Column {
     Linear { start: u64, step: i64 },
     /// One value per event.
     Values(Vec<u64>),
+    /// One value per event, for the columns whose values fit 32 bits.
+    Narrow(Vec<u32>),
 }
 
 impl Column {
@@ -67,6 +73,7 @@ impl Column {
                 start.wrapping_add((i as u64).wrapping_mul(*step as u64))
             }
             Column::Values(v) => v[i],
+            Column::Narrow(v) => u64::from(v[i]),
         }
     }
 }
@@ -161,7 +168,7 @@ impl EventBatch {
                         format!("column {} overruns the chunk", COLUMN_NAMES[c]),
                     )
                 })?;
-            *column = decode_column(mode, data, count)
+            *column = decode_column(c, mode, data, count)
                 .map_err(|what| (start, format!("column {}: {what}", COLUMN_NAMES[c])))?;
         }
         if cur.remaining() != 0 {
@@ -178,29 +185,31 @@ impl EventBatch {
         Ok(batch)
     }
 
+    /// Checks what decoding dense columns could not: linear narrow columns.
     fn validate(&self) -> Result<(), String> {
-        // pid, tid, device (zigzag of an i32), result and stack must fit 32 bits.
-        for c in [3usize, 4, 5, 7, 15] {
+        for c in NARROW {
             if let Some(i) = first_outside(&self.columns[c], self.len, u64::from(u32::MAX)) {
                 return Err(format!("event {i}: {} exceeds 32 bits", COLUMN_NAMES[c]));
             }
         }
-        // Ids below 128 are looked up once each; api columns have few distinct values.
-        let mut known = [None::<bool>; 128];
-        for i in 0..self.len {
-            let id = self.columns[6].get(i);
-            let ok = match known.get_mut(id as usize) {
-                Some(slot) => *slot.get_or_insert_with(|| Api::from_id(id as u16).is_some()),
-                None => u16::try_from(id).ok().and_then(Api::from_id).is_some(),
-            };
-            if !ok {
-                return Err(format!(
-                    "event {i}: unknown API id {id} (written by a newer recorder?)"
-                ));
-            }
+        if let Column::Linear { .. } = self.columns[API]
+            && let Some(i) = (0..self.len).find(|&i| !known_api(self.columns[API].get(i)))
+        {
+            return Err(unknown_api(i, self.columns[API].get(i)));
         }
         Ok(())
     }
+}
+
+/// Index of the api column.
+const API: usize = 6;
+
+fn known_api(id: u64) -> bool {
+    u16::try_from(id).ok().and_then(Api::from_id).is_some()
+}
+
+fn unknown_api(i: usize, id: u64) -> String {
+    format!("event {i}: unknown API id {id} (written by a newer recorder?)")
 }
 
 /// The first index whose value exceeds `limit`, if any.
@@ -216,67 +225,43 @@ fn first_outside(column: &Column, len: usize, limit: u64) -> Option<usize> {
     (0..len).find(|&i| column.get(i) > limit)
 }
 
-fn decode_column(mode: u8, data: &[u8], count: usize) -> Result<Column, String> {
+/// Decodes column `c` (storage index) holding `count` values.
+fn decode_column(c: usize, mode: u8, data: &[u8], count: usize) -> Result<Column, String> {
     let mut cur = Cursor::new(data);
-    let bad = |e: CursorError| format!("{e:?} value");
-    let column = match mode {
-        MODE_LINEAR => {
-            let start = cur.uvarint().map_err(bad)?;
-            let step = unzigzag(cur.uvarint().map_err(bad)?);
-            Column::Linear { start, step }
-        }
-        MODE_PLAIN | MODE_DELTA => {
-            // Every value takes at least one byte, so a lying count cannot allocate more than
-            // the data justifies.
-            if data.len() < count {
-                return Err(format!("{} bytes cannot hold {count} values", data.len()));
-            }
-            let mut values = Vec::with_capacity(count);
-            if mode == MODE_PLAIN {
-                for _ in 0..count {
-                    values.push(cur.uvarint().map_err(bad)?);
-                }
-            } else {
-                let mut prev = 0u64;
-                for _ in 0..count {
-                    prev = prev.wrapping_add(unzigzag(cur.uvarint().map_err(bad)?) as u64);
-                    values.push(prev);
-                }
-            }
-            Column::Values(values)
-        }
-        MODE_PLANES | MODE_DELTA_PLANES => {
-            let first = if mode == MODE_DELTA_PLANES && count > 0 {
-                Some(cur.uvarint().map_err(bad)?)
-            } else {
-                None
+    let column = if mode == MODE_LINEAR {
+        let start = cur.uvarint().map_err(bad_value)?;
+        let step = unzigzag(cur.uvarint().map_err(bad_value)?);
+        Column::Linear { start, step }
+    } else if c == API {
+        // Ids below 128 are looked up once each: api columns have few distinct values.
+        let mut known = [None::<bool>; 128];
+        let mut values = Vec::with_capacity(count);
+        for_each_value(mode, &mut cur, count, |id| {
+            let ok = match known.get_mut(id as usize) {
+                Some(slot) => *slot.get_or_insert_with(|| known_api(id)),
+                None => known_api(id),
             };
-            let width = usize::from(cur.u8().map_err(bad)?);
-            if !(1..=8).contains(&width) {
-                return Err(format!("byte-plane width {width}"));
+            if !ok {
+                return Err(unknown_api(values.len(), id));
             }
-            let n = count - usize::from(first.is_some());
-            let planes = n
-                .checked_mul(width)
-                .and_then(|len| cur.take(len).ok())
-                .ok_or_else(|| format!("byte planes shorter than {n} values of {width} bytes"))?;
-            let mut values = vec![0u64; n];
-            for (k, plane) in planes.chunks_exact(n.max(1)).take(width).enumerate() {
-                for (v, &b) in values.iter_mut().zip(plane) {
-                    *v |= u64::from(b) << (8 * k);
-                }
-            }
-            if let Some(first) = first {
-                let mut prev = first;
-                for v in &mut values {
-                    prev = prev.wrapping_add(*v);
-                    *v = prev;
-                }
-                values.insert(0, first);
-            }
-            Column::Values(values)
-        }
-        other => return Err(format!("unknown column mode {other}")),
+            values.push(id as u32);
+            Ok(())
+        })?;
+        Column::Narrow(values)
+    } else if NARROW.contains(&c) {
+        let mut values = Vec::with_capacity(count);
+        for_each_value(mode, &mut cur, count, |v| {
+            values.push(u32::try_from(v).map_err(|_| "a value exceeds 32 bits".to_string())?);
+            Ok(())
+        })?;
+        Column::Narrow(values)
+    } else {
+        let mut values = Vec::with_capacity(count);
+        for_each_value(mode, &mut cur, count, |v| {
+            values.push(v);
+            Ok(())
+        })?;
+        Column::Values(values)
     };
     if cur.remaining() != 0 {
         return Err(format!(
@@ -285,6 +270,70 @@ fn decode_column(mode: u8, data: &[u8], count: usize) -> Result<Column, String> 
         ));
     }
     Ok(column)
+}
+
+fn bad_value(e: CursorError) -> String {
+    format!("{e:?} value")
+}
+
+/// Decodes the `count` values of a dense column and hands each to `f`, in order.
+///
+/// Every mode needs at least one byte per value (or per value but the first), checked before
+/// anything is allocated, so a lying count cannot make the caller allocate more than the data
+/// justifies.
+fn for_each_value(
+    mode: u8,
+    cur: &mut Cursor,
+    count: usize,
+    mut f: impl FnMut(u64) -> Result<(), String>,
+) -> Result<(), String> {
+    if cur.remaining() < count.saturating_sub(1) {
+        return Err(format!(
+            "{} bytes cannot hold {count} values",
+            cur.remaining()
+        ));
+    }
+    match mode {
+        MODE_PLAIN => {
+            for _ in 0..count {
+                f(cur.uvarint().map_err(bad_value)?)?;
+            }
+        }
+        MODE_DELTA => {
+            let mut prev = 0u64;
+            for _ in 0..count {
+                prev = prev.wrapping_add(unzigzag(cur.uvarint().map_err(bad_value)?) as u64);
+                f(prev)?;
+            }
+        }
+        MODE_PLANES | MODE_DELTA_PLANES => {
+            let delta = mode == MODE_DELTA_PLANES;
+            let mut prev = 0u64;
+            if delta && count > 0 {
+                prev = cur.uvarint().map_err(bad_value)?;
+                f(prev)?;
+            }
+            let n = count - usize::from(delta && count > 0);
+            let width = usize::from(cur.u8().map_err(bad_value)?);
+            if !(1..=8).contains(&width) {
+                return Err(format!("byte-plane width {width}"));
+            }
+            let planes = n
+                .checked_mul(width)
+                .and_then(|len| cur.take(len).ok())
+                .ok_or_else(|| format!("byte planes shorter than {n} values of {width} bytes"))?;
+            for i in 0..n {
+                let mut v = 0u64;
+                for k in 0..width {
+                    v |= u64::from(planes[k * n + i]) << (8 * k);
+                }
+                prev = if delta { prev.wrapping_add(v) } else { v };
+                f(prev)?;
+            }
+        }
+        other => return Err(format!("unknown column mode {other}")),
+    }
+    Ok(())
 }
 
 /// Accumulates events column by column and encodes them; the writer's bounded buffer.
@@ -351,43 +400,70 @@ impl ColumnBuilder {
 }
 
 fn encode_column(values: &[u64], out: &mut Vec<u8>) {
-    if let Some(step) = linear_step(values) {
-        let start = values.first().copied().unwrap_or(0);
+    let Some(&first) = values.first() else {
+        out.extend_from_slice(&[MODE_LINEAR, 2, 0, 0]);
+        return;
+    };
+    let n = values.len();
+    let step = values.get(1).map_or(0, |v| v.wrapping_sub(first));
+    // Most columns are constant: this loop settles them, and exits early for the others.
+    let mut expected = first;
+    if values.iter().all(|&v| {
+        let hit = v == expected;
+        expected = expected.wrapping_add(step);
+        hit
+    }) {
         out.push(MODE_LINEAR);
-        put_uvarint(out, (uvarint_len(start) + uvarint_len(zigzag(step))) as u64);
-        put_uvarint(out, start);
-        put_uvarint(out, zigzag(step));
+        put_uvarint(
+            out,
+            (uvarint_len(first) + uvarint_len(zigzag(step as i64))) as u64,
+        );
+        put_uvarint(out, first);
+        put_uvarint(out, zigzag(step as i64));
         return;
     }
-    let n = values.len();
-    let deltas = || values.windows(2).map(|w| w[1].wrapping_sub(w[0]));
-    let plain: usize = values.iter().map(|&v| uvarint_len(v)).sum();
-    let delta: usize = uvarint_len(zigzag(values[0] as i64))
-        + deltas().map(|d| uvarint_len(zigzag(d as i64))).sum::<usize>();
-    let width = byte_width(values.iter().copied());
-    let delta_width = byte_width(deltas());
+    // One pass gathers what every other mode would cost.
+    let (mut plain, mut delta, mut bits, mut prev) = (0usize, 0usize, 0u64, 0u64);
+    for &v in values {
+        plain += uvarint_len(v);
+        delta += uvarint_len(zigzag(v.wrapping_sub(prev) as i64));
+        bits |= v;
+        prev = v;
+    }
+    // Plane widths leave out the first value, which DELTA_PLANES stores as a varint.
+    let delta_bits = values
+        .windows(2)
+        .fold(0, |acc, w| acc | w[1].wrapping_sub(w[0]));
+    let width = byte_width(bits);
+    let delta_width = byte_width(delta_bits);
     let planes = 1 + n * width;
-    let delta_planes = uvarint_len(values[0]) + 1 + (n - 1) * delta_width;
+    let delta_planes = uvarint_len(first) + 1 + (n - 1) * delta_width;
     // The width byte does not count against planes: ties go to them.
     let best = plain.min(delta).min(planes - 1).min(delta_planes - 1) + 1;
-    let mut body = |mode: u8, len: usize| {
+    let mut header = |mode: u8, len: usize| {
         out.push(mode);
         put_uvarint(out, len as u64);
+        out.reserve(len);
     };
     if delta_planes <= best {
-        body(MODE_DELTA_PLANES, delta_planes);
-        put_uvarint(out, values[0]);
-        put_planes(out, deltas(), n - 1, delta_width);
+        header(MODE_DELTA_PLANES, delta_planes);
+        put_uvarint(out, first);
+        put_planes(
+            out,
+            values.windows(2).map(|w| w[1].wrapping_sub(w[0])),
+            n - 1,
+            delta_width,
+        );
     } else if planes <= best {
-        body(MODE_PLANES, planes);
+        header(MODE_PLANES, planes);
         put_planes(out, values.iter().copied(), n, width);
     } else if plain <= best {
-        body(MODE_PLAIN, plain);
+        header(MODE_PLAIN, plain);
         for &v in values {
             put_uvarint(out, v);
         }
     } else {
-        body(MODE_DELTA, delta);
+        header(MODE_DELTA, delta);
         let mut prev = 0u64;
         for &v in values {
             put_uvarint(out, zigzag(v.wrapping_sub(prev) as i64));
@@ -396,14 +472,18 @@ fn encode_column(values: &[u64], out: &mut Vec<u8>) {
     }
 }
 
-/// Bytes needed for the largest value (at least one).
-fn byte_width(values: impl Iterator<Item = u64>) -> usize {
-    let max = values.fold(0, u64::max);
-    ((64 - max.leading_zeros() as usize).div_ceil(8)).max(1)
+/// Bytes needed for a value with these bits set (at least one).
+fn byte_width(bits: u64) -> usize {
+    ((64 - bits.leading_zeros() as usize).div_ceil(8)).max(1)
 }
 
 /// Writes the width byte, then `width` planes of `n` bytes each.
-fn put_planes<I: Iterator<Item = u64> + Clone>(out: &mut Vec<u8>, values: I, n: usize, width: usize) {
+fn put_planes<I: Iterator<Item = u64> + Clone>(
+    out: &mut Vec<u8>,
+    values: I,
+    n: usize,
+    width: usize,
+) {
     out.push(width as u8);
     let start = out.len();
     out.resize(start + n * width, 0);
@@ -413,22 +493,6 @@ fn put_planes<I: Iterator<Item = u64> + Clone>(out: &mut Vec<u8>, values: I, n: 
             planes[k * n + i] = (v >> (8 * k)) as u8;
         }
     }
-}
-
-/// The common step when `values` is an arithmetic progression (also for 0 or 1 values).
-fn linear_step(values: &[u64]) -> Option<i64> {
-    let step = match values {
-        [] | [_] => 0,
-        [a, b, ..] => b.wrapping_sub(*a) as i64,
-    };
-    let mut expected = values.first().copied().unwrap_or(0);
-    for &v in values {
-        if v != expected {
-            return None;
-        }
-        expected = expected.wrapping_add(step as u64);
-    }
-    Some(step)
 }
 
 #[cfg(test)]
@@ -514,7 +578,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_api_id_is_refused() {
+    fn an_unknown_api_id_is_refused_in_either_column_form() {
         let mut raw = Vec::new();
         put_uvarint(&mut raw, 1);
         for c in 0..COLUMNS {
@@ -522,5 +586,13 @@ mod tests {
         }
         let (_, what) = EventBatch::decode(&raw, 1).unwrap_err();
         assert!(what.contains("unknown API id 999"), "{what}");
+
+        let mut raw = Vec::new();
+        put_uvarint(&mut raw, 3);
+        for c in 0..COLUMNS {
+            encode_column(&if c == API { [1, 4, 998] } else { [0, 0, 0] }, &mut raw);
+        }
+        let (_, what) = EventBatch::decode(&raw, 3).unwrap_err();
+        assert!(what.contains("event 2: unknown API id 998"), "{what}");
     }
 }

@@ -226,7 +226,7 @@ impl Trace {
             match d {
                 Decoded::Metadata(m) => trace.metadata = m,
                 Decoded::Tables(t) => trace.tables.extend(t),
-                Decoded::Events(b) => trace.batches.push(b),
+                Decoded::Events(b) => trace.batches.push(*b),
             }
         }
         trace.layout = layout;
@@ -247,17 +247,25 @@ impl Trace {
 enum Decoded {
     Metadata(Metadata),
     Tables(Tables),
-    Events(EventBatch),
+    Events(Box<EventBatch>),
 }
 
 fn decode_chunk(bytes: &[u8], h: &ChunkHeader) -> Result<Decoded> {
-    let mut scratch = Vec::new();
-    let raw = h.payload(bytes, &mut scratch)?;
+    // One decompression buffer per thread: allocating one per chunk costs a map and an unmap
+    // (with a TLB shootdown across cores) for every chunk.
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|scratch| decode_payload(bytes, h, &mut scratch.borrow_mut()))
+}
+
+fn decode_payload(bytes: &[u8], h: &ChunkHeader, scratch: &mut Vec<u8>) -> Result<Decoded> {
+    let raw = h.payload(bytes, scratch)?;
     let at = h.payload_offset();
     Ok(match h.kind {
         ChunkKind::Metadata => Decoded::Metadata(codec::decode_value(raw, at)?),
         ChunkKind::Tables => Decoded::Tables(codec::decode_value(raw, at)?),
-        ChunkKind::Events => Decoded::Events(decode_events(raw, h)?),
+        ChunkKind::Events => Decoded::Events(Box::new(decode_events(raw, h)?)),
         ChunkKind::Index => unreachable!("layouts never list the index chunk"),
     })
 }

@@ -93,7 +93,13 @@ pub fn pytorch_like(steps: usize, seed: u64) -> Synthetic {
     let mut g = Generator::new(&mut rng);
     for slot in 0..6 {
         let size = round(g.rng.range(4 * MIB, 300 * MIB));
-        let t = Tensor { size, scales: false, backward: false, side_stream: false, stack: 1 + slot as u32 };
+        let t = Tensor {
+            size,
+            scales: false,
+            backward: false,
+            side_stream: false,
+            stack: 1 + slot as u32,
+        };
         g.alloc(usize::MAX - slot, t, 1, 30_000);
     }
     for _ in 0..steps {
@@ -107,7 +113,11 @@ pub fn pytorch_like(steps: usize, seed: u64) -> Synthetic {
         }
     }
     let events = g.events;
-    Synthetic { metadata: metadata(), tables: tables(), events }
+    Synthetic {
+        metadata: metadata(),
+        tables: tables(),
+        events,
+    }
 }
 
 /// The calls of one training step, with sizes and call sites fixed once.
@@ -118,7 +128,13 @@ fn step_program(rng: &mut SplitMix) -> Vec<Call> {
     let mut tensor = |rng: &mut SplitMix, lo: u64, hi: u64, scales: bool, backward: bool| {
         site += 1;
         let side_stream = !backward && rng.range(0, 10) == 0;
-        Tensor { size: round(rng.range(lo, hi)), scales, backward, side_stream, stack: site }
+        Tensor {
+            size: round(rng.range(lo, hi)),
+            scales,
+            backward,
+            side_stream,
+            stack: site,
+        }
     };
     // Forward: one activation per layer, kept; two temporaries each, freed at once.
     for layer in 0..LAYERS {
@@ -171,7 +187,11 @@ impl<'r> Generator<'r> {
     }
 
     fn alloc(&mut self, slot: usize, t: Tensor, quarters: u64, gap: u64) {
-        let size = if t.scales { round(t.size * quarters / 4) } else { t.size };
+        let size = if t.scales {
+            round(t.size * quarters / 4)
+        } else {
+            t.size
+        };
         let address = match self.free_lists.get_mut(&size).and_then(Vec::pop) {
             Some(a) => a,
             None => {
@@ -185,7 +205,10 @@ impl<'r> Generator<'r> {
     }
 
     fn free(&mut self, slot: usize, gap: u64) {
-        let (address, size, t) = self.live.remove(&slot).expect("the program frees live tensors");
+        let (address, size, t) = self
+            .live
+            .remove(&slot)
+            .expect("the program frees live tensors");
         self.free_lists.entry(size).or_default().push(address);
         self.emit(Api::CuMemFreeAsync, address, 0, t, gap);
     }
@@ -201,7 +224,11 @@ impl<'r> Generator<'r> {
             device: 0,
             address,
             size,
-            stream: if t.side_stream { SIDE_STREAM } else { COMPUTE_STREAM },
+            stream: if t.side_stream {
+                SIDE_STREAM
+            } else {
+                COMPUTE_STREAM
+            },
             stack: t.stack + u32::from(api == Api::CuMemFreeAsync) * STACKS,
             ..Event::new(api)
         };

@@ -22,7 +22,7 @@ impl Default for WriterOptions {
     fn default() -> Self {
         WriterOptions {
             chunk_events: 1 << 16,
-            zstd_level: 3,
+            zstd_level: 1,
         }
     }
 }
