@@ -336,3 +336,74 @@ impl MappedFile {
         self.map.as_deref().unwrap_or(&[])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::arb_event;
+    use crate::writer::{TraceWriter, WriterOptions};
+    use crate::{Process, Thread};
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_events_and_tables_round_trip_through_a_file(
+            events in proptest::collection::vec(arb_event(), 0..300),
+            chunk_events in 1u32..100,
+            level in 1i32..4,
+            names in proptest::collection::vec(".*", 0..4),
+        ) {
+            let metadata = Metadata { writer: names.concat(), ..Metadata::default() };
+            let options = WriterOptions { chunk_events, zstd_level: level };
+            let mut w = TraceWriter::new(Vec::new(), &metadata, options).unwrap();
+            let mut tables = Tables::default();
+            for (i, name) in names.iter().enumerate() {
+                tables.threads.push(Thread { tid: i as u32, pid: 1, name: name.clone() });
+                tables.processes.push(Process {
+                    pid: i as u32,
+                    parent_pid: 0,
+                    command_line: vec![name.clone(); i],
+                    start_unix_ns: u64::MAX - i as u64,
+                    start_monotonic_ns: 0,
+                });
+            }
+            *w.tables_mut() = tables.clone();
+            for e in &events {
+                w.push(e).unwrap();
+            }
+            let bytes = w.finish().unwrap();
+            let trace = Trace::from_bytes(&bytes, ReadOptions::default()).unwrap();
+            prop_assert!(trace.layout.complete);
+            prop_assert_eq!(&trace.metadata, &metadata);
+            prop_assert_eq!(&trace.tables, &tables);
+            prop_assert_eq!(trace.events().collect::<Vec<_>>(), events.clone());
+            let streamed: Vec<Event> = EventChunks::new(&bytes, &trace.layout.chunks)
+                .flat_map(|b| b.unwrap().iter().collect::<Vec<_>>())
+                .collect();
+            prop_assert_eq!(streamed, events);
+        }
+    }
+
+    #[test]
+    fn time_ranges_select_only_the_chunks_that_overlap() {
+        let mut w = TraceWriter::new(
+            Vec::new(),
+            &Metadata::default(),
+            WriterOptions { chunk_events: 10, ..WriterOptions::default() },
+        )
+        .unwrap();
+        for i in 0..100u64 {
+            let e = Event { seq: i, time_ns: 1_000 * i, ..Event::new(crate::Api::CuMemAlloc_v2) };
+            w.push(&e).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let layout = Layout::scan(&bytes, ReadOptions::default()).unwrap();
+        let hits = layout.overlapping(25_000, 41_000);
+        let firsts: Vec<u64> = hits.iter().map(|h| h.first_time_ns).collect();
+        assert_eq!(firsts, [20_000, 30_000, 40_000]);
+        let events: Vec<u64> = EventChunks::new(&bytes, &hits)
+            .flat_map(|b| b.unwrap().iter().map(|e| e.seq).collect::<Vec<_>>())
+            .collect();
+        assert_eq!(events, (20..50).collect::<Vec<_>>());
+    }
+}

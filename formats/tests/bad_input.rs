@@ -1,0 +1,199 @@
+//! Bad input: every damaged or hostile file gives a clear error or an honest partial recovery,
+//! never a panic, never garbage, and never an allocation the file's size does not justify.
+
+mod common;
+
+use common::{PeakAlloc, small_trace};
+use std::sync::atomic::Ordering;
+use vramtrace_format::chunk::{CHUNK_HEADER_LEN, ChunkHeader, ChunkKind, Compression, FILE_HEADER_LEN};
+use vramtrace_format::codec::checksum;
+use vramtrace_format::{Error, Event, ReadOptions, Trace};
+
+#[global_allocator]
+static ALLOC: PeakAlloc = PeakAlloc::new();
+
+fn read(bytes: &[u8]) -> Result<Trace, Error> {
+    Trace::from_bytes(bytes, ReadOptions::default())
+}
+
+fn events(t: &Trace) -> Vec<Event> {
+    t.events().collect()
+}
+
+#[test]
+fn a_file_cut_at_every_byte_recovers_exactly_the_complete_chunks_before_the_cut() {
+    let (bytes, original) = small_trace();
+    let full = read(&bytes).unwrap();
+    assert!(full.layout.complete);
+    let chunk_ends: Vec<(u64, u64)> = {
+        // (end offset of each events chunk, events up to and including it)
+        let mut n = 0;
+        full.layout
+            .chunks
+            .iter()
+            .filter(|h| h.kind == ChunkKind::Events)
+            .map(|h| {
+                n += u64::from(h.event_count);
+                (h.end(), n)
+            })
+            .collect()
+    };
+    for cut in 0..bytes.len() {
+        let prefix = &bytes[..cut];
+        match read(prefix) {
+            Ok(t) => {
+                assert!(!t.layout.complete, "cut at {cut} claims to be complete");
+                assert!(t.layout.damage.as_deref().unwrap().contains("byte"), "cut at {cut}");
+                let expected = chunk_ends
+                    .iter()
+                    .filter(|(end, _)| *end <= cut as u64)
+                    .map(|(_, n)| *n)
+                    .last()
+                    .unwrap_or(0);
+                assert_eq!(t.event_count(), expected, "cut at {cut}");
+                assert_eq!(events(&t)[..], original[..expected as usize], "cut at {cut}");
+            }
+            Err(Error::Empty) => assert_eq!(cut, 0),
+            Err(Error::TruncatedHeader { offset }) => {
+                assert!(cut < FILE_HEADER_LEN && offset == cut as u64)
+            }
+            Err(e) => panic!("cut at {cut}: unexpected error {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_bit_flip_in_any_byte_is_detected_or_harmless() {
+    let (bytes, original) = small_trace();
+    let mut detected = 0;
+    // One flip per byte, cycling through the bit positions, keeps this fast; every byte of
+    // every structure (headers, payloads, index, trailer) gets hit.
+    for byte in 0..bytes.len() {
+        let bit = byte * 8 + byte % 8;
+        let mut damaged = bytes.clone();
+        damaged[bit / 8] ^= 1 << (bit % 8);
+        match read(&damaged) {
+            Err(e) => {
+                detected += 1;
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("byte") || msg.contains("not a vramtrace file"),
+                    "bit {bit}: error without a location: {msg}"
+                );
+            }
+            // A flip in the trailer's magic turns the file into an unfinished one: everything
+            // is still there, and the reader says the file is incomplete.
+            Ok(t) => {
+                assert_eq!(events(&t), original, "bit {bit} decoded into different events");
+                assert!(!t.layout.complete || damaged == bytes, "bit {bit}");
+            }
+        }
+    }
+    assert!(detected > bytes.len() * 9 / 10, "only {detected} flips detected");
+}
+
+#[test]
+fn salvage_keeps_the_chunks_before_a_corrupt_one() {
+    let (bytes, original) = small_trace();
+    let layout = read(&bytes).unwrap().layout;
+    let third = layout.chunks.iter().filter(|h| h.kind == ChunkKind::Events).nth(2).unwrap();
+    let mut damaged = bytes.clone();
+    damaged[third.payload_offset() as usize + 3] ^= 0x10;
+    let err = read(&damaged).unwrap_err().to_string();
+    assert!(err.contains(&format!("byte {}", third.offset)), "{err}");
+    let t = Trace::from_bytes(&damaged, ReadOptions { salvage: true }).unwrap();
+    assert!(!t.layout.complete);
+    let kept = events(&t);
+    assert!(!kept.is_empty() && kept.len() < original.len());
+    assert_eq!(kept[..], original[..kept.len()]);
+}
+
+#[test]
+fn wrong_magic_is_not_a_trace() {
+    let (mut bytes, _) = small_trace();
+    bytes[1] = b'X';
+    assert!(matches!(read(&bytes), Err(Error::NotATrace)));
+    assert!(matches!(read(b"PK\x03\x04 a zip file"), Err(Error::NotATrace)));
+}
+
+#[test]
+fn a_newer_version_is_refused_with_the_versions_named() {
+    let (mut bytes, _) = small_trace();
+    bytes[8..10].copy_from_slice(&7u16.to_le_bytes());
+    let crc = checksum(&bytes[0..12]);
+    bytes[12..16].copy_from_slice(&crc.to_le_bytes());
+    let err = read(&bytes).unwrap_err();
+    assert!(matches!(err, Error::NewerVersion { found: 7, supported: 1 }));
+    assert!(err.to_string().contains("upgrade vramtrace"));
+}
+
+#[test]
+fn an_empty_file_and_a_directory_give_clear_errors() {
+    assert!(matches!(read(b""), Err(Error::Empty)));
+    let dir = std::env::temp_dir();
+    let err = Trace::open(&dir, ReadOptions::default()).unwrap_err().to_string();
+    assert!(err.contains("directory"), "{err}");
+}
+
+/// A file whose only chunk is `kind` with `payload`, correctly checksummed.
+fn file_with_chunk(kind: ChunkKind, payload: &[u8], raw_len: u32, event_count: u32) -> Vec<u8> {
+    let mut bytes = vramtrace_format::chunk::file_header().to_vec();
+    let h = ChunkHeader {
+        offset: bytes.len() as u64,
+        kind,
+        compression: Compression::None,
+        payload_len: payload.len() as u32,
+        raw_len,
+        event_count,
+        first_seq: 0,
+        first_time_ns: 0,
+        last_time_ns: 0,
+        payload_crc: checksum(payload),
+    };
+    bytes.extend_from_slice(&h.to_bytes());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+#[test]
+fn absurd_declared_lengths_fail_without_allocating_for_them() {
+    // A table chunk whose first table (processes) claims 2^60 entries.
+    let mut payload = vec![0xFD];
+    payload.extend_from_slice(&(1u64 << 60).to_le_bytes());
+    let tables = file_with_chunk(ChunkKind::Tables, &payload, payload.len() as u32, 0);
+    // An events chunk claiming 2^20 events with four bytes of payload.
+    let events = file_with_chunk(ChunkKind::Events, &[0x80, 0x80, 0x40, 0], 4, 1 << 20);
+    // An events chunk claiming more events than any chunk may hold.
+    let too_many = file_with_chunk(ChunkKind::Events, &[0], 1, u32::MAX);
+    for (name, file) in [("tables", tables), ("events", events), ("too many", too_many)] {
+        ALLOC.peak.store(ALLOC.current.load(Ordering::SeqCst), Ordering::SeqCst);
+        let before = ALLOC.current.load(Ordering::SeqCst);
+        // The file has no index, so its only chunk is also its last: the reader reports it as
+        // the damage that ended the file and recovers nothing, or fails outright.
+        let err = match read(&file) {
+            Ok(t) => {
+                assert_eq!(t.event_count(), 0, "{name}");
+                assert!(!t.layout.complete, "{name}");
+                t.layout.damage.unwrap()
+            }
+            Err(e) => e.to_string(),
+        };
+        let grew = ALLOC.peak.load(Ordering::SeqCst) - before;
+        assert!(err.contains("corrupt data at byte"), "{name}: {err}");
+        // Fixed costs (a zstd context, the rayon pool) aside, nothing in proportion to the claim.
+        assert!(grew < 8 << 20, "{name}: allocated {grew} bytes for a {}-byte file", file.len());
+    }
+}
+
+#[test]
+fn a_chunk_header_cannot_claim_a_payload_past_the_end_of_a_finished_file() {
+    let (bytes, _) = small_trace();
+    let layout = read(&bytes).unwrap().layout;
+    let h = layout.chunks[1];
+    let mut damaged = bytes.clone();
+    let mut forged = h;
+    forged.payload_len = u32::MAX / 2;
+    damaged[h.offset as usize..h.offset as usize + CHUNK_HEADER_LEN].copy_from_slice(&forged.to_bytes());
+    let err = read(&damaged).unwrap_err().to_string();
+    assert!(err.contains("corrupt data at byte"), "{err}");
+}
