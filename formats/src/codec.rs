@@ -274,6 +274,43 @@ mod tests {
     }
 
     #[test]
+    fn bincode_bytes_are_what_spec_md_section_5_says() {
+        use crate::tables::{Device, Module};
+        let d = Device {
+            ordinal: -1,
+            name: "H".into(),
+            uuid: [7; 16],
+            total_memory: 300,
+            compute_capability: (9, 0),
+        };
+        let mut expected = vec![1, 1, b'H'];
+        expected.extend([7; 16]);
+        expected.extend([251, 44, 1, 9, 0]);
+        assert_eq!(encode_value(&d), expected);
+        let m = Module {
+            id: 70_000,
+            pid: 1,
+            path: String::new(),
+            build_id: vec![0xAB],
+            load_address: 1 << 40,
+            size: 0,
+            loaded_ns: 0,
+            unloaded_ns: Some(5),
+        };
+        let mut expected = vec![252];
+        expected.extend(70_000u32.to_le_bytes());
+        expected.extend([1, 0, 1, 0xAB, 253]);
+        expected.extend((1u64 << 40).to_le_bytes());
+        expected.extend([0, 0, 1, 5]);
+        assert_eq!(encode_value(&m), expected);
+    }
+
+    #[test]
+    fn crc32_is_the_ieee_polynomial() {
+        assert_eq!(checksum(b"123456789"), 0xCBF4_3926);
+    }
+
+    #[test]
     fn a_table_claiming_2_pow_60_entries_fails_without_allocating() {
         // bincode standard: a Vec length is a varint; 0xFD introduces a u64.
         let mut bytes = vec![0xFD];

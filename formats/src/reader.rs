@@ -389,11 +389,18 @@ mod tests {
         let mut w = TraceWriter::new(
             Vec::new(),
             &Metadata::default(),
-            WriterOptions { chunk_events: 10, ..WriterOptions::default() },
+            WriterOptions {
+                chunk_events: 10,
+                ..WriterOptions::default()
+            },
         )
         .unwrap();
         for i in 0..100u64 {
-            let e = Event { seq: i, time_ns: 1_000 * i, ..Event::new(crate::Api::CuMemAlloc_v2) };
+            let e = Event {
+                seq: i,
+                time_ns: 1_000 * i,
+                ..Event::new(crate::Api::CuMemAlloc_v2)
+            };
             w.push(&e).unwrap();
         }
         let bytes = w.finish().unwrap();

@@ -5,7 +5,9 @@ mod common;
 
 use common::{PeakAlloc, small_trace};
 use std::sync::atomic::Ordering;
-use vramtrace_format::chunk::{CHUNK_HEADER_LEN, ChunkHeader, ChunkKind, Compression, FILE_HEADER_LEN};
+use vramtrace_format::chunk::{
+    CHUNK_HEADER_LEN, ChunkHeader, ChunkKind, Compression, FILE_HEADER_LEN,
+};
 use vramtrace_format::codec::checksum;
 use vramtrace_format::{Error, Event, ReadOptions, Trace};
 
@@ -43,7 +45,10 @@ fn a_file_cut_at_every_byte_recovers_exactly_the_complete_chunks_before_the_cut(
         match read(prefix) {
             Ok(t) => {
                 assert!(!t.layout.complete, "cut at {cut} claims to be complete");
-                assert!(t.layout.damage.as_deref().unwrap().contains("byte"), "cut at {cut}");
+                assert!(
+                    t.layout.damage.as_deref().unwrap().contains("byte"),
+                    "cut at {cut}"
+                );
                 let expected = chunk_ends
                     .iter()
                     .filter(|(end, _)| *end <= cut as u64)
@@ -51,7 +56,11 @@ fn a_file_cut_at_every_byte_recovers_exactly_the_complete_chunks_before_the_cut(
                     .last()
                     .unwrap_or(0);
                 assert_eq!(t.event_count(), expected, "cut at {cut}");
-                assert_eq!(events(&t)[..], original[..expected as usize], "cut at {cut}");
+                assert_eq!(
+                    events(&t)[..],
+                    original[..expected as usize],
+                    "cut at {cut}"
+                );
             }
             Err(Error::Empty) => assert_eq!(cut, 0),
             Err(Error::TruncatedHeader { offset }) => {
@@ -84,19 +93,31 @@ fn a_bit_flip_in_any_byte_is_detected_or_harmless() {
             // A flip in the trailer's magic turns the file into an unfinished one: everything
             // is still there, and the reader says the file is incomplete.
             Ok(t) => {
-                assert_eq!(events(&t), original, "bit {bit} decoded into different events");
+                assert_eq!(
+                    events(&t),
+                    original,
+                    "bit {bit} decoded into different events"
+                );
                 assert!(!t.layout.complete || damaged == bytes, "bit {bit}");
             }
         }
     }
-    assert!(detected > bytes.len() * 9 / 10, "only {detected} flips detected");
+    assert!(
+        detected > bytes.len() * 9 / 10,
+        "only {detected} flips detected"
+    );
 }
 
 #[test]
 fn salvage_keeps_the_chunks_before_a_corrupt_one() {
     let (bytes, original) = small_trace();
     let layout = read(&bytes).unwrap().layout;
-    let third = layout.chunks.iter().filter(|h| h.kind == ChunkKind::Events).nth(2).unwrap();
+    let third = layout
+        .chunks
+        .iter()
+        .filter(|h| h.kind == ChunkKind::Events)
+        .nth(2)
+        .unwrap();
     let mut damaged = bytes.clone();
     damaged[third.payload_offset() as usize + 3] ^= 0x10;
     let err = read(&damaged).unwrap_err().to_string();
@@ -113,7 +134,10 @@ fn wrong_magic_is_not_a_trace() {
     let (mut bytes, _) = small_trace();
     bytes[1] = b'X';
     assert!(matches!(read(&bytes), Err(Error::NotATrace)));
-    assert!(matches!(read(b"PK\x03\x04 a zip file"), Err(Error::NotATrace)));
+    assert!(matches!(
+        read(b"PK\x03\x04 a zip file"),
+        Err(Error::NotATrace)
+    ));
 }
 
 #[test]
@@ -123,7 +147,13 @@ fn a_newer_version_is_refused_with_the_versions_named() {
     let crc = checksum(&bytes[0..12]);
     bytes[12..16].copy_from_slice(&crc.to_le_bytes());
     let err = read(&bytes).unwrap_err();
-    assert!(matches!(err, Error::NewerVersion { found: 7, supported: 1 }));
+    assert!(matches!(
+        err,
+        Error::NewerVersion {
+            found: 7,
+            supported: 1
+        }
+    ));
     assert!(err.to_string().contains("upgrade vramtrace"));
 }
 
@@ -131,7 +161,9 @@ fn a_newer_version_is_refused_with_the_versions_named() {
 fn an_empty_file_and_a_directory_give_clear_errors() {
     assert!(matches!(read(b""), Err(Error::Empty)));
     let dir = std::env::temp_dir();
-    let err = Trace::open(&dir, ReadOptions::default()).unwrap_err().to_string();
+    let err = Trace::open(&dir, ReadOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("directory"), "{err}");
 }
 
@@ -165,8 +197,14 @@ fn absurd_declared_lengths_fail_without_allocating_for_them() {
     let events = file_with_chunk(ChunkKind::Events, &[0x80, 0x80, 0x40, 0], 4, 1 << 20);
     // An events chunk claiming more events than any chunk may hold.
     let too_many = file_with_chunk(ChunkKind::Events, &[0], 1, u32::MAX);
-    for (name, file) in [("tables", tables), ("events", events), ("too many", too_many)] {
-        ALLOC.peak.store(ALLOC.current.load(Ordering::SeqCst), Ordering::SeqCst);
+    for (name, file) in [
+        ("tables", tables),
+        ("events", events),
+        ("too many", too_many),
+    ] {
+        ALLOC
+            .peak
+            .store(ALLOC.current.load(Ordering::SeqCst), Ordering::SeqCst);
         let before = ALLOC.current.load(Ordering::SeqCst);
         // The file has no index, so its only chunk is also its last: the reader reports it as
         // the damage that ended the file and recovers nothing, or fails outright.
@@ -181,7 +219,11 @@ fn absurd_declared_lengths_fail_without_allocating_for_them() {
         let grew = ALLOC.peak.load(Ordering::SeqCst) - before;
         assert!(err.contains("corrupt data at byte"), "{name}: {err}");
         // Fixed costs (a zstd context, the rayon pool) aside, nothing in proportion to the claim.
-        assert!(grew < 8 << 20, "{name}: allocated {grew} bytes for a {}-byte file", file.len());
+        assert!(
+            grew < 8 << 20,
+            "{name}: allocated {grew} bytes for a {}-byte file",
+            file.len()
+        );
     }
 }
 
@@ -193,7 +235,8 @@ fn a_chunk_header_cannot_claim_a_payload_past_the_end_of_a_finished_file() {
     let mut damaged = bytes.clone();
     let mut forged = h;
     forged.payload_len = u32::MAX / 2;
-    damaged[h.offset as usize..h.offset as usize + CHUNK_HEADER_LEN].copy_from_slice(&forged.to_bytes());
+    damaged[h.offset as usize..h.offset as usize + CHUNK_HEADER_LEN]
+        .copy_from_slice(&forged.to_bytes());
     let err = read(&damaged).unwrap_err().to_string();
     assert!(err.contains("corrupt data at byte"), "{err}");
 }

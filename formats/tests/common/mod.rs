@@ -8,7 +8,10 @@ use vramtrace_format::{Event, TraceWriter, WriterOptions, synthetic};
 /// 50 events, tables split over two table chunks.
 pub fn small_trace() -> (Vec<u8>, Vec<Event>) {
     let s = synthetic::pytorch_like(3, 11);
-    let options = WriterOptions { chunk_events: 50, ..WriterOptions::default() };
+    let options = WriterOptions {
+        chunk_events: 50,
+        ..WriterOptions::default()
+    };
     let mut w = TraceWriter::new(Vec::new(), &s.metadata, options).unwrap();
     let mut tables = s.tables;
     let late_stacks = tables.stacks.split_off(tables.stacks.len() / 2);
@@ -30,7 +33,10 @@ pub struct PeakAlloc {
 
 impl PeakAlloc {
     pub const fn new() -> Self {
-        PeakAlloc { current: AtomicUsize::new(0), peak: AtomicUsize::new(0) }
+        PeakAlloc {
+            current: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+        }
     }
 }
 
