@@ -67,10 +67,12 @@ impl Layout {
             offset: index_offset,
             what: format!("{what} (the trailer at byte {trailer_at} points here)"),
         };
-        let start = usize::try_from(index_offset)
-            .ok()
-            .filter(|&s| s >= FILE_HEADER_LEN);
-        let Some(start) = start.filter(|&s| s + CHUNK_HEADER_LEN <= trailer_at) else {
+        let start = usize::try_from(index_offset).ok().filter(|&s| {
+            s >= FILE_HEADER_LEN
+                && s.checked_add(CHUNK_HEADER_LEN)
+                    .is_some_and(|e| e <= trailer_at)
+        });
+        let Some(start) = start else {
             return Err(bad("index offset outside the file"));
         };
         let header = ChunkHeader::parse(&bytes[start..], index_offset)?;
@@ -163,7 +165,10 @@ impl Layout {
 
 fn header_at(bytes: &[u8], offset: u64, limit: u64) -> Result<ChunkHeader> {
     let start = offset as usize;
-    if offset + CHUNK_HEADER_LEN as u64 > limit {
+    if offset
+        .checked_add(CHUNK_HEADER_LEN as u64)
+        .is_none_or(|end| end > limit)
+    {
         return Err(Error::Corrupt {
             offset,
             what: "chunk header runs into the index".into(),

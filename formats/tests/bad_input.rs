@@ -240,3 +240,14 @@ fn a_chunk_header_cannot_claim_a_payload_past_the_end_of_a_finished_file() {
     let err = read(&damaged).unwrap_err().to_string();
     assert!(err.contains("corrupt data at byte"), "{err}");
 }
+
+/// Inputs the fuzzer (formats/fuzz) found; each once panicked the reader.
+#[test]
+fn fuzzer_regressions_give_errors_not_panics() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        let _ = read(&bytes);
+        let _ = Trace::from_bytes(&bytes, ReadOptions { salvage: true });
+    }
+}
