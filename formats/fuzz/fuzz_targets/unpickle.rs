@@ -1,5 +1,5 @@
 //! Any bytes into the unpickler: it must return, never panic, and whatever it accepts must
-//! survive a write and a second read unchanged in shape.
+//! survive a write and a second read.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -10,7 +10,8 @@ fuzz_target!(|data: &[u8]| {
         // Cycles through tuples are refused by the writer; everything else must round-trip.
         if let Ok(bytes) = pickle::write(&doc) {
             let again = pickle::read(&bytes).expect("the writer's output reads back");
-            assert_eq!(again.containers(), doc.containers().min(again.containers()).max(again.containers()));
+            // Only reachable containers are written, so the copy can hold fewer, never more.
+            assert!(again.containers() <= doc.containers());
         }
     }
 });
