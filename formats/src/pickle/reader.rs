@@ -347,7 +347,10 @@ impl<'a> Reader<'a> {
             return Err(self.truncated("a LONG"));
         }
         if n > 16 {
-            return Err(self.limit(at, &format!("an integer of {n} bytes (at most 16 are read)")));
+            return Err(self.limit(
+                at,
+                &format!("an integer of {n} bytes (at most 16 are read)"),
+            ));
         }
         let b = self.take(n, "a LONG")?;
         let fill = if b.last().is_some_and(|&x| x & 0x80 != 0) {
@@ -451,11 +454,10 @@ impl<'a> Reader<'a> {
     }
 
     fn get(&mut self, at: u64, index: u32) -> Result<()> {
-        let v = self
-            .memo
-            .get(&index)
-            .cloned()
-            .ok_or_else(|| self.malformed(at, &format!("memo entry {index} was never stored")))?;
+        let v =
+            self.memo.get(&index).cloned().ok_or_else(|| {
+                self.malformed(at, &format!("memo entry {index} was never stored"))
+            })?;
         self.stack.push(v);
         Ok(())
     }

@@ -187,7 +187,10 @@ fn code_executing_opcodes_are_refused_by_name() {
 #[test]
 fn text_protocols_and_unknown_bytes_get_clear_errors() {
     let p0 = read(include_bytes!("testdata/protocol0-list.pickle")).unwrap_err();
-    assert!(matches!(p0, Error::Unsupported { name: "LIST", .. }), "{p0}");
+    assert!(
+        matches!(p0, Error::Unsupported { name: "LIST", .. }),
+        "{p0}"
+    );
     assert_eq!(
         read(b"\x80\x06N.").unwrap_err(),
         Error::Protocol {
@@ -288,10 +291,18 @@ fn the_writer_keeps_sharing_and_python_reads_it_the_same() {
     let doc = read(P4).unwrap();
     let bytes = write(&doc).unwrap();
     let again = read(&bytes).unwrap();
-    assert_eq!(trace_entry_frames(&again, 0).id(), trace_entry_frames(&again, 1).id());
+    assert_eq!(
+        trace_entry_frames(&again, 0).id(),
+        trace_entry_frames(&again, 1).id()
+    );
     assert_eq!(plain(&again, again.root(), 0), plain(&doc, doc.root(), 0));
     // Sharing makes the output no larger than Python's own protocol-4 pickle.
-    assert!(bytes.len() <= P4.len() + 64, "{} vs {}", bytes.len(), P4.len());
+    assert!(
+        bytes.len() <= P4.len() + 64,
+        "{} vs {}",
+        bytes.len(),
+        P4.len()
+    );
 }
 
 fn arb_plain() -> impl Strategy<Value = Plain> {

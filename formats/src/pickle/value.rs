@@ -51,7 +51,9 @@ impl Value {
     /// PyTorch stores `cudaStream_t` in an `int64_t`).
     pub fn as_u64(&self) -> Option<u64> {
         let v = self.as_int()?;
-        u64::try_from(v).ok().or_else(|| i64::try_from(v).ok().map(|v| v as u64))
+        u64::try_from(v)
+            .ok()
+            .or_else(|| i64::try_from(v).ok().map(|v| v as u64))
     }
 
     pub fn as_f64(&self) -> Option<f64> {

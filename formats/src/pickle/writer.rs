@@ -78,7 +78,8 @@ impl<'a> Writer<'a> {
                 }
                 let b = s.as_bytes();
                 if b.len() < 256 {
-                    self.out.extend_from_slice(&[op::SHORT_BINUNICODE, b.len() as u8]);
+                    self.out
+                        .extend_from_slice(&[op::SHORT_BINUNICODE, b.len() as u8]);
                 } else if let Ok(n) = u32::try_from(b.len()) {
                     self.out.push(op::BINUNICODE);
                     self.out.extend_from_slice(&n.to_le_bytes());
@@ -95,7 +96,8 @@ impl<'a> Writer<'a> {
             }
             Value::Bytes(b) => {
                 if b.len() < 256 {
-                    self.out.extend_from_slice(&[op::SHORT_BINBYTES, b.len() as u8]);
+                    self.out
+                        .extend_from_slice(&[op::SHORT_BINBYTES, b.len() as u8]);
                 } else if let Ok(n) = u32::try_from(b.len()) {
                     self.out.push(op::BINBYTES);
                     self.out.extend_from_slice(&n.to_le_bytes());
