@@ -204,10 +204,16 @@ pub fn snapshot(trace: &Trace) -> (Document, SnapshotReport) {
                 }
             }
             Change::Failed => {
+                // An imported OOM keeps PyTorch's `device_free` in `aux`; otherwise it is
+                // what the device table's capacity leaves beside the reserved bytes.
                 let t = ledger.totals(e.pid, e.device);
-                let free = total_memory
-                    .get(&e.device)
-                    .map_or(0, |&m| m.saturating_sub(t.reserved));
+                let free = if split {
+                    e.aux
+                } else {
+                    total_memory
+                        .get(&e.device)
+                        .map_or(0, |&m| m.saturating_sub(t.reserved))
+                };
                 out.entry(&e, "oom", free, e.size);
             }
             _ => {}
