@@ -158,3 +158,62 @@ fn group(
         shrank,
     }
 }
+
+/// How a predicted sequence of segment allocations (a policy's replay) agrees with the one a
+/// real allocator recorded (`import_snapshot::recorded_segment_allocs`). The criterion
+/// for the `pytorch` policy is [`SegmentComparison::exact`]: the same number of segments with
+/// the same size at every position.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct SegmentComparison {
+    pub recorded: usize,
+    pub predicted: usize,
+    pub recorded_bytes: u64,
+    pub predicted_bytes: u64,
+    /// Same count and the same size at every position.
+    pub exact: bool,
+    /// The same sizes, in any order.
+    pub same_sizes: bool,
+    /// The first position whose sizes differ, or where one sequence ends; `None` when exact.
+    pub first_difference: Option<usize>,
+}
+
+/// Compares segment sizes position by position and as multisets.
+pub fn compare_segments(recorded: &[u64], predicted: &[u64]) -> SegmentComparison {
+    let first_difference = recorded
+        .iter()
+        .zip(predicted)
+        .position(|(a, b)| a != b)
+        .or((recorded.len() != predicted.len()).then(|| recorded.len().min(predicted.len())));
+    let sorted = |v: &[u64]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v
+    };
+    SegmentComparison {
+        recorded: recorded.len(),
+        predicted: predicted.len(),
+        recorded_bytes: recorded.iter().sum(),
+        predicted_bytes: predicted.iter().sum(),
+        exact: first_difference.is_none(),
+        same_sizes: sorted(recorded) == sorted(predicted),
+        first_difference,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_sequences_compare_by_position_and_by_size() {
+        let c = compare_segments(&[2 << 20, 20 << 20], &[2 << 20, 20 << 20]);
+        assert!(c.exact && c.same_sizes);
+        assert_eq!(c.first_difference, None);
+        let swapped = compare_segments(&[2 << 20, 20 << 20], &[20 << 20, 2 << 20]);
+        assert!(!swapped.exact && swapped.same_sizes);
+        assert_eq!(swapped.first_difference, Some(0));
+        let short = compare_segments(&[2 << 20, 20 << 20], &[2 << 20]);
+        assert_eq!(short.first_difference, Some(1));
+        assert_eq!(short.predicted_bytes, 2 << 20);
+    }
+}

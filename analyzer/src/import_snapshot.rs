@@ -19,6 +19,9 @@
 //! | `oom` | `cuMemAllocAsync` that failed with `CUDA_ERROR_OUT_OF_MEMORY`; `aux` = `device_free` |
 //! | `segment_alloc` / `segment_free` | `cuMemAlloc_v2` / `cuMemFree_v2`, flagged [`ALLOCATOR_SEGMENT`] |
 //! | `segment_map` / `segment_unmap` | `cuMemCreate`+`cuMemMap` / `cuMemUnmap`+`cuMemRelease`, flagged |
+//!
+//! Memory live before the history began also carries [`BEFORE_HISTORY`]; the parts of a
+//! mapping that a partial unmap leaves mapped are re-mapped with [`REMAINDER`].
 //! | `snapshot`, `annotate` | none: counted in the report |
 //!
 //! The flagged events are what the real caching allocator did, so a replay of the requests can
@@ -49,6 +52,14 @@ use vramtrace_format::{
 /// program request). No driver call's flags use bit 63.
 pub const ALLOCATOR_SEGMENT: u64 = 1 << 63;
 
+/// `Event::flags` bit of an allocation added for memory that was live before the snapshot's
+/// history began (a `max_entries` ring buffer): not something the allocator did while recorded.
+pub const BEFORE_HISTORY: u64 = 1 << 62;
+
+/// `Event::flags` bit of a mapping re-created for the part of an earlier mapping that a
+/// partial `segment_unmap` left mapped: bookkeeping of the import, not an allocator call.
+pub const REMAINDER: u64 = 1 << 61;
+
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 pub const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
 
@@ -71,6 +82,37 @@ pub fn python_module_path(filename: &str, name: &str) -> String {
 pub fn python_frame(path: &str, offset: u64) -> Option<(&str, u64, &str)> {
     let (file, name) = path.strip_prefix(PY_PREFIX)?.split_once('\t')?;
     Some((file, offset, name))
+}
+
+/// One segment the recorded caching allocator obtained from the driver: a `cudaMalloc`
+/// (`segment_alloc`) or, with expandable segments, one mapping (`segment_map`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SegmentAlloc {
+    pub time_ns: u64,
+    pub device: i32,
+    pub stream: u64,
+    pub size: u64,
+}
+
+/// The segments the allocator obtained while its history was recorded, in order: what a replay
+/// of the `pytorch` policy over the same requests must reproduce (compare them with
+/// [`crate::diff::compare_segments`]). Segments live before the history are left out.
+pub fn recorded_segment_allocs(events: impl IntoIterator<Item = Event>) -> Vec<SegmentAlloc> {
+    events
+        .into_iter()
+        .filter(|e| {
+            e.flags & ALLOCATOR_SEGMENT != 0
+                && e.flags & (BEFORE_HISTORY | REMAINDER) == 0
+                && e.succeeded()
+                && matches!(e.api, Api::CuMemAlloc_v2 | Api::CuMemCreate)
+        })
+        .map(|e| SegmentAlloc {
+            time_ns: e.time_ns,
+            device: e.device,
+            stream: e.stream,
+            size: e.size,
+        })
+        .collect()
 }
 
 /// Why a snapshot could not be imported.
@@ -385,7 +427,7 @@ impl<'d> Builder<'d> {
     fn preexisting(&mut self, e: Entry<'d>, api: Api, flags: u64) -> Event {
         self.report.preexisting += 1;
         let at = self.first_time_ns.saturating_sub(1);
-        self.push(0, Entry { time_ns: at, ..e }, api, flags)
+        self.push(0, Entry { time_ns: at, ..e }, api, flags | BEFORE_HISTORY)
     }
 
     fn events_from(&mut self, entries: &[Entry<'d>]) -> Result<(), ImportError> {
@@ -433,7 +475,7 @@ impl<'d> Builder<'d> {
                     }
                     self.push(order, copy(), Api::CuMemFree_v2, ALLOCATOR_SEGMENT);
                 }
-                "segment_map" => self.map(order, copy()),
+                "segment_map" => self.map(order, copy(), 0),
                 "segment_unmap" => self.unmap(order, copy()),
                 // free_requested: the request ends when the block is reusable (free_completed).
                 // snapshot, annotate and future actions carry no memory change.
@@ -444,25 +486,21 @@ impl<'d> Builder<'d> {
     }
 
     /// Pushes `cuMemCreate` + `cuMemMap` for a mapping and returns its handle.
-    fn map_events(&mut self, order: u64, e: Entry<'d>) -> u64 {
+    fn map_events(&mut self, order: u64, e: Entry<'d>, extra: u64) -> u64 {
         let handle = self.next_handle;
         self.next_handle += 1;
-        let mut create = self.push(
-            order,
-            Entry { addr: 0, ..e },
-            Api::CuMemCreate,
-            ALLOCATOR_SEGMENT,
-        );
+        let flags = ALLOCATOR_SEGMENT | extra;
+        let mut create = self.push(order, Entry { addr: 0, ..e }, Api::CuMemCreate, flags);
         create.handle = handle;
         self.events.last_mut().expect("just pushed").2 = create;
-        let mut map = self.push(order, e, Api::CuMemMap, ALLOCATOR_SEGMENT);
+        let mut map = self.push(order, e, Api::CuMemMap, flags);
         map.handle = handle;
         self.events.last_mut().expect("just pushed").2 = map;
         handle
     }
 
-    fn map(&mut self, order: u64, e: Entry<'d>) {
-        let handle = self.map_events(order, e);
+    fn map(&mut self, order: u64, e: Entry<'d>, extra: u64) {
+        let handle = self.map_events(order, e, extra);
         self.mappings.insert(
             (e.device, e.addr),
             Live {
@@ -495,7 +533,7 @@ impl<'d> Builder<'d> {
                 size: e.size - covered,
                 ..e
             };
-            let handle = self.map_events(0, missing);
+            let handle = self.map_events(0, missing, BEFORE_HISTORY);
             pieces.push((
                 start,
                 Live {
@@ -533,14 +571,12 @@ impl<'d> Builder<'d> {
             // What stays mapped on either side becomes a mapping of its own.
             for (lo, hi) in [(a, start), (end, a + l.size)] {
                 if hi > lo {
-                    self.map(
-                        order,
-                        Entry {
-                            addr: lo,
-                            size: hi - lo,
-                            ..e
-                        },
-                    );
+                    let rest = Entry {
+                        addr: lo,
+                        size: hi - lo,
+                        ..e
+                    };
+                    self.map(order, rest, REMAINDER);
                 }
             }
         }
@@ -588,6 +624,7 @@ impl<'d> Builder<'d> {
                             time_ns: at,
                             ..base
                         },
+                        BEFORE_HISTORY,
                     );
                 }
             } else if !self.segments.contains_key(&(device, address)) {

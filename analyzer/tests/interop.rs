@@ -255,3 +255,21 @@ fn bad_usage_exits_2() {
         assert_eq!(r.status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn recorded_segment_allocations_match_pytorchs_segment_counter() {
+    use vramtrace::import_snapshot::{import, recorded_segment_allocs};
+    // (snapshot, torch segment.all.allocated, or the number of segment_map actions for
+    // expandable segments, which allocate by mapping pages)
+    for (name, segments) in [("fp32", 23), ("amp", 20), ("expandable", 23)] {
+        let bytes = std::fs::read(repo(&format!("samples/snapshots/{name}.pickle"))).unwrap();
+        let imp = import(&pickle::read(&bytes).unwrap(), name).unwrap();
+        let segs = recorded_segment_allocs(imp.events.iter().copied());
+        assert_eq!(segs.len(), segments, "{name}");
+    }
+    // In the ring buffer only the 4 that happened inside the last 300 entries are allocations
+    // the history saw; the other 19 of torch's 23 predate it.
+    let bytes = std::fs::read(repo("samples/snapshots/ring.pickle")).unwrap();
+    let imp = import(&pickle::read(&bytes).unwrap(), "ring").unwrap();
+    assert_eq!(recorded_segment_allocs(imp.events.iter().copied()).len(), 4);
+}
