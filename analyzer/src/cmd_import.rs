@@ -19,7 +19,15 @@ pub fn run(snapshot: &Path, output: &Path) -> Result<()> {
 /// Writes through a temporary file beside `output`, so a failed import leaves no half trace.
 fn write_trace(imp: &Imported, output: &Path) -> Result<()> {
     let tmp = output.with_extension("vramtrace.partial");
-    let file = std::fs::File::create(&tmp)?;
+    let result = write_to(imp, &tmp).and_then(|()| Ok(std::fs::rename(&tmp, output)?));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn write_to(imp: &Imported, tmp: &Path) -> Result<()> {
+    let file = std::fs::File::create(tmp)?;
     let mut w = TraceWriter::new(
         std::io::BufWriter::new(file),
         &imp.metadata,
@@ -31,7 +39,6 @@ fn write_trace(imp: &Imported, output: &Path) -> Result<()> {
     }
     let out = w.finish()?;
     out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-    std::fs::rename(&tmp, output)?;
     Ok(())
 }
 
