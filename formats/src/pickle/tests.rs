@@ -351,3 +351,27 @@ proptest! {
         let _ = read(&b);
     }
 }
+
+#[test]
+fn large_dicts_keep_one_entry_per_key_like_small_ones() {
+    let mut doc = Document::new();
+    let d = doc.new_dict();
+    for round in 0..2i64 {
+        for k in 0..40i64 {
+            doc.insert(
+                &d,
+                Value::str(&format!("k{k}")),
+                Value::int(k + 100 * round),
+            );
+        }
+    }
+    // Python: True == 1, so they are one key.
+    doc.insert(&d, Value::int(1u8), Value::None);
+    doc.insert(&d, Value::Bool(true), Value::int(7u8));
+    assert_eq!(doc.entries(&d).unwrap().len(), 41);
+    assert_eq!(doc.get(&d, "k39").unwrap().as_int(), Some(139));
+    doc.set_root(d);
+    let again = read(&write(&doc).unwrap()).unwrap();
+    assert_eq!(again.get(again.root(), "k0").unwrap().as_int(), Some(100));
+    assert_eq!(again.entries(again.root()).unwrap()[40].1.as_int(), Some(7));
+}

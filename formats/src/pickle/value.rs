@@ -129,26 +129,50 @@ impl Key {
     }
 }
 
+/// Dicts up to this many entries are searched by a scan; larger ones get a hash index. A
+/// snapshot holds a million small dicts, for which an index each would triple the memory.
+const SCAN_LIMIT: usize = 16;
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Dict {
     pub(crate) entries: Vec<(Value, Value)>,
-    index: HashMap<Key, usize>,
+    index: Option<HashMap<Key, usize>>,
 }
 
 impl Dict {
-    /// Inserts or replaces, keeping first-insertion order as Python dicts do.
-    fn insert(&mut self, key: Value, value: Value) {
-        match self.index.entry(Key::of(&key)) {
-            std::collections::hash_map::Entry::Occupied(e) => self.entries[*e.get()].1 = value,
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(self.entries.len());
-                self.entries.push((key, value));
+    fn position(&self, key: &Value) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(&Key::of(key)).copied(),
+            None => {
+                let k = Key::of(key);
+                self.entries.iter().position(|(e, _)| Key::of(e) == k)
             }
         }
     }
 
+    /// Inserts or replaces, keeping first-insertion order as Python dicts do.
+    fn insert(&mut self, key: Value, value: Value) {
+        if let Some(i) = self.position(&key) {
+            self.entries[i].1 = value;
+            return;
+        }
+        if let Some(index) = &mut self.index {
+            index.insert(Key::of(&key), self.entries.len());
+        }
+        self.entries.push((key, value));
+        if self.index.is_none() && self.entries.len() > SCAN_LIMIT {
+            self.index = Some(
+                self.entries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (k, _))| (Key::of(k), i))
+                    .collect(),
+            );
+        }
+    }
+
     fn get(&self, key: &Value) -> Option<&Value> {
-        self.index.get(&Key::of(key)).map(|&i| &self.entries[i].1)
+        self.position(key).map(|i| &self.entries[i].1)
     }
 }
 
@@ -270,6 +294,13 @@ impl Document {
     /// `dict[key]` for a string key; `None` when `v` is not a dict or lacks the key.
     pub fn get(&self, v: &Value, key: &str) -> Option<&Value> {
         match (v, v.id().and_then(|id| self.nodes.get(id.index()))) {
+            // Snapshot dicts have a handful of keys: a scan beats hashing a fresh key.
+            (Value::Dict(_), Some(Node::Dict(d))) if d.entries.len() <= SCAN_LIMIT => d
+                .entries
+                .iter()
+                .rev()
+                .find(|(k, _)| k.as_str() == Some(key))
+                .map(|(_, v)| v),
             (Value::Dict(_), Some(Node::Dict(d))) => d.get(&Value::str(key)),
             _ => None,
         }
