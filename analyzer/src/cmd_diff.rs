@@ -5,7 +5,7 @@ use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::diff::{Diff, Pair, StackDelta};
-use vramtrace::summary::Summary;
+use vramtrace::summary::{Summary, short_frame};
 use vramtrace::units::{bytes, count};
 
 pub fn run(a: &Path, b: &Path, json: bool) -> Result<()> {
@@ -90,7 +90,7 @@ fn section(o: &mut String, title: &str, list: &[StackDelta]) {
     }
     let _ = writeln!(o, "  {title}");
     for s in list {
-        let first = s.frames.first().map_or("<no stack>", String::as_str);
+        let first = s.frames.first().map_or("<no stack>", |f| short_frame(f));
         let _ = writeln!(
             o,
             "    {:>12}  ({} → {})  {first}",
@@ -99,7 +99,7 @@ fn section(o: &mut String, title: &str, list: &[StackDelta]) {
             bytes(s.bytes_b)
         );
         for fr in s.frames.iter().skip(1).take(2) {
-            let _ = writeln!(o, "    {:>12}                 {fr}", "");
+            let _ = writeln!(o, "    {:>12}                 {}", "", short_frame(fr));
         }
     }
 }

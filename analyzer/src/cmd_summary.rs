@@ -4,7 +4,7 @@ use crate::load::load_trace;
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
-use vramtrace::summary::{GroupSummary, StackBytes, Summary};
+use vramtrace::summary::{GroupSummary, StackBytes, Summary, short_frame};
 use vramtrace::units::{bytes, count, duration};
 
 pub fn run(path: &Path, json: bool, salvage: bool) -> Result<()> {
@@ -150,7 +150,7 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64) {
             bytes(f.live_reserved)
         );
         for fr in f.frames.iter().take(FRAMES_SHOWN) {
-            let _ = writeln!(o, "      at {fr}");
+            let _ = writeln!(o, "      at {}", short_frame(fr));
         }
         if !f.top_live_stacks.is_empty() {
             let _ = writeln!(o, "    largest live then:");
@@ -169,7 +169,7 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64) {
 
 fn stacks(o: &mut String, list: &[StackBytes]) {
     for s in list {
-        let first = s.frames.first().map_or("<no stack>", String::as_str);
+        let first = s.frames.first().map_or("<no stack>", |f| short_frame(f));
         let _ = writeln!(
             o,
             "    {:>12} {:>8}×  {first}",
@@ -177,7 +177,7 @@ fn stacks(o: &mut String, list: &[StackBytes]) {
             count(s.count)
         );
         for fr in s.frames.iter().skip(1).take(FRAMES_SHOWN - 1) {
-            let _ = writeln!(o, "    {:>12} {:>8}   {fr}", "", "");
+            let _ = writeln!(o, "    {:>12} {:>8}   {}", "", "", short_frame(fr));
         }
     }
 }

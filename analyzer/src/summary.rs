@@ -269,6 +269,16 @@ impl<'a> StackNames<'a> {
     }
 }
 
+/// A frame shortened for text output: Python package paths lose everything up to
+/// `site-packages/` or `dist-packages/` (`--json` keeps the full path).
+pub fn short_frame(frame: &str) -> &str {
+    ["site-packages/", "dist-packages/"]
+        .iter()
+        .filter_map(|m| frame.rfind(m).map(|i| &frame[i + m.len()..]))
+        .min_by_key(|s| s.len())
+        .unwrap_or(frame)
+}
+
 /// Bytes held by one stack.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct StackBytes {
@@ -400,6 +410,24 @@ pub struct Failure {
     pub live_requested: u64,
     pub live_reserved: u64,
     pub top_live_stacks: Vec<StackBytes>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_paths_are_shortened_for_text() {
+        assert_eq!(
+            short_frame("/opt/venv/lib/python3.12/site-packages/torch/nn/linear.py:134 forward"),
+            "torch/nn/linear.py:134 forward"
+        );
+        assert_eq!(
+            short_frame("/work/train.py:5 step"),
+            "/work/train.py:5 step"
+        );
+        assert_eq!(short_frame("libc10_cuda.so+0x10"), "libc10_cuda.so+0x10");
+    }
 }
 
 #[derive(Default)]

@@ -273,3 +273,17 @@ fn recorded_segment_allocations_match_pytorchs_segment_counter() {
     let imp = import(&pickle::read(&bytes).unwrap(), "ring").unwrap();
     assert_eq!(recorded_segment_allocs(imp.events.iter().copied()).len(), 4);
 }
+
+#[test]
+fn summary_of_an_imported_training_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    import(dir.path(), "fp32");
+    let out = Command::cargo_bin("vramtrace")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["summary", "fp32.vramtrace"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap());
+}
