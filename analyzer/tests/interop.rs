@@ -86,6 +86,9 @@ fn the_oom_is_reported_with_what_was_live() {
     );
 }
 
+/// `device_free` of the `oom` entry in samples/snapshots/fp32.pickle.
+const FP32_OOM_DEVICE_FREE: u64 = 148_945_108_992;
+
 #[test]
 fn export_then_import_keeps_peaks_and_end_state() {
     let dir = tempfile::tempdir().unwrap();
@@ -112,6 +115,21 @@ fn export_then_import_keeps_peaks_and_end_state() {
                 .map(|b| doc.get(b, "size").unwrap().as_u64().unwrap())
                 .sum();
             assert_eq!(sum, total, "{name}");
+        }
+        // PyTorch's `device_free` of the OOM survives the round trip.
+        let traces = doc
+            .items(doc.get(doc.root(), "device_traces").unwrap())
+            .unwrap();
+        let ooms: Vec<u64> = doc
+            .items(&traces[0])
+            .unwrap()
+            .iter()
+            .filter(|e| doc.get(e, "action").unwrap().as_str() == Some("oom"))
+            .map(|e| doc.get(e, "device_free").unwrap().as_u64().unwrap())
+            .collect();
+        assert_eq!(ooms.len(), usize::from(name == "fp32"), "{name}");
+        if name == "fp32" {
+            assert_eq!(ooms[0], FP32_OOM_DEVICE_FREE);
         }
         let again = dir.path().join(format!("{name}.again.vramtrace"));
         ok(&[
