@@ -1,6 +1,6 @@
 //! The command line (clap derive). DESIGN.md, "Command line", is the contract.
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 /// Record every CUDA allocation of any program; replay it offline against real GPU allocators.
@@ -14,7 +14,10 @@ pub struct Cli {
 const EXAMPLES: &str = "\
 Examples:
   vramtrace info samples/traces/synthetic-mlp.vramtrace
-  vramtrace info --json run.vramtrace | jq .by_api";
+  vramtrace info --json run.vramtrace | jq .by_api
+  vramtrace summary samples/traces/synthetic-mlp.vramtrace
+  vramtrace import snapshot.pickle -o run.vramtrace
+  vramtrace export run.vramtrace --to perfetto -o run.json";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -34,4 +37,75 @@ Examples:
         #[arg(long)]
         salvage: bool,
     },
+
+    /// Peaks, counts, size classes, the stacks holding memory at the peak, leaks and failed
+    /// allocations, per process, device, stream and memory kind.
+    #[command(after_help = "\
+Examples:
+  vramtrace summary run.vramtrace
+  vramtrace summary --json run.vramtrace | jq '.groups[0].leaks'")]
+    Summary {
+        /// The .vramtrace file.
+        trace: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Keep what precedes a corrupt chunk instead of failing.
+        #[arg(long)]
+        salvage: bool,
+    },
+    /// Two runs side by side: peaks, and the stacks whose bytes at the peak grew or shrank most.
+    #[command(after_help = "\
+Examples:
+  vramtrace diff fp32.vramtrace amp.vramtrace
+  vramtrace diff --json before.vramtrace after.vramtrace")]
+    Diff {
+        /// The baseline trace.
+        a: PathBuf,
+        /// The trace compared with it.
+        b: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) into a trace.
+    #[command(after_help = "\
+Examples:
+  vramtrace import snapshot.pickle -o run.vramtrace
+  vramtrace summary run.vramtrace")]
+    Import {
+        /// The snapshot pickle (protocols 2 to 5).
+        snapshot: PathBuf,
+        /// The trace to write.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Write a trace in another tool's format: Perfetto (Chrome trace-event JSON) or a PyTorch
+    /// memory snapshot for pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`.
+    #[command(after_help = "\
+Examples:
+  vramtrace export run.vramtrace --to perfetto -o run.json         # open in ui.perfetto.dev
+  vramtrace export run.vramtrace --to pytorch-snapshot -o run.pickle")]
+    Export {
+        /// The .vramtrace file.
+        trace: PathBuf,
+        /// The format to write.
+        #[arg(long, value_enum)]
+        to: ExportFormat,
+        /// The file to write.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Keep what precedes a corrupt chunk instead of failing.
+        #[arg(long)]
+        salvage: bool,
+    },
+}
+
+/// Formats `vramtrace export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Chrome trace-event JSON: counter tracks and OOM instants, for ui.perfetto.dev.
+    Perfetto,
+    /// A PyTorch memory snapshot pickle, for pytorch.org/memory_viz.
+    PytorchSnapshot,
 }

@@ -5,5 +5,10 @@
 //! The core (trace facts, models, replay, metrics, chart data) is sans-IO: it takes decoded
 //! traces and returns data. Only the `cmd_*` modules and `main.rs` open files and print.
 
+pub mod diff;
+pub mod export_perfetto;
+pub mod export_snapshot;
+pub mod import_snapshot;
 pub mod info;
+pub mod summary;
 pub mod units;

@@ -4,7 +4,11 @@
 //! usage (clap's message).
 
 mod cli;
+mod cmd_diff;
+mod cmd_export;
+mod cmd_import;
 mod cmd_info;
+mod cmd_summary;
 mod load;
 mod output;
 
@@ -26,6 +30,19 @@ fn main() -> ExitCode {
             json,
             salvage,
         } => cmd_info::run(&trace, json, salvage),
+        Command::Summary {
+            trace,
+            json,
+            salvage,
+        } => cmd_summary::run(&trace, json, salvage),
+        Command::Diff { a, b, json } => cmd_diff::run(&a, &b, json),
+        Command::Import { snapshot, output } => cmd_import::run(&snapshot, &output),
+        Command::Export {
+            trace,
+            to,
+            output,
+            salvage,
+        } => cmd_export::run(&trace, to, &output, salvage),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

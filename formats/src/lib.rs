@@ -36,6 +36,7 @@ mod column;
 mod error;
 mod event;
 mod metadata;
+pub mod pickle;
 mod reader;
 pub mod synthetic;
 mod tables;

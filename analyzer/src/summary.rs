@@ -1,0 +1,654 @@
+//! What `vramtrace summary` reports: peaks, counts, size classes, the stacks that hold memory at
+//! the peak, leaks and failed allocations, per process and device, as the trace itself saw them.
+//!
+//! Sans-IO: [`Summary::of`] takes a decoded trace and returns data. No allocator is modelled:
+//! *requested* and *reserved* here are what the recorded program and driver did (DESIGN.md,
+//! "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
+//! event is shared with `diff` and the exporters.
+
+use crate::import_snapshot::{ALLOCATOR_SEGMENT, python_frame};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
+
+/// How many stacks a ranked list keeps, and how many failures are described in full.
+pub const TOP_STACKS: usize = 10;
+pub const DESCRIBED_FAILURES: usize = 20;
+
+/// One live allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Object {
+    pub pid: u32,
+    pub device: i32,
+    pub kind: MemoryKind,
+    pub address: u64,
+    pub size: u64,
+    pub stack: u32,
+    pub stream: u64,
+    pub time_ns: u64,
+    /// An allocator segment of an imported PyTorch snapshot rather than a program request.
+    pub segment: bool,
+    pub requested: bool,
+    pub reserved: bool,
+}
+
+/// What one event did to live memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing that holds memory (address reservations, mappings, pool settings).
+    None,
+    Alloc(Object),
+    Free(Object),
+    /// A call that returned an error: it created and ended nothing.
+    Failed,
+    /// A free of an address (or handle) the trace never saw allocated, for example memory
+    /// allocated before recording began.
+    UnmatchedFree,
+}
+
+/// Per-(process, device) running totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub requested: u64,
+    pub reserved: u64,
+}
+
+/// Live memory, event by event: which objects exist and how many bytes they hold.
+///
+/// Accounting rules, the same in every command:
+/// - Device memory (`cuMemAlloc*`, managed, stream-ordered pools, arrays, graph allocations,
+///   and VMM physical handles from `cuMemCreate`) and pinned or registered host memory (device
+///   [`NO_DEVICE`]) count; memory opened from another process or API (IPC, external,
+///   multicast) is listed by kind but counts in neither total, since another owner holds it.
+/// - In a recorded trace every counted byte is both *requested* and *reserved*: the driver saw
+///   exactly what the program asked for (under a caching allocator those "requests" are its
+///   segments, which `capture_level` says).
+/// - In an imported PyTorch snapshot the program's requests and the allocator's segments are
+///   both present; segments (events flagged [`ALLOCATOR_SEGMENT`]) count only as reserved and
+///   requests only as requested.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    split_levels: bool,
+    live: HashMap<(u32, bool, u64), Object>,
+    handles: HashMap<(u32, u64), Object>,
+    totals: HashMap<(u32, i32), Totals>,
+}
+
+impl Ledger {
+    /// A ledger for `trace`, whose events are then given to [`Ledger::apply`] in file order.
+    pub fn for_trace(trace: &Trace) -> Ledger {
+        Ledger {
+            split_levels: trace.events().any(|e| e.flags & ALLOCATOR_SEGMENT != 0),
+            ..Ledger::default()
+        }
+    }
+
+    /// True when the trace carries both request and allocator-segment events.
+    pub fn split_levels(&self) -> bool {
+        self.split_levels
+    }
+
+    pub fn apply(&mut self, e: &Event) -> Change {
+        let op = e.api.op();
+        let segment = e.flags & ALLOCATOR_SEGMENT != 0;
+        if !e.succeeded() {
+            return if matches!(op, Op::Alloc | Op::Create | Op::Register) {
+                Change::Failed
+            } else {
+                Change::None
+            };
+        }
+        match op {
+            Op::Alloc | Op::Register => {
+                let obj = self.object(e, segment);
+                if let Some(old) = self.live.insert((e.pid, segment, e.address), obj) {
+                    // The address was handed out again without a free we saw: the old object
+                    // is gone.
+                    self.account(&old, false);
+                }
+                self.account(&obj, true);
+                Change::Alloc(obj)
+            }
+            Op::Free | Op::Unregister => match self.live.remove(&(e.pid, segment, e.address)) {
+                Some(obj) => {
+                    self.account(&obj, false);
+                    Change::Free(obj)
+                }
+                None => Change::UnmatchedFree,
+            },
+            Op::Create => {
+                let obj = self.object(e, segment);
+                if let Some(old) = self.handles.insert((e.pid, e.handle), obj) {
+                    self.account(&old, false);
+                }
+                self.account(&obj, true);
+                Change::Alloc(obj)
+            }
+            Op::Release => match self.handles.remove(&(e.pid, e.handle)) {
+                Some(obj) => {
+                    self.account(&obj, false);
+                    Change::Free(obj)
+                }
+                None => Change::UnmatchedFree,
+            },
+            _ => Change::None,
+        }
+    }
+
+    fn object(&self, e: &Event, segment: bool) -> Object {
+        let kind = e.api.kind();
+        let counted = !matches!(
+            kind,
+            MemoryKind::Ipc | MemoryKind::External | MemoryKind::Multicast
+        );
+        Object {
+            pid: e.pid,
+            device: if is_host(kind) { NO_DEVICE } else { e.device },
+            kind,
+            address: if e.api.op() == Op::Create {
+                e.handle
+            } else {
+                e.address
+            },
+            size: e.size,
+            stack: e.stack,
+            stream: e.stream,
+            time_ns: e.time_ns,
+            segment,
+            requested: counted && !(self.split_levels && segment),
+            reserved: counted && (!self.split_levels || segment),
+        }
+    }
+
+    fn account(&mut self, o: &Object, add: bool) {
+        let t = self.totals.entry((o.pid, o.device)).or_default();
+        let apply = |v: &mut u64, on: bool| {
+            if on {
+                *v = if add {
+                    v.saturating_add(o.size)
+                } else {
+                    v.saturating_sub(o.size)
+                };
+            }
+        };
+        apply(&mut t.requested, o.requested);
+        apply(&mut t.reserved, o.reserved);
+    }
+
+    /// Running totals of one process and device.
+    pub fn totals(&self, pid: u32, device: i32) -> Totals {
+        self.totals.get(&(pid, device)).copied().unwrap_or_default()
+    }
+
+    /// Every live object, in no particular order.
+    pub fn live(&self) -> impl Iterator<Item = &Object> {
+        self.live.values().chain(self.handles.values())
+    }
+}
+
+fn is_host(kind: MemoryKind) -> bool {
+    matches!(kind, MemoryKind::PinnedHost | MemoryKind::RegisteredHost)
+}
+
+/// Readable stack frames: Python frames of imported snapshots as `file:line name`, native
+/// frames as `module+0xoffset` (stable across runs of the same binaries), else the address.
+pub struct StackNames<'a> {
+    tables: &'a Tables,
+    stacks: HashMap<u32, &'a [u32]>,
+    frames: HashMap<u32, u64>,
+    /// Modules sorted by load address.
+    modules: Vec<(u64, u64, &'a str)>,
+}
+
+impl<'a> StackNames<'a> {
+    pub fn new(tables: &'a Tables) -> StackNames<'a> {
+        let mut modules: Vec<_> = tables
+            .modules
+            .iter()
+            .map(|m| (m.load_address, m.size, m.path.as_str()))
+            .collect();
+        modules.sort_unstable();
+        StackNames {
+            tables,
+            stacks: tables
+                .stacks
+                .iter()
+                .map(|s| (s.id, s.frames.as_slice()))
+                .collect(),
+            frames: tables.frames.iter().map(|f| (f.id, f.address)).collect(),
+            modules,
+        }
+    }
+
+    pub fn tables(&self) -> &'a Tables {
+        self.tables
+    }
+
+    /// The instruction addresses of a stack, innermost first.
+    pub fn addresses(&self, stack: u32) -> Vec<u64> {
+        self.stacks
+            .get(&stack)
+            .map(|f| {
+                f.iter()
+                    .filter_map(|id| self.frames.get(id).copied())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The module path containing `address` and the offset into it.
+    pub fn module_of(&self, address: u64) -> Option<(&'a str, u64)> {
+        let i = self.modules.partition_point(|m| m.0 <= address);
+        let (base, size, path) = *self.modules.get(i.checked_sub(1)?)?;
+        (address - base < size.max(1)).then_some((path, address - base))
+    }
+
+    /// One frame as text.
+    pub fn frame(&self, address: u64) -> String {
+        match self.module_of(address) {
+            Some((path, offset)) => match python_frame(path, offset) {
+                Some((file, line, name)) => format!("{file}:{line} {name}"),
+                None => {
+                    let base = path.rsplit('/').next().unwrap_or(path);
+                    format!("{base}+{offset:#x}")
+                }
+            },
+            None => format!("{address:#x}"),
+        }
+    }
+
+    /// A stack as text frames, innermost first; empty for [`NO_STACK`] or an unknown id.
+    pub fn frames(&self, stack: u32) -> Vec<String> {
+        if stack == NO_STACK {
+            return Vec::new();
+        }
+        self.addresses(stack)
+            .into_iter()
+            .map(|a| self.frame(a))
+            .collect()
+    }
+}
+
+/// A frame shortened for text output: Python package paths lose everything up to
+/// `site-packages/` or `dist-packages/` (`--json` keeps the full path).
+pub fn short_frame(frame: &str) -> &str {
+    ["site-packages/", "dist-packages/"]
+        .iter()
+        .filter_map(|m| frame.rfind(m).map(|i| &frame[i + m.len()..]))
+        .min_by_key(|s| s.len())
+        .unwrap_or(frame)
+}
+
+/// Bytes held by one stack.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StackBytes {
+    pub bytes: u64,
+    pub count: u64,
+    /// Frames, innermost first; empty when the events carried no stack.
+    pub frames: Vec<String>,
+}
+
+/// The `n` stacks holding the most bytes among `objects`.
+pub fn top_stacks<'o>(
+    objects: impl Iterator<Item = &'o Object>,
+    names: &StackNames,
+    n: usize,
+) -> Vec<StackBytes> {
+    let mut by: HashMap<u32, (u64, u64)> = HashMap::new();
+    for o in objects {
+        let e = by.entry(o.stack).or_default();
+        e.0 += o.size;
+        e.1 += 1;
+    }
+    let mut v: Vec<_> = by.into_iter().collect();
+    v.sort_unstable_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
+    v.into_iter()
+        .take(n)
+        .map(|(stack, (bytes, count))| StackBytes {
+            bytes,
+            count,
+            frames: names.frames(stack),
+        })
+        .collect()
+}
+
+/// Size classes in steps of 16×, from the small-block pool of caching allocators up.
+pub const SIZE_CLASSES: [(u64, &str); 7] = [
+    (0, "< 4 KiB"),
+    (4 << 10, "4 KiB – 64 KiB"),
+    (64 << 10, "64 KiB – 1 MiB"),
+    (1 << 20, "1 MiB – 16 MiB"),
+    (16 << 20, "16 MiB – 256 MiB"),
+    (256 << 20, "256 MiB – 4 GiB"),
+    (4 << 30, "≥ 4 GiB"),
+];
+
+fn size_class(size: u64) -> usize {
+    SIZE_CLASSES.partition_point(|&(min, _)| min <= size) - 1
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SizeClass {
+    pub class: &'static str,
+    pub min_bytes: u64,
+    pub count: u64,
+    pub bytes: u64,
+}
+
+/// Everything `summary` prints.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    /// `request`, `segment`, or empty, from the trace's metadata.
+    pub capture_level: String,
+    /// True for an imported snapshot: requests and the allocator's segments both present.
+    pub has_allocator_segments: bool,
+    pub events: u64,
+    pub failed_allocations: u64,
+    /// Frees of memory the trace never saw allocated.
+    pub unmatched_frees: u64,
+    pub groups: Vec<GroupSummary>,
+}
+
+/// One process on one device (`device` −1: host memory).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GroupSummary {
+    pub pid: u32,
+    pub device: i32,
+    pub peak_requested: u64,
+    pub peak_requested_time_ns: u64,
+    pub peak_reserved: u64,
+    pub peak_reserved_time_ns: u64,
+    pub allocations: u64,
+    pub frees: u64,
+    pub failed: u64,
+    pub by_kind: Vec<KindSummary>,
+    pub by_stream: Vec<StreamSummary>,
+    /// Stacks holding the most requested bytes at the moment requested bytes peaked.
+    pub top_stacks_at_peak: Vec<StackBytes>,
+    pub leaks: Leaks,
+    pub failures: Vec<Failure>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct KindSummary {
+    pub kind: MemoryKind,
+    /// Allocator segments of an imported snapshot, listed apart from the requests.
+    pub allocator_segments: bool,
+    pub peak_live: u64,
+    pub allocations: u64,
+    pub frees: u64,
+    pub failed: u64,
+    pub bytes_allocated: u64,
+    pub size_classes: Vec<SizeClass>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StreamSummary {
+    pub stream: u64,
+    pub peak_live: u64,
+    pub allocations: u64,
+}
+
+/// Requested memory still live when the trace ends (at exit for a recorded program; at the
+/// moment of the dump for a snapshot).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Leaks {
+    pub bytes: u64,
+    pub count: u64,
+    pub stacks: Vec<StackBytes>,
+}
+
+/// A failed allocation and what was live at that moment.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Failure {
+    pub time_ns: u64,
+    pub api: Api,
+    pub result: u32,
+    pub size: u64,
+    pub stream: u64,
+    pub frames: Vec<String>,
+    pub live_requested: u64,
+    pub live_reserved: u64,
+    pub top_live_stacks: Vec<StackBytes>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_paths_are_shortened_for_text() {
+        assert_eq!(
+            short_frame("/opt/venv/lib/python3.12/site-packages/torch/nn/linear.py:134 forward"),
+            "torch/nn/linear.py:134 forward"
+        );
+        assert_eq!(
+            short_frame("/work/train.py:5 step"),
+            "/work/train.py:5 step"
+        );
+        assert_eq!(short_frame("libc10_cuda.so+0x10"), "libc10_cuda.so+0x10");
+    }
+}
+
+#[derive(Default)]
+struct GroupAcc {
+    peak: Totals,
+    peak_time: (u64, u64),
+    peak_index: usize,
+    allocations: u64,
+    frees: u64,
+    failed: u64,
+    kinds: BTreeMap<(MemoryKind, bool), KindAcc>,
+    streams: BTreeMap<u64, (u64, u64, u64)>,
+    failures: Vec<Failure>,
+}
+
+#[derive(Default)]
+struct KindAcc {
+    live: u64,
+    peak: u64,
+    allocations: u64,
+    frees: u64,
+    failed: u64,
+    bytes: u64,
+    classes: [(u64, u64); SIZE_CLASSES.len()],
+}
+
+impl Summary {
+    pub fn of(trace: &Trace) -> Summary {
+        Summary::with_top(trace, TOP_STACKS)
+    }
+
+    /// Like [`Summary::of`], ranking `top` stacks at each peak (`diff` wants them all).
+    pub fn with_top(trace: &Trace, top: usize) -> Summary {
+        let names = StackNames::new(&trace.tables);
+        let mut ledger = Ledger::for_trace(trace);
+        let mut groups: BTreeMap<(u32, i32), GroupAcc> = BTreeMap::new();
+        let (mut events, mut failed_allocations, mut unmatched_frees) = (0u64, 0u64, 0u64);
+        for (i, e) in trace.events().enumerate() {
+            events += 1;
+            let change = ledger.apply(&e);
+            let obj = match change {
+                Change::Alloc(o) | Change::Free(o) => o,
+                Change::Failed => {
+                    failed_allocations += 1;
+                    let kind = e.api.kind();
+                    let device = if is_host(kind) { NO_DEVICE } else { e.device };
+                    let g = groups.entry((e.pid, device)).or_default();
+                    g.failed += 1;
+                    g.kinds
+                        .entry((kind, e.flags & ALLOCATOR_SEGMENT != 0))
+                        .or_default()
+                        .failed += 1;
+                    if g.failures.len() < DESCRIBED_FAILURES {
+                        let t = ledger.totals(e.pid, device);
+                        let live = ledger
+                            .live()
+                            .filter(|o| o.pid == e.pid && o.device == device && o.requested);
+                        g.failures.push(Failure {
+                            time_ns: e.time_ns,
+                            api: e.api,
+                            result: e.result,
+                            size: e.size,
+                            stream: e.stream,
+                            frames: names.frames(e.stack),
+                            live_requested: t.requested,
+                            live_reserved: t.reserved,
+                            top_live_stacks: top_stacks(live, &names, 5),
+                        });
+                    }
+                    continue;
+                }
+                Change::UnmatchedFree => {
+                    unmatched_frees += 1;
+                    continue;
+                }
+                Change::None => continue,
+            };
+            let alloc = matches!(change, Change::Alloc(_));
+            let g = groups.entry((obj.pid, obj.device)).or_default();
+            let k = g.kinds.entry((obj.kind, obj.segment)).or_default();
+            if alloc {
+                g.allocations += u64::from(obj.requested);
+                k.allocations += 1;
+                k.bytes += obj.size;
+                k.live += obj.size;
+                k.peak = k.peak.max(k.live);
+                let c = &mut k.classes[size_class(obj.size)];
+                c.0 += 1;
+                c.1 += obj.size;
+            } else {
+                g.frees += u64::from(obj.requested);
+                k.frees += 1;
+                k.live = k.live.saturating_sub(obj.size);
+            }
+            if obj.requested {
+                let s = g.streams.entry(obj.stream).or_default();
+                if alloc {
+                    s.0 += obj.size;
+                    s.1 = s.1.max(s.0);
+                    s.2 += 1;
+                } else {
+                    s.0 = s.0.saturating_sub(obj.size);
+                }
+            }
+            let t = ledger.totals(obj.pid, obj.device);
+            if t.requested > g.peak.requested {
+                g.peak.requested = t.requested;
+                g.peak_time.0 = e.time_ns;
+                g.peak_index = i;
+            }
+            if t.reserved > g.peak.reserved {
+                g.peak.reserved = t.reserved;
+                g.peak_time.1 = e.time_ns;
+            }
+        }
+
+        // Leaks: requested objects still live at the end.
+        let mut leaks: HashMap<(u32, i32), Vec<Object>> = HashMap::new();
+        for o in ledger.live().filter(|o| o.requested) {
+            leaks.entry((o.pid, o.device)).or_default().push(*o);
+        }
+
+        // Second pass: the live set at each group's peak.
+        let at_peak = stacks_at_peaks(trace, &groups, &names, top);
+
+        let groups = groups
+            .into_iter()
+            .map(|((pid, device), g)| {
+                let leaked = leaks.remove(&(pid, device)).unwrap_or_default();
+                GroupSummary {
+                    pid,
+                    device,
+                    peak_requested: g.peak.requested,
+                    peak_requested_time_ns: g.peak_time.0,
+                    peak_reserved: g.peak.reserved,
+                    peak_reserved_time_ns: g.peak_time.1,
+                    allocations: g.allocations,
+                    frees: g.frees,
+                    failed: g.failed,
+                    by_kind: g
+                        .kinds
+                        .into_iter()
+                        .map(|((kind, segment), k)| KindSummary {
+                            kind,
+                            allocator_segments: segment,
+                            peak_live: k.peak,
+                            allocations: k.allocations,
+                            frees: k.frees,
+                            failed: k.failed,
+                            bytes_allocated: k.bytes,
+                            size_classes: SIZE_CLASSES
+                                .iter()
+                                .zip(k.classes)
+                                .filter(|(_, (n, _))| *n > 0)
+                                .map(|(&(min, class), (count, bytes))| SizeClass {
+                                    class,
+                                    min_bytes: min,
+                                    count,
+                                    bytes,
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                    by_stream: g
+                        .streams
+                        .into_iter()
+                        .map(|(stream, (_, peak, n))| StreamSummary {
+                            stream,
+                            peak_live: peak,
+                            allocations: n,
+                        })
+                        .collect(),
+                    top_stacks_at_peak: at_peak.get(&(pid, device)).cloned().unwrap_or_default(),
+                    leaks: Leaks {
+                        bytes: leaked.iter().map(|o| o.size).sum(),
+                        count: leaked.len() as u64,
+                        stacks: top_stacks(leaked.iter(), &names, TOP_STACKS),
+                    },
+                    failures: g.failures,
+                }
+            })
+            .collect();
+        Summary {
+            capture_level: trace.metadata.capture_level.clone(),
+            has_allocator_segments: ledger.split_levels(),
+            events,
+            failed_allocations,
+            unmatched_frees,
+            groups,
+        }
+    }
+}
+
+/// Replays the trace up to each group's peak and ranks the stacks live there.
+fn stacks_at_peaks(
+    trace: &Trace,
+    groups: &BTreeMap<(u32, i32), GroupAcc>,
+    names: &StackNames,
+    top: usize,
+) -> HashMap<(u32, i32), Vec<StackBytes>> {
+    let mut wanted: HashMap<usize, Vec<(u32, i32)>> = HashMap::new();
+    for (&key, g) in groups.iter().filter(|(_, g)| g.peak.requested > 0) {
+        wanted.entry(g.peak_index).or_default().push(key);
+    }
+    let last = wanted.keys().copied().max();
+    let mut out = HashMap::new();
+    let Some(last) = last else { return out };
+    let mut ledger = Ledger::for_trace(trace);
+    let mut done = HashSet::new();
+    for (i, e) in trace.events().enumerate().take(last + 1) {
+        ledger.apply(&e);
+        if let Some(keys) = wanted.get(&i) {
+            for &(pid, device) in keys {
+                if done.insert((pid, device)) {
+                    let live = ledger
+                        .live()
+                        .filter(|o| o.pid == pid && o.device == device && o.requested);
+                    out.insert((pid, device), top_stacks(live, names, top));
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,377 @@
+//! The unpickler against pickles Python made, hostile pickles and damaged bytes; the writer by
+//! round trip.
+
+use super::*;
+use proptest::prelude::*;
+
+const P2: &[u8] = include_bytes!("testdata/snapshot-like-p2.pickle");
+const P3: &[u8] = include_bytes!("testdata/snapshot-like-p3.pickle");
+const P4: &[u8] = include_bytes!("testdata/snapshot-like-p4.pickle");
+const P5: &[u8] = include_bytes!("testdata/snapshot-like-p5.pickle");
+
+/// A plain tree, for comparing documents structurally.
+#[derive(Debug, Clone, PartialEq)]
+enum Plain {
+    None,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(String),
+    Bytes(Vec<u8>),
+    List(Vec<Plain>),
+    Tuple(Vec<Plain>),
+    Dict(Vec<(Plain, Plain)>),
+}
+
+fn plain(doc: &Document, v: &Value, depth: usize) -> Plain {
+    assert!(depth < 64, "unexpectedly deep or cyclic");
+    match v {
+        Value::None => Plain::None,
+        Value::Bool(b) => Plain::Bool(*b),
+        Value::Int(i) => Plain::Int(*i),
+        Value::Float(f) => Plain::Float(*f),
+        Value::Str(s) => Plain::Str(s.to_string()),
+        Value::Bytes(b) => Plain::Bytes(b.to_vec()),
+        Value::List(_) => Plain::List(
+            doc.items(v)
+                .unwrap()
+                .iter()
+                .map(|x| plain(doc, x, depth + 1))
+                .collect(),
+        ),
+        Value::Tuple(_) => Plain::Tuple(
+            doc.items(v)
+                .unwrap()
+                .iter()
+                .map(|x| plain(doc, x, depth + 1))
+                .collect(),
+        ),
+        Value::Dict(_) => Plain::Dict(
+            doc.entries(v)
+                .unwrap()
+                .iter()
+                .map(|(k, x)| (plain(doc, k, depth + 1), plain(doc, x, depth + 1)))
+                .collect(),
+        ),
+    }
+}
+
+fn build(doc: &mut Document, p: &Plain) -> Value {
+    match p {
+        Plain::None => Value::None,
+        Plain::Bool(b) => Value::Bool(*b),
+        Plain::Int(i) => Value::Int(*i),
+        Plain::Float(f) => Value::Float(*f),
+        Plain::Str(s) => Value::str(s),
+        Plain::Bytes(b) => Value::Bytes(b.as_slice().into()),
+        Plain::List(items) => {
+            let l = doc.new_list();
+            for x in items {
+                let x = build(doc, x);
+                doc.push(&l, x);
+            }
+            l
+        }
+        Plain::Tuple(items) => {
+            let items = items.iter().map(|x| build(doc, x)).collect();
+            doc.new_tuple(items)
+        }
+        Plain::Dict(entries) => {
+            let d = doc.new_dict();
+            for (k, x) in entries {
+                let (k, x) = (build(doc, k), build(doc, x));
+                doc.insert(&d, k, x);
+            }
+            d
+        }
+    }
+}
+
+fn trace_entry_frames(doc: &Document, i: usize) -> Value {
+    let traces = doc.get(doc.root(), "device_traces").unwrap();
+    let dev0 = &doc.items(traces).unwrap()[0];
+    let entry = &doc.items(dev0).unwrap()[i];
+    doc.get(entry, "frames").unwrap().clone()
+}
+
+#[test]
+fn python_snapshots_of_protocols_2_to_5_read_with_shared_frames_kept_shared() {
+    for (p, bytes) in [(2, P2), (3, P3), (4, P4), (5, P5)] {
+        let doc = read(bytes).unwrap_or_else(|e| panic!("protocol {p}: {e}"));
+        // The same Python list object, referenced from two trace entries and the segment.
+        let a = trace_entry_frames(&doc, 0);
+        let b = trace_entry_frames(&doc, 1);
+        assert_eq!(a.id(), b.id(), "protocol {p}");
+        assert!(a.id().is_some());
+        // And the same frame dict inside two different lists.
+        let f2_in_tb = doc.items(&a).unwrap()[1].id();
+        let f2_alone = doc.items(&trace_entry_frames(&doc, 2)).unwrap()[0].id();
+        assert_eq!(f2_in_tb, f2_alone, "protocol {p}");
+        let frame = &doc.items(&a).unwrap()[0];
+        assert_eq!(doc.get(frame, "line").unwrap().as_int(), Some(42));
+        assert_eq!(doc.get(frame, "name").unwrap().as_str(), Some("forward"));
+    }
+}
+
+#[test]
+fn every_protocol_gives_the_same_data() {
+    let reference = read(P4).unwrap();
+    let reference = plain(&reference, reference.root(), 0);
+    for bytes in [P3, P5] {
+        let doc = read(bytes).unwrap();
+        assert_eq!(plain(&doc, doc.root(), 0), reference);
+    }
+}
+
+#[test]
+fn big_and_negative_integers_and_tuples_decode_exactly() {
+    let doc = read(P4).unwrap();
+    let big = doc.items(doc.get(doc.root(), "big").unwrap()).unwrap();
+    assert_eq!(big[0].as_int(), Some((1i128 << 63) + 5));
+    assert_eq!(big[1].as_int(), Some(-(1i128 << 63)));
+    assert_eq!(big[2].as_int(), Some(-1));
+    assert_eq!(big[3].as_u64(), Some(u64::MAX));
+    assert_eq!(big[4].as_f64(), Some(3.5));
+    assert_eq!(big[5], Value::None);
+    assert_eq!(big[6].as_bool(), Some(true));
+    assert_eq!(big[7], Value::Bytes(vec![0, 1].into()));
+    assert_eq!(big[8].as_str().unwrap().chars().count(), 300);
+    let segs = doc.items(doc.get(doc.root(), "segments").unwrap()).unwrap();
+    let pool = doc.get(&segs[0], "segment_pool_id").unwrap();
+    assert!(matches!(pool, Value::Tuple(_)));
+    assert_eq!(doc.items(pool).unwrap(), &[Value::int(0), Value::int(0)]);
+}
+
+#[test]
+fn code_executing_opcodes_are_refused_by_name() {
+    let global = read(include_bytes!("testdata/global-os-system.pickle")).unwrap_err();
+    assert!(
+        matches!(
+            global,
+            Error::Refused {
+                name: "STACK_GLOBAL",
+                ..
+            }
+        ),
+        "{global}"
+    );
+    let reduce = read(include_bytes!("testdata/reduce-os-system.pickle")).unwrap_err();
+    assert_eq!(
+        reduce.to_string(),
+        "opcode GLOBAL (0x63) at byte 2 would import or call Python code; vramtrace reads \
+         data-only pickles such as PyTorch memory snapshots and refuses it"
+    );
+    for (code, name) in [
+        (b'R', "REDUCE"),
+        (b'b', "BUILD"),
+        (b'i', "INST"),
+        (b'o', "OBJ"),
+        (0x81, "NEWOBJ"),
+        (0x92, "NEWOBJ_EX"),
+        (0x82, "EXT1"),
+        (b'P', "PERSID"),
+        (b'Q', "BINPERSID"),
+    ] {
+        let err = read(&[0x80, 4, b'N', code, b'.']).unwrap_err();
+        assert_eq!(
+            err,
+            Error::Refused {
+                offset: 3,
+                opcode: code,
+                name
+            }
+        );
+    }
+}
+
+#[test]
+fn text_protocols_and_unknown_bytes_get_clear_errors() {
+    let p0 = read(include_bytes!("testdata/protocol0-list.pickle")).unwrap_err();
+    assert!(
+        matches!(p0, Error::Unsupported { name: "LIST", .. }),
+        "{p0}"
+    );
+    assert_eq!(
+        read(b"\x80\x06N.").unwrap_err(),
+        Error::Protocol {
+            offset: 0,
+            found: 6
+        }
+    );
+    assert!(matches!(
+        read(b"\xffN.").unwrap_err(),
+        Error::UnknownOpcode { offset: 0, .. }
+    ));
+    assert_eq!(
+        read(b"").unwrap_err().to_string(),
+        "the pickle ends at byte 0 inside an opcode"
+    );
+}
+
+#[test]
+fn absurd_lengths_fail_before_allocating() {
+    // BINUNICODE8 claiming 2^63 bytes, BINBYTES of 4 GiB, LONG4 of 2^31 bytes, a FRAME of 2^64.
+    let cases: [&[u8]; 5] = [
+        b"\x80\x04\x8d\x00\x00\x00\x00\x00\x00\x00\x80.",
+        b"\x80\x04B\xff\xff\xff\xff.",
+        b"\x80\x04\x8b\xff\xff\xff\x7f.",
+        b"\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\xff.",
+        b"\x80\x04\x8b\x11\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00.",
+    ];
+    for bytes in cases {
+        let err = read(bytes).unwrap_err();
+        assert!(
+            matches!(err, Error::Truncated { .. } | Error::Limit { .. }),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn structural_nonsense_is_reported_not_panicked() {
+    let cases: [(&[u8], &str); 9] = [
+        (b"\x80\x04.", "STOP on an empty stack"),
+        (b"\x80\x04Na.", "APPEND on an empty stack"),
+        (b"\x80\x04NNa.", "APPEND(S) to a None instead of a list"),
+        (b"\x80\x04}N(Nu.", "SETITEMS with an odd number of items"),
+        (b"\x80\x04e.", "APPENDS without a MARK"),
+        (b"\x80\x04h\x07.", "memo entry 7 was never stored"),
+        (b"\x80\x04\x94.", "PUT/MEMOIZE on an empty stack"),
+        (b"\x80\x04(\x85.", "TUPLE1/2/3 with too few items"),
+        (b"\x80\x04gx\n.", "GET argument is not a memo index"),
+    ];
+    for (bytes, what) in cases {
+        let err = read(bytes).unwrap_err().to_string();
+        assert!(err.contains(what), "{err:?} should say {what:?}");
+    }
+}
+
+#[test]
+fn every_truncation_of_a_real_snapshot_is_an_error_not_a_panic() {
+    for bytes in [P2, P4, P5] {
+        for end in 0..bytes.len() {
+            assert!(read(&bytes[..end]).is_err(), "prefix of {end} bytes");
+        }
+    }
+}
+
+#[test]
+fn bit_flips_never_panic() {
+    let mut rng = crate::synthetic::SplitMix::new(7);
+    for _ in 0..3000 {
+        let mut b = P4.to_vec();
+        for _ in 0..1 + rng.range(0, 4) {
+            let i = rng.range(0, b.len() as u64) as usize;
+            b[i] ^= 1 << rng.range(0, 8);
+        }
+        let _ = read(&b);
+    }
+}
+
+#[test]
+fn a_self_referencing_list_reads_and_writes_back() {
+    // l = []; l.append(l)
+    let doc = read(b"\x80\x04]\x94h\x00a.").unwrap();
+    let root = doc.root().clone();
+    assert_eq!(doc.items(&root).unwrap()[0].id(), root.id());
+    let again = read(&write(&doc).unwrap()).unwrap();
+    let r = again.root();
+    assert_eq!(again.items(r).unwrap()[0].id(), r.id());
+}
+
+#[test]
+fn a_tuple_containing_itself_is_refused_by_the_writer() {
+    // t = ([],); t[0].append(t)  -- only a hand-made pickle can build it.
+    let doc = read(b"\x80\x04]\x94\x85\x94h\x00h\x01a0h\x01.").unwrap();
+    assert!(matches!(write(&doc), Err(Error::Unwritable(_))));
+}
+
+#[test]
+fn the_writer_keeps_sharing_and_python_reads_it_the_same() {
+    let doc = read(P4).unwrap();
+    let bytes = write(&doc).unwrap();
+    let again = read(&bytes).unwrap();
+    assert_eq!(
+        trace_entry_frames(&again, 0).id(),
+        trace_entry_frames(&again, 1).id()
+    );
+    assert_eq!(plain(&again, again.root(), 0), plain(&doc, doc.root(), 0));
+    // Sharing makes the output no larger than Python's own protocol-4 pickle.
+    assert!(
+        bytes.len() <= P4.len() + 64,
+        "{} vs {}",
+        bytes.len(),
+        P4.len()
+    );
+}
+
+fn arb_plain() -> impl Strategy<Value = Plain> {
+    let leaf = prop_oneof![
+        Just(Plain::None),
+        any::<bool>().prop_map(Plain::Bool),
+        any::<i64>().prop_map(|i| Plain::Int(i128::from(i))),
+        any::<i128>().prop_map(Plain::Int),
+        any::<f64>()
+            .prop_filter("NaN is not equal to itself", |f| !f.is_nan())
+            .prop_map(Plain::Float),
+        ".{0,300}".prop_map(Plain::Str),
+        proptest::collection::vec(any::<u8>(), 0..300).prop_map(Plain::Bytes),
+    ];
+    leaf.prop_recursive(4, 64, 8, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..8).prop_map(Plain::List),
+            proptest::collection::vec(inner.clone(), 0..6).prop_map(Plain::Tuple),
+            // Unique string keys, as dicts keep one entry per key.
+            proptest::collection::btree_map("[a-z]{1,6}", inner, 0..6).prop_map(|m| {
+                Plain::Dict(m.into_iter().map(|(k, v)| (Plain::Str(k), v)).collect())
+            }),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn writer_then_reader_gives_back_the_same_value(p in arb_plain()) {
+        let mut doc = Document::new();
+        let root = build(&mut doc, &p);
+        doc.set_root(root);
+        let bytes = write(&doc).unwrap();
+        let again = read(&bytes).unwrap();
+        prop_assert_eq!(plain(&again, again.root(), 0), p);
+    }
+
+    #[test]
+    fn arbitrary_bytes_after_a_protocol_header_never_panic(
+        tail in proptest::collection::vec(any::<u8>(), 0..200)
+    ) {
+        let mut b = vec![0x80, 4];
+        b.extend(tail);
+        let _ = read(&b);
+    }
+}
+
+#[test]
+fn large_dicts_keep_one_entry_per_key_like_small_ones() {
+    let mut doc = Document::new();
+    let d = doc.new_dict();
+    for round in 0..2i64 {
+        for k in 0..40i64 {
+            doc.insert(
+                &d,
+                Value::str(&format!("k{k}")),
+                Value::int(k + 100 * round),
+            );
+        }
+    }
+    // Python: True == 1, so they are one key.
+    doc.insert(&d, Value::int(1u8), Value::None);
+    doc.insert(&d, Value::Bool(true), Value::int(7u8));
+    assert_eq!(doc.entries(&d).unwrap().len(), 41);
+    assert_eq!(doc.get(&d, "k39").unwrap().as_int(), Some(139));
+    doc.set_root(d);
+    let again = read(&write(&doc).unwrap()).unwrap();
+    assert_eq!(again.get(again.root(), "k0").unwrap().as_int(), Some(100));
+    assert_eq!(again.entries(again.root()).unwrap()[40].1.as_int(), Some(7));
+}
