@@ -10,9 +10,11 @@
  *   all               - every hooked API a known number of times; prints "count NAME N"
  *   threads T N       - T threads, each N alloc/free pairs on its own stream
  *   fork              - allocations before, in and after a fork child (no exec)
+ *   fork_exit         - the same, but the child ends with _exit (no destructors run)
  *   forkexec SELF     - a fork child that execs SELF argv[1] all
  *   kill              - alloc/free forever; prints each returned call ("A addr size", "F addr")
  *   oom               - allocates 1 MiB blocks until the driver says out of memory
+ *   abort             - three alloc/free pairs, then abort()
  * Every process prints "pid N" first.
  */
 #define _GNU_SOURCE
@@ -250,7 +252,7 @@ int main(int argc, char **argv) {
         scenario_all();
     } else if (!strcmp(s, "threads") && argc >= 5) {
         scenario_threads(atoi(argv[3]), atoi(argv[4]));
-    } else if (!strcmp(s, "fork") || (!strcmp(s, "forkexec") && argc >= 4)) {
+    } else if (!strcmp(s, "fork") || !strcmp(s, "fork_exit") || (!strcmp(s, "forkexec") && argc >= 4)) {
         allocs(3, 100);
         fflush(stdout);
         pid_t c = fork();
@@ -261,6 +263,8 @@ int main(int argc, char **argv) {
                 die("exec");
             }
             allocs(5, 200);
+            fflush(stdout);
+            if (!strcmp(s, "fork_exit")) _exit(0);
             exit(0);
         }
         int st;
@@ -276,6 +280,9 @@ int main(int argc, char **argv) {
             CHECK(p_cuMemFree_v2(p));
             printf("F %llu\n", p);
         }
+    } else if (!strcmp(s, "abort")) {
+        allocs(3, 64);
+        abort();
     } else if (!strcmp(s, "oom")) {
         int n = 0;
         CUdeviceptr p;
