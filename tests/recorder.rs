@@ -474,6 +474,38 @@ fn tools_that_only_inherit_the_preload_create_no_file() {
 }
 
 #[test]
+fn the_device_comes_from_the_current_context_even_when_cudart_set_it_privately() {
+    let a = artifacts();
+    for loader in ["gpa", "dlsym"] {
+        let dir = scratch(&format!("private-{loader}"));
+        let out = preloaded(&a.client, &dir.join("p.vramtrace"))
+            .args([loader, "private"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events: Vec<Event> = open(&dir.join("p.vramtrace")).events().collect();
+        let alloc = of(&events, Api::CuMemAlloc_v2)[0];
+        assert_eq!((alloc.size, alloc.device), (12345, 0), "loader {loader}");
+    }
+}
+
+#[test]
+fn a_process_that_makes_no_memory_call_leaves_no_trace() {
+    let a = artifacts();
+    let dir = scratch("no-memory-call");
+    // Resolves every function, calls cuInit and sets a context, allocates nothing.
+    let out = recorded(&dir.join(""), &a.client, &["gpa", "threads", "0", "0"]);
+    assert!(out.status.success());
+    assert!(traces_in(&dir).is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("made no memory call"), "{stderr}");
+}
+
+#[test]
 fn rtld_next_lookups_keep_the_callers_identity() {
     let a = artifacts();
     let dir = scratch("rtld-next");

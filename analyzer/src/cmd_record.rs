@@ -296,8 +296,14 @@ fn why_none(heartbeat: &Path) -> String {
         .filter_map(|n| std::fs::read_to_string(heartbeat.join(n)).ok())
         .collect();
     let loaded = names.iter().filter(|n| n.ends_with(".loaded")).count();
+    let traced = names.iter().filter(|n| n.ends_with(".trace")).count();
     if !failed.is_empty() {
         format!("the recorder could not write: {}", failed.join("; "))
+    } else if traced > 0 {
+        format!(
+            "{traced} process(es) used the CUDA driver but made no memory call (their empty \
+             traces were removed)"
+        )
     } else if loaded == 0 {
         format!(
             "{PRELOAD_NAME} was never loaded (a static or setuid program, a C library older than \

@@ -44,6 +44,7 @@ pub fn install() {
 
 extern "C" fn in_fork_child() {
     clock::after_fork_in_child();
+    crate::hooks::context::after_fork_in_child();
     ring::detach();
     writer::after_fork_in_child();
     session::after_fork_in_child();

@@ -9,7 +9,7 @@
 #![allow(non_snake_case)]
 
 use crate::cuda::{CUDA_ERROR_NOT_INITIALIZED, CUresult};
-use crate::hooks::{HOOKS, Hook, by_wrapper, find};
+use crate::hooks::{HOOKS, Hook, by_wrapper, context, find};
 use crate::session;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -83,7 +83,12 @@ fn find_real(index: usize) -> Option<usize> {
 /// Records `p` as the real function of hook `index` unless one is known; returns the one kept.
 fn adopt(index: usize, p: usize) -> usize {
     match REAL[index].compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => p,
+        Ok(_) => {
+            if !HOOKS[index].name.to_bytes().starts_with(b"cuda") {
+                context::learn_driver(p);
+            }
+            p
+        }
         Err(existing) => existing,
     }
 }

@@ -264,6 +264,14 @@ impl Job {
 
     fn finish(&mut self) {
         if let Some(trace) = self.trace.take().filter(|_| !self.broken) {
+            // A process that used the driver but made no memory call leaves nothing behind.
+            if trace.events_pushed() == 0 {
+                drop(trace);
+                let _ = std::fs::remove_file(&self.trace_path);
+                let _ = std::fs::remove_file(&self.journal_path);
+                session::stop();
+                return;
+            }
             match trace.finish() {
                 Ok(_) => {
                     let _ = std::fs::remove_file(&self.journal_path);

@@ -15,6 +15,8 @@
  *   kill              - alloc/free forever; prints each returned call ("A addr size", "F addr")
  *   oom               - allocates 1 MiB blocks until the driver says out of memory
  *   abort             - three alloc/free pairs, then abort()
+ *   private           - a thread makes device 0 current the way cudart does (not through a
+ *                       public context call), then allocates 12345 bytes
  * Every process prints "pid N" first.
  */
 #define _GNU_SOURCE
@@ -230,6 +232,21 @@ static void scenario_threads(int t, int n) {
     for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
 }
 
+static void *private_thread(void *arg) {
+    (void)arg;
+    void (*set)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "fakecuda_private_set_current");
+    if (!set) {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        set = h ? (void (*)(int))dlsym(h, "fakecuda_private_set_current") : NULL;
+    }
+    if (!set) die("no private entry point");
+    set(0);
+    CUdeviceptr p;
+    CHECK(p_cuMemAlloc_v2(&p, 12345));
+    CHECK(p_cuMemFree_v2(p));
+    return NULL;
+}
+
 static void allocs(int n, size_t size) {
     for (int i = 0; i < n; i++) {
         CUdeviceptr p;
@@ -280,6 +297,10 @@ int main(int argc, char **argv) {
             CHECK(p_cuMemFree_v2(p));
             printf("F %llu\n", p);
         }
+    } else if (!strcmp(s, "private")) {
+        pthread_t t;
+        pthread_create(&t, NULL, private_thread, NULL);
+        pthread_join(t, NULL);
     } else if (!strcmp(s, "abort")) {
         allocs(3, 64);
         abort();

@@ -100,6 +100,11 @@ static __thread void *current_ctx;
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { *ctx = (void *)(uintptr_t)(0xc0000 + dev * 0x100); return OK; }
 CUresult cuCtxCreate_v2(void **ctx, unsigned flags, int dev) { (void)flags; *ctx = (void *)(uintptr_t)(0xd0000 + dev * 0x100); current_ctx = *ctx; return OK; }
 CUresult cuCtxSetCurrent(void *ctx) { current_ctx = ctx; return OK; }
+/* What cudart does through the driver's private export table: a current context the public
+ * context calls never saw. */
+void fakecuda_private_set_current(int dev) { current_ctx = (void *)(uintptr_t)(0xc0000 + dev * 0x100); }
+CUresult cuCtxGetCurrent(void **ctx) { *ctx = current_ctx; return OK; }
+CUresult cuCtxGetDevice(int *dev) { if (!current_ctx) return 201; *dev = ((uintptr_t)current_ctx >> 8) & 0xf; return OK; }
 CUresult cuCtxPushCurrent_v2(void *ctx) { current_ctx = ctx; return OK; }
 CUresult cuCtxPopCurrent_v2(void **ctx) { if (ctx) *ctx = current_ctx; current_ctx = NULL; return OK; }
 CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
@@ -181,7 +186,8 @@ static const struct version versions[] = {
     V("cuInit", 2000, cuInit), V("cuDriverGetVersion", 2020, cuDriverGetVersion),
     V("cuDeviceGet", 2000, cuDeviceGet), V("cuDeviceGetCount", 2000, cuDeviceGetCount),
     V("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain), V("cuCtxCreate", 3020, cuCtxCreate_v2),
-    V("cuCtxSetCurrent", 4000, cuCtxSetCurrent), V("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2),
+    V("cuCtxSetCurrent", 4000, cuCtxSetCurrent), V("cuCtxGetCurrent", 4000, cuCtxGetCurrent),
+    V("cuCtxGetDevice", 2000, cuCtxGetDevice), V("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2),
     V("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2), V("cuMemGetInfo", 3020, cuMemGetInfo_v2),
     V("cuGetExportTable", 3000, cuGetExportTable),
     V("cuGetProcAddress", 11030, cuGetProcAddress), V("cuGetProcAddress", 12000, cuGetProcAddress_v2),

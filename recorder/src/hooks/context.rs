@@ -1,17 +1,19 @@
-//! Which device is current, learnt from the context calls themselves: the hook path never asks
-//! the driver (`cuCtxGetCurrent` inside a hook would be a CUDA call on the hot path, and before
-//! `cuInit` an error).
+//! Which device an event belongs to: the device of the calling thread's current context.
 //!
-//! Contexts are mapped to devices when they are created or retained; setting or pushing a
-//! context makes its device the calling thread's. A thread that never set one (or popped back to
-//! an unknown one) is attributed to the device any thread made current last: exact for
-//! single-device programs, and multi-device frameworks set the context on every thread.
+//! The wrappers ask the driver for the current context (`cuCtxGetCurrent`, a thread-local read
+//! inside the driver) and map it to a device through a lock-free cache, asking `cuCtxGetDevice`
+//! once per context. The runtime (cudart) makes its contexts current through private entry
+//! points, so watching the public context calls alone leaves most events without a device
+//! (measured on the H200: every event of an nvcc program). The context calls are still wrapped:
+//! they fill the cache early and serve when the driver's own functions were not found. A thread
+//! with no current context is attributed to the device any thread used last; host memory events
+//! carry -1 regardless.
 
 use super::Hook;
 use crate::cuda::{CUDA_SUCCESS, CUcontext, CUdevice, CUresult};
 use crate::resolve;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
 const SLOTS: usize = 256;
 
@@ -23,9 +25,80 @@ thread_local! {
     static CURRENT: Cell<i32> = const { Cell::new(-1) };
 }
 
-/// The device of the calling thread's current context, or of the last one any thread set, or -1.
+static GET_CURRENT: AtomicUsize = AtomicUsize::new(0);
+static GET_DEVICE: AtomicUsize = AtomicUsize::new(0);
+static LEARNT: AtomicBool = AtomicBool::new(false);
+
+type GetCurrent = unsafe extern "C" fn(*mut CUcontext) -> CUresult;
+type GetDevice = unsafe extern "C" fn(*mut CUdevice) -> CUresult;
+
+/// Finds `cuCtxGetCurrent` and `cuCtxGetDevice` in the library that defines `real`, a driver
+/// function just adopted. Runs once, at lookup time; it resolves symbols and calls no driver
+/// function.
+pub fn learn_driver(real: usize) {
+    if LEARNT.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let Some(dlsym) = resolve::real_dlsym() else {
+        return;
+    };
+    let mut info = libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: dladdr reads the loader's tables; dlopen with RTLD_NOLOAD only finds an object
+    // already loaded (the one that defines `real`), and the handle is closed at once.
+    unsafe {
+        if libc::dladdr(real as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
+            return;
+        }
+        let h = libc::dlopen(info.dli_fname, libc::RTLD_NOLOAD | libc::RTLD_LAZY);
+        if h.is_null() {
+            return;
+        }
+        let gc = dlsym(h, c"cuCtxGetCurrent".as_ptr()) as usize;
+        let gd = dlsym(h, c"cuCtxGetDevice".as_ptr()) as usize;
+        libc::dlclose(h);
+        if gc != 0 && gd != 0 {
+            GET_DEVICE.store(gd, Ordering::Release);
+            GET_CURRENT.store(gc, Ordering::Release);
+        }
+    }
+}
+
+/// Forgets the driver's context functions: a fork child cannot use CUDA.
+pub fn after_fork_in_child() {
+    GET_CURRENT.store(0, Ordering::Relaxed);
+}
+
+/// The device of the calling thread's current context, else of the last one any thread used,
+/// else -1.
 #[inline]
 pub fn current_device() -> i32 {
+    let gc = GET_CURRENT.load(Ordering::Acquire);
+    if gc != 0 {
+        let mut ctx: CUcontext = std::ptr::null_mut();
+        // SAFETY: cuCtxGetCurrent of the driver, with a valid out-pointer.
+        let r = unsafe { std::mem::transmute::<usize, GetCurrent>(gc)(&mut ctx) };
+        if r == CUDA_SUCCESS && !ctx.is_null() {
+            let d = device_of(ctx);
+            if d >= 0 {
+                LAST_DEVICE.store(d, Ordering::Relaxed);
+                return d;
+            }
+            let gd = GET_DEVICE.load(Ordering::Acquire);
+            let mut dev: CUdevice = -1;
+            // SAFETY: cuCtxGetDevice of the same driver, with a valid out-pointer.
+            let r = unsafe { std::mem::transmute::<usize, GetDevice>(gd)(&mut dev) };
+            if r == CUDA_SUCCESS && dev >= 0 {
+                remember(ctx, dev);
+                LAST_DEVICE.store(dev, Ordering::Relaxed);
+                return dev;
+            }
+        }
+    }
     match CURRENT.with(Cell::get) {
         -1 => LAST_DEVICE.load(Ordering::Relaxed),
         d => d,
