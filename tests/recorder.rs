@@ -180,6 +180,19 @@ fn check_all(loader: &str) {
 
     let streams: HashSet<u64> = trace.tables.streams.iter().map(|s| s.handle).collect();
     assert!(streams.contains(&0x5007) && streams.contains(&0x5008));
+    let device = trace
+        .tables
+        .devices
+        .iter()
+        .find(|d| d.ordinal == 1)
+        .expect("device 1");
+    assert_eq!(device.name, "Fake GPU 1");
+    assert_eq!(
+        (device.total_memory, device.compute_capability),
+        (1 << 40, (9, 0))
+    );
+    assert_eq!(device.uuid, [0xa1; 16]);
+    assert_eq!(trace.metadata.driver_version, 13000);
     assert_eq!(trace.tables.processes.len(), 1);
     assert_eq!(trace.tables.processes[0].pid, pid);
 }

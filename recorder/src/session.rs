@@ -154,6 +154,7 @@ fn open_session(cfg: &Config) -> Result<PathBuf, String> {
         path.clone(),
         journal_path,
         pid,
+        metadata,
     ))
     .map_err(|e| format!("cannot start the writer thread: {e}"))?;
     OWNER.store(pid, Ordering::Relaxed);

@@ -5,6 +5,7 @@
 //! is what makes the journal a complete crash record (see `ring`).
 
 use crate::clock;
+use crate::hooks::context;
 use crate::ring;
 use crate::session;
 use std::collections::HashSet;
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use vramtrace_format::journal::Record;
-use vramtrace_format::{Device, Event, Op, Pool, Stream, Thread, TraceWriter};
+use vramtrace_format::{Device, Event, Metadata, Op, Pool, Stream, Thread, TraceWriter};
 
 static ALIVE: AtomicBool = AtomicBool::new(false);
 static FINALIZE: AtomicBool = AtomicBool::new(false);
@@ -83,6 +84,7 @@ pub struct Job {
     devices: HashSet<i32>,
     streams: HashSet<(u64, i32)>,
     pools: HashSet<u64>,
+    metadata: Metadata,
     broken: bool,
 }
 
@@ -94,6 +96,7 @@ impl Job {
         trace_path: PathBuf,
         journal_path: PathBuf,
         pid: u32,
+        metadata: Metadata,
     ) -> Job {
         Job {
             base: Base(base),
@@ -106,6 +109,7 @@ impl Job {
             devices: HashSet::new(),
             streams: HashSet::new(),
             pools: HashSet::new(),
+            metadata,
             broken: false,
         }
     }
@@ -203,6 +207,7 @@ impl Job {
             return;
         };
         let tables = trace.tables_mut();
+        let mut new_metadata = false;
         if self.threads.insert(e.tid) {
             let name = std::fs::read_to_string(format!("/proc/self/task/{}/comm", e.tid))
                 .map(|n| n.trim_end().to_string())
@@ -214,14 +219,23 @@ impl Job {
             });
         }
         if e.device >= 0 && self.devices.insert(e.device) {
-            // Names, UUIDs and sizes need driver calls, which the recorder never makes.
-            tables.devices.push(Device {
-                ordinal: e.device,
-                name: String::new(),
-                uuid: [0; 16],
-                total_memory: 0,
-                compute_capability: (0, 0),
-            });
+            // The driver describes the device from this thread, never from a hook; a driver
+            // that does not answer leaves the ordinal alone.
+            tables
+                .devices
+                .push(context::describe_device(e.device).unwrap_or(Device {
+                    ordinal: e.device,
+                    name: String::new(),
+                    uuid: [0; 16],
+                    total_memory: 0,
+                    compute_capability: (0, 0),
+                }));
+            if self.metadata.driver_version == 0 {
+                if let Some(v) = context::driver_version() {
+                    self.metadata.driver_version = v;
+                    new_metadata = true;
+                }
+            }
         }
         if e.api.name().contains("Async") && self.streams.insert((e.stream, e.device)) {
             tables.streams.push(Stream {
@@ -236,8 +250,13 @@ impl Job {
                 handle: e.pool,
                 device: e.device,
                 allocation_type: if created { e.flags as u32 } else { 0 },
-                max_size: if created { e.aux } else { 0 },
+                max_size: if created { e.size } else { 0 },
             });
+        }
+        if new_metadata {
+            // A later metadata chunk replaces the first for readers.
+            let metadata = self.metadata.clone();
+            self.write(|t| t.set_metadata(&metadata));
         }
     }
 
@@ -251,15 +270,20 @@ impl Job {
             return;
         };
         if let Err(e) = op(trace) {
-            self.broken = true;
-            let msg = format!(
-                "vramtrace: cannot write {} ({e}); process {} runs on, no longer recorded\n",
-                self.trace_path.display(),
-                self.pid
-            );
-            // SAFETY: write(2) of a valid buffer.
-            unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+            self.fail(e);
         }
+    }
+
+    /// The first failure warns once; from then on events are discarded.
+    fn fail(&mut self, e: vramtrace_format::Error) {
+        self.broken = true;
+        let msg = format!(
+            "vramtrace: cannot write {} ({e}); process {} runs on, no longer recorded\n",
+            self.trace_path.display(),
+            self.pid
+        );
+        // SAFETY: write(2) of a valid buffer.
+        unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
     }
 
     fn finish(&mut self) {

@@ -96,6 +96,10 @@ CUresult cuInit(unsigned flags) { (void)flags; return OK; }
 CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
 CUresult cuDeviceGet(int *dev, int ordinal) { if (ordinal < 0 || ordinal > 1) return INVALID_VALUE; *dev = ordinal; return OK; }
 CUresult cuDeviceGetCount(int *n) { *n = 2; return OK; }
+CUresult cuDeviceGetName(char *name, int len, int dev) { snprintf(name, len, "Fake GPU %d", dev); return OK; }
+CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) { (void)dev; pthread_mutex_lock(&mu); init_once(); *bytes = capacity; pthread_mutex_unlock(&mu); return OK; }
+CUresult cuDeviceGetUuid(unsigned char *uuid, int dev) { memset(uuid, 0xa0 + dev, 16); return OK; }
+CUresult cuDeviceGetAttribute(int *v, int attr, int dev) { (void)dev; *v = attr == 75 ? 9 : 0; return OK; }
 static __thread void *current_ctx;
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { *ctx = (void *)(uintptr_t)(0xc0000 + dev * 0x100); return OK; }
 CUresult cuCtxCreate_v2(void **ctx, unsigned flags, int dev) { (void)flags; *ctx = (void *)(uintptr_t)(0xd0000 + dev * 0x100); current_ctx = *ctx; return OK; }

@@ -1,6 +1,6 @@
 //! CUDA arrays. `handle` is the array; `size` is width × height × depth × channels × element
-//! bytes, a lower bound of what the driver takes (it pads and tiles); `aux` holds the format in
-//! bits 0-31 and the channel count in bits 32-63.
+//! bytes of level 0, a lower bound of what the driver takes (it pads and tiles); `flags` holds
+//! the format in bits 0-15 and the channel count from bit 16.
 
 use super::{hook, ok};
 use crate::cuda::{CUDA_ARRAY_DESCRIPTOR, CUDA_ARRAY3D_DESCRIPTOR, array_bytes};
@@ -10,7 +10,7 @@ hook!(cuArrayCreate_v2 => fn(handle: *mut *mut c_void, desc: *const CUDA_ARRAY_D
     if !desc.is_null() {
         let d = *desc;
         e.size = array_bytes(d.Width, d.Height, 1, d.Format, d.NumChannels);
-        e.aux = u64::from(d.Format) | (u64::from(d.NumChannels) << 32);
+        e.flags = u64::from(d.Format) | (u64::from(d.NumChannels) << 16);
     }
     if ok(r, handle) { e.handle = *handle as u64; }
 });
@@ -22,13 +22,12 @@ hook!(cuArray3DCreate_v2 => fn(
     if !desc.is_null() {
         let d = *desc;
         e.size = array_bytes(d.Width, d.Height, d.Depth, d.Format, d.NumChannels);
-        e.aux = u64::from(d.Format) | (u64::from(d.NumChannels) << 32);
-        e.flags = u64::from(d.Flags);
+        e.flags = u64::from(d.Format) | (u64::from(d.NumChannels) << 16);
     }
     if ok(r, handle) { e.handle = *handle as u64; }
 });
 
-// `size` is the base level only; `flags` the level count.
+// `size` is the base level only; `aux` the level count.
 hook!(cuMipmappedArrayCreate => fn(
     handle: *mut *mut c_void,
     desc: *const CUDA_ARRAY3D_DESCRIPTOR,
@@ -37,9 +36,9 @@ hook!(cuMipmappedArrayCreate => fn(
     if !desc.is_null() {
         let d = *desc;
         e.size = array_bytes(d.Width, d.Height, d.Depth, d.Format, d.NumChannels);
-        e.aux = u64::from(d.Format) | (u64::from(d.NumChannels) << 32);
+        e.flags = u64::from(d.Format) | (u64::from(d.NumChannels) << 16);
     }
-    e.flags = u64::from(levels);
+    e.aux = u64::from(levels);
     if ok(r, handle) { e.handle = *handle as u64; }
 });
 

@@ -28,6 +28,16 @@ thread_local! {
 static GET_CURRENT: AtomicUsize = AtomicUsize::new(0);
 static GET_DEVICE: AtomicUsize = AtomicUsize::new(0);
 static LEARNT: AtomicBool = AtomicBool::new(false);
+/// `cuDeviceGetName`, `cuDeviceTotalMem_v2`, `cuDeviceGetUuid`, `cuDeviceGetAttribute`,
+/// `cuDriverGetVersion`: for the writer thread's device table, never called on the hook path.
+static DESCRIBE: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
+const DESCRIBE_NAMES: [&std::ffi::CStr; 5] = [
+    c"cuDeviceGetName",
+    c"cuDeviceTotalMem_v2",
+    c"cuDeviceGetUuid",
+    c"cuDeviceGetAttribute",
+    c"cuDriverGetVersion",
+];
 
 type GetCurrent = unsafe extern "C" fn(*mut CUcontext) -> CUresult;
 type GetDevice = unsafe extern "C" fn(*mut CUdevice) -> CUresult;
@@ -60,6 +70,9 @@ pub fn learn_driver(real: usize) {
         }
         let gc = dlsym(h, c"cuCtxGetCurrent".as_ptr()) as usize;
         let gd = dlsym(h, c"cuCtxGetDevice".as_ptr()) as usize;
+        for (slot, name) in DESCRIBE.iter().zip(DESCRIBE_NAMES) {
+            slot.store(dlsym(h, name.as_ptr()) as usize, Ordering::Release);
+        }
         libc::dlclose(h);
         if gc != 0 && gd != 0 {
             GET_DEVICE.store(gd, Ordering::Release);
@@ -68,9 +81,63 @@ pub fn learn_driver(real: usize) {
     }
 }
 
-/// Forgets the driver's context functions: a fork child cannot use CUDA.
+/// Forgets the driver's functions: a fork child cannot use CUDA.
 pub fn after_fork_in_child() {
     GET_CURRENT.store(0, Ordering::Relaxed);
+    for slot in &DESCRIBE {
+        slot.store(0, Ordering::Relaxed);
+    }
+}
+
+/// What the driver says about device `ordinal` (for the trace's device table), when the driver's
+/// functions are known and answer. Called from the writer thread only.
+pub fn describe_device(ordinal: i32) -> Option<vramtrace_format::Device> {
+    let f: Vec<usize> = DESCRIBE.iter().map(|s| s.load(Ordering::Acquire)).collect();
+    if f[..4].contains(&0) {
+        return None;
+    }
+    type Name = unsafe extern "C" fn(*mut libc::c_char, i32, CUdevice) -> CUresult;
+    type Total = unsafe extern "C" fn(*mut usize, CUdevice) -> CUresult;
+    type Uuid = unsafe extern "C" fn(*mut [u8; 16], CUdevice) -> CUresult;
+    type Attr = unsafe extern "C" fn(*mut i32, i32, CUdevice) -> CUresult;
+    let mut name = [0 as libc::c_char; 256];
+    let mut total = 0usize;
+    let mut uuid = [0u8; 16];
+    let (mut major, mut minor) = (0i32, 0i32);
+    // SAFETY: the driver's exported functions of these names, with valid out-pointers; a CUdevice
+    // is its ordinal. Each may fail (before cuInit): the result is then None.
+    unsafe {
+        if std::mem::transmute::<usize, Name>(f[0])(name.as_mut_ptr(), 255, ordinal) != 0 {
+            return None;
+        }
+        let _ = std::mem::transmute::<usize, Total>(f[1])(&mut total, ordinal);
+        let _ = std::mem::transmute::<usize, Uuid>(f[2])(&mut uuid, ordinal);
+        let attr = std::mem::transmute::<usize, Attr>(f[3]);
+        let _ = attr(&mut major, 75, ordinal); // COMPUTE_CAPABILITY_MAJOR
+        let _ = attr(&mut minor, 76, ordinal); // COMPUTE_CAPABILITY_MINOR
+    }
+    // SAFETY: the driver wrote a NUL-terminated name into the buffer (its last byte stays 0).
+    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) };
+    Some(vramtrace_format::Device {
+        ordinal,
+        name: name.to_string_lossy().into_owned(),
+        uuid,
+        total_memory: total as u64,
+        compute_capability: (major.max(0) as u32, minor.max(0) as u32),
+    })
+}
+
+/// `cuDriverGetVersion`, when known and answering. Writer thread only.
+pub fn driver_version() -> Option<u32> {
+    let f = DESCRIBE[4].load(Ordering::Acquire);
+    if f == 0 {
+        return None;
+    }
+    let mut v = 0i32;
+    type Version = unsafe extern "C" fn(*mut i32) -> CUresult;
+    // SAFETY: the driver's cuDriverGetVersion with a valid out-pointer.
+    let r = unsafe { std::mem::transmute::<usize, Version>(f)(&mut v) };
+    (r == CUDA_SUCCESS && v > 0).then_some(v as u32)
 }
 
 /// The device of the calling thread's current context, else of the last one any thread used,

@@ -26,7 +26,6 @@ hook!(cuExternalMemoryGetMappedBuffer => fn(
         let d = *desc;
         e.size = d.size;
         e.aux = d.offset;
-        e.flags = u64::from(d.flags);
     }
     if ok(r, dptr) { e.address = *dptr; }
 });

@@ -31,12 +31,12 @@ hook!(cuMemFreeAsync, cuMemFreeAsync_ptsz => fn(dptr: CUdeviceptr, stream: CUstr
     e.stream = stream as u64;
 });
 
-// `pool` is the new pool, `aux` its maxSize, `flags` its allocation type; `device` its location.
+// `pool` is the new pool, `size` its maxSize, `flags` its allocation type; `device` its location.
 hook!(cuMemPoolCreate => fn(pool: *mut CUmemoryPool, props: *const CUmemPoolProps) |r, e| {
     if !props.is_null() {
         let p = *props;
         e.flags = u64::from(p.allocType);
-        e.aux = p.maxSize as u64;
+        e.size = p.maxSize as u64;
         if p.location.type_ == LOCATION_DEVICE { e.device = p.location.id; }
     }
     if ok(r, pool) { e.pool = *pool as u64; }

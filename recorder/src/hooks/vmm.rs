@@ -8,8 +8,8 @@ use crate::cuda::{
 use std::ffi::c_void;
 
 // `handle` the new physical allocation; `flags` encodes the properties: allocation type in
-// bits 0-7, location type in bits 8-15, requested handle types in bits 16-31, the call's own
-// flags argument in bits 32-63. `device` is the location when it is a device.
+// bits 0-7, location type in bits 8-15, requested handle types from bit 16; `aux` the call's own
+// flags argument. `device` is the location when it is a device, else -1.
 hook!(cuMemCreate => fn(
     handle: *mut CUmemGenericAllocationHandle,
     size: usize,
@@ -17,10 +17,10 @@ hook!(cuMemCreate => fn(
     flags: u64,
 ) |r, e| {
     e.size = size as u64;
-    e.flags = flags << 32;
+    e.aux = flags;
     if !prop.is_null() {
         let p = *prop;
-        e.flags |= u64::from(p.type_ & 0xff)
+        e.flags = u64::from(p.type_ & 0xff)
             | (u64::from(p.location.type_ & 0xff) << 8)
             | (u64::from(p.requestedHandleTypes & 0xffff) << 16);
         e.device = if p.location.type_ == LOCATION_DEVICE { p.location.id } else { -1 };
@@ -63,14 +63,12 @@ hook!(cuMemAddressReserve => fn(
     e.aux = alignment as u64;
     e.handle = addr;
     e.flags = flags;
-    e.device = -1;
     if ok(r, ptr) { e.address = *ptr; }
 });
 
 hook!(cuMemAddressFree => fn(ptr: CUdeviceptr, size: usize) |_r, e| {
     e.address = ptr;
     e.size = size as u64;
-    e.device = -1;
 });
 
 // `aux` the OS handle (a file descriptor or a pointer), `flags` its CUmemAllocationHandleType.
@@ -92,18 +90,18 @@ hook!(cuMemRetainAllocationHandle => fn(
     if ok(r, handle) { e.handle = *handle; }
 });
 
-// `aux` the number of CUarrayMapInfo entries, `address` the list's address.
+// `aux` the number of CUarrayMapInfo entries.
 hook!(cuMemMapArrayAsync, cuMemMapArrayAsync_ptsz => fn(
     map_info_list: *mut c_void,
     count: u32,
     stream: CUstream,
 ) |_r, e| {
-    e.address = map_info_list as u64;
+    let _ = map_info_list;
     e.aux = u64::from(count);
     e.stream = stream as u64;
 });
 
-// `aux` the number of devices.
+// `aux` the number of devices, `flags` the handle types.
 hook!(cuMulticastCreate => fn(
     mc_handle: *mut CUmemGenericAllocationHandle,
     prop: *const CUmulticastObjectProp,
@@ -111,9 +109,8 @@ hook!(cuMulticastCreate => fn(
     if !prop.is_null() {
         let p = *prop;
         e.size = p.size as u64;
-        e.flags = p.flags;
+        e.flags = p.handleTypes;
         e.aux = u64::from(p.numDevices);
     }
-    e.device = -1;
     if ok(r, mc_handle) { e.handle = *mc_handle; }
 });
