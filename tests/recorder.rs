@@ -559,3 +559,34 @@ fn the_launcher_reports_events_failures_and_peak_device_memory() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_full_disk_mid_run_gives_one_warning_and_the_program_runs_on() {
+    let a = artifacts();
+    let dir = scratch("full-disk");
+    let path = dir.join("full.vramtrace");
+    // A file size limit stands in for a full disk: writes past it fail (EFBIG) once SIGXFSZ is
+    // ignored. The 1,024-slot journal (132 KiB) fits; the trace (about 2 MB) does not.
+    let mut cmd = preloaded(std::path::Path::new("sh"), &path);
+    cmd.env("VRAMTRACE_JOURNAL_SLOTS", "1024")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 512; exec \"$@\"")
+        .arg("sh")
+        .arg(&a.client)
+        .args(["gpa", "threads", "1", "200000"]);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ns per call"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("vramtrace:").count(), 1, "{stderr}");
+    assert!(stderr.contains("no longer recorded"), "{stderr}");
+    // What was written before the failure is still a readable (incomplete) trace.
+    let t = vramtrace_format::Trace::open(&path, vramtrace_format::ReadOptions { salvage: true })
+        .unwrap();
+    assert!(t.event_count() > 0 && t.event_count() < 400_000);
+    assert!(!journal::path_for(&path).exists());
+}

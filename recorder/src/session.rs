@@ -248,7 +248,8 @@ fn create_journal(path: &Path, slots: u64, pid: u32) -> std::io::Result<*mut u8>
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
+            // Prefaulted: the hooks never take a page fault on a fresh slot.
+            libc::MAP_SHARED | libc::MAP_POPULATE,
             f.as_raw_fd(),
             0,
         )

@@ -274,9 +274,12 @@ impl Job {
         }
     }
 
-    /// The first failure warns once; from then on events are discarded.
+    /// The first failure warns once; from then on the hooks record nothing and the journal is
+    /// deleted (merging it into the damaged trace later would leave a gap in the middle).
     fn fail(&mut self, e: vramtrace_format::Error) {
         self.broken = true;
+        ring::detach();
+        let _ = std::fs::remove_file(&self.journal_path);
         let msg = format!(
             "vramtrace: cannot write {} ({e}); process {} runs on, no longer recorded\n",
             self.trace_path.display(),

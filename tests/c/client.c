@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -222,14 +223,22 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
 static void scenario_threads(int t, int n) {
     pthread_t th[64];
     struct worker w[64];
+    double t0 = now_ns();
     for (int i = 0; i < t; i++) {
         w[i] = (struct worker){ i, n };
         pthread_create(&th[i], NULL, worker, &w[i]);
     }
     for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
+    if (t && n) printf("ns per call %.1f\n", (now_ns() - t0) / (2.0 * n));
 }
 
 static void *private_thread(void *arg) {

@@ -163,11 +163,12 @@ macro_rules! hook_one {
             // SAFETY: the slot holds the address of the exported driver function of exactly
             // this name, whose ABI this wrapper's signature copies from cuda.h.
             let real = unsafe { std::mem::transmute::<usize, Real>(real) };
-            let t0 = $crate::clock::now();
+            let wanted = $crate::ring::wanted();
+            let t0 = if wanted { $crate::clock::now() } else { 0 };
             // SAFETY: the arguments are the caller's, passed through unchanged.
             let $r = unsafe { real($($arg),*) };
-            let t1 = $crate::clock::now();
-            if $crate::ring::wanted() {
+            if wanted {
+                let t1 = $crate::clock::now();
                 let mut $e = $crate::ring::record(hook, t0, t1, $r);
                 #[allow(unused_unsafe)]
                 // SAFETY: the body reads out-parameters the driver filled (only on success)
