@@ -79,8 +79,8 @@ fn request_level_pytorch_traces_hold_every_tensor_allocation_pytorch_counted() {
 fn segment_level_pytorch_traces_match_the_reserved_peaks() {
     let t = truth("torch-mlp.truth.json");
     let requests = events("torch-mlp-requests.vramtrace");
-    // Libraries that call cudaMalloc themselves (cuBLAS workspaces) sit outside PyTorch's
-    // accounting; the request-level run shows them as its only cuMemAlloc_v2 calls.
+    // Libraries that call cudaMalloc themselves sit outside PyTorch's accounting; the
+    // request-level run shows them as its only cuMemAlloc_v2 calls.
     let outside = peak(
         &requests,
         &[Api::CuMemAlloc_v2],
