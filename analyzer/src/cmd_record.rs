@@ -60,6 +60,7 @@ pub fn run(opts: Options) -> Result<()> {
     ));
     std::fs::create_dir_all(&heartbeat)
         .with_context(|| format!("creating {}", heartbeat.display()))?;
+    let scratch = RemoveOnDrop(heartbeat.clone());
 
     let mut cmd = Command::new(&opts.command[0]);
     cmd.args(&opts.command[1..]);
@@ -92,17 +93,26 @@ pub fn run(opts: Options) -> Result<()> {
     if traces.is_empty() {
         eprintln!("vramtrace: no trace was written: {}", why_none(&heartbeat));
     }
-    let _ = std::fs::remove_dir_all(&heartbeat);
-
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
         (None, Some(sig)) => 128 + sig,
         _ => 1,
     };
     if code != 0 {
+        // exit() runs no destructors.
+        drop(scratch);
         std::process::exit(code);
     }
     Ok(())
+}
+
+/// Removes the launcher's scratch directory however `run` ends.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn absolute(cwd: &Path, p: &Path) -> PathBuf {
