@@ -15,7 +15,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use vramtrace_format::journal::Record;
-use vramtrace_format::{Device, Event, Metadata, Op, Pool, Stream, Thread, TraceWriter};
+use vramtrace_format::{
+    Api, Device, Event, MemoryKind, Metadata, Op, Pool, Stream, Thread, TraceWriter,
+};
 
 static ALIVE: AtomicBool = AtomicBool::new(false);
 static FINALIZE: AtomicBool = AtomicBool::new(false);
@@ -85,6 +87,7 @@ pub struct Job {
     streams: HashSet<(u64, i32)>,
     pools: HashSet<u64>,
     metadata: Metadata,
+    last_seen: Option<(u32, i32, u64, u64)>,
     broken: bool,
 }
 
@@ -110,6 +113,7 @@ impl Job {
             streams: HashSet::new(),
             pools: HashSet::new(),
             metadata,
+            last_seen: None,
             broken: false,
         }
     }
@@ -170,8 +174,12 @@ impl Job {
                 self.finish();
                 return;
             }
-            if cursor == before {
-                std::thread::sleep(Duration::from_millis(2));
+            // Drain in batches, not continuously: a writer that polls the cursors and reads each
+            // record right after it was written keeps pulling those cache lines away from the
+            // hooks, which then pay a miss on every event. Sleep unless the ring is filling up.
+            let backlog = next.load(Ordering::Relaxed).saturating_sub(cursor);
+            if cursor == before || backlog < self.capacity / 4 {
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
     }
@@ -202,6 +210,12 @@ impl Job {
 
     /// Adds the table entries an event refers to that the trace does not have yet.
     fn learn(&mut self, e: &Event) {
+        // Most events repeat the previous one's thread, device, stream and pool: skip the sets.
+        let key = (e.tid, e.device, e.stream, e.pool);
+        if self.last_seen == Some(key) && e.api.op() != Op::PoolCreate {
+            return;
+        }
+        self.last_seen = Some(key);
         let pid = self.pid;
         let Some(trace) = self.trace.as_mut() else {
             return;
@@ -237,7 +251,13 @@ impl Job {
                 }
             }
         }
-        if e.api.name().contains("Async") && self.streams.insert((e.stream, e.device)) {
+        let takes_stream = matches!(e.api.kind(), MemoryKind::Pool)
+            && matches!(e.api.op(), Op::Alloc | Op::Free)
+            || matches!(
+                e.api,
+                Api::CuMemMapArrayAsync | Api::CuMemMapArrayAsync_ptsz
+            );
+        if takes_stream && self.streams.insert((e.stream, e.device)) {
             tables.streams.push(Stream {
                 handle: e.stream,
                 device: e.device,
