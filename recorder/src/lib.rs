@@ -14,9 +14,11 @@
 //!
 //! A wrapper calls the real function, then copies one fixed-size record into a shared file
 //! mapping (the crash journal, [`ring`]): no allocation, no lock, no system call beyond the
-//! vDSO clock, no environment read, no CUDA call. A writer thread ([`writer`]) drains the
-//! journal into `.vramtrace` chunks. Everything that allocates (opening files, starting the
-//! thread) happens once per process in [`session`], on the first CUDA lookup or call.
+//! vDSO clock (and `sched_yield` while the ring is full), no environment read. The only driver
+//! call is `cuCtxGetCurrent` (plus `cuCtxGetDevice` once per context) to learn the event's
+//! device (`hooks::context`). A writer thread ([`writer`]) drains the journal into
+//! `.vramtrace` chunks. Everything that allocates (opening files, starting the thread) happens
+//! once per process in [`session`], on the first CUDA lookup or call.
 //!
 //! # Never harm the program
 //!
