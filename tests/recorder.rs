@@ -590,3 +590,21 @@ fn a_full_disk_mid_run_gives_one_warning_and_the_program_runs_on() {
     assert!(t.event_count() > 0 && t.event_count() < 400_000);
     assert!(!journal::path_for(&path).exists());
 }
+
+#[test]
+fn threads_that_race_the_start_of_recording_lose_no_event() {
+    // Linked with -lcuda: no lookup starts the recorder early; 16 threads' first calls race to
+    // start it.
+    let a = artifacts();
+    let dir = scratch("start-race");
+    let out = preloaded(&a.client_linked, &dir.join("race.vramtrace"))
+        .args(["linked", "threads", "16", "50"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(open(&dir.join("race.vramtrace")).event_count(), 16 * 100);
+}

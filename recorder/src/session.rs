@@ -28,10 +28,11 @@ static FORK_CHILD: AtomicBool = AtomicBool::new(false);
 /// The process that owns the running session (0 when none).
 static OWNER: AtomicU32 = AtomicU32::new(0);
 
-/// True while recording may still start (a hook should then build its record).
+/// True while recording has not started yet or is starting on some thread (a hook should then
+/// build its record; `ring::push` waits for the start).
 #[inline]
 pub fn may_start() -> bool {
-    STATE.load(Ordering::Relaxed) == NOT_STARTED
+    matches!(STATE.load(Ordering::Relaxed), NOT_STARTED | STARTING)
 }
 
 /// True when this process records into a live session.
