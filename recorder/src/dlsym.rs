@@ -83,7 +83,7 @@ extern "C" fn route(handle: *mut c_void, name: *const c_char, _caller: usize) ->
     // SAFETY: the caller's own arguments; dlerror state is set by this call as the caller expects.
     let p = unsafe { real(handle, name) };
     if !p.is_null() {
-        session::ensure_started();
+        session::start_soon();
     }
     Route {
         value: substitute_named(index, p),

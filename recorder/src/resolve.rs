@@ -144,7 +144,7 @@ pub fn substitute(p: *mut c_void) -> *mut c_void {
 /// `pfn` is the resolver's out-parameter (null or valid for reads and writes).
 unsafe fn swap_out(ok: bool, pfn: *mut *mut c_void) {
     if ok && !pfn.is_null() {
-        session::ensure_started();
+        session::start_soon();
         // SAFETY: the caller's out-parameter, which the resolver just filled.
         unsafe { *pfn = substitute(*pfn) };
     }

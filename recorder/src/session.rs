@@ -40,8 +40,22 @@ pub fn running_here() -> bool {
     STATE.load(Ordering::Acquire) == RUNNING && OWNER.load(Ordering::Relaxed) == clock::pid()
 }
 
-/// Starts recording if it has not started; true when recording.
+/// Starts recording if it has not started; true when recording. A hook calls this: while
+/// another thread is starting, it waits (up to 2 s, then it gives up on its one event: the
+/// starting thread might be waiting for a lock this one holds, such as the loader's).
 pub fn ensure_started() -> bool {
+    start(true)
+}
+
+/// Starts recording if it has not started, without waiting for a start under way elsewhere.
+/// The lookup paths (`dlsym`, `cuGetProcAddress`) call this: they may run with the loader's
+/// lock held, which the starting thread may need.
+pub fn start_soon() {
+    start(false);
+}
+
+fn start(wait: bool) -> bool {
+    let mut deadline = 0;
     loop {
         match STATE.load(Ordering::Acquire) {
             RUNNING => return true,
@@ -52,14 +66,20 @@ pub fn ensure_started() -> bool {
                     .is_ok()
                 {
                     STARTER.store(clock::tid(), Ordering::Relaxed);
-                    let ok = std::panic::catch_unwind(start).unwrap_or(false);
+                    let ok = std::panic::catch_unwind(open).unwrap_or(false);
                     STATE.store(if ok { RUNNING } else { OFF }, Ordering::Release);
                     return ok;
                 }
             }
             _ => {
-                // Starting on another thread, or re-entered from `start` itself.
-                if STARTER.load(Ordering::Relaxed) == clock::tid() {
+                // Starting on another thread, or re-entered from `open` itself.
+                if !wait || STARTER.load(Ordering::Relaxed) == clock::tid() {
+                    return false;
+                }
+                let now = clock::now();
+                if deadline == 0 {
+                    deadline = now + 2_000_000_000;
+                } else if now > deadline {
                     return false;
                 }
                 // SAFETY: sched_yield has no preconditions.
@@ -85,7 +105,7 @@ pub fn after_fork_in_child() {
     }
 }
 
-fn start() -> bool {
+fn open() -> bool {
     let cfg = config::get();
     if cfg.disabled {
         return false;
