@@ -179,7 +179,14 @@ fn check_all(loader: &str) {
     );
 
     let streams: HashSet<u64> = trace.tables.streams.iter().map(|s| s.handle).collect();
-    assert!(streams.contains(&0x5007) && streams.contains(&0x5008));
+    assert!(streams.contains(&0x5007) && streams.contains(&0x5008) && streams.contains(&0x5009));
+    // Every stream an event names is in the table, also one first seen right after a call on
+    // the same thread with the same values that takes no stream.
+    for e in events.iter().filter(|e| e.stream != 0) {
+        assert!(streams.contains(&e.stream), "{e:?}");
+    }
+    let pools: HashSet<u64> = trace.tables.pools.iter().map(|p| p.handle).collect();
+    assert!(pools.contains(&created.pool));
     let device = trace
         .tables
         .devices

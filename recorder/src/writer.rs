@@ -87,7 +87,7 @@ pub struct Job {
     streams: HashSet<(u64, i32)>,
     pools: HashSet<u64>,
     metadata: Metadata,
-    last_seen: Option<(u32, i32, u64, u64)>,
+    last_seen: Option<(u32, i32, u64, u64, bool, bool)>,
     broken: bool,
 }
 
@@ -211,7 +211,20 @@ impl Job {
     /// Adds the table entries an event refers to that the trace does not have yet.
     fn learn(&mut self, e: &Event) {
         // Most events repeat the previous one's thread, device, stream and pool: skip the sets.
-        let key = (e.tid, e.device, e.stream, e.pool);
+        let takes_stream = matches!(e.api.kind(), MemoryKind::Pool)
+            && matches!(e.api.op(), Op::Alloc | Op::Free)
+            || matches!(
+                e.api,
+                Api::CuMemMapArrayAsync | Api::CuMemMapArrayAsync_ptsz
+            );
+        let key = (
+            e.tid,
+            e.device,
+            e.stream,
+            e.pool,
+            takes_stream,
+            e.succeeded(),
+        );
         if self.last_seen == Some(key) && e.api.op() != Op::PoolCreate {
             return;
         }
@@ -251,12 +264,6 @@ impl Job {
                 }
             }
         }
-        let takes_stream = matches!(e.api.kind(), MemoryKind::Pool)
-            && matches!(e.api.op(), Op::Alloc | Op::Free)
-            || matches!(
-                e.api,
-                Api::CuMemMapArrayAsync | Api::CuMemMapArrayAsync_ptsz
-            );
         if takes_stream && self.streams.insert((e.stream, e.device)) {
             tables.streams.push(Stream {
                 handle: e.stream,
