@@ -1,6 +1,7 @@
 //! The command line (clap derive). DESIGN.md, "Command line", is the contract.
 
 use clap::{Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// Record every CUDA allocation of any program; replay it offline against real GPU allocators.
@@ -21,6 +22,35 @@ Examples:
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a program and record every CUDA allocation it makes (one trace per process).
+    #[command(after_help = "\
+Examples:
+  vramtrace record -- python train.py
+  vramtrace record -o traces/ -- torchrun --nproc-per-node 2 train.py
+  vramtrace record --requests -o mlp.vramtrace -- python train.py
+
+Environment variables (VRAMTRACE_OUTPUT, VRAMTRACE_DISABLE, ...) work without the launcher;
+see recorder/README.md.")]
+    Record {
+        /// Trace file, or a directory (existing, or ending in /) for one file per process.
+        /// Default: the current directory.
+        #[arg(short, long, value_name = "PATH|DIR")]
+        output: Option<PathBuf>,
+        /// Switch PyTorch, JAX and TensorFlow to pass-through allocators: one event per tensor.
+        #[arg(long)]
+        requests: bool,
+        /// The recorder library (default: libvramtrace_preload.so beside vramtrace).
+        #[arg(long, value_name = "PATH")]
+        preload: Option<PathBuf>,
+        /// The program and its arguments.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<OsString>,
+    },
     /// Describe a trace file: what wrote it, how many calls of which function, its size.
     #[command(after_help = "\
 Examples:

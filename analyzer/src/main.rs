@@ -8,6 +8,7 @@ mod cmd_diff;
 mod cmd_export;
 mod cmd_import;
 mod cmd_info;
+mod cmd_record;
 mod cmd_summary;
 mod load;
 mod output;
@@ -43,6 +44,17 @@ fn main() -> ExitCode {
             output,
             salvage,
         } => cmd_export::run(&trace, to, &output, salvage),
+        Command::Record {
+            output,
+            requests,
+            preload,
+            command,
+        } => cmd_record::run(cmd_record::Options {
+            output,
+            requests,
+            preload,
+            command,
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

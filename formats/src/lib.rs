@@ -35,6 +35,7 @@ pub mod codec;
 mod column;
 mod error;
 mod event;
+pub mod journal;
 mod metadata;
 pub mod pickle;
 mod reader;

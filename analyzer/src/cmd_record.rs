@@ -1,0 +1,356 @@
+//! `vramtrace record`: run a program under `libvramtrace_preload.so` and report its traces.
+//!
+//! The launcher only sets environment variables (`recorder/README.md` lists them), so every
+//! child process of the program inherits the recording; it then finds the traces that appeared,
+//! merges any crash journal into its trace (a process killed by `SIGKILL` or ended by `_exit`
+//! leaves one), and prints one line per trace on stderr. The program's stdout is untouched.
+
+use anyhow::{Context, Result, bail};
+use std::collections::{HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::SystemTime;
+use vramtrace::units::{bytes, count};
+use vramtrace_format::{MemoryKind, Op, ReadOptions, Trace, journal};
+
+/// The preload library's file name.
+pub const PRELOAD_NAME: &str = "libvramtrace_preload.so";
+
+pub struct Options {
+    pub output: Option<PathBuf>,
+    pub requests: bool,
+    pub preload: Option<PathBuf>,
+    pub command: Vec<OsString>,
+}
+
+pub fn run(opts: Options) -> Result<()> {
+    let preload = find_preload(opts.preload.as_deref())?;
+    let cwd = std::env::current_dir().context("current directory")?;
+    let output = match &opts.output {
+        Some(p) => absolute(&cwd, p),
+        None => cwd.clone(),
+    };
+    let as_dir = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
+    let (watch_dir, prefix) = if as_dir {
+        std::fs::create_dir_all(&output)
+            .with_context(|| format!("creating output directory {}", output.display()))?;
+        (output.clone(), None)
+    } else {
+        let parent = output.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let stem = output
+            .file_name()
+            .map(|n| {
+                n.to_string_lossy()
+                    .trim_end_matches(".vramtrace")
+                    .to_string()
+            })
+            .unwrap_or_default();
+        (parent, Some((output.clone(), stem)))
+    };
+    let before = snapshot(&watch_dir);
+    let heartbeat = std::env::temp_dir().join(format!(
+        "vramtrace-record-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&heartbeat)
+        .with_context(|| format!("creating {}", heartbeat.display()))?;
+    let scratch = RemoveOnDrop(heartbeat.clone());
+
+    let mut cmd = Command::new(&opts.command[0]);
+    cmd.args(&opts.command[1..]);
+    let mut ld_preload = preload.clone().into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        ld_preload.push(":");
+        ld_preload.push(old);
+    }
+    cmd.env("LD_PRELOAD", ld_preload);
+    let mut out_var = output.clone().into_os_string();
+    if as_dir && !out_var.to_string_lossy().ends_with('/') {
+        out_var.push("/");
+    }
+    cmd.env("VRAMTRACE_OUTPUT", out_var);
+    cmd.env("VRAMTRACE_HEARTBEAT", &heartbeat);
+    if opts.requests {
+        for (k, v) in request_level_env(|k| std::env::var(k).ok()) {
+            cmd.env(k, v);
+        }
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {}", opts.command[0].to_string_lossy()))?;
+
+    let mut traces = new_traces(&watch_dir, &before, prefix.as_ref());
+    traces.sort();
+    for t in &traces {
+        report(t);
+    }
+    if traces.is_empty() {
+        eprintln!("vramtrace: no trace was written: {}", why_none(&heartbeat));
+    }
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    };
+    if code != 0 {
+        // exit() runs no destructors.
+        drop(scratch);
+        std::process::exit(code);
+    }
+    Ok(())
+}
+
+/// Removes the launcher's scratch directory however `run` ends.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    let keep_slash = p.as_os_str().to_string_lossy().ends_with('/');
+    let mut abs = cwd.join(p).into_os_string();
+    if keep_slash && !abs.to_string_lossy().ends_with('/') {
+        abs.push("/");
+    }
+    PathBuf::from(abs)
+}
+
+/// `--preload`, else the library beside the `vramtrace` executable.
+fn find_preload(given: Option<&Path>) -> Result<PathBuf> {
+    let path = match given {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let exe = std::env::current_exe().context("locating the vramtrace executable")?;
+            exe.parent().unwrap_or(Path::new(".")).join(PRELOAD_NAME)
+        }
+    };
+    if !path.is_file() {
+        bail!(
+            "{}: no such library (build it with `cargo build -p vramtrace-recorder`, or pass --preload PATH)",
+            path.display()
+        );
+    }
+    // The dynamic loader needs an absolute path once the program changes directory.
+    Ok(std::fs::canonicalize(&path).unwrap_or(path))
+}
+
+/// The variables that switch the frameworks to their pass-through allocators, keeping any
+/// other option the user set in them.
+pub fn request_level_env(get: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    let mut env = vec![("VRAMTRACE_REQUESTS".to_string(), "1".to_string())];
+    // PyTorch reads PYTORCH_ALLOC_CONF (2.9+) before the older PYTORCH_CUDA_ALLOC_CONF.
+    let torch_vars = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
+    let mut set_any = false;
+    for var in torch_vars {
+        if let Some(old) = get(var) {
+            env.push((var.to_string(), with_backend(&old)));
+            set_any = true;
+        }
+    }
+    if !set_any {
+        env.push((
+            "PYTORCH_CUDA_ALLOC_CONF".into(),
+            "backend:cudaMallocAsync".into(),
+        ));
+    }
+    env.push(("XLA_PYTHON_CLIENT_ALLOCATOR".into(), "platform".into()));
+    env.push(("TF_GPU_ALLOCATOR".into(), "cuda_malloc_async".into()));
+    env
+}
+
+fn with_backend(conf: &str) -> String {
+    let mut parts: Vec<&str> = conf
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && !p.starts_with("backend:"))
+        .collect();
+    parts.insert(0, "backend:cudaMallocAsync");
+    parts.join(",")
+}
+
+fn snapshot(dir: &Path) -> HashMap<OsString, SystemTime> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name(), e.metadata().ok()?.modified().ok()?)))
+        .collect()
+}
+
+/// Trace files that appeared or changed in `dir` during the run (restricted to the output file
+/// and its `STEM-PID.vramtrace` siblings in file mode), after merging their crash journals.
+fn new_traces(
+    dir: &Path,
+    before: &HashMap<OsString, SystemTime>,
+    file: Option<&(PathBuf, String)>,
+) -> Vec<PathBuf> {
+    let mine = |name: &OsStr| -> bool {
+        let name = name.to_string_lossy();
+        match file {
+            None => true,
+            Some((path, stem)) => {
+                path.file_name()
+                    .is_some_and(|f| f.to_string_lossy() == name)
+                    || name.strip_prefix(&format!("{stem}-")).is_some_and(|rest| {
+                        rest.trim_end_matches(".vramtrace")
+                            .chars()
+                            .all(|c| c.is_ascii_digit())
+                    })
+            }
+        }
+    };
+    let after = snapshot(dir);
+    let mut found = HashSet::new();
+    for (name, modified) in &after {
+        let changed = before.get(name).is_none_or(|t| t != modified);
+        let s = name.to_string_lossy();
+        let trace_name = if let Some(t) = s.strip_suffix(".journal") {
+            t.to_string()
+        } else {
+            s.to_string()
+        };
+        if changed && trace_name.ends_with(".vramtrace") && mine(OsStr::new(&trace_name)) {
+            found.insert(dir.join(trace_name));
+        }
+    }
+    found.into_iter().collect()
+}
+
+fn report(path: &Path) {
+    let recovered = match journal::recover(path) {
+        Ok(Some(r)) => format!(
+            ", {} recovered from the crash journal",
+            count(r.from_journal)
+        ),
+        Ok(None) => String::new(),
+        Err(e) => {
+            eprintln!(
+                "vramtrace: {}: cannot merge its crash journal: {e}",
+                path.display()
+            );
+            String::new()
+        }
+    };
+    match Trace::open(path, ReadOptions { salvage: true }) {
+        Ok(trace) => {
+            let failed = trace.events().filter(|e| !e.succeeded()).count() as u64;
+            eprintln!(
+                "vramtrace: {}: {} events ({} failed){recovered}, peak {} live device memory",
+                path.display(),
+                count(trace.event_count()),
+                count(failed),
+                bytes(peak_live_device_bytes(&trace)),
+            );
+        }
+        Err(e) => eprintln!("vramtrace: {}: unreadable trace: {e}", path.display()),
+    }
+}
+
+/// The most device memory the process held at once, by the driver calls themselves: plain,
+/// managed and stream-ordered allocations by address, VMM physical allocations on a device by
+/// handle. Imported (IPC, external) memory belongs to another owner and is not counted.
+pub fn peak_live_device_bytes(trace: &Trace) -> u64 {
+    let mut live: HashMap<(u32, u64), u64> = HashMap::new();
+    let (mut now, mut peak) = (0u64, 0u64);
+    for e in trace.events().filter(|e| e.succeeded()) {
+        let kind = e.api.kind();
+        let by_address = matches!(
+            kind,
+            MemoryKind::Device | MemoryKind::Managed | MemoryKind::Pool
+        );
+        match e.api.op() {
+            Op::Alloc if by_address => {
+                if let Some(old) = live.insert((e.pid, e.address), e.size) {
+                    now -= old;
+                }
+                now += e.size;
+            }
+            Op::Free if by_address => now -= live.remove(&(e.pid, e.address)).unwrap_or(0),
+            // The location type sits in bits 8-15 of a cuMemCreate's flags; 1 is a device.
+            Op::Create if kind == MemoryKind::Vmm && (e.flags >> 8) & 0xff == 1 => {
+                if let Some(old) = live.insert((e.pid, e.handle), e.size) {
+                    now -= old;
+                }
+                now += e.size;
+            }
+            Op::Release if kind == MemoryKind::Vmm => {
+                now -= live.remove(&(e.pid, e.handle)).unwrap_or(0)
+            }
+            _ => {}
+        }
+        peak = peak.max(now);
+    }
+    peak
+}
+
+/// Why no trace appeared, from the marks the preload left in the heartbeat directory.
+fn why_none(heartbeat: &Path) -> String {
+    let names: Vec<String> = std::fs::read_dir(heartbeat)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let failed: Vec<String> = names
+        .iter()
+        .filter(|n| n.ends_with(".failed"))
+        .filter_map(|n| std::fs::read_to_string(heartbeat.join(n)).ok())
+        .collect();
+    let loaded = names.iter().filter(|n| n.ends_with(".loaded")).count();
+    let traced = names.iter().filter(|n| n.ends_with(".trace")).count();
+    if !failed.is_empty() {
+        format!("the recorder could not write: {}", failed.join("; "))
+    } else if traced > 0 {
+        format!(
+            "{traced} process(es) used the CUDA driver but made no memory call (their empty \
+             traces were removed)"
+        )
+    } else if loaded == 0 {
+        format!(
+            "{PRELOAD_NAME} was never loaded (a static or setuid program, a C library older than \
+             the one it was built against, or a program that clears LD_PRELOAD)"
+        )
+    } else {
+        format!(
+            "{PRELOAD_NAME} was loaded in {loaded} process(es), but none looked up a CUDA driver \
+             function: the program did not use CUDA, or reached the driver a way the recorder \
+             cannot see (RTLD_DEEPBIND, dlmopen, a statically linked driver)"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_keeps_the_users_other_pytorch_options() {
+        let env = request_level_env(|k| {
+            (k == "PYTORCH_CUDA_ALLOC_CONF")
+                .then(|| "expandable_segments:True,backend:native".to_string())
+        });
+        assert!(env.contains(&(
+            "PYTORCH_CUDA_ALLOC_CONF".into(),
+            "backend:cudaMallocAsync,expandable_segments:True".into()
+        )));
+        assert!(env.contains(&("XLA_PYTHON_CLIENT_ALLOCATOR".into(), "platform".into())));
+    }
+
+    #[test]
+    fn requests_sets_the_pytorch_backend_when_unset() {
+        let env = request_level_env(|_| None);
+        assert!(env.contains(&(
+            "PYTORCH_CUDA_ALLOC_CONF".into(),
+            "backend:cudaMallocAsync".into()
+        )));
+    }
+}

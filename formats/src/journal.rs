@@ -1,0 +1,317 @@
+//! The crash journal: a file-backed ring of fixed-size event records beside a trace.
+//!
+//! The recorder's hooks write each event into a `MAP_SHARED` mapping of `TRACE.journal` before
+//! the hooked call returns; its writer thread drains the ring into ordinary trace chunks. A store
+//! into a shared file mapping lands in the kernel's page cache at once, so it outlives a
+//! `SIGKILL` of the process the next instant. A slot is handed back to the hooks only after the
+//! chunk holding its event was written to the trace, so after a kill every event either sits in
+//! a complete chunk of the trace or is still committed in the journal. [`recover`] merges the
+//! two into a finished trace. `formats/JOURNAL.md` specifies every byte.
+
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::reader::{ReadOptions, Trace};
+use crate::tables::Thread;
+use crate::writer::{TraceWriter, WriterOptions};
+use crate::{Api, Metadata};
+use std::path::{Path, PathBuf};
+
+/// First eight bytes of a journal.
+pub const MAGIC: [u8; 8] = *b"VTJRNL01";
+/// Bytes before the first record.
+pub const HEADER_LEN: usize = 4096;
+/// Bytes per record.
+pub const RECORD_LEN: usize = 128;
+/// Byte offset of the reservation cursor (`u64`, slots handed out so far).
+pub const NEXT_OFFSET: usize = 64;
+/// Byte offset of the drain cursor (`u64`, slots whose events are in the trace).
+pub const DRAINED_OFFSET: usize = 128;
+
+/// The fixed header at the start of a journal (the cursors live in their own cache lines after
+/// it and are accessed atomically by the recorder).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub magic: [u8; 8],
+    /// Bytes per record, [`RECORD_LEN`].
+    pub record_len: u32,
+    /// Process that owns the journal.
+    pub pid: u32,
+    /// Number of record slots; a power of two.
+    pub capacity: u64,
+}
+
+/// One event as the hooks store it. `seq` is written last: a record counts only when its `seq`
+/// is non-zero and belongs to its slot (`(seq - 1) % capacity == slot`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Record {
+    pub seq: u64,
+    pub time_ns: u64,
+    pub duration_ns: u64,
+    pub address: u64,
+    pub size: u64,
+    pub handle: u64,
+    pub aux: u64,
+    pub stream: u64,
+    pub pool: u64,
+    pub flags: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub device: i32,
+    pub result: u32,
+    pub stack: u32,
+    pub api: u16,
+    pub reserved0: u16,
+    pub reserved: [u64; 3],
+}
+
+const _: () = assert!(std::mem::size_of::<Record>() == RECORD_LEN);
+const _: () = assert!(std::mem::size_of::<Header>() <= NEXT_OFFSET);
+
+impl Record {
+    /// The event, or `None` when the api id is unknown.
+    pub fn to_event(&self) -> Option<Event> {
+        Some(Event {
+            seq: self.seq,
+            time_ns: self.time_ns,
+            duration_ns: self.duration_ns,
+            pid: self.pid,
+            tid: self.tid,
+            device: self.device,
+            api: Api::from_id(self.api)?,
+            result: self.result,
+            address: self.address,
+            size: self.size,
+            handle: self.handle,
+            aux: self.aux,
+            stream: self.stream,
+            pool: self.pool,
+            flags: self.flags,
+            stack: self.stack,
+        })
+    }
+
+    fn parse(b: &[u8]) -> Record {
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
+        Record {
+            seq: u64_at(0),
+            time_ns: u64_at(8),
+            duration_ns: u64_at(16),
+            address: u64_at(24),
+            size: u64_at(32),
+            handle: u64_at(40),
+            aux: u64_at(48),
+            stream: u64_at(56),
+            pool: u64_at(64),
+            flags: u64_at(72),
+            pid: u32_at(80),
+            tid: u32_at(84),
+            device: u32_at(88) as i32,
+            result: u32_at(92),
+            stack: u32_at(96),
+            api: u16::from_le_bytes([b[100], b[101]]),
+            reserved0: 0,
+            reserved: [0; 3],
+        }
+    }
+}
+
+/// The journal path that belongs to `trace`: the trace's name with `.journal` appended.
+pub fn path_for(trace: &Path) -> PathBuf {
+    let mut p = trace.as_os_str().to_owned();
+    p.push(".journal");
+    PathBuf::from(p)
+}
+
+/// The header and the committed events of a journal, in `seq` order.
+pub fn read(bytes: &[u8]) -> Result<(Header, Vec<Event>)> {
+    let corrupt = |what: &str| Error::Corrupt {
+        offset: 0,
+        what: format!("journal: {what}"),
+    };
+    if bytes.len() < HEADER_LEN || bytes[..8] != MAGIC {
+        return Err(corrupt("no journal header"));
+    }
+    let header = Header {
+        magic: MAGIC,
+        record_len: u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")),
+        pid: u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")),
+        capacity: u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes")),
+    };
+    if header.record_len as usize != RECORD_LEN || !header.capacity.is_power_of_two() {
+        return Err(corrupt("unknown record size or capacity"));
+    }
+    let slots = ((bytes.len() - HEADER_LEN) / RECORD_LEN).min(header.capacity as usize);
+    let mut events: Vec<Event> = (0..slots)
+        .filter_map(|slot| {
+            let at = HEADER_LEN + slot * RECORD_LEN;
+            let r = Record::parse(&bytes[at..at + RECORD_LEN]);
+            let owned = r.seq != 0 && (r.seq - 1) % header.capacity == slot as u64;
+            if owned { r.to_event() } else { None }
+        })
+        .collect();
+    events.sort_by_key(|e| e.seq);
+    Ok((header, events))
+}
+
+/// What [`recover`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Events the trace held before.
+    pub from_trace: u64,
+    /// Events taken from the journal.
+    pub from_journal: u64,
+}
+
+/// Merges the journal beside `trace` (if any) into it, writing a finished trace in place and
+/// deleting the journal. Returns `None` when there is no journal. Events of the journal that the
+/// trace already holds (by `seq`) are skipped; a trace that was cut short is recovered up to its
+/// last complete chunk first, and a trace that does not exist or is empty is rebuilt from the
+/// journal alone.
+pub fn recover(trace: &Path) -> Result<Option<Recovered>> {
+    let journal_path = path_for(trace);
+    let journal = match std::fs::read(&journal_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let (header, journal_events) = read(&journal)?;
+    let old = match std::fs::metadata(trace) {
+        Ok(m) if m.len() > 0 => Trace::open(trace, ReadOptions { salvage: true }).ok(),
+        _ => None,
+    };
+    let (metadata, mut tables, old_events) = match old {
+        Some(t) => {
+            let events: Vec<Event> = t.events().collect();
+            (t.metadata, t.tables, events)
+        }
+        None => (
+            Metadata {
+                writer: "vramtrace journal recovery".into(),
+                ..Metadata::default()
+            },
+            Default::default(),
+            Vec::new(),
+        ),
+    };
+    let last_seq = old_events.iter().map(|e| e.seq).max().unwrap_or(0);
+    let extra: Vec<Event> = journal_events
+        .into_iter()
+        .filter(|e| e.seq > last_seq)
+        .collect();
+    let mut known: std::collections::HashSet<u32> = tables.threads.iter().map(|t| t.tid).collect();
+    let mut new_tables = crate::Tables::default();
+    for e in &extra {
+        if known.insert(e.tid) {
+            new_tables.threads.push(Thread {
+                tid: e.tid,
+                pid: header.pid,
+                name: String::new(),
+            });
+        }
+    }
+    tables.extend(new_tables);
+
+    let tmp = {
+        let mut p = trace.as_os_str().to_owned();
+        p.push(".recovering");
+        PathBuf::from(p)
+    };
+    let file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+    let mut w = TraceWriter::new(file, &metadata, WriterOptions::default())?;
+    *w.tables_mut() = tables;
+    for e in old_events.iter().chain(&extra) {
+        w.push(e)?;
+    }
+    w.finish()?;
+    std::fs::rename(&tmp, trace)?;
+    std::fs::remove_file(&journal_path)?;
+    Ok(Some(Recovered {
+        from_trace: old_events.len() as u64,
+        from_journal: extra.len() as u64,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal_with(capacity: u64, records: &[(usize, Record)]) -> Vec<u8> {
+        let mut b = vec![0u8; HEADER_LEN + capacity as usize * RECORD_LEN];
+        b[..8].copy_from_slice(&MAGIC);
+        b[8..12].copy_from_slice(&(RECORD_LEN as u32).to_le_bytes());
+        b[12..16].copy_from_slice(&7u32.to_le_bytes());
+        b[16..24].copy_from_slice(&capacity.to_le_bytes());
+        for (slot, r) in records {
+            // SAFETY: Record is repr(C), plain integers, RECORD_LEN bytes.
+            let raw: [u8; RECORD_LEN] = unsafe { std::mem::transmute(*r) };
+            let at = HEADER_LEN + slot * RECORD_LEN;
+            b[at..at + RECORD_LEN].copy_from_slice(&raw);
+        }
+        b
+    }
+
+    fn rec(seq: u64, size: u64) -> Record {
+        Record {
+            seq,
+            size,
+            api: Api::CuMemAlloc_v2.id(),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn only_records_that_belong_to_their_slot_count() {
+        // Slot 1 holds seq 6 (lap 2 of a 4-slot ring), slot 2 a stale seq that is not its own.
+        let b = journal_with(4, &[(0, rec(5, 50)), (1, rec(6, 60)), (2, rec(9, 1))]);
+        let (h, events) = read(&b).unwrap();
+        assert_eq!(h.capacity, 4);
+        assert_eq!(h.pid, 7);
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [5, 6]);
+        assert_eq!(events[1].size, 60);
+    }
+
+    #[test]
+    fn recover_appends_journal_events_the_trace_lacks() {
+        let dir = std::env::temp_dir().join(format!("vt-journal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let trace = dir.join("t.vramtrace");
+        // A trace whose writer died after its first chunk: no index, no trailer.
+        let mut partial = Vec::new();
+        {
+            let mut w2 =
+                TraceWriter::new(&mut partial, &Metadata::default(), WriterOptions::default())
+                    .unwrap();
+            w2.push(&Event {
+                seq: 1,
+                size: 10,
+                ..Event::new(Api::CuMemAlloc_v2)
+            })
+            .unwrap();
+            w2.flush().unwrap();
+        }
+        std::fs::write(&trace, &partial).unwrap();
+        std::fs::write(
+            path_for(&trace),
+            journal_with(4, &[(0, rec(1, 10)), (1, rec(2, 20)), (2, rec(3, 30))]),
+        )
+        .unwrap();
+        let r = recover(&trace).unwrap().unwrap();
+        assert_eq!(
+            r,
+            Recovered {
+                from_trace: 1,
+                from_journal: 2
+            }
+        );
+        let t = Trace::open(&trace, ReadOptions::default()).unwrap();
+        assert!(t.layout.complete);
+        let sizes: Vec<u64> = t.events().map(|e| e.size).collect();
+        assert_eq!(sizes, [10, 20, 30]);
+        assert!(!path_for(&trace).exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,67 @@
+//! The clock and identities the hook path reads: no system call beyond the vDSO.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// `CLOCK_MONOTONIC` in nanoseconds (a vDSO call, no system call).
+#[inline]
+pub fn now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// Wall-clock nanoseconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+static PID: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    // Const-initialised and without a destructor: no allocation or registration on first use.
+    static TID: Cell<u32> = const { Cell::new(0) };
+}
+
+/// This process's id, cached (refreshed in a fork child by [`after_fork_in_child`]).
+#[inline]
+pub fn pid() -> u32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: getpid has no preconditions.
+            let p = unsafe { libc::getpid() } as u32;
+            PID.store(p, Ordering::Relaxed);
+            p
+        }
+        p => p,
+    }
+}
+
+/// The calling thread's id, cached per thread after one `gettid`.
+#[inline]
+pub fn tid() -> u32 {
+    TID.with(|t| match t.get() {
+        0 => {
+            // SAFETY: gettid has no preconditions.
+            let id = unsafe { libc::gettid() } as u32;
+            t.set(id);
+            id
+        }
+        id => id,
+    })
+}
+
+/// Runs in the only thread of a fork child: its pid and tid differ from the parent's.
+pub fn after_fork_in_child() {
+    PID.store(0, Ordering::Relaxed);
+    TID.with(|t| t.set(0));
+}

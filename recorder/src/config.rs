@@ -1,0 +1,45 @@
+//! The `VRAMTRACE_*` environment variables, read once per process when recording starts (never
+//! on the hook path). `recorder/README.md` documents them.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// Ring slots when `VRAMTRACE_JOURNAL_SLOTS` is not set: 8 MiB of journal per process.
+pub const DEFAULT_SLOTS: u64 = 1 << 16;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `VRAMTRACE_OUTPUT`: a file, or a directory (existing, or ending in `/`).
+    pub output: Option<PathBuf>,
+    /// `VRAMTRACE_DISABLE=1`: forward every call, record nothing.
+    pub disabled: bool,
+    /// `VRAMTRACE_REQUESTS=1`: the frameworks were switched to pass-through allocators.
+    pub requests: bool,
+    /// `VRAMTRACE_JOURNAL_SLOTS`: records in the crash journal, a power of two.
+    pub slots: u64,
+    /// `VRAMTRACE_HEARTBEAT`: a directory where the launcher learns which processes loaded
+    /// the library and what became of their traces.
+    pub heartbeat: Option<PathBuf>,
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// The configuration, read from the environment on first use. A fork child keeps its parent's.
+pub fn get() -> &'static Config {
+    CONFIG.get_or_init(|| {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let flag = |name: &str| {
+            var(name).is_some_and(|v| !matches!(v.to_str(), Some("0" | "false" | "no" | "off")))
+        };
+        Config {
+            output: var("VRAMTRACE_OUTPUT").map(PathBuf::from),
+            disabled: flag("VRAMTRACE_DISABLE"),
+            requests: flag("VRAMTRACE_REQUESTS"),
+            slots: var("VRAMTRACE_JOURNAL_SLOTS")
+                .and_then(|v| v.to_str()?.parse::<u64>().ok())
+                .map(|n| n.clamp(1 << 10, 1 << 24).next_power_of_two())
+                .unwrap_or(DEFAULT_SLOTS),
+            heartbeat: var("VRAMTRACE_HEARTBEAT").map(PathBuf::from),
+        }
+    })
+}

@@ -1,0 +1,126 @@
+//! The hook side of the crash journal (`formats/JOURNAL.md`): reserve a slot, copy one record,
+//! publish it. Lock-free and allocation-free.
+//!
+//! Why an event survives `SIGKILL` once its hook returned: the record is stored into a
+//! `MAP_SHARED` mapping of a file whose blocks were allocated up front, so the stores are page
+//! cache writes the kernel keeps after the process dies; `seq` is stored last (x86-64 keeps
+//! stores in program order, and compiler fences keep the compiler from reordering them), so a
+//! record with its slot's `seq` is whole. The writer frees a slot only after the chunk holding
+//! its event has been written to the trace file, so a committed record is overwritten only once
+//! its event is in the trace.
+
+use crate::clock;
+use crate::hooks::{HOOKS, Hook, context};
+use crate::session;
+use crate::writer;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering, compiler_fence};
+use vramtrace_format::journal::{DRAINED_OFFSET, HEADER_LEN, NEXT_OFFSET, RECORD_LEN, Record};
+
+/// Base of the journal mapping; null when not recording.
+static JOURNAL: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+/// Record slots in the journal; a power of two.
+static CAPACITY: AtomicU64 = AtomicU64::new(0);
+
+/// Publishes a journal mapping of `capacity` slots to the hooks.
+pub fn attach(base: *mut u8, capacity: u64) {
+    CAPACITY.store(capacity, Ordering::Relaxed);
+    JOURNAL.store(base, Ordering::Release);
+}
+
+/// Stops the hooks from writing (they skip events from now on).
+pub fn detach() {
+    JOURNAL.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+/// The cursors in a journal header.
+///
+/// # Safety
+/// `base` is a live journal mapping.
+pub unsafe fn cursors(base: *mut u8) -> (&'static AtomicU64, &'static AtomicU64) {
+    // SAFETY: the header is 4096 bytes, page-aligned; the cursors are 8-byte aligned u64s that
+    // are only ever accessed atomically, and the mapping is never unmapped.
+    unsafe {
+        (
+            &*(base.add(NEXT_OFFSET) as *const AtomicU64),
+            &*(base.add(DRAINED_OFFSET) as *const AtomicU64),
+        )
+    }
+}
+
+/// The `seq` word of slot `slot`, and the record it starts.
+///
+/// # Safety
+/// `base` is a live journal mapping of `capacity` slots.
+pub unsafe fn slot(base: *mut u8, capacity: u64, slot: u64) -> (&'static AtomicU64, *mut Record) {
+    let at = HEADER_LEN + (slot & (capacity - 1)) as usize * RECORD_LEN;
+    // SAFETY: `at` is inside the mapping; records are 128-byte aligned; seq is their first u64.
+    unsafe {
+        let rec = base.add(at) as *mut Record;
+        (&*(rec as *const AtomicU64), rec)
+    }
+}
+
+/// Whether a hook should build a record at all.
+#[inline]
+pub fn wanted() -> bool {
+    !JOURNAL.load(Ordering::Relaxed).is_null() || session::may_start()
+}
+
+/// A record for `hook` with the fields every event has.
+#[inline]
+pub fn record(hook: Hook, t0: u64, t1: u64, result: u32) -> Record {
+    Record {
+        time_ns: t0,
+        duration_ns: t1.wrapping_sub(t0),
+        pid: clock::pid(),
+        tid: clock::tid(),
+        device: context::current_device(),
+        result,
+        api: HOOKS[hook as usize].api.map_or(0, |a| a.id()),
+        // Native stacks (recorder part 2) fill this with the id the unwinder assigns.
+        stack: vramtrace_format::NO_STACK,
+        ..Record::default()
+    }
+}
+
+/// Appends `rec` to the journal, giving it the next `seq`.
+#[inline]
+pub fn push(rec: &mut Record) {
+    let mut base = JOURNAL.load(Ordering::Acquire);
+    if base.is_null() {
+        if !session::ensure_started() {
+            return;
+        }
+        base = JOURNAL.load(Ordering::Acquire);
+        if base.is_null() {
+            return;
+        }
+    }
+    let capacity = CAPACITY.load(Ordering::Relaxed);
+    // SAFETY: `base` is a live journal mapping (never unmapped once published).
+    let (next, drained) = unsafe { cursors(base) };
+    let s = next.fetch_add(1, Ordering::AcqRel);
+    // Ring full: wait for the writer to free slots. It always does while it lives, also after
+    // an I/O error (it then discards), so this cannot wait forever.
+    while s >= drained.load(Ordering::Acquire) + capacity {
+        if !writer::alive() {
+            return;
+        }
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+    // SAFETY: slot `s` is reserved for this thread alone until its seq is published.
+    unsafe {
+        let (seq, dst) = slot(base, capacity, s);
+        seq.store(0, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        rec.seq = s + 1;
+        std::ptr::copy_nonoverlapping(
+            (rec as *const Record as *const u8).add(8),
+            (dst as *mut u8).add(8),
+            RECORD_LEN - 8,
+        );
+        compiler_fence(Ordering::SeqCst);
+        seq.store(s + 1, Ordering::Release);
+    }
+}

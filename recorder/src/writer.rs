@@ -1,0 +1,345 @@
+//! The writer thread: drains the journal into trace chunks, learns table entries, finalizes.
+//!
+//! It is the only code that encodes, compresses, allocates per event or touches the trace file.
+//! It frees journal slots only after the chunk holding their events was written (`flush`), which
+//! is what makes the journal a complete crash record (see `ring`).
+
+use crate::clock;
+use crate::hooks::context;
+use crate::ring;
+use crate::session;
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+use vramtrace_format::journal::Record;
+use vramtrace_format::{
+    Api, Device, Event, MemoryKind, Metadata, Op, Pool, Stream, Thread, TraceWriter,
+};
+
+static ALIVE: AtomicBool = AtomicBool::new(false);
+static FINALIZE: AtomicBool = AtomicBool::new(false);
+static FINISHED: AtomicBool = AtomicBool::new(false);
+static WRITER_TID: AtomicU32 = AtomicU32::new(0);
+
+/// How long chunks may wait in memory before they are written (their events are already safe
+/// in the journal; this bounds how much a reader of a live trace lags).
+const FLUSH_EVERY: Duration = Duration::from_millis(250);
+
+/// True while the writer thread drains the journal.
+pub fn alive() -> bool {
+    ALIVE.load(Ordering::Acquire)
+}
+
+/// True on the writer thread itself.
+pub fn is_writer_thread() -> bool {
+    WRITER_TID.load(Ordering::Relaxed) == clock::tid()
+}
+
+/// Asks the writer to finish the trace and waits up to `timeout`. Async-signal-safe: atomics and
+/// `nanosleep` only, so a fatal-signal handler may call it.
+pub fn finalize_and_wait(timeout: Duration) -> bool {
+    if !alive() || is_writer_thread() {
+        return FINISHED.load(Ordering::Acquire);
+    }
+    FINALIZE.store(true, Ordering::Release);
+    let step = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 1_000_000,
+    };
+    let steps = timeout.as_millis() as u64;
+    for _ in 0..steps {
+        if FINISHED.load(Ordering::Acquire) {
+            return true;
+        }
+        // SAFETY: nanosleep with a valid timespec; async-signal-safe.
+        unsafe { libc::nanosleep(&step, std::ptr::null_mut()) };
+    }
+    FINISHED.load(Ordering::Acquire)
+}
+
+/// Runs in a fork child: the parent's writer thread does not exist there.
+pub fn after_fork_in_child() {
+    ALIVE.store(false, Ordering::Relaxed);
+    FINALIZE.store(false, Ordering::Relaxed);
+    FINISHED.store(false, Ordering::Relaxed);
+    WRITER_TID.store(0, Ordering::Relaxed);
+}
+
+/// A journal mapping handed to the writer thread.
+struct Base(*mut u8);
+// SAFETY: the mapping is process-wide shared memory accessed through atomics and slots that
+// the protocol in `ring` hands over between threads.
+unsafe impl Send for Base {}
+
+/// Everything the writer thread owns.
+pub struct Job {
+    base: Base,
+    capacity: u64,
+    trace: Option<TraceWriter<BufWriter<File>>>,
+    trace_path: PathBuf,
+    journal_path: PathBuf,
+    pid: u32,
+    threads: HashSet<u32>,
+    devices: HashSet<i32>,
+    streams: HashSet<(u64, i32)>,
+    pools: HashSet<u64>,
+    metadata: Metadata,
+    last_seen: Option<(u32, i32, u64, u64, bool, bool)>,
+    broken: bool,
+}
+
+impl Job {
+    pub fn new(
+        base: *mut u8,
+        capacity: u64,
+        trace: TraceWriter<BufWriter<File>>,
+        trace_path: PathBuf,
+        journal_path: PathBuf,
+        pid: u32,
+        metadata: Metadata,
+    ) -> Job {
+        Job {
+            base: Base(base),
+            capacity,
+            trace: Some(trace),
+            trace_path,
+            journal_path,
+            pid,
+            threads: HashSet::new(),
+            devices: HashSet::new(),
+            streams: HashSet::new(),
+            pools: HashSet::new(),
+            metadata,
+            last_seen: None,
+            broken: false,
+        }
+    }
+}
+
+/// Starts the writer thread.
+pub fn spawn(job: Job) -> std::io::Result<()> {
+    ALIVE.store(true, Ordering::Release);
+    let spawned = std::thread::Builder::new()
+        .name("vramtrace-writer".into())
+        .spawn(move || {
+            WRITER_TID.store(clock::tid(), Ordering::Relaxed);
+            let mut job = job;
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()));
+            ALIVE.store(false, Ordering::Release);
+            FINISHED.store(true, Ordering::Release);
+        });
+    if spawned.is_err() {
+        ALIVE.store(false, Ordering::Release);
+    }
+    spawned.map(drop)
+}
+
+impl Job {
+    fn run(&mut self) {
+        // SAFETY: the journal mapping stays mapped for the life of the process.
+        let (next, drained) = unsafe { ring::cursors(self.base.0) };
+        let mut cursor = drained.load(Ordering::Acquire);
+        let mut flushed = cursor;
+        let mut last_flush = Instant::now();
+        loop {
+            let finalize = FINALIZE.load(Ordering::Acquire);
+            if finalize {
+                // No new events from here on; let the hooks already past the check publish.
+                ring::detach();
+                let deadline = Instant::now() + Duration::from_millis(200);
+                while Instant::now() < deadline {
+                    let end = next.load(Ordering::Acquire);
+                    cursor = self.drain(cursor, end);
+                    if cursor == end {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            let before = cursor;
+            cursor = self.drain(cursor, next.load(Ordering::Acquire));
+            let pending = cursor - flushed;
+            if pending > 0
+                && (finalize || pending >= self.capacity / 2 || last_flush.elapsed() >= FLUSH_EVERY)
+            {
+                self.write(|t| t.flush());
+                drained.store(cursor, Ordering::Release);
+                flushed = cursor;
+                last_flush = Instant::now();
+            }
+            if finalize {
+                self.finish();
+                return;
+            }
+            // Drain in batches, not continuously: a writer that polls the cursors and reads each
+            // record right after it was written keeps pulling those cache lines away from the
+            // hooks, which then pay a miss on every event. Sleep unless the ring is filling up.
+            let backlog = next.load(Ordering::Relaxed).saturating_sub(cursor);
+            if cursor == before || backlog < self.capacity / 4 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// Moves the published records from `cursor` up to `end` into the trace writer (stopping at
+    /// the first slot not yet published, or when half the ring is pending); returns the new
+    /// cursor.
+    fn drain(&mut self, mut cursor: u64, end: u64) -> u64 {
+        let flushed_limit = cursor + self.capacity / 2;
+        while cursor < end && cursor < flushed_limit {
+            // SAFETY: the slot's record is stable once its seq is published, until `drained`
+            // passes it.
+            let rec: Record = unsafe {
+                let (seq, rec) = ring::slot(self.base.0, self.capacity, cursor);
+                if seq.load(Ordering::Acquire) != cursor + 1 {
+                    break;
+                }
+                std::ptr::read(rec)
+            };
+            cursor += 1;
+            if let Some(e) = rec.to_event() {
+                self.learn(&e);
+                self.write(|t| t.push(&e));
+            }
+        }
+        cursor
+    }
+
+    /// Adds the table entries an event refers to that the trace does not have yet.
+    fn learn(&mut self, e: &Event) {
+        // Most events repeat the previous one's thread, device, stream and pool: skip the sets.
+        let takes_stream = matches!(e.api.kind(), MemoryKind::Pool)
+            && matches!(e.api.op(), Op::Alloc | Op::Free)
+            || matches!(
+                e.api,
+                Api::CuMemMapArrayAsync | Api::CuMemMapArrayAsync_ptsz
+            );
+        let key = (
+            e.tid,
+            e.device,
+            e.stream,
+            e.pool,
+            takes_stream,
+            e.succeeded(),
+        );
+        if self.last_seen == Some(key) && e.api.op() != Op::PoolCreate {
+            return;
+        }
+        self.last_seen = Some(key);
+        let pid = self.pid;
+        let Some(trace) = self.trace.as_mut() else {
+            return;
+        };
+        let tables = trace.tables_mut();
+        let mut new_metadata = false;
+        if self.threads.insert(e.tid) {
+            let name = std::fs::read_to_string(format!("/proc/self/task/{}/comm", e.tid))
+                .map(|n| n.trim_end().to_string())
+                .unwrap_or_default();
+            tables.threads.push(Thread {
+                tid: e.tid,
+                pid,
+                name,
+            });
+        }
+        if e.device >= 0 && self.devices.insert(e.device) {
+            // The driver describes the device from this thread, never from a hook; a driver
+            // that does not answer leaves the ordinal alone.
+            tables
+                .devices
+                .push(context::describe_device(e.device).unwrap_or(Device {
+                    ordinal: e.device,
+                    name: String::new(),
+                    uuid: [0; 16],
+                    total_memory: 0,
+                    compute_capability: (0, 0),
+                }));
+            if self.metadata.driver_version == 0 {
+                if let Some(v) = context::driver_version() {
+                    self.metadata.driver_version = v;
+                    new_metadata = true;
+                }
+            }
+        }
+        if takes_stream && self.streams.insert((e.stream, e.device)) {
+            tables.streams.push(Stream {
+                handle: e.stream,
+                device: e.device,
+                per_thread_default: e.stream == 2 || (e.stream == 0 && e.api.per_thread_stream()),
+            });
+        }
+        if e.pool != 0 && e.succeeded() && self.pools.insert(e.pool) {
+            let created = e.api.op() == Op::PoolCreate;
+            tables.pools.push(Pool {
+                handle: e.pool,
+                device: e.device,
+                allocation_type: if created { e.flags as u32 } else { 0 },
+                max_size: if created { e.size } else { 0 },
+            });
+        }
+        if new_metadata {
+            // A later metadata chunk replaces the first for readers.
+            let metadata = self.metadata.clone();
+            self.write(|t| t.set_metadata(&metadata));
+        }
+    }
+
+    /// Runs a writer operation unless an earlier one failed; the first failure warns once and
+    /// from then on events are discarded (the program is never disturbed).
+    fn write(
+        &mut self,
+        op: impl FnOnce(&mut TraceWriter<BufWriter<File>>) -> vramtrace_format::Result<()>,
+    ) {
+        let Some(trace) = self.trace.as_mut().filter(|_| !self.broken) else {
+            return;
+        };
+        if let Err(e) = op(trace) {
+            self.fail(e);
+        }
+    }
+
+    /// The first failure warns once; from then on the hooks record nothing and the journal is
+    /// deleted (merging it into the damaged trace later would leave a gap in the middle).
+    fn fail(&mut self, e: vramtrace_format::Error) {
+        self.broken = true;
+        ring::detach();
+        let _ = std::fs::remove_file(&self.journal_path);
+        let msg = format!(
+            "vramtrace: cannot write {} ({e}); process {} runs on, no longer recorded\n",
+            self.trace_path.display(),
+            self.pid
+        );
+        // SAFETY: write(2) of a valid buffer.
+        unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+    }
+
+    fn finish(&mut self) {
+        if let Some(trace) = self.trace.take().filter(|_| !self.broken) {
+            // A process that used the driver but made no memory call leaves nothing behind.
+            if trace.events_pushed() == 0 {
+                drop(trace);
+                let _ = std::fs::remove_file(&self.trace_path);
+                let _ = std::fs::remove_file(&self.journal_path);
+                session::stop();
+                return;
+            }
+            match trace.finish() {
+                Ok(_) => {
+                    let _ = std::fs::remove_file(&self.journal_path);
+                }
+                Err(e) => {
+                    let msg = format!(
+                        "vramtrace: cannot finish {} ({e})\n",
+                        self.trace_path.display()
+                    );
+                    // SAFETY: write(2) of a valid buffer.
+                    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+                }
+            }
+        }
+        session::stop();
+    }
+}

@@ -1,0 +1,131 @@
+//! The traces recorded on a real H200 (samples/traces/, provenance in samples/README.md) agree
+//! with PyTorch's own counters for the same runs (the `.truth.json` beside them): the recorder
+//! saw every allocation the framework made, no more, no less.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use vramtrace_format::{Api, Event, ReadOptions, Trace};
+
+fn sample(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../samples/traces")
+        .join(name)
+}
+
+fn events(name: &str) -> Vec<Event> {
+    let t = Trace::open(&sample(name), ReadOptions::default()).expect("sample trace");
+    assert!(t.layout.complete);
+    t.events().collect()
+}
+
+fn truth(name: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(sample(name)).expect("truth file")).expect("json")
+}
+
+/// Peak of the bytes live at once among successful calls of `alloc` ended by `free`, keyed by
+/// address (or by handle for VMM).
+fn peak(events: &[Event], alloc: &[Api], free: &[Api], by_handle: bool) -> u64 {
+    let mut live = HashMap::new();
+    let (mut now, mut peak) = (0u64, 0u64);
+    for e in events.iter().filter(|e| e.succeeded()) {
+        let key = if by_handle { e.handle } else { e.address };
+        if alloc.contains(&e.api) {
+            live.insert(key, e.size);
+            now += e.size;
+        } else if free.contains(&e.api) {
+            now -= live.remove(&key).unwrap_or(0);
+        }
+        peak = peak.max(now);
+    }
+    peak
+}
+
+fn count(events: &[Event], api: Api) -> u64 {
+    events
+        .iter()
+        .filter(|e| e.api == api && e.succeeded())
+        .count() as u64
+}
+
+#[test]
+fn request_level_pytorch_traces_hold_every_tensor_allocation_pytorch_counted() {
+    for model in ["mlp", "transformer"] {
+        let ev = events(&format!("torch-{model}-requests.vramtrace"));
+        let t = truth(&format!("torch-{model}.truth.json"));
+        let native = &t["configs"]["native"]["memory_stats"];
+        let asynchronous = &t["configs"]["cudaMallocAsync"];
+        // The caching allocator counted the same program's tensor allocations and frees.
+        assert_eq!(
+            count(&ev, Api::CuMemAllocAsync),
+            native["allocation.all.allocated"].as_u64().unwrap(),
+            "{model}"
+        );
+        assert_eq!(
+            count(&ev, Api::CuMemFreeAsync),
+            native["allocation.all.freed"].as_u64().unwrap(),
+            "{model}"
+        );
+        // The most bytes live at once is exactly PyTorch's max_memory_allocated.
+        assert_eq!(
+            peak(&ev, &[Api::CuMemAllocAsync], &[Api::CuMemFreeAsync], false),
+            asynchronous["max_memory_allocated"].as_u64().unwrap(),
+            "{model}"
+        );
+        assert!(ev.iter().all(|e| e.device == 0));
+    }
+}
+
+#[test]
+fn segment_level_pytorch_traces_match_the_reserved_peaks() {
+    let t = truth("torch-mlp.truth.json");
+    let requests = events("torch-mlp-requests.vramtrace");
+    // Libraries that call cudaMalloc themselves sit outside PyTorch's accounting; the
+    // request-level run shows them as its only cuMemAlloc_v2 calls.
+    let outside = peak(
+        &requests,
+        &[Api::CuMemAlloc_v2],
+        &[Api::CuMemFree_v2],
+        false,
+    );
+    let native = events("torch-mlp-native.vramtrace");
+    assert_eq!(
+        peak(&native, &[Api::CuMemAlloc_v2], &[Api::CuMemFree_v2], false),
+        t["configs"]["native"]["max_memory_reserved"]
+            .as_u64()
+            .unwrap()
+            + outside
+    );
+    let expandable = events("torch-mlp-expandable.vramtrace");
+    assert_eq!(
+        peak(&expandable, &[Api::CuMemCreate], &[Api::CuMemRelease], true),
+        t["configs"]["expandable_segments"]["max_memory_reserved"]
+            .as_u64()
+            .unwrap()
+    );
+    // PyTorch's first cuMemCreate is refused (CUDA_ERROR_NOT_PERMITTED) and retried.
+    assert!(
+        expandable
+            .iter()
+            .any(|e| e.api == Api::CuMemCreate && e.result == 800)
+    );
+}
+
+#[test]
+fn an_nvcc_program_traces_exactly_the_calls_it_made() {
+    let ev = events("nvcc-static.vramtrace");
+    // samples/workloads/cudart_counts.cu: 100 cudaMalloc, 200 cudaMallocAsync, 10
+    // cudaMallocHost, 5 cudaMallocPitch, 3 cudaMallocManaged, and one cudaFree(0).
+    assert_eq!(count(&ev, Api::CuMemAlloc_v2), 100);
+    assert_eq!(count(&ev, Api::CuMemAllocAsync), 200);
+    assert_eq!(count(&ev, Api::CuMemFreeAsync), 200);
+    assert_eq!(count(&ev, Api::CuMemHostAlloc), 10);
+    assert_eq!(count(&ev, Api::CuMemAllocPitch_v2), 5);
+    assert_eq!(count(&ev, Api::CuMemAllocManaged), 3);
+    assert_eq!(count(&ev, Api::CuMemFree_v2), 109);
+    let bytes: u64 = ev
+        .iter()
+        .filter(|e| e.api == Api::CuMemAlloc_v2)
+        .map(|e| e.size)
+        .sum();
+    assert_eq!(bytes, 20_689_750);
+}
