@@ -2,6 +2,7 @@
 
 use super::level::{LevelReport, detect_level};
 use super::request::{Request, RequestKind, RequestStream, Slots, StreamKey};
+use crate::import_snapshot::ALLOCATOR_SEGMENT;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use vramtrace_format::{Event, MemoryKind, Metadata, Op};
@@ -76,6 +77,11 @@ impl Model {
         let mut builders: BTreeMap<StreamKey, Builder> = BTreeMap::new();
         let mut stats = LevelStats::default();
         for e in events {
+            if e.flags & ALLOCATOR_SEGMENT != 0 {
+                // An imported snapshot's record of what the real caching allocator did: the
+                // replay predicts these, it must not replay them as requests.
+                continue;
+            }
             let op = e.api.op();
             let kind = e.api.kind();
             if !e.succeeded() {

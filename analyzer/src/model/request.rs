@@ -14,10 +14,11 @@ pub struct StreamKey {
 pub enum RequestKind {
     Alloc,
     Free,
-    /// An allocation the driver refused and the program survived (a library catching the
-    /// out-of-memory error and taking another path, as cuDNN does for workspaces). A policy
-    /// tries it: the attempt runs its retry path (freeing cache), and memory it gets is given
-    /// back at once. Its slot is free again right after.
+    /// An allocation the driver refused (the program may have survived it: a library catching
+    /// the out-of-memory error and taking another path, as cuDNN does for workspaces). A policy
+    /// tries it without getting new memory from the driver: it may serve it from its cache (and
+    /// gives it back at once), else its retry path runs (freeing cache) as it did in the
+    /// program. Its slot is free again right after.
     Attempt,
 }
 

@@ -134,9 +134,46 @@ pub struct Driver {
     small_pages: HashMap<u64, SmallPage>,
     open_small: Option<u64>,
     scripted: std::collections::VecDeque<u64>,
+    frozen: bool,
+    log: Option<Vec<DriverCall>>,
+}
+
+/// One successful physical allocation or release, for comparing a policy's driver calls with
+/// a recorded allocator's (`segment_alloc` / `segment_map` sequences).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriverCall {
+    /// `cudaMalloc` of this many bytes.
+    Malloc(u64),
+    Free(u64),
+    /// One map operation of this many bytes (pages × page size).
+    Map(u64),
+    Unmap(u64),
 }
 
 impl Driver {
+    /// Starts keeping every successful call, in order ([`Driver::calls`]).
+    pub fn record_calls(&mut self) {
+        self.log.get_or_insert_with(Vec::new);
+    }
+
+    /// The calls kept since [`Driver::record_calls`].
+    pub fn calls(&self) -> &[DriverCall] {
+        self.log.as_deref().unwrap_or(&[])
+    }
+
+    fn note(&mut self, call: DriverCall) {
+        if let Some(log) = &mut self.log {
+            log.push(call);
+        }
+    }
+
+    /// While frozen, every call that would take more physical memory is refused, whatever the
+    /// capacity: used for requests the real driver refused (see [`crate::model::RequestKind::
+    /// Attempt`]), whose failure the replay reproduces rather than second-guesses.
+    pub fn set_frozen(&mut self, frozen: bool) {
+        self.frozen = frozen;
+    }
+
     /// Makes the next successful large `cudaMalloc`s return these addresses, in order (for
     /// replaying against the addresses a real driver returned; see docs/validation.md).
     pub fn script_addresses(&mut self, addresses: impl IntoIterator<Item = u64>) {
@@ -154,6 +191,8 @@ impl Driver {
             small_pages: HashMap::new(),
             open_small: None,
             scripted: std::collections::VecDeque::new(),
+            frozen: false,
+            log: None,
         }
     }
 
@@ -190,9 +229,11 @@ impl Driver {
     }
 
     fn fits(&self, bytes: u64) -> bool {
-        self.reserved
-            .checked_add(bytes)
-            .is_some_and(|t| t <= self.model.capacity)
+        !self.frozen
+            && self
+                .reserved
+                .checked_add(bytes)
+                .is_some_and(|t| t <= self.model.capacity)
     }
 
     /// `cudaMalloc`: an address, or `None` when the device is full. A refused call still costs.
@@ -212,6 +253,7 @@ impl Driver {
             }
         };
         self.device_allocs += 1;
+        self.note(DriverCall::Malloc(size));
         Some(address)
     }
 
@@ -245,6 +287,7 @@ impl Driver {
     pub fn free(&mut self, address: u64, size: u64) {
         self.cost_us += call_cost_us(Call::Free, size);
         self.device_frees += 1;
+        self.note(DriverCall::Free(size));
         if size <= SMALL_PACKED {
             let base = address & !(PAGE - 1);
             let page = self
@@ -283,6 +326,7 @@ impl Driver {
         }
         self.reserved += bytes;
         self.device_allocs += 1;
+        self.note(DriverCall::Map(bytes));
         true
     }
 
@@ -291,6 +335,7 @@ impl Driver {
         self.cost_us += pages as f64 * call_cost_us(Call::Free, page);
         self.reserved -= pages * page;
         self.device_frees += 1;
+        self.note(DriverCall::Unmap(pages * page));
     }
 
     /// Physical memory held by a model that places nothing through the driver (the bounds):

@@ -175,9 +175,13 @@ pub fn replay_on(
                 usage.requested -= r.size;
             }
             RequestKind::Attempt => {
+                // The real driver refused it: the policy may serve it from its cache, but gets
+                // no new memory, so a refusal runs its retry path as it ran in the program.
+                driver.set_frozen(true);
                 if r.size <= MAX_REQUEST {
                     policy.attempt(r.slot, r.size, r.stream, &mut driver);
                 }
+                driver.set_frozen(false);
             }
         }
         out.requests = index + 1;

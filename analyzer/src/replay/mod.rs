@@ -8,7 +8,7 @@ mod engine;
 mod parallel;
 mod policy;
 
-pub use driver::{Driver, DriverModel};
+pub use driver::{Driver, DriverCall, DriverModel};
 pub use engine::{
     LiveObject, OOM_LIVE_SHOWN, Observer, Oom, Outcome, ReplayOptions, Timeline, Usage,
     address_map_at, replay, replay_on,
