@@ -115,7 +115,9 @@ fn check_policy(
                 requested -= r.size;
             }
             RequestKind::Attempt => {
+                driver.set_frozen(true);
                 policy.attempt(r.slot, r.size, r.stream, &mut driver);
+                driver.set_frozen(false);
             }
         }
         let (allocated, reserved) = (policy.allocated(), driver.reserved());
