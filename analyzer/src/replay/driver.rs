@@ -6,13 +6,13 @@
 //!   512 B alignment; larger ones are rounded up to whole 2 MiB pages (measured with
 //!   `cudaMemGetInfo` around 256 allocations of each size). How the driver picks the page for a
 //!   small request is not observable; this model packs them into the most recently opened page
-//!   and gives a page back when its last allocation is freed **[inferred]**.
+//!   and gives a page back when its last allocation is freed (**inferred**).
 //! - Latency: the medians of 200 calls per size (table "Latency of the driver's allocation
 //!   calls"), linearly interpolated in size and extrapolated past 1 GiB with the slope of the
 //!   last interval.
 //! - VMM (`cuMemCreate` + `cuMemMap` per page, as PyTorch's expandable segments do) was not
 //!   measured: a mapped page costs what a `cudaMalloc` of the page size costs, an unmapped one
-//!   what a `cudaFree` of it costs **[uncalibrated]**.
+//!   what a `cudaFree` of it costs (**uncalibrated**).
 //!
 //! Every figure the model returns is deterministic.
 
