@@ -112,12 +112,13 @@ pub struct FitResult {
 
 /// Bisects the capacity of every (stream, policy) pair, in parallel.
 ///
-/// The bracket starts at the stream's lower bound (nothing fits below it) and at the peak
-/// reserved of an unlimited replay (which fits, since that replay never asked for more). A
-/// successful replay at capacity `c` that peaked at `p ≤ c` proves `p` fits too, so the upper
-/// end jumps to `p`; the answer is exact to the byte. Allocators are not strictly monotone in
-/// capacity (retry paths change placement), so this finds the smallest fitting capacity of the
-/// bracket's bisection path, which is the smallest overall for monotone policies.
+/// The bracket starts below the stream's lower bound (nothing fits there) and at the peak
+/// reserved of an unlimited replay, doubled until a replay at that capacity verifiably fits.
+/// A replay that fits at capacity `c` and peaks at `p < c` suggests `p`, which is then tried
+/// too. Every answer is a capacity at which a replay was run and fitted, with the capacity one
+/// byte below it run and failed. Policies whose placement depends on the capacity (the address
+/// space of expandable segments, a memory fraction) are not monotone in it, so a smaller
+/// capacity may exist off the bisection path.
 pub fn fit_all(streams: &[RequestStream], specs: &[PolicySpec]) -> Result<Vec<FitResult>, String> {
     let jobs: Vec<(usize, usize)> = (0..streams.len())
         .flat_map(|s| (0..specs.len()).map(move |p| (s, p)))
@@ -135,24 +136,42 @@ pub fn fit_all(streams: &[RequestStream], specs: &[PolicySpec]) -> Result<Vec<Fi
         .collect()
 }
 
-/// Bisection for one pair: (smallest capacity without OOM, replays made).
+/// Bisection for one pair: (smallest capacity without OOM, replays made); `None` when even an
+/// unlimited device does not fit.
 pub fn fit_one(stream: &RequestStream, spec: &PolicySpec) -> Result<(Option<u64>, u32), String> {
     let unlimited = run(stream, spec, u64::MAX)?;
     let mut replays = 1;
     if unlimited.oom.is_some() {
         return Ok((None, replays));
     }
-    let mut hi = unlimited.peak_reserved;
-    let mut lo = stream.lower_bound().saturating_sub(1).min(hi);
-    // Invariant: capacity `hi` fits; capacity `lo` does not (or lo == hi).
+    let fits = |c: u64, replays: &mut u32| -> Result<Option<u64>, String> {
+        *replays += 1;
+        let o = run(stream, spec, c)?;
+        Ok(o.oom.is_none().then_some(o.peak_reserved))
+    };
+    // Invariant: capacity `lo` fails (below the lower bound it must); `hi` was run and fits.
+    let mut lo = stream.lower_bound().saturating_sub(1);
+    let mut hi = unlimited.peak_reserved.max(lo + 1);
+    while fits(hi, &mut replays)?.is_none() {
+        lo = hi;
+        hi = hi.saturating_mul(2);
+        if lo == u64::MAX {
+            return Ok((None, replays));
+        }
+    }
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        let o = run(stream, spec, mid)?;
-        replays += 1;
-        if o.oom.is_none() {
-            hi = o.peak_reserved.max(lo + 1).min(mid);
-        } else {
-            lo = mid;
+        match fits(mid, &mut replays)? {
+            None => lo = mid,
+            Some(peak) => {
+                hi = mid;
+                if peak > lo && peak < mid {
+                    match fits(peak, &mut replays)? {
+                        Some(_) => hi = peak,
+                        None => lo = peak,
+                    }
+                }
+            }
         }
     }
     Ok((Some(hi), replays))
