@@ -4,10 +4,11 @@ use crate::cmd_replay::load_streams;
 use anyhow::{Result, anyhow};
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::io::IsTerminal as _;
 use std::path::Path;
 use vramtrace::policy::PolicySpec;
 use vramtrace::replay::fit_all;
-use vramtrace::units::bytes;
+use vramtrace::units::{bytes, count};
 
 #[derive(Debug, Serialize)]
 struct FitRow {
@@ -38,6 +39,14 @@ struct FitReport {
 pub fn run(path: &Path, specs: &[PolicySpec], json: bool) -> Result<()> {
     let loaded = load_streams(path, None)?;
     let streams = &loaded.model.streams;
+    if std::io::stderr().is_terminal() {
+        let requests: usize = streams.iter().map(|s| s.requests.len()).sum();
+        eprintln!(
+            "vramtrace: bisecting the capacity of {} policies over {} requests...",
+            specs.len(),
+            count(requests as u64)
+        );
+    }
     let fits = fit_all(streams, specs).map_err(|e| anyhow!(e))?;
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     let per_stream: Vec<StreamFit> = streams
