@@ -223,6 +223,14 @@ impl Placed {
             size: r.size,
         };
         let (first, last) = (r.first / BLOCK, r.last / BLOCK);
+        self.starts[first as usize].push(id);
+        self.starts_used.set(first as usize);
+        if first == last {
+            // Found through `starts` by every query that can meet it: a record that begins
+            // and ends in one block only meets queries born in that block or earlier, and
+            // those scan this block's starts.
+            return;
+        }
         let (mut lo, mut hi) = (
             first as usize + self.leaves,
             last as usize + self.leaves + 1,
@@ -241,8 +249,6 @@ impl Placed {
             lo /= 2;
             hi /= 2;
         }
-        self.starts[first as usize].push(id);
-        self.starts_used.set(first as usize);
     }
 
     /// Every placed record whose lifetime intersects `r`'s, each once.
@@ -336,6 +342,81 @@ impl Policy for GreedyBySize {
 mod tests {
     use super::*;
     use crate::model::Request;
+    use proptest::prelude::*;
+
+    /// The same plan with conflicts found by scanning every placed record: the index must
+    /// change nothing.
+    fn plan_by_scanning(stream: &RequestStream, alignment: u64) -> Vec<u64> {
+        let g = GreedyBySize::plan(stream, alignment);
+        let n = stream.requests.len();
+        let mut records: Vec<Record> = Vec::new();
+        let mut open = vec![0usize; stream.slots as usize];
+        for (i, r) in stream.requests.iter().enumerate() {
+            match r.kind {
+                RequestKind::Alloc => {
+                    open[r.slot as usize] = records.len();
+                    records.push(Record {
+                        size: r.size.clamp(1, MAX_REQUEST).next_multiple_of(alignment),
+                        first: i as u32,
+                        last: (n - 1) as u32,
+                    });
+                }
+                RequestKind::Free => records[open[r.slot as usize]].last = i as u32,
+                RequestKind::Attempt => {}
+            }
+        }
+        let mut order: Vec<usize> = (0..records.len()).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(records[i].size), records[i].first, i));
+        let mut offsets = vec![u64::MAX; records.len()];
+        for &i in &order {
+            let r = records[i];
+            let mut conflicts: Vec<(u64, u64)> = (0..records.len())
+                .filter(|&j| offsets[j] != u64::MAX)
+                .filter(|&j| records[j].first <= r.last && records[j].last >= r.first)
+                .map(|j| (offsets[j], records[j].size))
+                .collect();
+            conflicts.sort_unstable();
+            let (mut best, mut best_gap, mut prev_end) = (None, u64::MAX, 0u64);
+            for (offset, size) in conflicts {
+                if offset >= prev_end {
+                    let gap = offset - prev_end;
+                    if gap >= r.size && gap < best_gap {
+                        best = Some(prev_end);
+                        best_gap = gap;
+                    }
+                }
+                prev_end = prev_end.max(offset + size);
+            }
+            offsets[i] = best.unwrap_or(prev_end);
+        }
+        assert_eq!(g.offsets.len(), offsets.len());
+        offsets
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn the_lifetime_index_finds_exactly_the_conflicting_records(
+            ops in prop::collection::vec((any::<bool>(), 1u64..5000, any::<usize>()), 1..600),
+        ) {
+            let (mut live, mut free, mut next, mut requests) = (Vec::new(), Vec::new(), 0u32, Vec::new());
+            for (alloc, size, pick) in ops {
+                if alloc || live.is_empty() {
+                    let slot = free.pop().unwrap_or_else(|| { next += 1; next - 1 });
+                    live.push((slot, size));
+                    requests.push(Request::alloc(slot, size, 0));
+                } else {
+                    let (slot, size) = live.swap_remove(pick % live.len());
+                    free.push(slot);
+                    requests.push(Request::free(slot, size));
+                }
+            }
+            let stream = RequestStream::from_requests(requests);
+            let g = GreedyBySize::plan(&stream, 512);
+            prop_assert_eq!(g.offsets, plan_by_scanning(&stream, 512));
+        }
+    }
 
     fn stream(ops: &[(bool, u32, u64)]) -> RequestStream {
         RequestStream::from_requests(
