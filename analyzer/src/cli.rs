@@ -3,6 +3,16 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
+use vramtrace::policy::{PolicySpec, resolve};
+use vramtrace::units::parse_size;
+
+/// The `--policy` list, checked (names and options) while parsing the command line.
+#[derive(Debug, Clone)]
+pub struct PolicyList(pub Vec<PolicySpec>);
+
+fn policies(text: &str) -> Result<PolicyList, String> {
+    resolve(text).map(PolicyList)
+}
 
 /// Record every CUDA allocation of any program; replay it offline against real GPU allocators.
 #[derive(Debug, Parser)]
@@ -94,6 +104,49 @@ Examples:
         a: PathBuf,
         /// The trace compared with it.
         b: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay a trace's requests against allocator policies: peak reserved, fragmentation,
+    /// driver calls, OOM.
+    #[command(after_help = "\
+Examples:
+  vramtrace replay run.vramtrace
+  vramtrace replay run.vramtrace --policy pytorch,pytorch-expandable --capacity 80GiB
+  vramtrace replay run.vramtrace --policy 'pytorch:max_split_size_mb=128,garbage_collection_threshold=0.6,memory_fraction=0.9'
+  vramtrace replay --list-policies")]
+    Replay {
+        /// The .vramtrace file.
+        #[arg(required_unless_present = "list_policies")]
+        trace: Option<PathBuf>,
+        /// Policies: `all`, or NAME[:KEY=VALUE,...] separated by commas.
+        #[arg(long, default_value = "all", value_parser = policies)]
+        policy: PolicyList,
+        /// Device capacity (default: the traced device's memory, else unlimited).
+        #[arg(long, value_parser = parse_size)]
+        capacity: Option<u64>,
+        /// Print JSON instead of text.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print CSV instead of text.
+        #[arg(long)]
+        csv: bool,
+        /// List every policy with its options and their defaults.
+        #[arg(long)]
+        list_policies: bool,
+    },
+    /// The smallest device each policy runs the trace on without running out of memory.
+    #[command(after_help = "\
+Examples:
+  vramtrace fit run.vramtrace
+  vramtrace fit run.vramtrace --policy pytorch,pytorch-expandable,lower-bound --json")]
+    Fit {
+        /// The .vramtrace file.
+        trace: PathBuf,
+        /// Policies: `all`, or NAME[:KEY=VALUE,...] separated by commas.
+        #[arg(long, default_value = "all", value_parser = policies)]
+        policy: PolicyList,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

@@ -10,5 +10,8 @@ pub mod export_perfetto;
 pub mod export_snapshot;
 pub mod import_snapshot;
 pub mod info;
+pub mod model;
+pub mod policy;
+pub mod replay;
 pub mod summary;
 pub mod units;

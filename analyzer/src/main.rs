@@ -6,9 +6,11 @@
 mod cli;
 mod cmd_diff;
 mod cmd_export;
+mod cmd_fit;
 mod cmd_import;
 mod cmd_info;
 mod cmd_record;
+mod cmd_replay;
 mod cmd_summary;
 mod load;
 mod output;
@@ -37,6 +39,26 @@ fn main() -> ExitCode {
             salvage,
         } => cmd_summary::run(&trace, json, salvage),
         Command::Diff { a, b, json } => cmd_diff::run(&a, &b, json),
+        Command::Replay {
+            trace,
+            policy,
+            capacity,
+            json,
+            csv,
+            list_policies,
+        } => cmd_replay::run(
+            trace.as_deref(),
+            &policy.0,
+            capacity,
+            json,
+            csv,
+            list_policies,
+        ),
+        Command::Fit {
+            trace,
+            policy,
+            json,
+        } => cmd_fit::run(&trace, &policy.0, json),
         Command::Import { snapshot, output } => cmd_import::run(&snapshot, &output),
         Command::Export {
             trace,

@@ -53,7 +53,7 @@ fn a_file_cut_at_every_byte_recovers_exactly_the_complete_chunks_before_the_cut(
                     .iter()
                     .filter(|(end, _)| *end <= cut as u64)
                     .map(|(_, n)| *n)
-                    .last()
+                    .next_back()
                     .unwrap_or(0);
                 assert_eq!(t.event_count(), expected, "cut at {cut}");
                 assert_eq!(

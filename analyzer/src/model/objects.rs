@@ -1,0 +1,370 @@
+//! Memory objects: one per successful allocation, with its lifetime, streams and stacks.
+
+use super::level::{LevelReport, detect_level};
+use super::request::{Request, RequestKind, RequestStream, Slots, StreamKey};
+use crate::import_snapshot::ALLOCATOR_SEGMENT;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use vramtrace_format::{Event, MemoryKind, Metadata, Op};
+
+/// What an object is, for the replay: device memory an allocator would serve, or something no
+/// device allocator places (pinned host memory, arrays, imported memory, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectKind {
+    /// Device memory: `cuMemAlloc*`, stream-ordered pools, VMM physical allocations. These form
+    /// the request streams.
+    Device(MemoryKindName),
+    /// Anything else the trace recorded; kept for reports, never replayed.
+    Other(MemoryKindName),
+}
+
+/// [`MemoryKind`] for serialization.
+pub type MemoryKindName = MemoryKind;
+
+/// One allocation from birth to death.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryObject {
+    pub kind: ObjectKind,
+    pub pid: u32,
+    pub device: i32,
+    pub address: u64,
+    pub size: u64,
+    pub birth_ns: u64,
+    /// `None` while still live when the trace ends.
+    pub death_ns: Option<u64>,
+    pub alloc_stream: u64,
+    pub free_stream: Option<u64>,
+    pub alloc_stack: u32,
+    pub free_stack: Option<u32>,
+}
+
+/// Everything the replay and the reports derive from a trace's events.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    pub objects: Vec<MemoryObject>,
+    /// One stream per (process, device) that allocated device memory, in key order.
+    pub streams: Vec<RequestStream>,
+    pub level: LevelReport,
+    /// Frees of addresses never seen allocated (allocated before recording began).
+    pub unmatched_frees: u64,
+    pub failed_calls: u64,
+}
+
+/// `CUDA_ERROR_OUT_OF_MEMORY`.
+const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
+
+/// How an object is found again by its free: by address, or by handle for VMM.
+#[derive(Hash, PartialEq, Eq, Clone, Copy)]
+struct ObjectId {
+    pid: u32,
+    by_handle: bool,
+    value: u64,
+}
+
+struct Builder {
+    key: StreamKey,
+    requests: Vec<Request>,
+    handles: Vec<u64>,
+    slots: Slots,
+}
+
+impl Model {
+    /// Builds the model from events in call order.
+    pub fn from_events(events: impl IntoIterator<Item = Event>, metadata: &Metadata) -> Model {
+        let mut model = Model::default();
+        let mut live: HashMap<ObjectId, (usize, Option<u32>)> = HashMap::new();
+        let mut builders: BTreeMap<StreamKey, Builder> = BTreeMap::new();
+        let mut stats = LevelStats::default();
+        for e in events {
+            if e.flags & ALLOCATOR_SEGMENT != 0 {
+                // An imported snapshot's record of what the real caching allocator did: the
+                // replay predicts these, it must not replay them as requests.
+                continue;
+            }
+            let op = e.api.op();
+            let kind = e.api.kind();
+            if !e.succeeded() {
+                model.failed_calls += 1;
+                if e.result == CUDA_ERROR_OUT_OF_MEMORY
+                    && op == Op::Alloc
+                    && matches!(kind, MemoryKind::Device | MemoryKind::Pool)
+                {
+                    let key = StreamKey {
+                        pid: e.pid,
+                        device: e.device,
+                    };
+                    let b = builders.entry(key).or_insert_with(|| Builder::new(key));
+                    let slot = b.slots.take();
+                    b.slots.give_back(slot);
+                    b.push(
+                        e.stream,
+                        Request {
+                            time_ns: e.time_ns,
+                            size: e.size,
+                            slot,
+                            stream: 0,
+                            stack: e.stack,
+                            kind: RequestKind::Attempt,
+                        },
+                    );
+                }
+                continue;
+            }
+            stats.see(&e, op, kind);
+            let vmm = kind == MemoryKind::Vmm;
+            let (births, ends) = match (op, vmm) {
+                (Op::Alloc, false) => (true, false),
+                (Op::Free, false) => (false, true),
+                (Op::Create, true) => (true, false),
+                (Op::Release, true) => (false, true),
+                _ => (false, false),
+            };
+            let id = ObjectId {
+                pid: e.pid,
+                by_handle: vmm,
+                value: if vmm { e.handle } else { e.address },
+            };
+            let device_memory = matches!(
+                kind,
+                MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm
+            );
+            if births {
+                let object = MemoryObject {
+                    kind: if device_memory {
+                        ObjectKind::Device(kind)
+                    } else {
+                        ObjectKind::Other(kind)
+                    },
+                    pid: e.pid,
+                    device: e.device,
+                    address: e.address,
+                    size: e.size,
+                    birth_ns: e.time_ns,
+                    death_ns: None,
+                    alloc_stream: e.stream,
+                    free_stream: None,
+                    alloc_stack: e.stack,
+                    free_stack: None,
+                };
+                let request = device_memory.then(|| {
+                    let key = StreamKey {
+                        pid: e.pid,
+                        device: e.device,
+                    };
+                    let b = builders.entry(key).or_insert_with(|| Builder::new(key));
+                    let slot = b.slots.take();
+                    b.push(
+                        e.stream,
+                        Request {
+                            time_ns: e.time_ns,
+                            size: e.size,
+                            slot,
+                            stream: 0,
+                            stack: e.stack,
+                            kind: RequestKind::Alloc,
+                        },
+                    );
+                    slot
+                });
+                if let Some((old, _)) = live.insert(id, (model.objects.len(), request)) {
+                    // The same address born twice without a free: the first free was not
+                    // recorded. End the old object where the new one starts.
+                    model.objects[old].death_ns = Some(e.time_ns);
+                }
+                model.objects.push(object);
+            } else if ends {
+                let Some((index, request)) = live.remove(&id) else {
+                    model.unmatched_frees += 1;
+                    continue;
+                };
+                let object = &mut model.objects[index];
+                object.death_ns = Some(e.time_ns);
+                object.free_stream = Some(e.stream);
+                object.free_stack = Some(e.stack);
+                if let Some(slot) = request {
+                    let key = StreamKey {
+                        pid: object.pid,
+                        device: object.device,
+                    };
+                    let b = builders
+                        .get_mut(&key)
+                        .expect("a live request has a builder");
+                    b.slots.give_back(slot);
+                    b.push(
+                        e.stream,
+                        Request {
+                            time_ns: e.time_ns,
+                            size: object.size,
+                            slot,
+                            stream: 0,
+                            stack: e.stack,
+                            kind: RequestKind::Free,
+                        },
+                    );
+                }
+            }
+        }
+        model.streams = builders.into_values().map(finish).collect();
+        model.level = detect_level(metadata, &stats.into_facts());
+        model
+    }
+}
+
+impl Builder {
+    fn new(key: StreamKey) -> Builder {
+        Builder {
+            key,
+            requests: Vec::new(),
+            handles: Vec::new(),
+            slots: Slots::default(),
+        }
+    }
+
+    /// Keeps the stream handle aside: requests store a stream index, known only once every
+    /// handle has been seen (indices follow the handles' numeric order, as PyTorch's block
+    /// comparator orders streams by handle value).
+    fn push(&mut self, stream: u64, request: Request) {
+        self.handles.push(stream);
+        self.requests.push(request);
+    }
+}
+
+fn finish(b: Builder) -> RequestStream {
+    let mut sorted = b.handles.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut requests = b.requests;
+    for (r, h) in requests.iter_mut().zip(&b.handles) {
+        r.stream = sorted
+            .binary_search(h)
+            .expect("every handle is in the table") as u32;
+    }
+    RequestStream {
+        key: Some(b.key),
+        requests,
+        cuda_streams: sorted,
+        slots: b.slots.high_water(),
+    }
+}
+
+/// Facts about the events that tell a request-level trace from a segment-level one.
+#[derive(Debug, Clone, Default)]
+pub struct LevelFacts {
+    pub device_allocs: u64,
+    pub pool_allocs: u64,
+    pub vmm_maps: u64,
+    /// `cuMemAlloc*` sizes that are whole multiples of 2 MiB.
+    pub device_allocs_2mib_multiple: u64,
+}
+
+#[derive(Default)]
+struct LevelStats(LevelFacts);
+
+impl LevelStats {
+    fn see(&mut self, e: &Event, op: Op, kind: MemoryKind) {
+        match (op, kind) {
+            (Op::Alloc, MemoryKind::Device) => {
+                self.0.device_allocs += 1;
+                if e.size > 0 && e.size % (2 << 20) == 0 {
+                    self.0.device_allocs_2mib_multiple += 1;
+                }
+            }
+            (Op::Alloc, MemoryKind::Pool) => self.0.pool_allocs += 1,
+            (Op::Map, MemoryKind::Vmm) => self.0.vmm_maps += 1,
+            _ => {}
+        }
+    }
+
+    fn into_facts(self) -> LevelFacts {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vramtrace_format::Api;
+
+    fn ev(api: Api, pid: u32, address: u64, size: u64, stream: u64) -> Event {
+        Event {
+            pid,
+            device: 0,
+            address,
+            size,
+            stream,
+            ..Event::new(api)
+        }
+    }
+
+    #[test]
+    fn each_process_gets_its_own_stream_with_reused_slots() {
+        let events = vec![
+            ev(Api::CuMemAllocAsync, 1, 0xa000, 100, 7),
+            ev(Api::CuMemAlloc_v2, 2, 0xb000, 300, 0),
+            ev(Api::CuMemFreeAsync, 1, 0xa000, 0, 7),
+            ev(Api::CuMemAllocAsync, 1, 0xc000, 200, 3),
+            ev(Api::CuMemHostAlloc, 1, 0xd000, 4096, 0),
+        ];
+        let m = Model::from_events(events, &Metadata::default());
+        assert_eq!(m.streams.len(), 2);
+        let s = &m.streams[0];
+        assert_eq!(s.key, Some(StreamKey { pid: 1, device: 0 }));
+        let kinds: Vec<_> = s
+            .requests
+            .iter()
+            .map(|r| (r.kind, r.slot, r.size))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (RequestKind::Alloc, 0, 100),
+                (RequestKind::Free, 0, 100),
+                (RequestKind::Alloc, 0, 200)
+            ]
+        );
+        // Stream indices follow the handles' numeric order: 3 < 7.
+        assert_eq!(s.cuda_streams, vec![3, 7]);
+        assert_eq!((s.requests[0].stream, s.requests[2].stream), (1, 0));
+        // Pinned host memory is an object but no request.
+        assert_eq!(m.objects.len(), 4);
+        assert!(matches!(
+            m.objects[3].kind,
+            ObjectKind::Other(MemoryKind::PinnedHost)
+        ));
+        assert_eq!(m.objects[0].death_ns, Some(0));
+        assert_eq!(m.objects[1].death_ns, None);
+    }
+
+    #[test]
+    fn failed_calls_are_never_live_and_refused_allocations_become_attempts() {
+        let mut refused = ev(Api::CuMemAllocAsync, 1, 0, 1 << 30, 0);
+        refused.result = CUDA_ERROR_OUT_OF_MEMORY;
+        let mut invalid = ev(Api::CuMemAllocAsync, 1, 0, 64, 0);
+        invalid.result = 1;
+        let events = vec![refused, invalid, ev(Api::CuMemFreeAsync, 1, 0xdead, 0, 0)];
+        let m = Model::from_events(events, &Metadata::default());
+        assert_eq!(m.failed_calls, 2);
+        assert_eq!(m.unmatched_frees, 1);
+        assert!(m.objects.is_empty());
+        let r = &m.streams[0].requests;
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].kind, r[0].size), (RequestKind::Attempt, 1 << 30));
+        assert_eq!(m.streams[0].lower_bound(), 0);
+    }
+
+    #[test]
+    fn vmm_physical_allocations_are_tracked_by_handle() {
+        let create = Event {
+            handle: 42,
+            ..ev(Api::CuMemCreate, 1, 0, 2 << 20, 0)
+        };
+        let release = Event {
+            handle: 42,
+            ..ev(Api::CuMemRelease, 1, 0, 0, 0)
+        };
+        let m = Model::from_events(vec![create, release], &Metadata::default());
+        assert_eq!(m.streams[0].requests.len(), 2);
+        assert_eq!(m.streams[0].requests[1].size, 2 << 20);
+    }
+}

@@ -1,0 +1,136 @@
+//! The request stream: the allocations and frees one allocator instance would have served.
+
+use serde::Serialize;
+
+/// Which allocator instance a stream belongs to: each process has its own allocator per device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct StreamKey {
+    pub pid: u32,
+    pub device: i32,
+}
+
+/// Whether a request asks for memory or gives it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestKind {
+    Alloc,
+    Free,
+    /// An allocation the driver refused (the program may have survived it: a library catching
+    /// the out-of-memory error and taking another path, as cuDNN does for workspaces). A policy
+    /// tries it without getting new memory from the driver: it may serve it from its cache (and
+    /// gives it back at once), else its retry path runs (freeing cache) as it did in the
+    /// program. Its slot is free again right after.
+    Attempt,
+}
+
+/// One allocation or free, in the order the program made them.
+///
+/// Objects are named by `slot`, a small integer that is reused once its object is freed (like a
+/// file descriptor), so policies index plain vectors by it and their memory stays proportional
+/// to the live set, not to the trace length. A free carries the size of the object it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub time_ns: u64,
+    pub size: u64,
+    pub slot: u32,
+    /// Index into [`RequestStream::cuda_streams`]; indices follow the handles' numeric order.
+    pub stream: u32,
+    pub stack: u32,
+    pub kind: RequestKind,
+}
+
+impl Request {
+    pub fn alloc(slot: u32, size: u64, stream: u32) -> Request {
+        Request {
+            time_ns: 0,
+            size,
+            slot,
+            stream,
+            stack: 0,
+            kind: RequestKind::Alloc,
+        }
+    }
+
+    pub fn free(slot: u32, size: u64) -> Request {
+        Request {
+            time_ns: 0,
+            size,
+            slot,
+            stream: 0,
+            stack: 0,
+            kind: RequestKind::Free,
+        }
+    }
+}
+
+/// The requests of one (process, device), ready to replay.
+#[derive(Debug, Clone, Default)]
+pub struct RequestStream {
+    pub key: Option<StreamKey>,
+    pub requests: Vec<Request>,
+    /// CUDA stream handles, sorted; a request's `stream` indexes this.
+    pub cuda_streams: Vec<u64>,
+    /// One more than the largest slot used: the most objects ever live at once.
+    pub slots: u32,
+}
+
+impl RequestStream {
+    /// A stream from requests built by hand (tests, benchmarks): slots and streams are taken
+    /// as given.
+    pub fn from_requests(requests: Vec<Request>) -> RequestStream {
+        let slots = requests.iter().map(|r| r.slot + 1).max().unwrap_or(0);
+        let streams = requests.iter().map(|r| r.stream + 1).max().unwrap_or(1);
+        RequestStream {
+            key: None,
+            requests,
+            cuda_streams: (0..u64::from(streams)).collect(),
+            slots,
+        }
+    }
+
+    /// The lower bound of every allocator: the largest sum of live requested bytes.
+    pub fn lower_bound(&self) -> u64 {
+        let (mut live, mut peak) = (0u64, 0u64);
+        for r in &self.requests {
+            match r.kind {
+                RequestKind::Alloc => {
+                    live = live.saturating_add(r.size);
+                    peak = peak.max(live);
+                }
+                RequestKind::Free => live = live.saturating_sub(r.size),
+                RequestKind::Attempt => {}
+            }
+        }
+        peak
+    }
+
+    pub fn allocations(&self) -> usize {
+        self.requests
+            .iter()
+            .filter(|r| r.kind == RequestKind::Alloc)
+            .count()
+    }
+}
+
+/// Hands out slots, lowest-recently-freed first.
+#[derive(Debug, Default)]
+pub(crate) struct Slots {
+    free: Vec<u32>,
+    next: u32,
+}
+
+impl Slots {
+    pub(crate) fn take(&mut self) -> u32 {
+        self.free.pop().unwrap_or_else(|| {
+            self.next += 1;
+            self.next - 1
+        })
+    }
+
+    pub(crate) fn give_back(&mut self, slot: u32) {
+        self.free.push(slot);
+    }
+
+    pub(crate) fn high_water(&self) -> u32 {
+        self.next
+    }
+}

@@ -1,0 +1,485 @@
+//! `greedy-by-size`: an offline placement that knows every lifetime in advance, what a memory
+//! planner could reach.
+//!
+//! Follows TensorFlow Lite's `GreedyBySizeAssignment`
+//! (`tensorflow/tensorflow` `tensorflow/lite/delegates/gpu/common/memory_management/
+//! greedy_by_size_assignment.cc`; Pisarchyk & Lee, arXiv 2001.03288; allocator-policies.md §8):
+//! records sorted by size, largest first; each goes into the smallest gap between the
+//! already placed records whose lifetimes intersect its own, or after the last of them. Two
+//! records conflict when their request-index intervals intersect (inclusive). Reserved memory
+//! is the arena's high-water mark so far (offset + size of the records placed), one driver
+//! allocation in all.
+//!
+//! Offline means it needs the whole stream: its memory grows with the trace, unlike the online
+//! policies.
+
+use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use crate::model::{RequestKind, RequestStream};
+use crate::replay::driver::{Call, MAX_REQUEST};
+use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
+
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "greedy-by-size",
+    summary: "bound: offline placement with every lifetime known (TFLite greedy by size); one arena",
+    keys: &[KeyInfo {
+        key: "alignment",
+        default: "512",
+        about: "bytes every record is rounded up to",
+    }],
+    build,
+};
+
+fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
+    let alignment = o.size_opt("alignment")?.unwrap_or(512);
+    if alignment == 0 || alignment > 1 << 30 {
+        return Err("alignment must be between 1 byte and 1 GiB".into());
+    }
+    Ok(Box::new(GreedyBySize::plan(ctx.stream, alignment)))
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    size: u64,
+    first: u32,
+    last: u32,
+}
+
+#[derive(Debug)]
+pub struct GreedyBySize {
+    /// Offset of each allocation, in request order.
+    offsets: Vec<u64>,
+    sizes: Vec<u64>,
+    arena: u64,
+    next_alloc: usize,
+    slot_record: Vec<u32>,
+    allocated: u64,
+    base: u64,
+    high_water: u64,
+}
+
+impl GreedyBySize {
+    /// Plans offsets for every allocation of `stream`.
+    pub fn plan(stream: &RequestStream, alignment: u64) -> GreedyBySize {
+        let n = stream.requests.len();
+        let mut records: Vec<Record> = Vec::new();
+        let mut open: Vec<u32> = Vec::new();
+        for (i, r) in stream.requests.iter().enumerate() {
+            let slot = r.slot as usize;
+            match r.kind {
+                RequestKind::Alloc => {
+                    if open.len() <= slot {
+                        open.resize(slot + 1, u32::MAX);
+                    }
+                    open[slot] = records.len() as u32;
+                    records.push(Record {
+                        size: r.size.clamp(1, MAX_REQUEST).next_multiple_of(alignment),
+                        first: i as u32,
+                        last: n.saturating_sub(1) as u32,
+                    });
+                }
+                RequestKind::Free => records[open[slot] as usize].last = i as u32,
+                // The planner knows the program survived without it.
+                RequestKind::Attempt => {}
+            }
+        }
+        // Largest first, then by birth: sorted as packed keys, which keeps the sort in cache.
+        let mut order: Vec<u128> = records
+            .iter()
+            .enumerate()
+            .map(|(id, r)| (u128::from(!r.size) << 64) | (u128::from(r.first) << 32) | id as u128)
+            .collect();
+        order.sort_unstable();
+        let mut offsets = vec![0u64; records.len()];
+        let mut placed = Placed::new(n.max(1));
+        let mut conflicts: Vec<Entry> = Vec::new();
+        let mut arena = 0;
+        for key in order {
+            let id = key as u32;
+            let r = records[id as usize];
+            conflicts.clear();
+            placed.overlapping(&r, &mut conflicts);
+            conflicts.sort_unstable_by_key(|c| c.offset);
+            let (mut best, mut best_gap, mut prev_end) = (None, u64::MAX, 0u64);
+            for c in &conflicts {
+                if c.offset >= prev_end {
+                    let gap = c.offset - prev_end;
+                    if gap >= r.size && gap < best_gap {
+                        best = Some(prev_end);
+                        best_gap = gap;
+                    }
+                }
+                prev_end = prev_end.max(c.offset + c.size);
+            }
+            let offset = best.unwrap_or(prev_end);
+            offsets[id as usize] = offset;
+            arena = arena.max(offset + r.size);
+            placed.insert(&r, offset);
+        }
+        GreedyBySize {
+            sizes: records.iter().map(|r| r.size).collect(),
+            offsets,
+            arena,
+            next_alloc: 0,
+            slot_record: Vec::new(),
+            allocated: 0,
+            base: 0,
+            high_water: 0,
+        }
+    }
+
+    /// Bytes of the planned arena.
+    pub fn arena(&self) -> u64 {
+        self.arena
+    }
+}
+
+/// Time is cut into blocks of this many requests for the placed-record index.
+const BLOCK: u32 = 64;
+
+/// Placed records, queried by lifetime. Time is cut into blocks of [`BLOCK`] requests, which
+/// keeps the index proportional to the records, not to the trace length squared:
+///
+/// - a segment tree over blocks holds each record at the O(log n) canonical nodes of its block
+///   range, so the records touching the block of `first` are found by walking one leaf to the
+///   root;
+/// - per block, the records that start in it, and the set of blocks that have any, find those
+///   born inside `(first, last]`.
+///
+/// Both give a superset (block granularity); an exact interval test filters it.
+struct Placed {
+    leaves: usize,
+    nodes: Vec<Vec<Entry>>,
+    starts: Vec<Vec<Entry>>,
+    /// Bit per node / per block: which lists are non-empty. Most are empty, and the bitsets
+    /// stay in cache where the lists' headers would not.
+    nodes_used: Bits,
+    starts_used: Bits,
+}
+
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize) -> Bits {
+        Bits(vec![0; n.div_ceil(64)])
+    }
+
+    fn set(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+
+    fn get(&self, i: usize) -> bool {
+        self.0[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    /// Set bits in `lo..=hi`, in order.
+    fn ones(&self, lo: usize, hi: usize) -> impl Iterator<Item = usize> + '_ {
+        (lo / 64..=hi / 64).flat_map(move |w| {
+            let mut word = self.0[w];
+            if w == lo / 64 {
+                word &= !0 << (lo % 64);
+            }
+            if w == hi / 64 && hi % 64 != 63 {
+                word &= (1 << (hi % 64 + 1)) - 1;
+            }
+            std::iter::from_fn(move || {
+                (word != 0).then(|| {
+                    let bit = word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    w * 64 + bit
+                })
+            })
+        })
+    }
+}
+
+/// A placed record as the index keeps it: everything a query needs, so queries never reach
+/// into the (large, randomly ordered) record table.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    first: u32,
+    last: u32,
+    offset: u64,
+    size: u64,
+}
+
+impl Placed {
+    fn new(n: usize) -> Placed {
+        let blocks = n.div_ceil(BLOCK as usize).max(1);
+        let leaves = blocks.next_power_of_two();
+        Placed {
+            leaves,
+            nodes: vec![Vec::new(); 2 * leaves],
+            starts: vec![Vec::new(); blocks],
+            nodes_used: Bits::new(2 * leaves),
+            starts_used: Bits::new(blocks),
+        }
+    }
+
+    fn insert(&mut self, r: &Record, offset: u64) {
+        let id = Entry {
+            first: r.first,
+            last: r.last,
+            offset,
+            size: r.size,
+        };
+        let (first, last) = (r.first / BLOCK, r.last / BLOCK);
+        self.starts[first as usize].push(id);
+        self.starts_used.set(first as usize);
+        if first == last {
+            // Found through `starts` by every query that can meet it: a record that begins
+            // and ends in one block only meets queries born in that block or earlier, and
+            // those scan this block's starts.
+            return;
+        }
+        let (mut lo, mut hi) = (
+            first as usize + self.leaves,
+            last as usize + self.leaves + 1,
+        );
+        while lo < hi {
+            if lo & 1 == 1 {
+                self.nodes[lo].push(id);
+                self.nodes_used.set(lo);
+                lo += 1;
+            }
+            if hi & 1 == 1 {
+                hi -= 1;
+                self.nodes[hi].push(id);
+                self.nodes_used.set(hi);
+            }
+            lo /= 2;
+            hi /= 2;
+        }
+    }
+
+    /// Every placed record whose lifetime intersects `r`'s, each once.
+    fn overlapping(&self, r: &Record, out: &mut Vec<Entry>) {
+        let conflicts = |c: &Entry| c.first <= r.last && c.last >= r.first;
+        let block = r.first / BLOCK;
+        let mut node = block as usize + self.leaves;
+        while node >= 1 {
+            if !self.nodes_used.get(node) {
+                node /= 2;
+                continue;
+            }
+            // Records born in `block` itself are taken from `starts` below.
+            out.extend(
+                self.nodes[node]
+                    .iter()
+                    .filter(|c| c.first / BLOCK != block && conflicts(c)),
+            );
+            node /= 2;
+        }
+        for b in self
+            .starts_used
+            .ones(block as usize, (r.last / BLOCK) as usize)
+        {
+            out.extend(self.starts[b].iter().filter(|c| conflicts(c)));
+        }
+    }
+}
+
+impl Policy for GreedyBySize {
+    fn malloc(&mut self, slot: u32, _: u64, _: u32, driver: &mut Driver) -> Result<(), Refused> {
+        if self.next_alloc == 0 {
+            driver.count_alloc(Call::Malloc, self.arena);
+            self.base = driver.reserve_address(self.arena);
+        }
+        let record = self.next_alloc as u32;
+        let end = self.offsets[record as usize] + self.sizes[record as usize];
+        if end > self.high_water {
+            if !driver.hold(end - self.high_water) {
+                return Err(Refused);
+            }
+            self.high_water = end;
+        }
+        self.next_alloc += 1;
+        let slot = slot as usize;
+        if self.slot_record.len() <= slot {
+            self.slot_record.resize(slot + 1, u32::MAX);
+        }
+        self.slot_record[slot] = record;
+        self.allocated += self.sizes[record as usize];
+        Ok(())
+    }
+
+    /// The plan already knows the program went on without it.
+    fn attempt(&mut self, _: u32, _: u64, _: u32, _: &mut Driver) -> bool {
+        false
+    }
+
+    fn free(&mut self, slot: u32, _: &mut Driver) {
+        let record = std::mem::replace(&mut self.slot_record[slot as usize], u32::MAX);
+        self.allocated -= self.sizes[record as usize];
+    }
+
+    fn allocated(&self) -> u64 {
+        self.allocated
+    }
+
+    fn address_map(&self) -> AddressMap {
+        let mut map = AddressMap::default();
+        if self.high_water > 0 {
+            map.segments.push(Span {
+                address: self.base,
+                size: self.high_water,
+            });
+        }
+        for (slot, &record) in self.slot_record.iter().enumerate() {
+            if record != u32::MAX {
+                map.blocks.push(BlockSpan {
+                    address: self.base + self.offsets[record as usize],
+                    size: self.sizes[record as usize],
+                    slot: Some(slot as u32),
+                });
+            }
+        }
+        map.blocks.sort_by_key(|b| b.address);
+        map
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Request;
+    use proptest::prelude::*;
+
+    /// The same plan with conflicts found by scanning every placed record: the index must
+    /// change nothing.
+    fn plan_by_scanning(stream: &RequestStream, alignment: u64) -> Vec<u64> {
+        let g = GreedyBySize::plan(stream, alignment);
+        let n = stream.requests.len();
+        let mut records: Vec<Record> = Vec::new();
+        let mut open = vec![0usize; stream.slots as usize];
+        for (i, r) in stream.requests.iter().enumerate() {
+            match r.kind {
+                RequestKind::Alloc => {
+                    open[r.slot as usize] = records.len();
+                    records.push(Record {
+                        size: r.size.clamp(1, MAX_REQUEST).next_multiple_of(alignment),
+                        first: i as u32,
+                        last: (n - 1) as u32,
+                    });
+                }
+                RequestKind::Free => records[open[r.slot as usize]].last = i as u32,
+                RequestKind::Attempt => {}
+            }
+        }
+        let mut order: Vec<usize> = (0..records.len()).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(records[i].size), records[i].first, i));
+        let mut offsets = vec![u64::MAX; records.len()];
+        for &i in &order {
+            let r = records[i];
+            let mut conflicts: Vec<(u64, u64)> = (0..records.len())
+                .filter(|&j| offsets[j] != u64::MAX)
+                .filter(|&j| records[j].first <= r.last && records[j].last >= r.first)
+                .map(|j| (offsets[j], records[j].size))
+                .collect();
+            conflicts.sort_unstable();
+            let (mut best, mut best_gap, mut prev_end) = (None, u64::MAX, 0u64);
+            for (offset, size) in conflicts {
+                if offset >= prev_end {
+                    let gap = offset - prev_end;
+                    if gap >= r.size && gap < best_gap {
+                        best = Some(prev_end);
+                        best_gap = gap;
+                    }
+                }
+                prev_end = prev_end.max(offset + size);
+            }
+            offsets[i] = best.unwrap_or(prev_end);
+        }
+        assert_eq!(g.offsets.len(), offsets.len());
+        offsets
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn the_lifetime_index_finds_exactly_the_conflicting_records(
+            ops in prop::collection::vec((any::<bool>(), 1u64..5000, any::<usize>()), 1..600),
+        ) {
+            let (mut live, mut free, mut next, mut requests) = (Vec::new(), Vec::new(), 0u32, Vec::new());
+            for (alloc, size, pick) in ops {
+                if alloc || live.is_empty() {
+                    let slot = free.pop().unwrap_or_else(|| { next += 1; next - 1 });
+                    live.push((slot, size));
+                    requests.push(Request::alloc(slot, size, 0));
+                } else {
+                    let (slot, size) = live.swap_remove(pick % live.len());
+                    free.push(slot);
+                    requests.push(Request::free(slot, size));
+                }
+            }
+            let stream = RequestStream::from_requests(requests);
+            let g = GreedyBySize::plan(&stream, 512);
+            prop_assert_eq!(g.offsets, plan_by_scanning(&stream, 512));
+        }
+    }
+
+    fn stream(ops: &[(bool, u32, u64)]) -> RequestStream {
+        RequestStream::from_requests(
+            ops.iter()
+                .map(|&(alloc, slot, size)| {
+                    if alloc {
+                        Request::alloc(slot, size, 0)
+                    } else {
+                        Request::free(slot, size)
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn records_that_never_meet_share_offsets() {
+        // A (4 KiB) dies before B (2 KiB) is born: both at offset 0, arena 4 KiB.
+        let s = stream(&[
+            (true, 0, 4096),
+            (false, 0, 4096),
+            (true, 0, 2048),
+            (false, 0, 2048),
+        ]);
+        let g = GreedyBySize::plan(&s, 512);
+        assert_eq!(g.offsets, vec![0, 0]);
+        assert_eq!(g.arena(), 4096);
+    }
+
+    #[test]
+    fn the_smallest_fitting_gap_between_conflicting_records_is_chosen() {
+        // Big (8 KiB) lives throughout; C (1 KiB) and D (3 KiB) overlap each other and Big.
+        let s = stream(&[
+            (true, 0, 8192),
+            (true, 1, 1024),
+            (true, 2, 3072),
+            (false, 1, 1024),
+            (false, 2, 3072),
+            (false, 0, 8192),
+        ]);
+        let g = GreedyBySize::plan(&s, 512);
+        // Largest first: Big at 0, D after it at 8192, C after D at 11264.
+        assert_eq!(g.offsets, vec![0, 11264, 8192]);
+        assert_eq!(g.arena(), 12288);
+        assert_eq!(g.arena(), s.lower_bound());
+    }
+
+    #[test]
+    fn a_gap_left_by_an_earlier_record_is_reused() {
+        // X (4 KiB, early) and Y (4 KiB, late) around a long-lived Z (2 KiB) placed after
+        // them: X and Y share offset 0, Z goes after, then W (1 KiB) lives only with Y.
+        let s = stream(&[
+            (true, 0, 4096),
+            (true, 1, 2048),
+            (false, 0, 4096),
+            (true, 0, 4096),
+            (true, 2, 1024),
+            (false, 0, 4096),
+            (false, 1, 2048),
+            (false, 2, 1024),
+        ]);
+        let g = GreedyBySize::plan(&s, 512);
+        assert_eq!(g.offsets, vec![0, 4096, 0, 6144]);
+        assert_eq!(g.arena(), 7168);
+    }
+}

@@ -1,0 +1,108 @@
+//! The allocator policies, one file each, and the registry that names them.
+//!
+//! Adding a policy: write `policy/NAME.rs` with a type implementing [`crate::replay::Policy`]
+//! and a `pub const INFO: PolicyInfo`, then add its `mod` line and one entry to [`REGISTRY`].
+//! Nothing else changes: the commands, the parallel engine and `--list-policies` read the
+//! registry.
+
+pub mod cuda_malloc;
+pub mod greedy_by_size;
+pub mod lower_bound;
+mod options;
+pub mod pytorch;
+
+pub use options::{Options, PolicySpec, parse_divisions, parse_specs};
+
+use crate::model::RequestStream;
+use crate::replay::Policy;
+
+/// One option a policy takes, for `--list-policies`.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyInfo {
+    pub key: &'static str,
+    pub default: &'static str,
+    pub about: &'static str,
+}
+
+/// What a policy needs to be built for one replay.
+#[derive(Debug, Clone, Copy)]
+pub struct BuildContext<'a> {
+    /// The whole stream: online policies ignore it, offline bounds plan from it.
+    pub stream: &'a RequestStream,
+    /// The replay's device capacity (`u64::MAX` for none).
+    pub capacity: u64,
+}
+
+/// Makes a policy from its options, or says which option is wrong.
+pub type Builder = fn(&Options, &BuildContext) -> Result<Box<dyn Policy>, String>;
+
+/// A registered policy.
+#[derive(Clone, Copy)]
+pub struct PolicyInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub keys: &'static [KeyInfo],
+    pub build: Builder,
+}
+
+impl std::fmt::Debug for PolicyInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyInfo")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// Every policy, in the order `all` runs them.
+pub const REGISTRY: &[PolicyInfo] = &[
+    cuda_malloc::INFO,
+    pytorch::INFO,
+    pytorch::EXPANDABLE_INFO,
+    greedy_by_size::INFO,
+    lower_bound::INFO,
+];
+
+/// The registered policy called `name`.
+pub fn find(name: &str) -> Option<&'static PolicyInfo> {
+    REGISTRY.iter().find(|p| p.name == name)
+}
+
+/// `all`, or a list of specs; checks names and options so errors come before any work.
+pub fn resolve(text: &str) -> Result<Vec<PolicySpec>, String> {
+    let specs = if text.trim() == "all" {
+        REGISTRY
+            .iter()
+            .map(|p| PolicySpec {
+                name: p.name.to_string(),
+                options: Vec::new(),
+            })
+            .collect()
+    } else {
+        parse_specs(text)?
+    };
+    let empty = RequestStream::default();
+    for spec in &specs {
+        build(
+            spec,
+            &BuildContext {
+                stream: &empty,
+                capacity: u64::MAX,
+            },
+        )?;
+    }
+    Ok(specs)
+}
+
+/// Builds the policy a spec names, with its options.
+pub fn build(spec: &PolicySpec, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
+    let info = find(&spec.name).ok_or_else(|| {
+        let names: Vec<&str> = REGISTRY.iter().map(|p| p.name).collect();
+        format!(
+            "unknown policy `{}` (known: {})",
+            spec.name,
+            names.join(", ")
+        )
+    })?;
+    let options = Options::new(&spec.options, info.keys).map_err(|e| format!("{spec}: {e}"))?;
+    (info.build)(&options, ctx).map_err(|e| format!("{spec}: {e}"))
+}

@@ -1,0 +1,1246 @@
+//! PyTorch's native CUDA caching allocator (`backend:native`, the default), with and without
+//! expandable segments.
+//!
+//! Follows `pytorch/pytorch` `c10/cuda/CUDACachingAllocator.cpp`, `DeviceCachingAllocator`:
+//! `malloc` (search, garbage collection, `alloc_block`, `release_available_cached_blocks`,
+//! `release_cached_blocks`, then OOM), `round_size` / `roundup_power2_next_division`,
+//! `get_pool`, `get_allocation_size`, `get_free_block` (with the oversize rules and the
+//! "expandable size" walk), `should_split`, `alloc_found_block`, `free_block` /
+//! `try_merge_blocks`, `garbage_collect_cached_blocks`, and for expandable segments
+//! `find_expandable_block`, `try_allocate_expandable_block`, `map_block`, `unmap_block`,
+//! `release_blocks`; options as `c10/core/AllocatorConfig.cpp` parses them
+//! (`parseRoundUpPower2Divisions`, `parseMaxSplitSize`, `parseGarbageCollectionThreshold`).
+//! Rules summarised with sources in `shared/research/allocator-policies.md` §1 and §2.
+//!
+//! Where the code and the documentation (`docs/source/notes/cuda.rst`) disagree, this model
+//! follows the code:
+//!
+//! - `roundup_power2_divisions:[B:d,...]`: a key `B` (MiB) sets the interval of sizes
+//!   `[B, 2B)` MiB (`index = log2(B)`), and the first key also fills every smaller interval;
+//!   `>` fills the intervals after the last key. The docs read `B` as the upper edge.
+//! - Sizes below 1 MiB use interval 0, like sizes in `[1, 2)` MiB.
+//! - Garbage collection runs only when a memory fraction is also set (`allowed_memory_maximum`
+//!   has a value); the docs present the threshold alone.
+//! - With `max_split_size_mb` and expandable segments together, the oversize rules of
+//!   `get_free_block` still apply inside expandable segments: reserved memory grows without
+//!   bound (PR #193400); this model reproduces that bug on purpose.
+//!
+//! What a trace cannot tell and is therefore not modelled: `record_stream` (cross-stream uses
+//! that delay a free until an event completes; traces carry no such uses, so every free takes
+//! effect at once), CUDA graph private pools, `empty_cache` calls, and the exact addresses
+//! `cudaMalloc` returns (ties between equal-size free blocks go to the lowest simulated
+//! address, which may order differently from the real one).
+
+use super::options::{Options, parse_divisions};
+use super::{BuildContext, KeyInfo, PolicyInfo, PolicySpec};
+use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
+use std::collections::BTreeMap;
+
+const fn keys(expandable_default: &'static str) -> [KeyInfo; 7] {
+    [
+        KeyInfo {
+            key: "max_split_size_mb",
+            default: "none",
+            about: "blocks this large (MiB) are never split; >= 20",
+        },
+        KeyInfo {
+            key: "max_non_split_rounding_mb",
+            default: "20",
+            about: "an oversize request may take a cached block at most this much larger (MiB)",
+        },
+        KeyInfo {
+            key: "roundup_power2_divisions",
+            default: "0",
+            about: "round sizes to N steps between powers of two: N, or [MiB:N,...,>:N] per interval",
+        },
+        KeyInfo {
+            key: "garbage_collection_threshold",
+            default: "0",
+            about: "free old cached blocks above this fraction of the allowed memory (needs memory_fraction)",
+        },
+        KeyInfo {
+            key: "memory_fraction",
+            default: "1.0",
+            about: "set_per_process_memory_fraction: cap on reserved memory as a fraction of the capacity",
+        },
+        KeyInfo {
+            key: "expandable_segments",
+            default: expandable_default,
+            about: "grow one segment per stream by mapping pages (cuMemMap) instead of cudaMalloc",
+        },
+        KeyInfo {
+            key: "large_segment_size_mb",
+            default: "20",
+            about: "kLargeBuffer: segment for 1-10 MiB requests, and the large expandable page (MiB)",
+        },
+    ]
+}
+
+const NATIVE_KEYS: [KeyInfo; 7] = keys("false");
+const EXPANDABLE_KEYS: [KeyInfo; 7] = keys("true");
+
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "pytorch",
+    summary: "PyTorch's native caching allocator (default PYTORCH_CUDA_ALLOC_CONF), streams and options",
+    keys: &NATIVE_KEYS,
+    build: build_native,
+};
+
+pub const EXPANDABLE_INFO: PolicyInfo = PolicyInfo {
+    name: "pytorch-expandable",
+    summary: "PyTorch's caching allocator with expandable_segments:True (pages mapped into one growing segment per stream)",
+    keys: &EXPANDABLE_KEYS,
+    build: build_expandable,
+};
+
+/// The policy a process ran under, from its `PYTORCH_CUDA_ALLOC_CONF` (`key:value,...`) and,
+/// when it called `set_per_process_memory_fraction`, that fraction. Keys that do not change
+/// device placement (`backend`, `pinned_*`, `release_lock_on_cudamalloc`, ...) are ignored.
+pub fn spec_from_alloc_conf(conf: &str, memory_fraction: Option<&str>) -> PolicySpec {
+    let mut spec = PolicySpec {
+        name: INFO.name.into(),
+        options: Vec::new(),
+    };
+    let mut depth = 0;
+    let mut items = vec![String::new()];
+    for c in conf.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        items.last_mut().expect("never empty").push(c);
+    }
+    for item in &items {
+        let Some((key, value)) = item.split_once(':') else {
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        if key == "expandable_segments" {
+            if value.eq_ignore_ascii_case("true") {
+                spec.name = EXPANDABLE_INFO.name.into();
+            }
+        } else if NATIVE_KEYS.iter().any(|k| k.key == key) {
+            spec.options.push((key.into(), value.into()));
+        }
+    }
+    if let Some(f) = memory_fraction.filter(|f| !f.is_empty()) {
+        spec.options.push(("memory_fraction".into(), f.into()));
+    }
+    spec
+}
+
+fn total_memory(ctx: &BuildContext) -> u64 {
+    if ctx.capacity == u64::MAX {
+        H200_TOTAL_MEMORY
+    } else {
+        ctx.capacity
+    }
+}
+
+fn build_native(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
+    let cfg = Config::from_options(o, false, total_memory(ctx))?;
+    Ok(Box::new(PyTorchCaching::new(cfg)))
+}
+
+fn build_expandable(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
+    let cfg = Config::from_options(o, true, total_memory(ctx))?;
+    Ok(Box::new(PyTorchCaching::new(cfg)))
+}
+
+const MIB: u64 = 1 << 20;
+const K_MIN_BLOCK_SIZE: u64 = 512;
+const K_SMALL_SIZE: u64 = MIB;
+const K_SMALL_BUFFER: u64 = 2 * MIB;
+const K_MIN_LARGE_ALLOC: u64 = 10 * MIB;
+const K_ROUND_LARGE: u64 = 2 * MIB;
+const K_LARGE_BUFFER: u64 = 20 * MIB;
+/// `totalGlobalMem` of the H200, used for the expandable segments' address reservation and
+/// the memory fraction when the replay has no capacity.
+pub const H200_TOTAL_MEMORY: u64 = 150_754_820_096;
+const NIL: u32 = u32::MAX;
+
+/// The placement-relevant options of `PYTORCH_CUDA_ALLOC_CONF`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `max_split_size_mb` in bytes; `u64::MAX` when unset.
+    pub max_split_size: u64,
+    /// `max_non_split_rounding_mb` in bytes.
+    pub max_non_split_rounding: u64,
+    /// `roundup_power2_divisions`, one entry per power-of-two interval from 1 MiB.
+    pub divisions: [u64; 16],
+    /// `garbage_collection_threshold`; 0 is off.
+    pub gc_threshold: f64,
+    /// `torch.cuda.set_per_process_memory_fraction`; 1.0 means none was set.
+    pub memory_fraction: f64,
+    pub expandable_segments: bool,
+    /// Size of a large segment / large expandable page (`kLargeBuffer`).
+    pub large_segment_size: u64,
+    /// `totalGlobalMem` of the device.
+    pub total_memory: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_split_size: u64::MAX,
+            max_non_split_rounding: K_LARGE_BUFFER,
+            divisions: [0; 16],
+            gc_threshold: 0.0,
+            memory_fraction: 1.0,
+            expandable_segments: false,
+            large_segment_size: K_LARGE_BUFFER,
+            total_memory: H200_TOTAL_MEMORY,
+        }
+    }
+}
+
+impl Config {
+    /// Reads the policy's options; `total_memory` comes from the replay's capacity.
+    pub fn from_options(o: &Options, expandable: bool, total_memory: u64) -> Result<Self, String> {
+        let mut c = Config {
+            expandable_segments: o.bool("expandable_segments", expandable)?,
+            total_memory,
+            ..Config::default()
+        };
+        if let Some(mb) = o.u64_opt("max_split_size_mb")? {
+            if mb < K_LARGE_BUFFER / MIB {
+                return Err(format!(
+                    "max_split_size_mb={mb} is too small, PyTorch requires at least 20"
+                ));
+            }
+            c.max_split_size = mb.saturating_mul(MIB);
+        }
+        if let Some(mb) = o.u64_opt("max_non_split_rounding_mb")? {
+            if mb < K_LARGE_BUFFER / MIB {
+                return Err(format!(
+                    "max_non_split_rounding_mb={mb} is too small, PyTorch requires at least 20"
+                ));
+            }
+            c.max_non_split_rounding = mb.saturating_mul(MIB);
+        }
+        if let Some(text) = o.str_opt("roundup_power2_divisions") {
+            c.divisions = parse_divisions(text)?;
+        }
+        c.gc_threshold = o.f64("garbage_collection_threshold", 0.0)?;
+        if c.gc_threshold != 0.0 && !(c.gc_threshold > 0.0 && c.gc_threshold < 1.0) {
+            return Err("garbage_collection_threshold must be in (0.0, 1.0)".into());
+        }
+        c.memory_fraction = o.f64("memory_fraction", 1.0)?;
+        if !(0.0..=1.0).contains(&c.memory_fraction) {
+            return Err("memory_fraction must be in [0, 1]".into());
+        }
+        if let Some(mb) = o.u64_opt("large_segment_size_mb")? {
+            c.large_segment_size = mb.max(1).saturating_mul(MIB);
+        }
+        Ok(c)
+    }
+
+    /// `allowed_memory_maximum`: set only when a fraction below 1 was given.
+    fn allowed_maximum(&self) -> Option<u64> {
+        (self.memory_fraction < 1.0)
+            .then_some((self.memory_fraction * self.total_memory as f64) as u64)
+    }
+
+    fn divisions_for(&self, size: u64) -> u64 {
+        let log_size = 63 - u64::from(size.leading_zeros());
+        let index = log_size.saturating_sub(20).min(15);
+        self.divisions[index as usize]
+    }
+
+    /// `round_size`.
+    pub fn round_size(&self, size: u64) -> u64 {
+        if size < K_MIN_BLOCK_SIZE {
+            return K_MIN_BLOCK_SIZE;
+        }
+        let divisions = self.divisions_for(size);
+        if divisions > 1 && size > K_MIN_BLOCK_SIZE * divisions {
+            roundup_power2_next_division(size, divisions)
+        } else {
+            size.next_multiple_of(K_MIN_BLOCK_SIZE)
+        }
+    }
+
+    /// `get_allocation_size`: the segment `cudaMalloc`ed for a rounded request.
+    pub fn allocation_size(&self, size: u64) -> u64 {
+        if size <= K_SMALL_SIZE {
+            K_SMALL_BUFFER
+        } else if size < K_MIN_LARGE_ALLOC {
+            self.large_segment_size
+        } else {
+            size.next_multiple_of(K_ROUND_LARGE)
+        }
+    }
+}
+
+/// `roundup_power2_next_division`: the next of `divisions` equal steps between the powers of
+/// two around `size` (1200 with 4 divisions → 1280).
+fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
+    if size.is_power_of_two() {
+        return size;
+    }
+    let floor = 1u64 << (63 - size.leading_zeros());
+    let step = floor >> (63 - divisions.leading_zeros());
+    if step == 0 {
+        return floor << 1;
+    }
+    let down = size & !(step - 1);
+    if down == size { size } else { down + step }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    addr: u64,
+    size: u64,
+    prev: u32,
+    next: u32,
+    stream: u32,
+    small: bool,
+    allocated: bool,
+    mapped: bool,
+    exists: bool,
+    /// Index of the expandable segment, or NIL.
+    es: u32,
+    /// The slot an allocated block serves.
+    slot: u32,
+    gc_base: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ExpandableSegment {
+    base: u64,
+    page: u64,
+}
+
+#[derive(Debug, Default)]
+struct BlockPool {
+    /// Free mapped blocks by (stream, size, address): `BlockComparatorSize`.
+    free: BTreeMap<u128, u32>,
+    /// Unmapped ranges of expandable segments by (stream, address): `BlockComparatorAddress`.
+    unmapped: BTreeMap<u128, u32>,
+    get_free_blocks_calls: u64,
+}
+
+fn size_key(stream: u32, size: u64, addr: u64) -> u128 {
+    debug_assert!(size < 1 << 48);
+    (u128::from(stream) << 112) | (u128::from(size) << 64) | u128::from(addr)
+}
+
+fn addr_key(stream: u32, addr: u64) -> u128 {
+    (u128::from(stream) << 64) | u128::from(addr)
+}
+
+fn key_stream(key: u128) -> u32 {
+    (key >> 112) as u32
+}
+
+/// The caching allocator of one device.
+#[derive(Debug)]
+pub struct PyTorchCaching {
+    cfg: Config,
+    allowed_maximum: Option<u64>,
+    blocks: Vec<Block>,
+    unused_ids: Vec<u32>,
+    /// [small, large].
+    pools: [BlockPool; 2],
+    slot_block: Vec<u32>,
+    allocated: u64,
+    /// `total_allocated_memory`: bytes held from the driver.
+    total_allocated_memory: u64,
+    segments: Vec<ExpandableSegment>,
+}
+
+impl PyTorchCaching {
+    pub fn new(cfg: Config) -> Self {
+        PyTorchCaching {
+            allowed_maximum: cfg.allowed_maximum(),
+            cfg,
+            blocks: Vec::new(),
+            unused_ids: Vec::new(),
+            pools: Default::default(),
+            slot_block: Vec::new(),
+            allocated: 0,
+            total_allocated_memory: 0,
+            segments: Vec::new(),
+        }
+    }
+
+    fn gc_enabled(&self) -> bool {
+        self.allowed_maximum.is_some() && self.cfg.gc_threshold > 0.0
+    }
+
+    fn new_block(&mut self, b: Block) -> u32 {
+        match self.unused_ids.pop() {
+            Some(id) => {
+                self.blocks[id as usize] = b;
+                id
+            }
+            None => {
+                self.blocks.push(b);
+                (self.blocks.len() - 1) as u32
+            }
+        }
+    }
+
+    fn delete(&mut self, id: u32) {
+        self.blocks[id as usize].exists = false;
+        self.unused_ids.push(id);
+    }
+
+    fn b(&self, id: u32) -> &Block {
+        &self.blocks[id as usize]
+    }
+
+    fn bm(&mut self, id: u32) -> &mut Block {
+        &mut self.blocks[id as usize]
+    }
+
+    fn pool_of(&self, id: u32) -> usize {
+        usize::from(!self.b(id).small)
+    }
+
+    fn is_split(&self, id: u32) -> bool {
+        self.b(id).prev != NIL || self.b(id).next != NIL
+    }
+
+    fn free_key(&self, id: u32) -> u128 {
+        let b = self.b(id);
+        size_key(b.stream, b.size, b.addr)
+    }
+
+    fn unmapped_key(&self, id: u32) -> u128 {
+        let b = self.b(id);
+        addr_key(b.stream, b.addr)
+    }
+
+    /// `BlockPool::insert_into_blocks`.
+    fn insert_into_blocks(&mut self, id: u32) {
+        let pool = self.pool_of(id);
+        let base = self.pools[pool].get_free_blocks_calls;
+        self.bm(id).gc_base = base;
+        let key = self.free_key(id);
+        self.pools[pool].free.insert(key, id);
+    }
+
+    fn remove_from_blocks(&mut self, id: u32) {
+        let pool = self.pool_of(id);
+        let key = self.free_key(id);
+        self.pools[pool].free.remove(&key);
+    }
+
+    fn expandable_size(&self, id: u32) -> u64 {
+        let b = self.b(id);
+        let tail = if b.next != NIL && !self.b(b.next).mapped {
+            self.b(b.next).size
+        } else {
+            0
+        };
+        b.size + tail
+    }
+
+    /// `get_free_block`.
+    fn get_free_block(&mut self, pool: usize, stream: u32, size: u64) -> Option<u32> {
+        if self.gc_enabled() {
+            self.pools[pool].get_free_blocks_calls += 1;
+        }
+        let mut it = self.pools[pool]
+            .free
+            .range(size_key(stream, size, 0)..)
+            .take_while(|(k, _)| key_stream(**k) == stream)
+            .map(|(_, &id)| id);
+        let mut found = it.next()?;
+        if self.b(found).es != NIL {
+            if self.cfg.expandable_segments {
+                // Best fit by the size a block can grow to, so requests steer away from the
+                // segment's growing tail.
+                for next in it {
+                    if self.b(found).es != NIL
+                        && self.expandable_size(next) < self.expandable_size(found)
+                    {
+                        found = next;
+                    } else {
+                        break;
+                    }
+                }
+            } else {
+                found = it.find(|&id| self.b(id).es == NIL)?;
+            }
+        }
+        let block_size = self.b(found).size;
+        let max_split = self.cfg.max_split_size;
+        // Oversize blocks are not handed to small requests, nor to large ones they exceed by
+        // too much.
+        if size < max_split && block_size >= max_split {
+            return None;
+        }
+        if size >= max_split && block_size >= size.saturating_add(self.cfg.max_non_split_rounding) {
+            return None;
+        }
+        self.remove_from_blocks(found);
+        Some(found)
+    }
+
+    /// `should_split`.
+    fn should_split(&self, id: u32, size: u64) -> bool {
+        let remaining = self.b(id).size - size;
+        if self.b(id).small || self.cfg.expandable_segments {
+            remaining >= K_MIN_BLOCK_SIZE
+        } else {
+            size < self.cfg.max_split_size && remaining > K_SMALL_SIZE
+        }
+    }
+
+    /// `alloc_block`.
+    fn alloc_block(
+        &mut self,
+        small: bool,
+        stream: u32,
+        size: u64,
+        alloc_size: u64,
+        driver: &mut Driver,
+    ) -> Option<u32> {
+        if let Some(max) = self.allowed_maximum
+            && self.total_allocated_memory + alloc_size > max
+        {
+            return None;
+        }
+        if self.cfg.expandable_segments {
+            return self.try_allocate_expandable_block(small, stream, size, driver);
+        }
+        let addr = driver.malloc(alloc_size)?;
+        self.total_allocated_memory += alloc_size;
+        Some(self.new_block(Block {
+            addr,
+            size: alloc_size,
+            prev: NIL,
+            next: NIL,
+            stream,
+            small,
+            allocated: false,
+            mapped: true,
+            exists: true,
+            es: NIL,
+            slot: NIL,
+            gc_base: 0,
+        }))
+    }
+
+    /// `release_block`: `cudaFree` of a whole unsplit segment.
+    fn release_block(&mut self, id: u32, driver: &mut Driver) {
+        let (addr, size) = (self.b(id).addr, self.b(id).size);
+        driver.free(addr, size);
+        self.total_allocated_memory -= size;
+        self.remove_from_blocks(id);
+        self.delete(id);
+    }
+
+    /// `release_available_cached_blocks`: free one oversize block big enough, else the largest
+    /// oversize blocks until their sum is.
+    fn release_available_cached_blocks(
+        &mut self,
+        pool: usize,
+        stream: u32,
+        size: u64,
+        driver: &mut Driver,
+    ) -> bool {
+        let max_split = self.cfg.max_split_size;
+        if max_split == u64::MAX {
+            return false;
+        }
+        let key_size = size.max(max_split);
+        let key = size_key(stream, key_size, 0);
+        let hit = self.pools[pool]
+            .free
+            .range(key..)
+            .next()
+            .map(|(k, &id)| (*k, id));
+        if let Some((k, id)) = hit
+            && key_stream(k) == stream
+            && self.b(id).es == NIL
+        {
+            self.release_block(id, driver);
+            return true;
+        }
+        let mut released = 0;
+        let mut victims = Vec::new();
+        for (k, &id) in self.pools[pool].free.range(..key).rev() {
+            let b = self.b(id);
+            if released >= key_size || b.size < max_split || key_stream(*k) != stream {
+                break;
+            }
+            if b.es == NIL {
+                released += b.size;
+                victims.push(id);
+            }
+        }
+        for id in victims {
+            self.release_block(id, driver);
+        }
+        released >= key_size
+    }
+
+    /// `release_cached_blocks` / `empty_cache`: every unsplit cached segment back to the
+    /// driver, every fully free page of expandable segments unmapped.
+    fn release_cached_blocks(&mut self, driver: &mut Driver) {
+        for pool in [1, 0] {
+            self.release_blocks(pool, driver);
+        }
+    }
+
+    /// `release_blocks`.
+    fn release_blocks(&mut self, pool: usize, driver: &mut Driver) {
+        let ids: Vec<u32> = self.pools[pool].free.values().copied().collect();
+        let mut to_unmap = Vec::new();
+        for id in ids {
+            if self.b(id).es != NIL {
+                to_unmap.push(id);
+            } else if !self.is_split(id) {
+                self.release_block(id, driver);
+            }
+        }
+        for id in to_unmap {
+            self.unmap_block(id, driver);
+            if !self.is_split(id) {
+                // `release_expandable_segment`: nothing is mapped any more.
+                let key = self.unmapped_key(id);
+                self.pools[pool].unmapped.remove(&key);
+                self.delete(id);
+            }
+        }
+    }
+
+    /// `garbage_collect_cached_blocks`: free the oldest unsplit large cached blocks until
+    /// reserved memory is back under the threshold.
+    fn garbage_collect(&mut self, driver: &mut Driver) {
+        let Some(allowed) = self.allowed_maximum else {
+            return;
+        };
+        let threshold = (self.cfg.gc_threshold * allowed as f64) as u64;
+        if self.total_allocated_memory <= threshold {
+            return;
+        }
+        let target = self.total_allocated_memory - threshold;
+        let calls = self.pools[1].get_free_blocks_calls;
+        let age = |b: &Block| calls - b.gc_base;
+        let (mut total_age, mut count) = (0u64, 0u64);
+        for &id in self.pools[1].free.values() {
+            if !self.is_split(id) {
+                total_age += age(self.b(id));
+                count += 1;
+            }
+        }
+        if count == 0 {
+            return;
+        }
+        let (mut reclaimed, mut freed) = (0u64, true);
+        while reclaimed < target && freed && count > 0 {
+            let age_threshold = total_age as f64 / count as f64;
+            freed = false;
+            let ids: Vec<u32> = self.pools[1].free.values().copied().collect();
+            for id in ids {
+                let b = *self.b(id);
+                if !self.is_split(id) && b.es == NIL && age(&b) as f64 >= age_threshold {
+                    freed = true;
+                    reclaimed += b.size;
+                    total_age -= age(&b);
+                    count -= 1;
+                    self.release_block(id, driver);
+                }
+            }
+        }
+    }
+
+    /// `try_merge_blocks`: absorb `src` into `dst` when `src` is free and in the same state.
+    fn try_merge_blocks(&mut self, dst: u32, src: u32) -> u64 {
+        if src == NIL {
+            return 0;
+        }
+        let s = *self.b(src);
+        if s.allocated || s.mapped != self.b(dst).mapped {
+            return 0;
+        }
+        if s.mapped {
+            self.remove_from_blocks(src);
+        } else {
+            let key = self.unmapped_key(src);
+            let pool = self.pool_of(src);
+            self.pools[pool].unmapped.remove(&key);
+        }
+        if self.b(dst).prev == src {
+            let d = self.bm(dst);
+            d.addr = s.addr;
+            d.prev = s.prev;
+            if s.prev != NIL {
+                self.bm(s.prev).next = dst;
+            }
+        } else {
+            self.bm(dst).next = s.next;
+            if s.next != NIL {
+                self.bm(s.next).prev = dst;
+            }
+        }
+        self.bm(dst).size += s.size;
+        self.delete(src);
+        s.size
+    }
+
+    /// Links `id` between `before` and `after`.
+    fn splice(&mut self, id: u32, before: u32, after: u32) {
+        if before != NIL {
+            self.bm(before).next = id;
+        }
+        self.bm(id).prev = before;
+        if after != NIL {
+            self.bm(after).prev = id;
+        }
+        self.bm(id).next = after;
+    }
+
+    /// `find_expandable_block`: the lowest-address run of free and unmapped space of this
+    /// stream's segment that fits `size`, or a new segment.
+    fn find_expandable_block(
+        &mut self,
+        small: bool,
+        stream: u32,
+        size: u64,
+        driver: &mut Driver,
+    ) -> u32 {
+        let pool = usize::from(!small);
+        let allocatable = |me: &Self, id: u32| id != NIL && !me.b(id).allocated;
+        let has_space = |me: &Self, mut id: u32| {
+            let mut bytes = 0;
+            while bytes < size && allocatable(me, id) {
+                bytes += me.b(id).size;
+                id = me.b(id).next;
+            }
+            bytes >= size
+        };
+        let candidates: Vec<u32> = self.pools[pool]
+            .unmapped
+            .range(addr_key(stream, 0)..)
+            .take_while(|(k, _)| (**k >> 64) as u32 == stream)
+            .map(|(_, &id)| id)
+            .collect();
+        for mut c in candidates {
+            if allocatable(self, self.b(c).prev) {
+                c = self.b(c).prev;
+            }
+            if has_space(self, c) {
+                return c;
+            }
+        }
+        let page = if small {
+            K_SMALL_BUFFER
+        } else {
+            self.cfg.large_segment_size
+        };
+        // Address space for 1 1/8 of the device's memory (`ExpandableSegment`).
+        let total = self.cfg.total_memory;
+        let handles = (total + total / 8).div_ceil(page);
+        let va = handles * page;
+        let base = driver.reserve_address(va);
+        self.segments.push(ExpandableSegment { base, page });
+        let id = self.new_block(Block {
+            addr: base,
+            size: va,
+            prev: NIL,
+            next: NIL,
+            stream,
+            small,
+            allocated: false,
+            mapped: false,
+            exists: true,
+            es: (self.segments.len() - 1) as u32,
+            slot: NIL,
+            gc_base: 0,
+        });
+        let key = self.unmapped_key(id);
+        self.pools[pool].unmapped.insert(key, id);
+        id
+    }
+
+    /// `map_block`: back the first `size` bytes (rounded up to pages) of an unmapped range.
+    fn map_block(&mut self, id: u32, size: u64, driver: &mut Driver) -> bool {
+        let b = *self.b(id);
+        let seg = self.segments[b.es as usize];
+        let begin = (b.addr - seg.base) / seg.page;
+        let end = (b.addr + size - seg.base).div_ceil(seg.page);
+        if begin == end || !driver.map(end - begin, seg.page) {
+            return false;
+        }
+        let mapped = (end - begin) * seg.page;
+        let pool = self.pool_of(id);
+        let key = self.unmapped_key(id);
+        self.pools[pool].unmapped.remove(&key);
+        self.bm(id).mapped = true;
+        if mapped < b.size {
+            let rest = self.new_block(Block {
+                addr: b.addr + mapped,
+                size: b.size - mapped,
+                mapped: false,
+                allocated: false,
+                ..b
+            });
+            self.splice(rest, id, b.next);
+            let key = self.unmapped_key(rest);
+            self.pools[pool].unmapped.insert(key, rest);
+            self.bm(id).size = mapped;
+        }
+        let prev = self.b(id).prev;
+        self.try_merge_blocks(id, prev);
+        let next = self.b(id).next;
+        self.try_merge_blocks(id, next);
+        self.insert_into_blocks(id);
+        self.total_allocated_memory += mapped;
+        true
+    }
+
+    /// `try_allocate_expandable_block`.
+    fn try_allocate_expandable_block(
+        &mut self,
+        small: bool,
+        stream: u32,
+        size: u64,
+        driver: &mut Driver,
+    ) -> Option<u32> {
+        let mut c = self.find_expandable_block(small, stream, size, driver);
+        if !self.b(c).mapped {
+            let want = self.b(c).size.min(size);
+            if !self.map_block(c, want, driver) {
+                return None;
+            }
+        }
+        while self.b(c).size < size {
+            let remaining = size - self.b(c).size;
+            let next = self.b(c).next;
+            let want = remaining.min(self.b(next).size);
+            if !self.map_block(next, want, driver) {
+                return None;
+            }
+            c = next;
+        }
+        self.remove_from_blocks(c);
+        Some(c)
+    }
+
+    /// `unmap_block`: give back the fully free pages inside a free expandable block.
+    fn unmap_block(&mut self, id: u32, driver: &mut Driver) {
+        let b = *self.b(id);
+        let seg = self.segments[b.es as usize];
+        let begin = (b.addr - seg.base).div_ceil(seg.page);
+        let end = (b.addr + b.size - seg.base) / seg.page;
+        if begin >= end {
+            return;
+        }
+        self.remove_from_blocks(id);
+        let start = seg.base + begin * seg.page;
+        let bytes = (end - begin) * seg.page;
+        let before = start - b.addr;
+        if before > 0 {
+            let f = self.new_block(Block { size: before, ..b });
+            self.splice(f, b.prev, id);
+            self.insert_into_blocks(f);
+        }
+        let after = b.size - before - bytes;
+        if after > 0 {
+            let f = self.new_block(Block {
+                addr: start + bytes,
+                size: after,
+                ..b
+            });
+            let next = self.b(id).next;
+            self.splice(f, id, next);
+            self.insert_into_blocks(f);
+        }
+        {
+            let m = self.bm(id);
+            m.addr = start;
+            m.size = bytes;
+            m.mapped = false;
+        }
+        let prev = self.b(id).prev;
+        self.try_merge_blocks(id, prev);
+        let next = self.b(id).next;
+        self.try_merge_blocks(id, next);
+        let key = self.unmapped_key(id);
+        let pool = self.pool_of(id);
+        self.pools[pool].unmapped.insert(key, id);
+        self.total_allocated_memory -= bytes;
+        driver.unmap(end - begin, seg.page);
+    }
+
+    /// `empty_cache()`.
+    pub fn empty_cache(&mut self, driver: &mut Driver) {
+        self.release_cached_blocks(driver);
+    }
+}
+
+impl Policy for PyTorchCaching {
+    fn malloc(
+        &mut self,
+        slot: u32,
+        orig_size: u64,
+        stream: u32,
+        driver: &mut Driver,
+    ) -> Result<(), Refused> {
+        let size = self.cfg.round_size(orig_size);
+        let small = size <= K_SMALL_SIZE;
+        let pool = usize::from(!small);
+        let alloc_size = self.cfg.allocation_size(size);
+        let mut found = self.get_free_block(pool, stream, size);
+        if found.is_none() {
+            if self.gc_enabled() {
+                self.garbage_collect(driver);
+            }
+            found = self.alloc_block(small, stream, size, alloc_size, driver);
+            if found.is_none() && self.release_available_cached_blocks(pool, stream, size, driver) {
+                found = self.alloc_block(small, stream, size, alloc_size, driver);
+            }
+            if found.is_none() {
+                self.release_cached_blocks(driver);
+                found = self.alloc_block(small, stream, size, alloc_size, driver);
+            }
+        }
+        let mut id = found.ok_or(Refused)?;
+        if self.should_split(id, size) {
+            // `alloc_found_block`: the request takes the low end, the rest stays cached.
+            let rest = id;
+            let r = *self.b(rest);
+            id = self.new_block(Block {
+                size,
+                prev: r.prev,
+                next: rest,
+                stream,
+                ..r
+            });
+            if r.prev != NIL {
+                self.bm(r.prev).next = id;
+            }
+            let m = self.bm(rest);
+            m.prev = id;
+            m.addr += size;
+            m.size -= size;
+            self.insert_into_blocks(rest);
+        }
+        self.bm(id).allocated = true;
+        self.bm(id).slot = slot;
+        self.allocated += self.b(id).size;
+        let slot = slot as usize;
+        if self.slot_block.len() <= slot {
+            self.slot_block.resize(slot + 1, NIL);
+        }
+        self.slot_block[slot] = id;
+        Ok(())
+    }
+
+    fn free(&mut self, slot: u32, _driver: &mut Driver) {
+        let id = std::mem::replace(&mut self.slot_block[slot as usize], NIL);
+        self.bm(id).allocated = false;
+        self.allocated -= self.b(id).size;
+        // `free_block`.
+        let prev = self.b(id).prev;
+        self.try_merge_blocks(id, prev);
+        let next = self.b(id).next;
+        self.try_merge_blocks(id, next);
+        self.insert_into_blocks(id);
+    }
+
+    fn allocated(&self) -> u64 {
+        self.allocated
+    }
+
+    fn address_map(&self) -> AddressMap {
+        let mut map = AddressMap::default();
+        for (id, b) in self.blocks.iter().enumerate() {
+            if !b.exists || !b.mapped {
+                continue;
+            }
+            let slot = b.allocated.then_some(b.slot);
+            map.blocks.push(BlockSpan {
+                address: b.addr,
+                size: b.size,
+                slot,
+            });
+            // A segment starts where the previous block is absent or unmapped.
+            if b.prev == NIL || !self.blocks[b.prev as usize].mapped {
+                let mut size = 0;
+                let mut cur = id as u32;
+                while cur != NIL && self.blocks[cur as usize].mapped {
+                    size += self.blocks[cur as usize].size;
+                    cur = self.blocks[cur as usize].next;
+                }
+                map.segments.push(Span {
+                    address: b.addr,
+                    size,
+                });
+            }
+        }
+        map.blocks.sort_by_key(|b| b.address);
+        map.segments.sort_by_key(|s| s.address);
+        map
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::DriverModel;
+
+    fn native() -> (PyTorchCaching, Driver) {
+        (
+            PyTorchCaching::new(Config::default()),
+            Driver::new(DriverModel::default()),
+        )
+    }
+
+    fn expandable() -> (PyTorchCaching, Driver) {
+        let cfg = Config {
+            expandable_segments: true,
+            ..Config::default()
+        };
+        (
+            PyTorchCaching::new(cfg),
+            Driver::new(DriverModel::default()),
+        )
+    }
+
+    /// Allocates `sizes` into consecutive slots from `first`, then frees them.
+    fn alloc_all(p: &mut PyTorchCaching, d: &mut Driver, first: u32, sizes: &[u64]) {
+        for (i, &s) in sizes.iter().enumerate() {
+            p.malloc(first + i as u32, s, 0, d).unwrap();
+        }
+    }
+
+    fn free_all(p: &mut PyTorchCaching, d: &mut Driver, first: u32, n: u32) {
+        for slot in first..first + n {
+            p.free(slot, d);
+        }
+    }
+
+    // pytorch/devlogs 2026-06-01: eight 16 MiB blocks cannot be joined into 32 MiB ones.
+    #[test]
+    fn eight_16mib_freed_then_four_32mib_reserve_256mib() {
+        let (mut p, mut d) = native();
+        alloc_all(&mut p, &mut d, 0, &[16 * MIB; 8]);
+        free_all(&mut p, &mut d, 0, 8);
+        alloc_all(&mut p, &mut d, 8, &[32 * MIB; 4]);
+        assert_eq!(d.reserved(), 256 * MIB);
+        assert_eq!(d.device_allocs(), 12);
+    }
+
+    #[test]
+    fn four_32mib_freed_then_eight_16mib_reserve_128mib() {
+        let (mut p, mut d) = native();
+        alloc_all(&mut p, &mut d, 0, &[32 * MIB; 4]);
+        free_all(&mut p, &mut d, 0, 4);
+        alloc_all(&mut p, &mut d, 4, &[16 * MIB; 8]);
+        assert_eq!(d.reserved(), 128 * MIB);
+        assert_eq!(p.allocated(), 128 * MIB);
+    }
+
+    #[test]
+    fn a_2mib_then_a_half_mib_request_reserve_22mib_in_two_pools() {
+        let (mut p, mut d) = native();
+        alloc_all(&mut p, &mut d, 0, &[2 * MIB, MIB / 2]);
+        assert_eq!(d.reserved(), 22 * MIB);
+        let (mut p, mut d) = native();
+        alloc_all(&mut p, &mut d, 0, &[2 * MIB, 2 * MIB]);
+        assert_eq!(d.reserved(), 20 * MIB);
+    }
+
+    #[test]
+    fn expandable_segments_map_20mib_pages_and_reuse_them_after_a_full_free() {
+        let (mut p, mut d) = expandable();
+        alloc_all(&mut p, &mut d, 0, &[16 * MIB; 8]);
+        assert_eq!(d.reserved(), 140 * MIB);
+        free_all(&mut p, &mut d, 0, 8);
+        alloc_all(&mut p, &mut d, 8, &[32 * MIB; 4]);
+        assert_eq!(d.reserved(), 140 * MIB);
+        assert_eq!(p.allocated(), 128 * MIB);
+    }
+
+    #[test]
+    fn expandable_small_pool_maps_2mib_pages() {
+        let (mut p, mut d) = expandable();
+        alloc_all(&mut p, &mut d, 0, &[MIB / 2, 2 * MIB]);
+        assert_eq!(d.reserved(), 2 * MIB + 20 * MIB);
+    }
+
+    #[test]
+    fn empty_cache_unmaps_free_pages_of_expandable_segments() {
+        let (mut p, mut d) = expandable();
+        alloc_all(&mut p, &mut d, 0, &[30 * MIB, 30 * MIB]);
+        assert_eq!(d.reserved(), 60 * MIB);
+        p.free(0, &mut d);
+        p.empty_cache(&mut d);
+        // The first 30 MiB are free: only the first page (20 MiB) is wholly free.
+        assert_eq!(d.reserved(), 40 * MIB);
+        p.free(1, &mut d);
+        p.empty_cache(&mut d);
+        assert_eq!(d.reserved(), 0);
+    }
+
+    /// PR #193400's reproducer: a 64 MiB canary, then per cycle A = 91 MiB and B = 45.5 MiB,
+    /// a 2 MiB block that stays, and A and B freed. `cycle k` is after k + 1 cycles.
+    fn pr_193400(cfg: Config) -> Vec<(u64, u64)> {
+        let mut p = PyTorchCaching::new(cfg);
+        let mut d = Driver::new(DriverModel { capacity: 16 << 30 });
+        p.malloc(0, 64 * MIB, 0, &mut d).unwrap();
+        let mut seen = Vec::new();
+        let mut slot = 1;
+        for cycle in 0..=100 {
+            p.malloc(slot, 91 * MIB, 0, &mut d).unwrap();
+            p.malloc(slot + 1, 91 * MIB / 2, 0, &mut d).unwrap();
+            p.malloc(slot + 2, 2 * MIB, 0, &mut d).unwrap();
+            p.free(slot, &mut d);
+            p.free(slot + 1, &mut d);
+            slot += 3;
+            if cycle % 20 == 0 {
+                seen.push((p.allocated() / MIB, d.reserved() / MIB));
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn max_split_size_with_expandable_segments_grows_as_in_pr_193400() {
+        let cfg = Config {
+            expandable_segments: true,
+            max_split_size: 128 * MIB,
+            ..Config::default()
+        };
+        assert_eq!(
+            pr_193400(cfg),
+            vec![
+                (66, 220),
+                (106, 2_980),
+                (146, 5_760),
+                (186, 8_520),
+                (226, 11_300),
+                (266, 14_060)
+            ]
+        );
+    }
+
+    #[test]
+    fn either_option_alone_keeps_pr_193400_under_500mib() {
+        let es = pr_193400(Config {
+            expandable_segments: true,
+            ..Config::default()
+        });
+        let split = pr_193400(Config {
+            max_split_size: 128 * MIB,
+            ..Config::default()
+        });
+        assert!(es.iter().all(|&(_, r)| r < 500), "{es:?}");
+        assert!(split.iter().all(|&(_, r)| r < 500), "{split:?}");
+    }
+
+    #[test]
+    fn an_alloc_conf_becomes_the_policy_it_configures() {
+        let s = spec_from_alloc_conf(
+            "expandable_segments:True,roundup_power2_divisions:[256:1,>:4],backend:native",
+            Some("0.5"),
+        );
+        assert_eq!(
+            s.to_string(),
+            "pytorch-expandable:roundup_power2_divisions=[256:1,>:4],memory_fraction=0.5"
+        );
+        assert_eq!(spec_from_alloc_conf("", None).to_string(), "pytorch");
+    }
+
+    #[test]
+    fn rounding_follows_round_size() {
+        let c = Config::default();
+        assert_eq!(c.round_size(1), 512);
+        assert_eq!(c.round_size(513), 1024);
+        let four = Config {
+            divisions: [4; 16],
+            ..Config::default()
+        };
+        // The code's own example (1200 → 1280) holds for the division step alone; round_size
+        // applies it only above 512 · divisions.
+        assert_eq!(roundup_power2_next_division(1200, 4), 1280);
+        assert_eq!(four.round_size(1200), 1536);
+        assert_eq!(four.round_size(1024), 1024);
+        assert_eq!(four.round_size(5 * MIB + 1), 6 * MIB);
+        // Below 512 · divisions, plain 512 rounding.
+        assert_eq!(four.round_size(1900), 2048);
+        assert_eq!(four.round_size(2049), 2560);
+    }
+
+    #[test]
+    fn segment_sizes_follow_get_allocation_size() {
+        let c = Config::default();
+        assert_eq!(c.allocation_size(512), 2 * MIB);
+        assert_eq!(c.allocation_size(MIB + 512), 20 * MIB);
+        assert_eq!(c.allocation_size(10 * MIB), 10 * MIB);
+        assert_eq!(c.allocation_size(11 * MIB - 512), 12 * MIB);
+    }
+
+    #[test]
+    fn blocks_are_never_reused_across_streams() {
+        let (mut p, mut d) = native();
+        p.malloc(0, 16 * MIB, 0, &mut d).unwrap();
+        p.free(0, &mut d);
+        p.malloc(1, 16 * MIB, 1, &mut d).unwrap();
+        assert_eq!(d.reserved(), 32 * MIB);
+        p.malloc(2, 16 * MIB, 0, &mut d).unwrap();
+        assert_eq!(d.reserved(), 32 * MIB);
+    }
+
+    #[test]
+    fn oversize_blocks_are_not_split_and_only_serve_close_sizes() {
+        let cfg = Config {
+            max_split_size: 64 * MIB,
+            ..Config::default()
+        };
+        let mut p = PyTorchCaching::new(cfg);
+        let mut d = Driver::new(DriverModel::default());
+        p.malloc(0, 100 * MIB, 0, &mut d).unwrap();
+        p.free(0, &mut d);
+        // 30 MiB < max_split may not take the 100 MiB oversize block.
+        p.malloc(1, 30 * MIB, 0, &mut d).unwrap();
+        assert_eq!(d.reserved(), 130 * MIB);
+        // 90 MiB may (100 < 90 + 20), and takes it whole.
+        p.malloc(2, 90 * MIB, 0, &mut d).unwrap();
+        assert_eq!(d.reserved(), 130 * MIB);
+        assert_eq!(p.allocated(), 130 * MIB);
+    }
+
+    #[test]
+    fn an_oom_frees_cached_segments_and_retries() {
+        let mut p = PyTorchCaching::new(Config::default());
+        let mut d = Driver::new(DriverModel { capacity: 64 * MIB });
+        p.malloc(0, 40 * MIB, 0, &mut d).unwrap();
+        p.free(0, &mut d);
+        // 50 MiB does not fit next to the cached 40 MiB: the cache is released, then it fits.
+        p.malloc(1, 50 * MIB, 0, &mut d).unwrap();
+        assert_eq!(d.reserved(), 50 * MIB);
+        assert_eq!(d.device_frees(), 1);
+        assert_eq!(p.malloc(2, 20 * MIB, 0, &mut d), Err(Refused));
+    }
+
+    #[test]
+    fn garbage_collection_frees_old_cached_blocks_above_the_threshold() {
+        let cfg = Config {
+            gc_threshold: 0.5,
+            memory_fraction: 1.0 - f64::EPSILON,
+            total_memory: 100 * MIB,
+            ..Config::default()
+        };
+        let mut p = PyTorchCaching::new(cfg);
+        let mut d = Driver::new(DriverModel::default());
+        p.malloc(0, 30 * MIB, 0, &mut d).unwrap();
+        p.malloc(1, 30 * MIB, 0, &mut d).unwrap();
+        p.free(0, &mut d);
+        p.free(1, &mut d);
+        // Reserved 60 MiB > 50% of ~100 MiB: the next miss collects cached blocks first.
+        p.malloc(2, 34 * MIB, 0, &mut d).unwrap();
+        assert!(d.reserved() <= 64 * MIB, "{}", d.reserved() / MIB);
+    }
+}

@@ -1,0 +1,273 @@
+//! `vramtrace replay` and `vramtrace fit` from the outside: output contracts, errors, warnings.
+
+use assert_cmd::Command;
+use std::path::PathBuf;
+use vramtrace_format::{Api, Event, Metadata, TraceWriter, WriterOptions};
+
+const MLP: &str = "../samples/traces/h200-torch/mlp.native.vramtrace";
+
+fn vramtrace() -> Command {
+    Command::cargo_bin("vramtrace").unwrap()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = vramtrace().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn replay_json_has_the_contract_fields_for_every_policy() {
+    let v = json(&["replay", MLP, "--json"]);
+    assert!(v["lower_bound_bytes"].as_u64().unwrap() > 0);
+    let policies = v["policies"].as_array().unwrap();
+    assert_eq!(policies.len(), vramtrace::policy::REGISTRY.len());
+    for p in policies {
+        for field in [
+            "name",
+            "peak_requested",
+            "peak_allocated",
+            "peak_reserved",
+            "fragmentation_at_peak",
+            "device_allocs",
+            "device_frees",
+            "est_alloc_time_us",
+        ] {
+            assert!(!p[field].is_null(), "{field} missing in {p}");
+        }
+        assert!(p["oom"].is_null());
+    }
+}
+
+#[test]
+fn replay_text_output_is_stable() {
+    let out = vramtrace()
+        .args([
+            "replay",
+            MLP,
+            "--policy",
+            "pytorch,pytorch-expandable,lower-bound",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap());
+}
+
+#[test]
+fn replay_json_output_is_stable() {
+    let v = json(&["replay", MLP, "--policy", "pytorch,cuda-malloc", "--json"]);
+    insta::assert_json_snapshot!(v);
+}
+
+#[test]
+fn an_oom_names_time_size_and_reserved() {
+    let v = json(&[
+        "replay",
+        MLP,
+        "--policy",
+        "pytorch",
+        "--capacity",
+        "300MiB",
+        "--json",
+    ]);
+    let oom = &v["policies"][0]["oom"];
+    assert!(oom["time_ns"].is_u64() && oom["size"].is_u64());
+    assert!(oom["reserved"].as_u64().unwrap() <= 300 << 20);
+    assert!(!oom["largest_live"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn csv_has_one_row_per_policy() {
+    let out = vramtrace()
+        .args(["replay", MLP, "--policy", "pytorch,lower-bound", "--csv"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 3);
+    assert!(text.starts_with("pid,device,policy,lower_bound_bytes,peak_requested"));
+}
+
+#[test]
+fn fit_finds_a_capacity_that_fits_and_one_byte_less_does_not() {
+    let v = json(&["fit", MLP, "--json"]);
+    let lb = v["lower_bound_bytes"].as_u64().unwrap();
+    let at = |name: &str, c: u64| {
+        json(&[
+            "replay",
+            MLP,
+            "--policy",
+            name,
+            "--capacity",
+            &c.to_string(),
+            "--json",
+        ])
+    };
+    for p in v["policies"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        let need = p["min_capacity_bytes"].as_u64().unwrap();
+        assert!(need >= lb, "{name}");
+        assert!(
+            at(name, need)["policies"][0]["oom"].is_null(),
+            "{name} at {need}"
+        );
+        assert!(
+            !at(name, need - 1)["policies"][0]["oom"].is_null(),
+            "{name} at {need} - 1"
+        );
+        if name == "lower-bound" {
+            assert_eq!(need, lb);
+        }
+    }
+}
+
+#[test]
+fn list_policies_shows_every_policy_and_its_defaults() {
+    let out = vramtrace()
+        .args(["replay", "--list-policies"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap());
+}
+
+#[test]
+fn a_bad_policy_is_bad_usage() {
+    let out = vramtrace()
+        .args(["replay", MLP, "--policy", "pytorch:max_split_size_mb=4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("max_split_size_mb=4 is too small"));
+    let out = vramtrace()
+        .args(["replay", MLP, "--policy", "tcmalloc"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_missing_trace_fails_with_one_line_naming_it() {
+    let out = vramtrace()
+        .args(["replay", "no-such.vramtrace"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1);
+    assert!(err.contains("no-such.vramtrace"));
+}
+
+/// What the driver sees under PyTorch's default allocator: a few 2 MiB-multiple segments.
+fn segment_level_trace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("segments.vramtrace");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w = TraceWriter::new(file, &Metadata::default(), WriterOptions::default()).unwrap();
+    for (i, size) in [2u64 << 20, 20 << 20, 20 << 20, 64 << 20, 2 << 20]
+        .iter()
+        .enumerate()
+    {
+        w.push(&Event {
+            seq: i as u64 + 1,
+            time_ns: i as u64 * 1000,
+            pid: 7,
+            device: 0,
+            address: 0x7000_0000_0000 + (i as u64) * (1 << 30),
+            size: *size,
+            ..Event::new(Api::CuMemAlloc_v2)
+        })
+        .unwrap();
+    }
+    w.finish().unwrap();
+    (dir, path)
+}
+
+#[test]
+fn a_segment_level_trace_is_replayed_with_a_warning() {
+    let (_dir, path) = segment_level_trace();
+    let out = vramtrace()
+        .args(["replay", path.to_str().unwrap(), "--policy", "pytorch"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("segment-level trace"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("level        segment (inferred)"));
+    let v = json(&["replay", path.to_str().unwrap(), "--json"]);
+    assert_eq!(v["capture_level"], "segment");
+    assert!(
+        v["warning"].as_str().unwrap().contains("misleads")
+            || v["warning"].as_str().unwrap().contains("mislead")
+    );
+}
+
+/// Two processes; the second asks for an impossible size (a damaged or hostile trace).
+fn two_process_trace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.vramtrace");
+    let file = std::fs::File::create(&path).unwrap();
+    let metadata = Metadata {
+        capture_level: "request".into(),
+        ..Metadata::default()
+    };
+    let mut w = TraceWriter::new(file, &metadata, WriterOptions::default()).unwrap();
+    let events = [
+        (1, 0x1000, 64 << 20, Api::CuMemAllocAsync),
+        (2, 0x2000, u64::MAX / 2, Api::CuMemAllocAsync),
+        (1, 0x3000, 32 << 20, Api::CuMemAllocAsync),
+        (1, 0x1000, 0, Api::CuMemFreeAsync),
+    ];
+    for (i, &(pid, address, size, api)) in events.iter().enumerate() {
+        w.push(&Event {
+            seq: i as u64 + 1,
+            time_ns: i as u64 * 1000,
+            pid,
+            device: 0,
+            address,
+            size,
+            ..Event::new(api)
+        })
+        .unwrap();
+    }
+    w.finish().unwrap();
+    (dir, path)
+}
+
+#[test]
+fn each_process_is_replayed_on_its_own_and_an_impossible_request_is_an_oom() {
+    let (_dir, path) = two_process_trace();
+    let v = json(&["replay", path.to_str().unwrap(), "--json"]);
+    let streams = v["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2);
+    assert_eq!(streams[0]["pid"], 1);
+    assert_eq!(streams[0]["lower_bound_bytes"], 96u64 << 20);
+    for p in streams[0]["policies"].as_array().unwrap() {
+        assert!(p["oom"].is_null(), "{p}");
+    }
+    for p in streams[1]["policies"].as_array().unwrap() {
+        assert_eq!(p["oom"]["size"], u64::MAX / 2, "{p}");
+    }
+    // The summary sums the streams' peaks and keeps the earliest OOM.
+    let lb = &v["policies"].as_array().unwrap()[4];
+    assert_eq!(lb["name"], "lower-bound");
+    assert_eq!(lb["peak_reserved"], 96u64 << 20);
+    assert_eq!(lb["oom"]["time_ns"], 1000);
+}
+
+#[test]
+fn fit_says_null_when_no_capacity_fits() {
+    let (_dir, path) = two_process_trace();
+    let v = json(&[
+        "fit",
+        path.to_str().unwrap(),
+        "--policy",
+        "pytorch",
+        "--json",
+    ]);
+    assert!(v["policies"][0]["min_capacity_bytes"].is_null());
+    assert!(v["streams"][0]["policies"][0]["min_capacity_bytes"].is_u64());
+}

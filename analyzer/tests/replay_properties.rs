@@ -1,0 +1,201 @@
+//! Invariants of every policy on random request streams (proptest).
+
+use proptest::prelude::*;
+use vramtrace::model::{Request, RequestKind, RequestStream};
+use vramtrace::policy::{BuildContext, PolicySpec, REGISTRY, build, parse_specs};
+use vramtrace::replay::{Driver, DriverModel, replay_all};
+
+const MIB: u64 = 1 << 20;
+
+/// An operation of the generator: allocate a size on a stream, or free the `n`th live object.
+#[derive(Debug, Clone)]
+enum Op {
+    Alloc(u64, u32),
+    Free(usize),
+    /// An allocation the program tries and survives failing.
+    Attempt(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let size = prop_oneof![
+        1u64..=4096,
+        4096u64..=MIB,
+        MIB..=10 * MIB,
+        10 * MIB..=200 * MIB,
+    ];
+    prop_oneof![
+        3 => (size, 0u32..2).prop_map(|(s, st)| Op::Alloc(s, st)),
+        2 => any::<usize>().prop_map(Op::Free),
+        1 => (MIB..=300 * MIB).prop_map(Op::Attempt),
+    ]
+}
+
+/// A valid stream: frees only live objects; slots reused like the model reuses them.
+fn stream_of(ops: &[Op]) -> RequestStream {
+    let mut live: Vec<(u32, u64)> = Vec::new();
+    let mut free_slots: Vec<u32> = Vec::new();
+    let mut next = 0;
+    let mut requests = Vec::new();
+    for (t, op) in ops.iter().enumerate() {
+        let r = match *op {
+            Op::Alloc(size, stream) => {
+                let slot = free_slots.pop().unwrap_or_else(|| {
+                    next += 1;
+                    next - 1
+                });
+                live.push((slot, size));
+                Request::alloc(slot, size, stream)
+            }
+            Op::Attempt(size) => {
+                let slot = free_slots.last().copied().unwrap_or(next);
+                Request {
+                    kind: RequestKind::Attempt,
+                    ..Request::alloc(slot, size, 0)
+                }
+            }
+            Op::Free(_) if live.is_empty() => continue,
+            Op::Free(n) => {
+                let (slot, size) = live.swap_remove(n % live.len());
+                free_slots.push(slot);
+                Request::free(slot, size)
+            }
+        };
+        requests.push(Request {
+            time_ns: t as u64,
+            ..r
+        });
+    }
+    RequestStream::from_requests(requests)
+}
+
+/// Every registered policy with its defaults, plus the PyTorch options that change placement.
+fn specs() -> Vec<PolicySpec> {
+    let mut specs: Vec<PolicySpec> = REGISTRY
+        .iter()
+        .map(|p| PolicySpec {
+            name: p.name.into(),
+            options: Vec::new(),
+        })
+        .collect();
+    specs.extend(
+        parse_specs(
+            "pytorch:max_split_size_mb=64,roundup_power2_divisions=[2:1,8:4,>:2],\
+             pytorch:garbage_collection_threshold=0.5,memory_fraction=0.5,\
+             pytorch-expandable:max_split_size_mb=32,roundup_power2_divisions=4",
+        )
+        .unwrap(),
+    );
+    specs
+}
+
+/// Drives one policy request by request and checks the invariants after each.
+fn check_policy(
+    stream: &RequestStream,
+    spec: &PolicySpec,
+    capacity: u64,
+) -> Result<(), TestCaseError> {
+    let mut policy = build(spec, &BuildContext { stream, capacity }).unwrap();
+    let mut driver = Driver::new(DriverModel { capacity });
+    let mut requested = 0u64;
+    for (i, r) in stream.requests.iter().enumerate() {
+        match r.kind {
+            RequestKind::Alloc => {
+                if policy
+                    .malloc(r.slot, r.size, r.stream, &mut driver)
+                    .is_err()
+                {
+                    // An OOM is only allowed when the device is really limited.
+                    prop_assert!(capacity != u64::MAX, "{spec}: OOM without a capacity");
+                    return Ok(());
+                }
+                requested += r.size;
+            }
+            RequestKind::Free => {
+                policy.free(r.slot, &mut driver);
+                requested -= r.size;
+            }
+            RequestKind::Attempt => {
+                driver.set_frozen(true);
+                policy.attempt(r.slot, r.size, r.stream, &mut driver);
+                driver.set_frozen(false);
+            }
+        }
+        let (allocated, reserved) = (policy.allocated(), driver.reserved());
+        prop_assert!(
+            reserved >= allocated && allocated >= requested,
+            "{spec} after request {i}: reserved {reserved} allocated {allocated} requested {requested}"
+        );
+        let map = policy.address_map();
+        let mut used: Vec<_> = map.blocks.iter().filter(|b| b.slot.is_some()).collect();
+        used.sort_by_key(|b| b.address);
+        for w in used.windows(2) {
+            prop_assert!(
+                w[0].address + w[0].size <= w[1].address,
+                "{spec} after request {i}: live blocks overlap: {:?}",
+                (w[0], w[1])
+            );
+        }
+        let block_bytes: u64 = used.iter().map(|b| b.size).sum();
+        prop_assert_eq!(block_bytes, allocated, "{} after request {}", spec, i);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_policy_keeps_blocks_apart_and_reserved_over_allocated_over_requested(
+        ops in prop::collection::vec(op(), 1..120),
+    ) {
+        let stream = stream_of(&ops);
+        for spec in specs() {
+            check_policy(&stream, &spec, u64::MAX)?;
+        }
+    }
+
+    #[test]
+    fn under_a_capacity_every_request_is_served_or_reported_as_oom(
+        ops in prop::collection::vec(op(), 1..120),
+        capacity_mib in 1u64..600,
+    ) {
+        let stream = stream_of(&ops);
+        let specs = specs();
+        let capacity = capacity_mib * MIB;
+        let results = replay_all(std::slice::from_ref(&stream), &specs, &[capacity]).unwrap();
+        let lb = stream.lower_bound();
+        for r in &results {
+            let o = &r.outcome;
+            match &o.oom {
+                None => prop_assert_eq!(o.requests, stream.requests.len()),
+                Some(oom) => {
+                    prop_assert_eq!(oom.request_index, o.requests);
+                    prop_assert_eq!(stream.requests[oom.request_index].kind, RequestKind::Alloc);
+                    prop_assert!(oom.reserved <= capacity);
+                }
+            }
+            prop_assert!(o.peak_reserved <= capacity);
+            if o.oom.is_none() {
+                prop_assert!(o.peak_reserved >= lb, "{} beat the lower bound", specs[r.policy]);
+            }
+            check_policy(&stream, &specs[r.policy], capacity)?;
+        }
+    }
+
+    #[test]
+    fn one_thread_and_four_threads_give_the_same_results(
+        ops in prop::collection::vec(op(), 1..200),
+    ) {
+        let streams = vec![stream_of(&ops), stream_of(&ops[ops.len() / 2..])];
+        let specs = specs();
+        let caps = [u64::MAX, 300 * MIB];
+        let run = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| replay_all(&streams, &specs, &caps).unwrap())
+        };
+        prop_assert_eq!(run(1), run(4));
+    }
+}

@@ -1,0 +1,137 @@
+//! The real allocator as the oracle: traces PyTorch recorded of its own requests on an H200,
+//! replayed and compared with the same processes' `torch.cuda.memory_stats()`.
+//!
+//! The traces and stats are in `samples/traces/h200-torch/` (provenance in
+//! `samples/README.replay.md`; `samples/workloads/replay_validate.py` made them).
+
+use std::path::{Path, PathBuf};
+use vramtrace::model::{Model, RequestStream};
+use vramtrace::policy::PolicySpec;
+use vramtrace::policy::pytorch::spec_from_alloc_conf;
+use vramtrace::replay::run;
+use vramtrace_format::{ReadOptions, Trace};
+
+fn samples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/traces/h200-torch")
+}
+
+fn stats(name: &str) -> serde_json::Value {
+    let path = samples().join(format!("{name}.stats.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The policy the recorded process ran under.
+fn policy_of(stats: &serde_json::Value) -> PolicySpec {
+    spec_from_alloc_conf(
+        stats["alloc_conf"].as_str().unwrap(),
+        stats["memory_fraction"].as_str(),
+    )
+}
+
+fn stream_of(name: &str) -> RequestStream {
+    let trace = Trace::open(
+        &samples().join(format!("{name}.vramtrace")),
+        ReadOptions::default(),
+    )
+    .unwrap();
+    let mut model = Model::from_events(trace.events(), &trace.metadata);
+    assert_eq!(model.streams.len(), 1, "{name}");
+    model.streams.remove(0)
+}
+
+/// Every recorded run, by name.
+fn runs() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(samples())
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".stats.json").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn pytorch_policies_predict_the_real_peak_reserved_within_one_percent() {
+    let capacity = |s: &serde_json::Value| s["total_memory"].as_u64().unwrap();
+    let mut checked = 0;
+    for name in runs() {
+        let s = stats(&name);
+        let spec = policy_of(&s);
+        let o = run(&stream_of(&name), &spec, capacity(&s)).unwrap();
+        let real_reserved = s["max_memory_reserved"].as_u64().unwrap();
+        let real_allocated = s["max_memory_allocated"].as_u64().unwrap();
+        let err = |a: u64, b: u64| (a as f64 - b as f64).abs() / b as f64;
+        assert!(
+            err(o.peak_reserved, real_reserved) <= 0.01,
+            "{name} ({spec}): peak reserved {} vs real {real_reserved}",
+            o.peak_reserved
+        );
+        assert!(
+            err(o.peak_allocated, real_allocated) <= 0.01,
+            "{name}: peak allocated"
+        );
+        if s["memory_stats"]["num_ooms"].as_u64() == Some(0) {
+            assert!(o.oom.is_none(), "{name} never ran out of memory");
+        }
+        // Where the allocator never gave memory back, nothing depends on the driver's
+        // addresses and the replay is exact (docs/validation.md explains the rest).
+        if s["memory_stats"]["num_device_free"].as_u64() == Some(0) {
+            assert_eq!(
+                o.peak_reserved, real_reserved,
+                "{name}: exact peak reserved"
+            );
+            assert_eq!(
+                o.device_allocs,
+                s["memory_stats"]["num_device_alloc"].as_u64().unwrap(),
+                "{name}: device allocations"
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 18, "every recorded run is checked ({checked})");
+}
+
+/// The what-if question itself: from the trace of a run under the default allocator, predict
+/// what another configuration reserves, and compare with a separate process that ran under it.
+#[test]
+fn the_default_run_predicts_the_other_configurations_of_the_same_workload() {
+    let mut checked = 0;
+    for workload in ["mlp", "transformer_varlen", "resnet", "gpt_ckpt_varlen"] {
+        let stream = stream_of(&format!("{workload}.native"));
+        for config in ["expandable", "split64"] {
+            let s = stats(&format!("{workload}.{config}"));
+            let spec = policy_of(&s);
+            let o = run(&stream, &spec, u64::MAX).unwrap();
+            assert_eq!(
+                o.peak_reserved,
+                s["max_memory_reserved"].as_u64().unwrap(),
+                "{workload}: {spec} predicted from the default run"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 8);
+}
+
+/// Out of memory, predicted: the default run's trace, replayed under the memory cap another
+/// process ran under, fails at the very request where that process got its OOM error.
+#[test]
+fn a_capped_run_is_predicted_to_fail_at_the_request_where_it_really_failed() {
+    let full = stream_of("gpt_ckpt_varlen.native");
+    for capped in ["gpt_ckpt_varlen.cap2_5g", "gpt_ckpt_varlen.cap3g"] {
+        let s = stats(capped);
+        assert!(s["oom"].is_string(), "{capped} ran out of memory");
+        let real = stream_of(capped);
+        let failed_at = real
+            .requests
+            .iter()
+            .position(|r| r.kind == vramtrace::model::RequestKind::Attempt)
+            .unwrap();
+        let o = run(&full, &policy_of(&s), s["total_memory"].as_u64().unwrap()).unwrap();
+        let oom = o.oom.expect("the cap is too small for the whole run");
+        assert_eq!(oom.request_index, failed_at, "{capped}");
+        assert_eq!(oom.size, real.requests[failed_at].size, "{capped}");
+    }
+}
