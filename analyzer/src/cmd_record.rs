@@ -22,6 +22,10 @@ pub struct Options {
     pub output: Option<PathBuf>,
     pub requests: bool,
     pub preload: Option<PathBuf>,
+    /// `native`, `fp` or `none` (`VRAMTRACE_STACKS`).
+    pub stacks: String,
+    /// Frames kept per stack (`VRAMTRACE_MAX_DEPTH`).
+    pub max_depth: u16,
     pub command: Vec<OsString>,
 }
 
@@ -76,6 +80,8 @@ pub fn run(opts: Options) -> Result<()> {
     }
     cmd.env("VRAMTRACE_OUTPUT", out_var);
     cmd.env("VRAMTRACE_HEARTBEAT", &heartbeat);
+    cmd.env("VRAMTRACE_STACKS", &opts.stacks);
+    cmd.env("VRAMTRACE_MAX_DEPTH", opts.max_depth.to_string());
     if opts.requests {
         for (k, v) in request_level_env(|k| std::env::var(k).ok()) {
             cmd.env(k, v);
