@@ -334,3 +334,70 @@ fn stacks_none_records_no_stack() {
     assert!(trace.events().all(|e| e.stack == NO_STACK));
     assert!(trace.tables.stacks.is_empty());
 }
+
+/// The highest `GLIBC_2.N` minor version that `objdump -T` lists for `lib`, and the undefined
+/// symbols that carry no version and are not weak (those would fail to resolve where the C
+/// library lacks them).
+fn glibc_requirements(lib: &Path) -> (u32, Vec<String>) {
+    let out = Command::new("objdump")
+        .arg("-T")
+        .arg(lib)
+        .output()
+        .expect("run objdump -T");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let newest = text
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .filter_map(|w| w.strip_prefix("GLIBC_2."))
+        .filter_map(|v| v.split('.').next()?.parse::<u32>().ok())
+        .max()
+        .unwrap_or(0);
+    let unversioned = text
+        .lines()
+        .filter(|l| l.contains("*UND*") && !l.contains("GLIBC_"))
+        .filter(|l| l.split_whitespace().nth(1) != Some("w"))
+        .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+        .collect();
+    (newest, unversioned)
+}
+
+/// The old-glibc build (`recorder/README.md`, "Old C libraries"): cargo-zigbuild against
+/// glibc 2.17's symbol versions. It needs `pip install ziglang cargo-zigbuild` and takes a
+/// minute or two cold, so it runs on request: `cargo test -p vramtrace-tests --test stacks --
+/// --ignored`.
+#[test]
+#[ignore = "builds the recorder with cargo-zigbuild (pip install ziglang cargo-zigbuild)"]
+fn the_glibc_2_17_build_needs_nothing_newer_and_records_stacks() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target = "x86_64-unknown-linux-gnu.2.17";
+    let status = Command::new(&cargo)
+        .args([
+            "zigbuild",
+            "--release",
+            "-p",
+            "vramtrace-recorder",
+            "--target",
+            target,
+        ])
+        .current_dir(&root)
+        .status()
+        .expect("run cargo zigbuild");
+    assert!(status.success(), "cargo zigbuild --target {target}");
+    let lib = root.join("target/x86_64-unknown-linux-gnu/release/libvramtrace_preload.so");
+
+    let (newest, unversioned) = glibc_requirements(&lib);
+    assert!(newest <= 17, "requires GLIBC_2.{newest}");
+    assert!(
+        unversioned.is_empty(),
+        "strong unversioned: {unversioned:?}"
+    );
+    // The build from this machine's own toolchain, for contrast, requires far newer.
+    assert!(glibc_requirements(&artifacts().preload).0 > 17);
+
+    let preload = lib.to_str().expect("utf-8 path");
+    let run = Run::new("glibc-2.17", &["sites"], &[("LD_PRELOAD", preload)]);
+    assert_eq!(
+        run.names(&run.stack(1001))[..3],
+        ["alloc_bytes", "site_a", "main"]
+    );
+}

@@ -17,3 +17,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, unsigned long n) {
 }
 
 CUresult cuMemFree_v2(CUdeviceptr p) { (void)p; return 0; }
+
+/* One context on device 0, current on every thread (the recorder asks on every call). */
+CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)0x1000; return 0; }
+
+CUresult cuCtxGetDevice(int *device) { *device = 0; return 0; }
