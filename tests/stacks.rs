@@ -401,3 +401,34 @@ fn the_glibc_2_17_build_needs_nothing_newer_and_records_stacks() {
         ["alloc_bytes", "site_a", "main"]
     );
 }
+
+#[test]
+fn the_launcher_says_why_the_dynamic_loader_refused_the_preload() {
+    // What an old C library does to a library built on a new one, ld.so does to any file it
+    // cannot load: it prints one line, ignores the entry and runs the program unrecorded.
+    let dir = scratch("stacks-refused");
+    let bad = dir.join("libvramtrace_preload.so");
+    std::fs::write(&bad, [b'x'; 256]).expect("write a file that is no ELF object");
+    let out = command(&artifacts().vramtrace)
+        .arg("record")
+        .arg("--preload")
+        .arg(&bad)
+        .arg("-o")
+        .arg(dir.join("out/"))
+        .arg("--")
+        .arg(&programs().client)
+        .arg("sites")
+        .output()
+        .expect("run vramtrace record");
+    assert!(out.status.success(), "the program itself ran fine");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("vramtrace: no trace was written"))
+        .unwrap_or_else(|| panic!("no verdict in {stderr}"));
+    assert!(
+        line.contains("the dynamic loader refused to preload")
+            && line.contains("(invalid ELF header)"),
+        "{line}"
+    );
+}

@@ -97,7 +97,10 @@ pub fn run(opts: Options) -> Result<()> {
         report(t);
     }
     if traces.is_empty() {
-        eprintln!("vramtrace: no trace was written: {}", why_none(&heartbeat));
+        eprintln!(
+            "vramtrace: no trace was written: {}",
+            why_none(&heartbeat, &preload)
+        );
     }
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
@@ -299,7 +302,7 @@ pub fn peak_live_device_bytes(trace: &Trace) -> u64 {
 }
 
 /// Why no trace appeared, from the marks the preload left in the heartbeat directory.
-fn why_none(heartbeat: &Path) -> String {
+fn why_none(heartbeat: &Path, preload: &Path) -> String {
     let names: Vec<String> = std::fs::read_dir(heartbeat)
         .into_iter()
         .flatten()
@@ -321,10 +324,17 @@ fn why_none(heartbeat: &Path) -> String {
              traces were removed)"
         )
     } else if loaded == 0 {
-        format!(
-            "{PRELOAD_NAME} was never loaded (a static or setuid program, a C library older than \
-             the one it was built against, or a program that clears LD_PRELOAD)"
-        )
+        match loader_refusal(preload) {
+            Some(reason) => format!(
+                "the dynamic loader refused to preload {} ({reason}); with \"version \
+                 `GLIBC_2.N' not found\", use the build for old C libraries (recorder/README.md)",
+                preload.display()
+            ),
+            None => format!(
+                "{PRELOAD_NAME} was never loaded (a static or setuid program, or a program that \
+                 clears LD_PRELOAD)"
+            ),
+        }
     } else {
         format!(
             "{PRELOAD_NAME} was loaded in {loaded} process(es), but none looked up a CUDA driver \
@@ -332,6 +342,24 @@ fn why_none(heartbeat: &Path) -> String {
              cannot see (RTLD_DEEPBIND, dlmopen, a statically linked driver)"
         )
     }
+}
+
+/// Why the dynamic loader will not preload `lib` on this machine (a C library older than the
+/// one it was built against, a wrong architecture, a damaged file), from the line ld.so prints
+/// when it ignores an `LD_PRELOAD` entry; `None` when it loads.
+fn loader_refusal(lib: &Path) -> Option<String> {
+    let out = Command::new("/bin/true")
+        .env("LD_PRELOAD", lib)
+        .env_remove("VRAMTRACE_HEARTBEAT")
+        .output()
+        .ok()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.lines().find(|l| l.contains("cannot be preloaded"))?;
+    let reason = line
+        .split_once("cannot be preloaded (")
+        .and_then(|(_, r)| r.rsplit_once(')'))
+        .map_or(line, |(r, _)| r);
+    Some(reason.to_string())
 }
 
 #[cfg(test)]
