@@ -402,17 +402,12 @@ fn the_glibc_2_17_build_needs_nothing_newer_and_records_stacks() {
     );
 }
 
-#[test]
-fn the_launcher_says_why_the_dynamic_loader_refused_the_preload() {
-    // What an old C library does to a library built on a new one, ld.so does to any file it
-    // cannot load: it prints one line, ignores the entry and runs the program unrecorded.
-    let dir = scratch("stacks-refused");
-    let bad = dir.join("libvramtrace_preload.so");
-    std::fs::write(&bad, [b'x'; 256]).expect("write a file that is no ELF object");
+/// `vramtrace record --preload LIB -- stackclient sites`: its exit code and stderr.
+fn record_with_preload(dir: &Path, lib: &Path) -> (Option<i32>, String) {
     let out = command(&artifacts().vramtrace)
         .arg("record")
         .arg("--preload")
-        .arg(&bad)
+        .arg(lib)
         .arg("-o")
         .arg(dir.join("out/"))
         .arg("--")
@@ -420,15 +415,103 @@ fn the_launcher_says_why_the_dynamic_loader_refused_the_preload() {
         .arg("sites")
         .output()
         .expect("run vramtrace record");
-    assert!(out.status.success(), "the program itself ran fine");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let line = stderr
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The launcher's last word when no trace was written.
+fn verdict(stderr: &str) -> &str {
+    stderr
         .lines()
         .find(|l| l.starts_with("vramtrace: no trace was written"))
-        .unwrap_or_else(|| panic!("no verdict in {stderr}"));
+        .unwrap_or_else(|| panic!("no verdict in {stderr}"))
+}
+
+#[test]
+fn the_launcher_says_why_the_dynamic_loader_refused_the_preload() {
+    // What an old C library does to a library built on a new one, ld.so does to any file it
+    // cannot load: it prints one line, ignores the entry and runs the program unrecorded.
+    let dir = scratch("stacks-refused");
+    let bad = dir.join("libvramtrace_preload.so");
+    std::fs::write(&bad, [b'x'; 256]).expect("write a file that is no ELF object");
+    let (code, stderr) = record_with_preload(&dir, &bad);
+    assert_eq!(code, Some(0), "the program itself ran, unrecorded");
+    let line = verdict(&stderr);
     assert!(
         line.contains("the dynamic loader refused to preload")
             && line.contains("(invalid ELF header)"),
+        "{line}"
+    );
+}
+
+#[test]
+fn the_launcher_says_which_symbol_version_the_c_library_lacks() {
+    // A glibc older than the library's build lacks the symbol versions it needs; then ld.so
+    // stops every program before main. The same with a library of our own: the preload needs
+    // `foo@VERS_2` of libdep.so, whose copy on the library path only has VERS_1.
+    let dir = scratch("stacks-version");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let build = |args: &[&str]| {
+        let status = Command::new(&cc)
+            .args(args)
+            .current_dir(&dir)
+            .status()
+            .expect("run cc");
+        assert!(status.success(), "cc {args:?}");
+    };
+    std::fs::write(dir.join("v1.map"), "VERS_1 { global: foo; local: *; };\n").unwrap();
+    std::fs::write(
+        dir.join("v2.map"),
+        "VERS_1 { global: foo; local: *; };\nVERS_2 { global: foo; } VERS_1;\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("dep1.c"), "int foo(void) { return 1; }\n").unwrap();
+    std::fs::write(
+        dir.join("dep2.c"),
+        "__asm__(\".symver foo2, foo@@VERS_2\");\nint foo2(void) { return 2; }\nint foo(void) { return 1; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("pre.c"),
+        "int foo(void);\nint bar(void) { return foo(); }\n",
+    )
+    .unwrap();
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    build(&[
+        "-shared",
+        "-fPIC",
+        "-o",
+        "libdep.so",
+        "dep2.c",
+        "-Wl,--version-script=v2.map",
+    ]);
+    build(&[
+        "-shared",
+        "-fPIC",
+        "-o",
+        "libpre.so",
+        "pre.c",
+        "-L.",
+        "-ldep",
+        &rpath,
+    ]);
+    build(&[
+        "-shared",
+        "-fPIC",
+        "-o",
+        "libdep.so",
+        "dep1.c",
+        "-Wl,--version-script=v1.map",
+    ]);
+
+    let (code, stderr) = record_with_preload(&dir, &dir.join("libpre.so"));
+    assert_eq!(code, Some(1), "ld.so stops the program: {stderr}");
+    let line = verdict(&stderr);
+    assert!(
+        line.contains("the dynamic loader refused to preload")
+            && line.contains("version `VERS_2' not found"),
         "{line}"
     );
 }

@@ -326,7 +326,7 @@ fn why_none(heartbeat: &Path, preload: &Path) -> String {
     } else if loaded == 0 {
         match loader_refusal(preload) {
             Some(reason) => format!(
-                "the dynamic loader refused to preload {} ({reason}); with \"version \
+                "the dynamic loader refused to preload {} ({reason}); for \"version \
                  `GLIBC_2.N' not found\", use the build for old C libraries (recorder/README.md)",
                 preload.display()
             ),
@@ -344,9 +344,12 @@ fn why_none(heartbeat: &Path, preload: &Path) -> String {
     }
 }
 
-/// Why the dynamic loader will not preload `lib` on this machine (a C library older than the
-/// one it was built against, a wrong architecture, a damaged file), from the line ld.so prints
-/// when it ignores an `LD_PRELOAD` entry; `None` when it loads.
+/// Why the dynamic loader will not preload `lib` on this machine, from what ld.so prints when
+/// `lib` is preloaded into `/bin/true`; `None` when it loads. A file it cannot open or map (a
+/// damaged file, another architecture) is skipped with a "cannot be preloaded (REASON):
+/// ignored." line and the program runs unrecorded; a symbol version that the C library lacks
+/// (a glibc older than the build's: "version `GLIBC_2.34' not found") stops every program
+/// before `main`.
 fn loader_refusal(lib: &Path) -> Option<String> {
     let out = Command::new("/bin/true")
         .env("LD_PRELOAD", lib)
@@ -354,12 +357,18 @@ fn loader_refusal(lib: &Path) -> Option<String> {
         .output()
         .ok()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let line = stderr.lines().find(|l| l.contains("cannot be preloaded"))?;
-    let reason = line
-        .split_once("cannot be preloaded (")
-        .and_then(|(_, r)| r.rsplit_once(')'))
-        .map_or(line, |(r, _)| r);
-    Some(reason.to_string())
+    if let Some(line) = stderr.lines().find(|l| l.contains("cannot be preloaded")) {
+        let reason = line
+            .split_once("cannot be preloaded (")
+            .and_then(|(_, r)| r.rsplit_once(')'))
+            .map_or(line, |(r, _)| r);
+        return Some(reason.to_string());
+    }
+    if out.status.success() {
+        return None;
+    }
+    let line = stderr.lines().find(|l| !l.trim().is_empty())?;
+    Some(line.strip_prefix("/bin/true: ").unwrap_or(line).to_string())
 }
 
 #[cfg(test)]
