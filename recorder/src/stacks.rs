@@ -33,7 +33,9 @@ use crate::session;
 use crate::unwind::{self, Bounds, Cache, Mode, Snapshot};
 use std::cell::{Cell, UnsafeCell};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::time::{Duration, Instant};
 use vramtrace_format::{Api, Frame, Module, NO_STACK, Op, Stack, Tables};
 
@@ -79,12 +81,15 @@ struct Block {
     owner: AtomicU32,
     /// The snapshot the owner is unwinding with, null when it is not unwinding.
     hazard: AtomicPtr<Snapshot>,
+    /// Set while the owner captures: a signal handler that allocates in the middle of a capture
+    /// on the same thread gets no stack rather than a second `&mut` to `state`.
+    busy: AtomicBool,
     /// Touched only by the owner.
     state: UnsafeCell<State>,
 }
 
-// SAFETY: `state` is only touched by the thread that won `owner` (see `claim`); the other
-// fields are atomics.
+// SAFETY: `state` is only touched by the thread that won `owner` (see `thread_block`), and
+// not re-entered (`busy`); the other fields are atomics.
 unsafe impl Sync for Block {}
 
 struct State {
@@ -100,6 +105,7 @@ impl Block {
         Block {
             owner: AtomicU32::new(0),
             hazard: AtomicPtr::new(std::ptr::null_mut()),
+            busy: AtomicBool::new(false),
             state: UnsafeCell::new(State {
                 cache: Cache::default(),
                 bounds: Bounds::default(),
@@ -226,6 +232,15 @@ fn capture_with(mode: u8) -> u32 {
         DROPPED.fetch_add(1, Ordering::Relaxed);
         return NO_STACK;
     };
+    if block.busy.swap(true, Ordering::Acquire) {
+        return NO_STACK;
+    }
+    let id = capture_in(block, mode);
+    block.busy.store(false, Ordering::Release);
+    id
+}
+
+fn capture_in(block: &Block, mode: u8) -> u32 {
     // Announce the snapshot before using it; re-check that it is still current, so the writer,
     // which swaps first and scans the announcements after, never frees it under us.
     let snapshot = loop {
@@ -239,7 +254,7 @@ fn capture_with(mode: u8) -> u32 {
         block.hazard.store(std::ptr::null_mut(), Ordering::Release);
         return NO_STACK;
     }
-    // SAFETY: only the owner touches its block's state (see `thread_block`).
+    // SAFETY: only the owner touches its block's state (`thread_block`), once at a time (`busy`).
     let state = unsafe { &mut *block.state.get() };
     let mut frames = [0u64; MAX_DEPTH_LIMIT];
     let depth = MAX_DEPTH.load(Ordering::Relaxed).min(MAX_DEPTH_LIMIT);
