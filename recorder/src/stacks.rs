@@ -445,7 +445,9 @@ fn reclaim_blocks() {
         if gone {
             // A dead thread cannot be unwinding; a live one never holds a block whose owner is
             // another tid (it re-claims first).
+            // A fork child also inherits blocks that a parent thread was capturing with.
             b.hazard.store(std::ptr::null_mut(), Ordering::SeqCst);
+            b.busy.store(false, Ordering::Relaxed);
             b.owner.store(0, Ordering::Release);
         }
     }
