@@ -311,6 +311,28 @@ fn unwinding_through_signal_handlers_and_code_without_unwind_info_does_not_crash
 }
 
 #[test]
+fn threads_started_in_a_burst_all_get_stacks() {
+    // 32 threads start at once and allocate at once: more than the spare capture blocks the
+    // writer keeps, so most of them wait for it to make more (once) rather than lose stacks.
+    let dir = scratch("stacks-threads");
+    let out = preloaded(&artifacts().client, &dir.join(""))
+        .args(["gpa", "threads", "32", "200"])
+        .output()
+        .expect("run the threads client");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("without a stack"), "{stderr}");
+    let traces = traces_in(&dir);
+    let trace = open(&traces[0]);
+    let allocs: Vec<Event> = trace
+        .events()
+        .filter(|e| e.api.name().starts_with("cuMemAllocAsync"))
+        .collect();
+    assert_eq!(allocs.len(), 32 * 200);
+    assert!(allocs.iter().all(|e| e.stack != NO_STACK));
+}
+
+#[test]
 fn stacks_none_records_no_stack() {
     let dir = scratch("stacks-none");
     let a = artifacts();

@@ -31,6 +31,7 @@ use crate::clock;
 use crate::modules::{self, Loaded};
 use crate::session;
 use crate::unwind::{self, Bounds, Cache, Mode, Snapshot};
+use crate::writer;
 use std::cell::{Cell, UnsafeCell};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{
@@ -71,9 +72,14 @@ const MAX_IDS: u32 = 4 << 20;
 const TABLE_SLOTS: usize = 1 << 14;
 /// Slots probed before a new stack is left out of the table.
 const PROBES: usize = 16;
-/// Blocks the writer keeps ready for threads that have none yet.
-const SPARE_BLOCKS: usize = 4;
+/// Blocks the writer keeps ready for threads that have none yet, at least; half as many again
+/// as are in use, so that a program that starts threads in bursts finds them ready.
+const SPARE_BLOCKS: usize = 8;
 const POOL_CAPACITY: usize = 1024;
+/// How long a new thread waits for the writer to make a block when none is free.
+const CLAIM_WAIT_NS: u64 = 20_000_000;
+/// Set by a thread that found no free block: the writer makes more at once.
+static STARVED: AtomicBool = AtomicBool::new(false);
 
 /// A thread's private stack-capture state.
 struct Block {
@@ -152,7 +158,7 @@ pub fn start(mode: Option<Mode>, max_depth: usize) {
         INDEX.store(index, Ordering::Release);
         ARENA.store(arena, Ordering::Release);
     }
-    top_up_pool();
+    top_up_pool(false);
     if SNAPSHOT.load(Ordering::Acquire).is_null() {
         let list = modules::scan();
         let snapshot = Box::new(Snapshot::new(&list, modules::own_range(&list)));
@@ -279,7 +285,9 @@ fn capture_in(block: &Block, mode: u8) -> u32 {
 }
 
 /// This thread's block, claiming a free one on first use (or after a fork, where the block the
-/// thread-local points to belongs to a thread of the parent).
+/// thread-local points to belongs to a thread of the parent). When every block is taken (a
+/// burst of new threads), the thread waits up to [`CLAIM_WAIT_NS`] for the writer thread to
+/// make more, once, as a full journal makes it wait for the writer.
 fn thread_block() -> Option<&'static Block> {
     let tid = clock::tid();
     let mine = BLOCK.with(Cell::get);
@@ -289,21 +297,33 @@ fn thread_block() -> Option<&'static Block> {
             return Some(b);
         }
     }
-    let len = POOL_LEN.load(Ordering::Acquire);
-    for slot in POOL.iter().take(len) {
-        // SAFETY: pool entries below POOL_LEN are leaked blocks.
-        let Some(b) = (unsafe { slot.load(Ordering::Acquire).as_ref() }) else {
-            continue;
-        };
-        if b.owner
-            .compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
+    let deadline = clock::now().saturating_add(CLAIM_WAIT_NS);
+    loop {
+        if let Some(b) = claim(tid) {
             BLOCK.with(|c| c.set(b));
             return Some(b);
         }
+        if !writer::alive() || clock::now() > deadline {
+            return None;
+        }
+        STARVED.store(true, Ordering::Release);
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
     }
-    None
+}
+
+/// A free block, now owned by `tid`.
+fn claim(tid: u32) -> Option<&'static Block> {
+    let len = POOL_LEN.load(Ordering::Acquire);
+    POOL.iter()
+        .take(len)
+        // SAFETY: pool entries below POOL_LEN are leaked blocks.
+        .filter_map(|slot| unsafe { slot.load(Ordering::Acquire).as_ref() })
+        .find(|b| {
+            b.owner
+                .compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        })
 }
 
 /// The id of `frames`, adding the stack to the arena when this thread has not seen it.
@@ -408,8 +428,9 @@ fn stack_frames(id: u32) -> Option<&'static [u64]> {
     }
 }
 
-/// Makes blocks until [`SPARE_BLOCKS`] are free. Writer thread and [`start`] only.
-fn top_up_pool() {
+/// Makes blocks until enough are free ([`SPARE_BLOCKS`], more after a thread found none).
+/// Writer thread and [`start`] only.
+fn top_up_pool(starved: bool) {
     let len = POOL_LEN.load(Ordering::Acquire);
     let free = POOL
         .iter()
@@ -418,7 +439,8 @@ fn top_up_pool() {
         .filter_map(|s| unsafe { s.load(Ordering::Acquire).as_ref() })
         .filter(|b| b.owner.load(Ordering::Relaxed) == 0)
         .count();
-    for i in len..(len + SPARE_BLOCKS.saturating_sub(free)).min(POOL_CAPACITY) {
+    let want = SPARE_BLOCKS + (len - free) / 2 + if starved { SPARE_BLOCKS } else { 0 };
+    for i in len..(len + want.saturating_sub(free)).min(POOL_CAPACITY) {
         let block = Box::into_raw(Box::new(Block::new()));
         if let Some(slot) = POOL.get(i) {
             slot.store(block, Ordering::Release);
@@ -506,10 +528,10 @@ impl TableWriter {
         let due = self
             .last_upkeep
             .is_none_or(|t| t.elapsed() >= Duration::from_millis(200));
+        top_up_pool(STARVED.swap(false, Ordering::AcqRel));
         if due {
             self.last_upkeep = Some(Instant::now());
             reclaim_blocks();
-            top_up_pool();
             self.retired.retain(|&s| {
                 if announced(s) {
                     return true;
@@ -522,8 +544,13 @@ impl TableWriter {
         }
     }
 
-    /// Adds the stack of `stack_id` (an event's) and its new frames, if not written yet.
+    /// Adds the stack of `stack_id` (an event's) and its new frames, if not written yet. Called
+    /// for every event the writer drains.
     pub fn learn(&mut self, stack_id: u32, tables: &mut Tables) {
+        // A thread waits for a block: do not make it wait for the end of a long drain.
+        if STARVED.load(Ordering::Relaxed) {
+            top_up_pool(STARVED.swap(false, Ordering::AcqRel));
+        }
         if stack_id == NO_STACK || self.stacks.contains(&stack_id) {
             return;
         }
