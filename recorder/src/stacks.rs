@@ -330,14 +330,17 @@ fn claim(tid: u32) -> Option<&'static Block> {
 fn intern(state: &mut State, frames: &[u64]) -> u32 {
     let hash = hash(frames);
     let mask = TABLE_SLOTS - 1;
-    let mut free = None;
+    let home = hash as usize & mask;
+    // Where the new stack goes: the first empty slot of the probe window, else the window's
+    // last slot (its stack, if seen again, is added again under a new id).
+    let mut slot = (home + PROBES - 1) & mask;
     for probe in 0..PROBES {
-        let i = (hash as usize).wrapping_add(probe) & mask;
+        let i = (home + probe) & mask;
         let Some(&(h, id)) = state.table.get(i) else {
             break;
         };
         if id == 0 {
-            free = Some(i);
+            slot = i;
             break;
         }
         if h == hash && stack_frames(id) == Some(frames) {
@@ -349,18 +352,17 @@ fn intern(state: &mut State, frames: &[u64]) -> u32 {
         return NO_STACK;
     };
     if state.used * 4 >= TABLE_SLOTS * 3 {
-        // Full: forget and start over (a stack seen again gets a new id, which is only a
-        // duplicate entry in the trace's table).
+        // Three quarters full: forget and start over (a stack seen again gets a new id, which
+        // is only a duplicate entry in the trace's table).
         state.table.fill((0, 0));
         state.used = 0;
-        free = state
-            .table
-            .get((hash as usize) & mask)
-            .map(|_| (hash as usize) & mask);
+        slot = home;
     }
-    if let Some(slot) = free.and_then(|i| state.table.get_mut(i)) {
-        *slot = (hash, id);
-        state.used += 1;
+    if let Some(entry) = state.table.get_mut(slot) {
+        if entry.1 == 0 {
+            state.used += 1;
+        }
+        *entry = (hash, id);
     }
     id
 }
