@@ -17,8 +17,8 @@
 //! Nothing here allocates, locks, prints or reads the environment on the hook path. What needs
 //! memory (framehop's cache, the intern table) lives in per-thread blocks that the writer thread
 //! allocates ahead of need; a thread claims a free one on its first capture, and the writer
-//! hands the blocks of threads that ended to new threads. A thread that finds none records
-//! [`NO_STACK`] until the writer has made more.
+//! hands the blocks of threads that ended to new threads. A thread that finds none waits for
+//! the writer to make more, once, up to 20 ms, and otherwise records [`NO_STACK`].
 //!
 //! # The module list
 //!
@@ -70,7 +70,7 @@ const MAX_IDS: u32 = 4 << 20;
 
 /// Slots of a thread's intern table (a power of two).
 const TABLE_SLOTS: usize = 1 << 14;
-/// Slots probed before a new stack is left out of the table.
+/// Slots probed for a stack; a new one takes the first empty one, or the last.
 const PROBES: usize = 16;
 /// Blocks the writer keeps ready for threads that have none yet, at least; half as many again
 /// as are in use, so that a program that starts threads in bursts finds them ready.
