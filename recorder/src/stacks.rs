@@ -18,7 +18,7 @@
 //! memory (framehop's cache, the intern table) lives in per-thread blocks that the writer thread
 //! allocates ahead of need; a thread claims a free one on its first capture, and the writer
 //! hands the blocks of threads that ended to new threads. A thread that finds none waits for
-//! the writer to make more, once, up to 20 ms, and otherwise records [`NO_STACK`].
+//! the writer to make more, once, up to 100 ms, and otherwise records [`NO_STACK`].
 //!
 //! # The module list
 //!
@@ -77,7 +77,7 @@ const PROBES: usize = 16;
 const SPARE_BLOCKS: usize = 8;
 const POOL_CAPACITY: usize = 1024;
 /// How long a new thread waits for the writer to make a block when none is free.
-const CLAIM_WAIT_NS: u64 = 20_000_000;
+const CLAIM_WAIT_NS: u64 = 100_000_000;
 /// Set by a thread that found no free block: the writer makes more at once.
 static STARVED: AtomicBool = AtomicBool::new(false);
 
@@ -307,8 +307,13 @@ fn thread_block() -> Option<&'static Block> {
             return None;
         }
         STARVED.store(true, Ordering::Release);
-        // SAFETY: sched_yield has no preconditions.
-        unsafe { libc::sched_yield() };
+        // Sleep rather than spin: the writer needs the processor to make the blocks.
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 200_000,
+        };
+        // SAFETY: nanosleep with a valid timespec.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
     }
 }
 
