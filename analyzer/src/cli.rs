@@ -52,6 +52,13 @@ see recorder/README.md.")]
         /// The recorder library (default: libvramtrace_preload.so beside vramtrace).
         #[arg(long, value_name = "PATH")]
         preload: Option<PathBuf>,
+        /// How to capture the calling stack of each allocation: DWARF unwinding (native),
+        /// frame-pointer walking for programs built with frame pointers (fp), or not at all.
+        #[arg(long, value_name = "MODE", default_value = "native", value_parser = ["native", "fp", "none"])]
+        stacks: String,
+        /// The most frames kept per stack (1 to 256).
+        #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=256))]
+        max_depth: u16,
         /// The program and its arguments.
         #[arg(
             required = true,

@@ -22,6 +22,10 @@ pub struct Options {
     pub output: Option<PathBuf>,
     pub requests: bool,
     pub preload: Option<PathBuf>,
+    /// `native`, `fp` or `none` (`VRAMTRACE_STACKS`).
+    pub stacks: String,
+    /// Frames kept per stack (`VRAMTRACE_MAX_DEPTH`).
+    pub max_depth: u16,
     pub command: Vec<OsString>,
 }
 
@@ -76,6 +80,8 @@ pub fn run(opts: Options) -> Result<()> {
     }
     cmd.env("VRAMTRACE_OUTPUT", out_var);
     cmd.env("VRAMTRACE_HEARTBEAT", &heartbeat);
+    cmd.env("VRAMTRACE_STACKS", &opts.stacks);
+    cmd.env("VRAMTRACE_MAX_DEPTH", opts.max_depth.to_string());
     if opts.requests {
         for (k, v) in request_level_env(|k| std::env::var(k).ok()) {
             cmd.env(k, v);
@@ -91,7 +97,10 @@ pub fn run(opts: Options) -> Result<()> {
         report(t);
     }
     if traces.is_empty() {
-        eprintln!("vramtrace: no trace was written: {}", why_none(&heartbeat));
+        eprintln!(
+            "vramtrace: no trace was written: {}",
+            why_none(&heartbeat, &preload)
+        );
     }
     let code = match (status.code(), status.signal()) {
         (Some(c), _) => c,
@@ -293,7 +302,7 @@ pub fn peak_live_device_bytes(trace: &Trace) -> u64 {
 }
 
 /// Why no trace appeared, from the marks the preload left in the heartbeat directory.
-fn why_none(heartbeat: &Path) -> String {
+fn why_none(heartbeat: &Path, preload: &Path) -> String {
     let names: Vec<String> = std::fs::read_dir(heartbeat)
         .into_iter()
         .flatten()
@@ -315,10 +324,17 @@ fn why_none(heartbeat: &Path) -> String {
              traces were removed)"
         )
     } else if loaded == 0 {
-        format!(
-            "{PRELOAD_NAME} was never loaded (a static or setuid program, a C library older than \
-             the one it was built against, or a program that clears LD_PRELOAD)"
-        )
+        match loader_refusal(preload) {
+            Some(reason) => format!(
+                "the dynamic loader refused to preload {} ({reason}); for \"version \
+                 `GLIBC_2.N' not found\", use the build for old C libraries (recorder/README.md)",
+                preload.display()
+            ),
+            None => format!(
+                "{PRELOAD_NAME} was never loaded (a static or setuid program, or a program that \
+                 clears LD_PRELOAD)"
+            ),
+        }
     } else {
         format!(
             "{PRELOAD_NAME} was loaded in {loaded} process(es), but none looked up a CUDA driver \
@@ -326,6 +342,33 @@ fn why_none(heartbeat: &Path) -> String {
              cannot see (RTLD_DEEPBIND, dlmopen, a statically linked driver)"
         )
     }
+}
+
+/// Why the dynamic loader will not preload `lib` on this machine, from what ld.so prints when
+/// `lib` is preloaded into `/bin/true`; `None` when it loads. A file it cannot open or map (a
+/// damaged file, another architecture) is skipped with a "cannot be preloaded (REASON):
+/// ignored." line and the program runs unrecorded; a symbol version that the C library lacks
+/// (a glibc older than the build's: "version `GLIBC_2.34' not found") stops every program
+/// before `main`.
+fn loader_refusal(lib: &Path) -> Option<String> {
+    let out = Command::new("/bin/true")
+        .env("LD_PRELOAD", lib)
+        .env_remove("VRAMTRACE_HEARTBEAT")
+        .output()
+        .ok()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if let Some(line) = stderr.lines().find(|l| l.contains("cannot be preloaded")) {
+        let reason = line
+            .split_once("cannot be preloaded (")
+            .and_then(|(_, r)| r.rsplit_once(')'))
+            .map_or(line, |(r, _)| r);
+        return Some(reason.to_string());
+    }
+    if out.status.success() {
+        return None;
+    }
+    let line = stderr.lines().find(|l| !l.trim().is_empty())?;
+    Some(line.strip_prefix("/bin/true: ").unwrap_or(line).to_string())
 }
 
 #[cfg(test)]

@@ -70,11 +70,15 @@ fn main() -> ExitCode {
             output,
             requests,
             preload,
+            stacks,
+            max_depth,
             command,
         } => cmd_record::run(cmd_record::Options {
             output,
             requests,
             preload,
+            stacks,
+            max_depth,
             command,
         }),
     };

@@ -51,8 +51,9 @@ pub fn pid() -> u32 {
 pub fn tid() -> u32 {
     TID.with(|t| match t.get() {
         0 => {
-            // SAFETY: gettid has no preconditions.
-            let id = unsafe { libc::gettid() } as u32;
+            // SAFETY: gettid has no preconditions. The system call rather than glibc's wrapper,
+            // which only glibc 2.30 and later export (the library must load on 2.17).
+            let id = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
             t.set(id);
             id
         }

@@ -20,6 +20,10 @@ pub struct Config {
     /// `VRAMTRACE_HEARTBEAT`: a directory where the launcher learns which processes loaded
     /// the library and what became of their traces.
     pub heartbeat: Option<PathBuf>,
+    /// `VRAMTRACE_STACKS`: `native` (default), `fp` (frame pointers), or `none`.
+    pub stacks: Option<crate::unwind::Mode>,
+    /// `VRAMTRACE_MAX_DEPTH`: frames kept per stack, 1 to 256 (default 64).
+    pub max_depth: usize,
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
@@ -40,6 +44,12 @@ pub fn get() -> &'static Config {
                 .map(|n| n.clamp(1 << 10, 1 << 24).next_power_of_two())
                 .unwrap_or(DEFAULT_SLOTS),
             heartbeat: var("VRAMTRACE_HEARTBEAT").map(PathBuf::from),
+            stacks: crate::stacks::parse_mode(
+                var("VRAMTRACE_STACKS").as_deref().and_then(|v| v.to_str()),
+            ),
+            max_depth: var("VRAMTRACE_MAX_DEPTH")
+                .and_then(|v| v.to_str()?.parse::<usize>().ok())
+                .unwrap_or(crate::stacks::DEFAULT_MAX_DEPTH),
         }
     })
 }

@@ -77,8 +77,7 @@ pub fn record(hook: Hook, t0: u64, t1: u64, result: u32) -> Record {
         device: context::current_device(),
         result,
         api: HOOKS[hook as usize].api.map_or(0, |a| a.id()),
-        // Native stacks (recorder part 2) fill this with the id the unwinder assigns.
-        stack: vramtrace_format::NO_STACK,
+        stack: crate::stacks::capture(HOOKS[hook as usize].api),
         ..Record::default()
     }
 }

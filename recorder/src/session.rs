@@ -6,6 +6,7 @@ use crate::clock;
 use crate::config::{self, Config};
 use crate::exit;
 use crate::ring;
+use crate::stacks;
 use crate::writer::{self, Job};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -179,6 +180,7 @@ fn open_session(cfg: &Config) -> Result<PathBuf, String> {
     ))
     .map_err(|e| format!("cannot start the writer thread: {e}"))?;
     OWNER.store(pid, Ordering::Relaxed);
+    stacks::start(cfg.stacks, cfg.max_depth);
     ring::attach(base, cfg.slots);
     exit::install();
     Ok(path)

@@ -8,6 +8,7 @@ use crate::clock;
 use crate::hooks::context;
 use crate::ring;
 use crate::session;
+use crate::stacks::TableWriter;
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::BufWriter;
@@ -88,6 +89,7 @@ pub struct Job {
     pools: HashSet<u64>,
     metadata: Metadata,
     last_seen: Option<(u32, i32, u64, u64, bool, bool)>,
+    stacks: TableWriter,
     broken: bool,
 }
 
@@ -114,6 +116,7 @@ impl Job {
             pools: HashSet::new(),
             metadata,
             last_seen: None,
+            stacks: TableWriter::new(pid),
             broken: false,
         }
     }
@@ -158,6 +161,9 @@ impl Job {
                     }
                     std::thread::sleep(Duration::from_millis(1));
                 }
+            }
+            if let Some(t) = self.trace.as_mut() {
+                self.stacks.poll(t.tables_mut());
             }
             let before = cursor;
             cursor = self.drain(cursor, next.load(Ordering::Acquire));
@@ -210,6 +216,9 @@ impl Job {
 
     /// Adds the table entries an event refers to that the trace does not have yet.
     fn learn(&mut self, e: &Event) {
+        if let Some(trace) = self.trace.as_mut() {
+            self.stacks.learn(e.stack, trace.tables_mut());
+        }
         // Most events repeat the previous one's thread, device, stream and pool: skip the sets.
         let takes_stream = matches!(e.api.kind(), MemoryKind::Pool)
             && matches!(e.api.op(), Op::Alloc | Op::Free)
@@ -317,6 +326,7 @@ impl Job {
     }
 
     fn finish(&mut self) {
+        self.stacks.finish();
         if let Some(trace) = self.trace.take().filter(|_| !self.broken) {
             // A process that used the driver but made no memory call leaves nothing behind.
             if trace.events_pushed() == 0 {

@@ -1,0 +1,643 @@
+//! Native stacks: captured on the hook path, interned into stack ids, turned into the trace's
+//! `stacks`, `frames` and `modules` tables by the writer thread.
+//!
+//! # On the hook path ([`capture`])
+//!
+//! A hook that brings memory in (an allocation, a mapping, a pool, a registration) unwinds its
+//! thread ([`unwind::capture`]) and looks the frames up in its thread's intern table, a hash of
+//! the frames to a stack id (heaptrack and bytehound intern per thread too: KDE/heaptrack
+//! `src/track/tracetree.h`, koute/bytehound `preload/src/unwind.rs`). A known stack costs a
+//! hash and one comparison. A new one is copied once into the process-wide stack arena, an
+//! append-only anonymous mapping; its id is the next number of a global counter, so ids are
+//! small and dense and an event's record refers to the stack by it. The record is published
+//! after the arena entry, so the writer thread always finds the stack of an event it drains.
+//! Frees, unmaps and releases carry no stack: the memory they end is attributed through the
+//! call that created it, and leaving them out halves the cost.
+//!
+//! Nothing here allocates, locks, prints or reads the environment on the hook path. What needs
+//! memory (framehop's cache, the intern table) lives in per-thread blocks that the writer thread
+//! allocates ahead of need; a thread claims a free one on its first capture, and the writer
+//! hands the blocks of threads that ended to new threads. A thread that finds none waits for
+//! the writer to make more, once, up to 100 ms, and otherwise records [`NO_STACK`].
+//!
+//! # The module list
+//!
+//! The unwinder reads an immutable [`Snapshot`] of the loaded objects. The writer thread builds
+//! a new one when the loader's load/unload counters move and swaps it in; each thread announces
+//! the snapshot it is reading in its block (a hazard pointer), and the writer frees an old
+//! snapshot once no block announces it.
+
+use crate::clock;
+use crate::modules::{self, Loaded};
+use crate::session;
+use crate::unwind::{self, Bounds, Cache, Mode, Snapshot};
+use crate::writer;
+use std::cell::{Cell, UnsafeCell};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
+use std::time::{Duration, Instant};
+use vramtrace_format::{Api, Frame, Module, NO_STACK, Op, Stack, Tables};
+
+/// Frames kept per stack when `VRAMTRACE_MAX_DEPTH` is not set.
+pub const DEFAULT_MAX_DEPTH: usize = 64;
+/// The most `VRAMTRACE_MAX_DEPTH` may ask for.
+pub const MAX_DEPTH_LIMIT: usize = 256;
+
+const OFF: u8 = 0;
+const NATIVE: u8 = 1;
+const FRAME_POINTER: u8 = 2;
+
+static MODE: AtomicU8 = AtomicU8::new(OFF);
+static MAX_DEPTH: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_DEPTH);
+/// The unwinder the hooks read; null before [`start`].
+static SNAPSHOT: AtomicPtr<Snapshot> = AtomicPtr::new(std::ptr::null_mut());
+/// Captures that recorded no stack for want of a block or of arena space.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// The stack arena: entry = one word holding the frame count, then the frames.
+static ARENA: AtomicPtr<u64> = AtomicPtr::new(std::ptr::null_mut());
+/// Words of the arena handed out.
+static ARENA_USED: AtomicU64 = AtomicU64::new(0);
+/// Arena capacity in words (256 MiB of address space, touched only as it fills).
+const ARENA_WORDS: u64 = 32 << 20;
+/// Stack id → word offset of its arena entry.
+static INDEX: AtomicPtr<u32> = AtomicPtr::new(std::ptr::null_mut());
+/// The next stack id (ids start at 1; 0 is [`NO_STACK`]).
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+const MAX_IDS: u32 = 4 << 20;
+
+/// Slots of a thread's intern table (a power of two).
+const TABLE_SLOTS: usize = 1 << 14;
+/// Slots probed for a stack; a new one takes the first empty one, or the last.
+const PROBES: usize = 16;
+/// Blocks the writer keeps ready for threads that have none yet, at least; half as many again
+/// as are in use, so that a program that starts threads in bursts finds them ready.
+const SPARE_BLOCKS: usize = 8;
+const POOL_CAPACITY: usize = 1024;
+/// How long a new thread waits for the writer to make a block when none is free.
+const CLAIM_WAIT_NS: u64 = 100_000_000;
+/// Set by a thread that found no free block: the writer makes more at once.
+static STARVED: AtomicBool = AtomicBool::new(false);
+
+/// A thread's private stack-capture state.
+struct Block {
+    /// The thread that owns it (its tid), 0 when free.
+    owner: AtomicU32,
+    /// The snapshot the owner is unwinding with, null when it is not unwinding.
+    hazard: AtomicPtr<Snapshot>,
+    /// Set while the owner captures: a signal handler that allocates in the middle of a capture
+    /// on the same thread gets no stack rather than a second `&mut` to `state`.
+    busy: AtomicBool,
+    /// Touched only by the owner.
+    state: UnsafeCell<State>,
+}
+
+// SAFETY: `state` is only touched by the thread that won `owner` (see `thread_block`), and
+// not re-entered (`busy`); the other fields are atomics.
+unsafe impl Sync for Block {}
+
+struct State {
+    cache: Cache,
+    bounds: Bounds,
+    /// `(hash, id)` pairs, `id == 0` when empty.
+    table: Box<[(u64, u32)]>,
+    used: usize,
+}
+
+impl Block {
+    fn new() -> Block {
+        Block {
+            owner: AtomicU32::new(0),
+            hazard: AtomicPtr::new(std::ptr::null_mut()),
+            busy: AtomicBool::new(false),
+            state: UnsafeCell::new(State {
+                cache: Cache::default(),
+                bounds: Bounds::default(),
+                table: vec![(0u64, 0u32); TABLE_SLOTS].into_boxed_slice(),
+                used: 0,
+            }),
+        }
+    }
+}
+
+/// Every block made so far; appended to by the writer (and [`start`]) only.
+static POOL: [AtomicPtr<Block>; POOL_CAPACITY] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; POOL_CAPACITY];
+static POOL_LEN: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    // Const-initialised and without a destructor: no allocation or registration on first use.
+    static BLOCK: Cell<*const Block> = const { Cell::new(std::ptr::null()) };
+}
+
+/// What `VRAMTRACE_STACKS` selects: `native` (default), `fp`, or `none`.
+pub fn parse_mode(value: Option<&str>) -> Option<Mode> {
+    match value {
+        Some("none" | "off" | "0") => None,
+        Some("fp" | "frame-pointer" | "framepointer") => Some(Mode::FramePointer),
+        _ => Some(Mode::Native),
+    }
+}
+
+/// Prepares stack capture; runs once per process when recording starts (and again in a fork
+/// child, which keeps its parent's arena and blocks). Capture stays off if anything fails.
+pub fn start(mode: Option<Mode>, max_depth: usize) {
+    let Some(mode) = mode else {
+        MODE.store(OFF, Ordering::Release);
+        return;
+    };
+    if ARENA.load(Ordering::Acquire).is_null() {
+        let (Some(arena), Some(index)) = (
+            reserve::<u64>(ARENA_WORDS as usize),
+            reserve::<u32>(MAX_IDS as usize),
+        ) else {
+            return;
+        };
+        INDEX.store(index, Ordering::Release);
+        ARENA.store(arena, Ordering::Release);
+    }
+    top_up_pool(false);
+    if SNAPSHOT.load(Ordering::Acquire).is_null() {
+        let list = modules::scan();
+        let snapshot = Box::new(Snapshot::new(&list, modules::own_range(&list)));
+        SNAPSHOT.store(Box::into_raw(snapshot), Ordering::Release);
+    }
+    MAX_DEPTH.store(max_depth.clamp(1, MAX_DEPTH_LIMIT), Ordering::Relaxed);
+    let m = match mode {
+        Mode::Native => NATIVE,
+        Mode::FramePointer => FRAME_POINTER,
+    };
+    MODE.store(m, Ordering::Release);
+}
+
+/// An anonymous mapping of `len` zeroed `T`s that takes memory only as it is touched.
+fn reserve<T>(len: usize) -> Option<*mut T> {
+    // SAFETY: a fresh private anonymous mapping; never unmapped (hooks may hold addresses in it
+    // until the process ends).
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len * std::mem::size_of::<T>(),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p.cast())
+}
+
+/// Whether events of `api` carry a stack.
+fn wants(api: Option<Api>) -> bool {
+    api.is_some_and(|a| {
+        matches!(
+            a.op(),
+            Op::Alloc
+                | Op::Reserve
+                | Op::Create
+                | Op::Map
+                | Op::Retain
+                | Op::Register
+                | Op::PoolCreate
+        )
+    })
+}
+
+/// The stack id for an event of `api` on the calling thread, or [`NO_STACK`]. The hook path:
+/// no allocation, lock, print or environment read; never panics across the hook.
+#[inline]
+pub fn capture(api: Option<Api>) -> u32 {
+    if !wants(api) {
+        return NO_STACK;
+    }
+    let mut mode = MODE.load(Ordering::Acquire);
+    if mode == OFF && session::may_start() {
+        // A program linked with -lcuda makes its first call without a lookup before it: start
+        // now, so its first event has a stack too.
+        session::ensure_started();
+        mode = MODE.load(Ordering::Acquire);
+    }
+    if mode == OFF {
+        return NO_STACK;
+    }
+    match std::panic::catch_unwind(|| capture_with(mode)) {
+        Ok(id) => id,
+        Err(_) => {
+            // A bug in unwinding must not cost the program more than its stacks.
+            MODE.store(OFF, Ordering::Relaxed);
+            NO_STACK
+        }
+    }
+}
+
+#[inline(never)]
+fn capture_with(mode: u8) -> u32 {
+    let Some(block) = thread_block() else {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return NO_STACK;
+    };
+    if block.busy.swap(true, Ordering::Acquire) {
+        return NO_STACK;
+    }
+    let id = capture_in(block, mode);
+    block.busy.store(false, Ordering::Release);
+    id
+}
+
+fn capture_in(block: &Block, mode: u8) -> u32 {
+    // Announce the snapshot before using it; re-check that it is still current, so the writer,
+    // which swaps first and scans the announcements after, never frees it under us.
+    let snapshot = loop {
+        let p = SNAPSHOT.load(Ordering::SeqCst);
+        block.hazard.store(p, Ordering::SeqCst);
+        if SNAPSHOT.load(Ordering::SeqCst) == p {
+            break p;
+        }
+    };
+    if snapshot.is_null() {
+        block.hazard.store(std::ptr::null_mut(), Ordering::Release);
+        return NO_STACK;
+    }
+    // SAFETY: only the owner touches its block's state (`thread_block`), once at a time (`busy`).
+    let state = unsafe { &mut *block.state.get() };
+    let mut frames = [0u64; MAX_DEPTH_LIMIT];
+    let depth = MAX_DEPTH.load(Ordering::Relaxed).min(MAX_DEPTH_LIMIT);
+    let mode = if mode == FRAME_POINTER {
+        Mode::FramePointer
+    } else {
+        Mode::Native
+    };
+    // SAFETY: announced above; the writer frees a snapshot only when no block announces it.
+    let n = unwind::capture(
+        unsafe { &*snapshot },
+        &mut state.cache,
+        &mut state.bounds,
+        mode,
+        frames.get_mut(..depth).unwrap_or(&mut []),
+    );
+    block.hazard.store(std::ptr::null_mut(), Ordering::Release);
+    if n == 0 {
+        return NO_STACK;
+    }
+    intern(state, frames.get(..n).unwrap_or(&[]))
+}
+
+/// This thread's block, claiming a free one on first use (or after a fork, where the block the
+/// thread-local points to belongs to a thread of the parent). When every block is taken (a
+/// burst of new threads), the thread waits up to [`CLAIM_WAIT_NS`] for the writer thread to
+/// make more, once, as a full journal makes it wait for the writer.
+fn thread_block() -> Option<&'static Block> {
+    let tid = clock::tid();
+    let mine = BLOCK.with(Cell::get);
+    // SAFETY: blocks are leaked, never freed.
+    if let Some(b) = unsafe { mine.as_ref() } {
+        if b.owner.load(Ordering::Relaxed) == tid {
+            return Some(b);
+        }
+    }
+    let deadline = clock::now().saturating_add(CLAIM_WAIT_NS);
+    loop {
+        if let Some(b) = claim(tid) {
+            BLOCK.with(|c| c.set(b));
+            return Some(b);
+        }
+        if !writer::alive() || clock::now() > deadline {
+            return None;
+        }
+        STARVED.store(true, Ordering::Release);
+        // Sleep rather than spin: the writer needs the processor to make the blocks.
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 200_000,
+        };
+        // SAFETY: nanosleep with a valid timespec.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+    }
+}
+
+/// A free block, now owned by `tid`.
+fn claim(tid: u32) -> Option<&'static Block> {
+    let len = POOL_LEN.load(Ordering::Acquire);
+    POOL.iter()
+        .take(len)
+        // SAFETY: pool entries below POOL_LEN are leaked blocks.
+        .filter_map(|slot| unsafe { slot.load(Ordering::Acquire).as_ref() })
+        .find(|b| {
+            b.owner
+                .compare_exchange(0, tid, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        })
+}
+
+/// The id of `frames`, adding the stack to the arena when this thread has not seen it.
+fn intern(state: &mut State, frames: &[u64]) -> u32 {
+    let hash = hash(frames);
+    let mask = TABLE_SLOTS - 1;
+    let home = hash as usize & mask;
+    // Where the new stack goes: the first empty slot of the probe window, else the window's
+    // last slot (its stack, if seen again, is added again under a new id).
+    let mut slot = (home + PROBES - 1) & mask;
+    for probe in 0..PROBES {
+        let i = (home + probe) & mask;
+        let Some(&(h, id)) = state.table.get(i) else {
+            break;
+        };
+        if id == 0 {
+            slot = i;
+            break;
+        }
+        if h == hash && stack_frames(id) == Some(frames) {
+            return id;
+        }
+    }
+    let Some(id) = append(frames) else {
+        DROPPED.fetch_add(1, Ordering::Relaxed);
+        return NO_STACK;
+    };
+    if state.used * 4 >= TABLE_SLOTS * 3 {
+        // Three quarters full: forget and start over (a stack seen again gets a new id, which
+        // is only a duplicate entry in the trace's table).
+        state.table.fill((0, 0));
+        state.used = 0;
+        slot = home;
+    }
+    if let Some(entry) = state.table.get_mut(slot) {
+        if entry.1 == 0 {
+            state.used += 1;
+        }
+        *entry = (hash, id);
+    }
+    id
+}
+
+fn hash(frames: &[u64]) -> u64 {
+    // FxHash's multiply-rotate (rustc-hash), enough to spread return addresses.
+    let mut h = frames.len() as u64;
+    for &f in frames {
+        h = (h.rotate_left(5) ^ f).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    h ^ (h >> 29)
+}
+
+/// Copies a new stack into the arena; its id, or `None` when the arena is full.
+fn append(frames: &[u64]) -> Option<u32> {
+    let arena = ARENA.load(Ordering::Acquire);
+    let index = INDEX.load(Ordering::Acquire);
+    if arena.is_null() || index.is_null() {
+        return None;
+    }
+    let words = frames.len() as u64 + 1;
+    let at = ARENA_USED.fetch_add(words, Ordering::Relaxed);
+    if at + words > ARENA_WORDS {
+        return None;
+    }
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    if id >= MAX_IDS {
+        return None;
+    }
+    // SAFETY: words `at..at + words` of the arena and slot `id` of the index were handed to
+    // this thread alone by the two counters; both are inside their mappings (checked above).
+    // The event that carries `id` is published after these stores (`ring::push`).
+    unsafe {
+        let entry = arena.add(at as usize);
+        entry.write(frames.len() as u64);
+        std::ptr::copy_nonoverlapping(frames.as_ptr(), entry.add(1), frames.len());
+        index.add(id as usize).write(at as u32);
+    }
+    Some(id)
+}
+
+/// The frames of stack `id`, once the event carrying it was published.
+fn stack_frames(id: u32) -> Option<&'static [u64]> {
+    let arena = ARENA.load(Ordering::Acquire);
+    let index = INDEX.load(Ordering::Acquire);
+    if arena.is_null() || index.is_null() || id == 0 || id >= NEXT_ID.load(Ordering::Acquire) {
+        return None;
+    }
+    // SAFETY: `id` was handed out, and its entry written before any event carrying it was
+    // published; entries are never changed. Offsets and lengths are checked against the
+    // arena's size before the slice is made.
+    unsafe {
+        let at = u64::from(index.add(id as usize).read());
+        if at >= ARENA_WORDS {
+            return None;
+        }
+        let len = arena.add(at as usize).read();
+        if len > MAX_DEPTH_LIMIT as u64 || at + 1 + len > ARENA_WORDS {
+            return None;
+        }
+        Some(std::slice::from_raw_parts(
+            arena.add(at as usize + 1),
+            len as usize,
+        ))
+    }
+}
+
+/// Makes blocks until enough are free ([`SPARE_BLOCKS`], more after a thread found none).
+/// Writer thread and [`start`] only.
+fn top_up_pool(starved: bool) {
+    let len = POOL_LEN.load(Ordering::Acquire);
+    let free = POOL
+        .iter()
+        .take(len)
+        // SAFETY: pool entries below POOL_LEN are leaked blocks.
+        .filter_map(|s| unsafe { s.load(Ordering::Acquire).as_ref() })
+        .filter(|b| b.owner.load(Ordering::Relaxed) == 0)
+        .count();
+    let want = SPARE_BLOCKS + (len - free) / 2 + if starved { SPARE_BLOCKS } else { 0 };
+    for i in len..(len + want.saturating_sub(free)).min(POOL_CAPACITY) {
+        let block = Box::into_raw(Box::new(Block::new()));
+        if let Some(slot) = POOL.get(i) {
+            slot.store(block, Ordering::Release);
+            POOL_LEN.store(i + 1, Ordering::Release);
+        }
+    }
+}
+
+/// Frees the blocks of threads that have ended (and, in a fork child, of the parent's threads).
+fn reclaim_blocks() {
+    let pid = clock::pid() as libc::pid_t;
+    for slot in POOL.iter().take(POOL_LEN.load(Ordering::Acquire)) {
+        // SAFETY: pool entries below POOL_LEN are leaked blocks.
+        let Some(b) = (unsafe { slot.load(Ordering::Acquire).as_ref() }) else {
+            continue;
+        };
+        let owner = b.owner.load(Ordering::Acquire);
+        if owner == 0 {
+            continue;
+        }
+        // SAFETY: signal 0 only checks that the thread exists in this process.
+        let gone = unsafe { libc::syscall(libc::SYS_tgkill, pid, owner as libc::pid_t, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            // A dead thread cannot be unwinding; a live one never holds a block whose owner is
+            // another tid (it re-claims first).
+            // A fork child also inherits blocks that a parent thread was capturing with.
+            b.hazard.store(std::ptr::null_mut(), Ordering::SeqCst);
+            b.busy.store(false, Ordering::Relaxed);
+            b.owner.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// True when some block announces `snapshot`.
+fn announced(snapshot: *mut Snapshot) -> bool {
+    POOL.iter()
+        .take(POOL_LEN.load(Ordering::Acquire))
+        // SAFETY: pool entries below POOL_LEN are leaked blocks.
+        .filter_map(|s| unsafe { s.load(Ordering::Acquire).as_ref() })
+        .any(|b| b.hazard.load(Ordering::SeqCst) == snapshot)
+}
+
+/// The writer thread's side: new stacks, frames and modules into the trace's tables, the
+/// module list kept current, blocks made and reclaimed, old snapshots freed.
+pub struct TableWriter {
+    pid: u32,
+    /// Loaded objects as of the last scan, each with its module id.
+    modules: Vec<(Loaded, u32)>,
+    next_module: u32,
+    generation: (u64, u64),
+    frames: HashMap<u64, u32>,
+    stacks: HashSet<u32>,
+    retired: Vec<*mut Snapshot>,
+    last_upkeep: Option<Instant>,
+    warned: bool,
+}
+
+// SAFETY: the retired snapshots are owned by this value alone (swapped out of `SNAPSHOT`).
+unsafe impl Send for TableWriter {}
+
+impl TableWriter {
+    pub fn new(pid: u32) -> TableWriter {
+        TableWriter {
+            pid,
+            modules: Vec::new(),
+            next_module: 1,
+            generation: (0, 0),
+            frames: HashMap::new(),
+            stacks: HashSet::new(),
+            retired: Vec::new(),
+            last_upkeep: None,
+            warned: false,
+        }
+    }
+
+    /// Periodic work; call it from every turn of the writer loop.
+    pub fn poll(&mut self, tables: &mut Tables) {
+        if MODE.load(Ordering::Acquire) == OFF {
+            return;
+        }
+        if modules::generation() != self.generation {
+            self.rescan(tables);
+        }
+        let due = self
+            .last_upkeep
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(200));
+        top_up_pool(STARVED.swap(false, Ordering::AcqRel));
+        if due {
+            self.last_upkeep = Some(Instant::now());
+            reclaim_blocks();
+            self.retired.retain(|&s| {
+                if announced(s) {
+                    return true;
+                }
+                // SAFETY: swapped out of SNAPSHOT by `rescan` and announced by no block: no
+                // thread can reach it any more.
+                drop(unsafe { Box::from_raw(s) });
+                false
+            });
+        }
+    }
+
+    /// Adds the stack of `stack_id` (an event's) and its new frames, if not written yet. Called
+    /// for every event the writer drains.
+    pub fn learn(&mut self, stack_id: u32, tables: &mut Tables) {
+        // A thread waits for a block: do not make it wait for the end of a long drain.
+        if STARVED.load(Ordering::Relaxed) {
+            top_up_pool(STARVED.swap(false, Ordering::AcqRel));
+        }
+        if stack_id == NO_STACK || self.stacks.contains(&stack_id) {
+            return;
+        }
+        let Some(addresses) = stack_frames(stack_id) else {
+            return;
+        };
+        self.stacks.insert(stack_id);
+        let mut ids = Vec::with_capacity(addresses.len());
+        let mut unknown = false;
+        for &address in addresses {
+            let next = self.frames.len() as u32 + 1;
+            let id = *self.frames.entry(address).or_insert_with(|| {
+                tables.frames.push(Frame { id: next, address });
+                unknown |= !self.modules.iter().any(|(m, _)| m.contains(address));
+                next
+            });
+            ids.push(id);
+        }
+        tables.stacks.push(Stack {
+            id: stack_id,
+            frames: ids,
+        });
+        // A library loaded moments ago: list it now rather than at the next turn.
+        if unknown && modules::generation() != self.generation {
+            self.rescan(tables);
+        }
+    }
+
+    /// Warns once on stderr if stacks were left out.
+    pub fn finish(&mut self) {
+        let dropped = DROPPED.load(Ordering::Relaxed);
+        if dropped > 0 && !self.warned {
+            self.warned = true;
+            let msg = format!(
+                "vramtrace: {dropped} events of process {} were recorded without a stack \
+                 (more threads or distinct stacks than the recorder had room for)\n",
+                self.pid
+            );
+            // SAFETY: write(2) of a valid buffer.
+            unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+        }
+    }
+
+    /// Reads the module list again: new objects go into the table, and the hooks get an
+    /// unwinder that knows them.
+    fn rescan(&mut self, tables: &mut Tables) {
+        self.generation = modules::generation();
+        let list = modules::scan();
+        let now = clock::now();
+        let mut kept = Vec::with_capacity(list.len());
+        for m in &list {
+            let known = self
+                .modules
+                .iter()
+                .find(|(k, _)| k.load_address == m.load_address && k.path == m.path)
+                .map(|(_, id)| *id);
+            let id = known.unwrap_or_else(|| {
+                let id = self.next_module;
+                self.next_module += 1;
+                tables.modules.push(Module {
+                    id,
+                    pid: self.pid,
+                    path: m.path.clone(),
+                    build_id: m.build_id.clone(),
+                    load_address: m.load_address,
+                    size: m.size,
+                    loaded_ns: now,
+                    unloaded_ns: None,
+                });
+                id
+            });
+            kept.push((m.clone(), id));
+        }
+        // Unloaded objects drop out of the list; the format has no way yet to record when
+        // (a table entry cannot be amended), so their `unloaded_ns` stays empty.
+        self.modules = kept;
+        let snapshot = Box::into_raw(Box::new(Snapshot::new(&list, modules::own_range(&list))));
+        let old = SNAPSHOT.swap(snapshot, Ordering::SeqCst);
+        if !old.is_null() {
+            self.retired.push(old);
+        }
+    }
+}
