@@ -5,7 +5,7 @@ use anyhow::{Result, anyhow};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
-use vramtrace::model::{CaptureLevel, Model, RequestStream};
+use vramtrace::model::{CaptureLevel, Model, Outside, RequestStream};
 use vramtrace::policy::{PolicySpec, REGISTRY};
 use vramtrace::replay::{Oom, Outcome, replay_all};
 use vramtrace::units::{bytes, count, duration};
@@ -71,6 +71,9 @@ pub struct StreamReport {
     /// `null` when unlimited.
     pub capacity_bytes: Option<u64>,
     pub lower_bound_bytes: u64,
+    /// Plain driver allocations beside a stream-ordered-pool request stream: libraries that
+    /// bypass the framework's allocator. Not replayed; the process holds them under any policy.
+    pub outside_allocator: Outside,
     pub policies: Vec<PolicyRow>,
 }
 
@@ -123,6 +126,7 @@ pub fn build_report(path: &Path, specs: &[PolicySpec], loaded: &Loaded) -> Resul
             cuda_streams: stream.cuda_streams.len(),
             capacity_bytes: Some(capacities[s]).filter(|&c| c != u64::MAX),
             lower_bound_bytes: lb,
+            outside_allocator: stream.outside,
             policies: results
                 .iter()
                 .filter(|r| r.stream == s)
@@ -251,9 +255,19 @@ fn render_text(r: &ReplayReport, loaded: &Loaded) -> String {
         );
         let _ = writeln!(
             s,
-            "lower bound  {} (peak of live requested bytes)\n",
+            "lower bound  {} (peak of live requested bytes)",
             bytes(st.lower_bound_bytes)
         );
+        if st.outside_allocator.allocations > 0 {
+            let _ = writeln!(
+                s,
+                "outside      {} plain cuMemAlloc calls ({} at most) beside the pool requests: \
+                 libraries bypassing the allocator; held under any policy, not replayed",
+                count(st.outside_allocator.allocations),
+                bytes(st.outside_allocator.peak_bytes)
+            );
+        }
+        s.push('\n');
         render_table(&mut s, &st.policies);
     }
     if r.streams.len() > 1 {

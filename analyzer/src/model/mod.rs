@@ -9,4 +9,4 @@ mod request;
 
 pub use level::{CaptureLevel, LevelReport, detect_level};
 pub use objects::{MemoryObject, Model, ObjectKind};
-pub use request::{Request, RequestKind, RequestStream, StreamKey};
+pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};

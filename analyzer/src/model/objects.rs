@@ -1,7 +1,7 @@
 //! Memory objects: one per successful allocation, with its lifetime, streams and stacks.
 
 use super::level::{LevelReport, detect_level};
-use super::request::{Request, RequestKind, RequestStream, Slots, StreamKey};
+use super::request::{Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
 use crate::import_snapshot::ALLOCATOR_SEGMENT;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -66,6 +66,8 @@ struct Builder {
     key: StreamKey,
     requests: Vec<Request>,
     handles: Vec<u64>,
+    /// The memory kind of each request's call, to set aside what bypassed the allocator.
+    kinds: Vec<MemoryKind>,
     slots: Slots,
 }
 
@@ -99,6 +101,7 @@ impl Model {
                     b.slots.give_back(slot);
                     b.push(
                         e.stream,
+                        kind,
                         Request {
                             time_ns: e.time_ns,
                             size: e.size,
@@ -156,6 +159,7 @@ impl Model {
                     let slot = b.slots.take();
                     b.push(
                         e.stream,
+                        kind,
                         Request {
                             time_ns: e.time_ns,
                             size: e.size,
@@ -191,8 +195,12 @@ impl Model {
                         .get_mut(&key)
                         .expect("a live request has a builder");
                     b.slots.give_back(slot);
+                    let ObjectKind::Device(kind) = object.kind else {
+                        unreachable!("only device memory makes requests")
+                    };
                     b.push(
                         e.stream,
+                        kind,
                         Request {
                             time_ns: e.time_ns,
                             size: object.size,
@@ -217,6 +225,7 @@ impl Builder {
             key,
             requests: Vec::new(),
             handles: Vec::new(),
+            kinds: Vec::new(),
             slots: Slots::default(),
         }
     }
@@ -224,18 +233,50 @@ impl Builder {
     /// Keeps the stream handle aside: requests store a stream index, known only once every
     /// handle has been seen (indices follow the handles' numeric order, as PyTorch's block
     /// comparator orders streams by handle value).
-    fn push(&mut self, stream: u64, request: Request) {
+    fn push(&mut self, stream: u64, kind: MemoryKind, request: Request) {
         self.handles.push(stream);
+        self.kinds.push(kind);
         self.requests.push(request);
     }
 }
 
+/// Orders the stream's requests for replay.
+///
+/// When a process's requests go through the stream-ordered pool (`cuMemAllocAsync`: PyTorch
+/// under `backend:cudaMallocAsync`, which `vramtrace record --requests` selects, or an imported
+/// snapshot), its plain `cuMemAlloc` calls come from libraries that bypass the framework's
+/// allocator (cuBLAS, cuDNN and NCCL handles, the runtime): under any framework allocator they
+/// would still be driver allocations of their own. Replaying them through the policy would
+/// count them as tensors and misplace everything after them, so they are set aside as
+/// [`Outside`] memory (measured on the H200: six such calls, 134,481,920 bytes, in every
+/// PyTorch run, outside `memory_stats()`; samples/README.md).
 fn finish(b: Builder) -> RequestStream {
-    let mut sorted = b.handles.clone();
+    let through_pool = b.kinds.contains(&MemoryKind::Pool);
+    let bypass = |k: &MemoryKind| through_pool && *k == MemoryKind::Device;
+    let mut outside = Outside::default();
+    let mut live = 0u64;
+    let mut handles = Vec::with_capacity(b.handles.len());
+    let mut requests = Vec::with_capacity(b.requests.len());
+    for ((r, h), k) in b.requests.into_iter().zip(b.handles).zip(&b.kinds) {
+        if !bypass(k) {
+            requests.push(r);
+            handles.push(h);
+            continue;
+        }
+        match r.kind {
+            RequestKind::Alloc => {
+                outside.allocations += 1;
+                live += r.size;
+                outside.peak_bytes = outside.peak_bytes.max(live);
+            }
+            RequestKind::Free => live = live.saturating_sub(r.size),
+            RequestKind::Attempt => {}
+        }
+    }
+    let mut sorted = handles.clone();
     sorted.sort_unstable();
     sorted.dedup();
-    let mut requests = b.requests;
-    for (r, h) in requests.iter_mut().zip(&b.handles) {
+    for (r, h) in requests.iter_mut().zip(&handles) {
         r.stream = sorted
             .binary_search(h)
             .expect("every handle is in the table") as u32;
@@ -245,6 +286,7 @@ fn finish(b: Builder) -> RequestStream {
         requests,
         cuda_streams: sorted,
         slots: b.slots.high_water(),
+        outside,
     }
 }
 

@@ -71,6 +71,17 @@ pub struct RequestStream {
     pub cuda_streams: Vec<u64>,
     /// One more than the largest slot used: the most objects ever live at once.
     pub slots: u32,
+    /// Device memory this process took from the driver past its allocator, not replayed.
+    pub outside: Outside,
+}
+
+/// Plain driver allocations made beside a stream-ordered-pool request stream (see
+/// `Model::from_events`): held by the process under any allocator, so not replayed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Outside {
+    pub allocations: u64,
+    /// The most of these bytes live at once.
+    pub peak_bytes: u64,
 }
 
 impl RequestStream {
@@ -84,6 +95,7 @@ impl RequestStream {
             requests,
             cuda_streams: (0..u64::from(streams)).collect(),
             slots,
+            outside: Outside::default(),
         }
     }
 
