@@ -5,7 +5,10 @@
 //! Nothing else changes: the commands, the parallel engine and `--list-policies` read the
 //! registry.
 
+pub mod best_fit;
+pub mod buddy;
 pub mod cuda_malloc;
+pub mod free_ranges;
 pub mod greedy_by_size;
 pub mod lower_bound;
 mod options;
@@ -58,6 +61,8 @@ pub const REGISTRY: &[PolicyInfo] = &[
     cuda_malloc::INFO,
     pytorch::INFO,
     pytorch::EXPANDABLE_INFO,
+    best_fit::INFO,
+    buddy::INFO,
     greedy_by_size::INFO,
     lower_bound::INFO,
 ];
