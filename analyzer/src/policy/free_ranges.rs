@@ -93,6 +93,21 @@ impl FreeRanges {
         Some((addr, len, self.by_addr[&addr].region))
     }
 
+    /// The largest range, if it holds `size` bytes.
+    pub fn worst_fit(&self, size: u64) -> Option<Free> {
+        let &(len, addr) = self.by_size.last()?;
+        (len >= size).then(|| (addr, len, self.by_addr[&addr].region))
+    }
+
+    /// The highest-addressed range of at least `size` bytes (linear in the number of ranges).
+    pub fn last_fit(&self, size: u64) -> Option<Free> {
+        self.by_addr
+            .iter()
+            .rev()
+            .find(|(_, r)| r.size >= size)
+            .map(|(&a, r)| (a, r.size, r.region))
+    }
+
     /// The lowest-addressed range of at least `size` bytes (linear in the number of ranges).
     pub fn first_fit(&self, size: u64) -> Option<Free> {
         self.by_addr

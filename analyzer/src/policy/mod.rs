@@ -7,6 +7,7 @@
 
 pub mod best_fit;
 pub mod buddy;
+pub mod cuda_async;
 pub mod cuda_malloc;
 pub mod free_ranges;
 pub mod greedy_by_size;
@@ -61,6 +62,7 @@ pub const REGISTRY: &[PolicyInfo] = &[
     cuda_malloc::INFO,
     pytorch::INFO,
     pytorch::EXPANDABLE_INFO,
+    cuda_async::INFO,
     best_fit::INFO,
     buddy::INFO,
     greedy_by_size::INFO,
