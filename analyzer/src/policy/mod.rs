@@ -6,6 +6,7 @@
 //! registry.
 
 pub mod best_fit;
+pub mod bfc;
 pub mod buddy;
 pub mod cuda_async;
 pub mod cuda_malloc;
@@ -63,6 +64,7 @@ pub const REGISTRY: &[PolicyInfo] = &[
     pytorch::INFO,
     pytorch::EXPANDABLE_INFO,
     cuda_async::INFO,
+    bfc::INFO,
     best_fit::INFO,
     buddy::INFO,
     greedy_by_size::INFO,
