@@ -15,6 +15,7 @@ pub mod greedy_by_size;
 pub mod lower_bound;
 mod options;
 pub mod pytorch;
+pub mod rmm_binning;
 pub mod rmm_pool;
 
 pub use options::{Options, PolicySpec, parse_divisions, parse_specs};
@@ -67,6 +68,7 @@ pub const REGISTRY: &[PolicyInfo] = &[
     cuda_async::INFO,
     bfc::INFO,
     rmm_pool::INFO,
+    rmm_binning::INFO,
     best_fit::INFO,
     buddy::INFO,
     greedy_by_size::INFO,
