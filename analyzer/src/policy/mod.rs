@@ -11,6 +11,7 @@ pub mod buddy;
 pub mod cuda_async;
 pub mod cuda_malloc;
 pub mod free_ranges;
+pub mod gmlake;
 pub mod greedy_by_size;
 pub mod lower_bound;
 mod options;
@@ -69,6 +70,7 @@ pub const REGISTRY: &[PolicyInfo] = &[
     bfc::INFO,
     rmm_pool::INFO,
     rmm_binning::INFO,
+    gmlake::INFO,
     best_fit::INFO,
     buddy::INFO,
     greedy_by_size::INFO,
