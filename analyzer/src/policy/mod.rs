@@ -16,6 +16,7 @@ pub mod greedy_by_size;
 pub mod lower_bound;
 mod options;
 pub mod pytorch;
+pub mod rmm_arena;
 pub mod rmm_binning;
 pub mod rmm_pool;
 
@@ -69,6 +70,7 @@ pub const REGISTRY: &[PolicyInfo] = &[
     cuda_async::INFO,
     bfc::INFO,
     rmm_pool::INFO,
+    rmm_arena::INFO,
     rmm_binning::INFO,
     gmlake::INFO,
     best_fit::INFO,
