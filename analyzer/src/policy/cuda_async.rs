@@ -218,7 +218,6 @@ impl CudaAsync {
         if !driver.hold(bytes) {
             return None;
         }
-        driver.count_alloc(Call::MallocAsync, bytes);
         if self.base.is_none() {
             self.base = Some(driver.reserve_address(1 << 40));
         }
@@ -251,7 +250,6 @@ impl CudaAsync {
                 self.free[i].insert(start, keep - start, 0);
             }
             driver.release(self.reserved - keep);
-            driver.count_free(Call::FreeAsync, self.reserved - keep);
             self.reserved = keep;
         }
     }
@@ -308,6 +306,8 @@ impl Policy for CudaAsync {
             stream,
         };
         self.allocated += rounded;
+        // Every request is one cudaMallocAsync call; the pool's own growth is not a call.
+        driver.count_alloc(Call::MallocAsync, size);
         Ok(())
     }
 
