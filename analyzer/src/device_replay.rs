@@ -294,6 +294,16 @@ pub fn replay_on_device(stream: &RequestStream) -> Result<DeviceReport, DeviceEr
                 }
                 last_reserved = reserved;
             }
+            RequestKind::Attempt => {
+                // Tried and survived failing in the program: served and given back at once
+                // if it fits here.
+                let s = streams[r.stream as usize];
+                // SAFETY: as for an allocation; freed at once on the same stream.
+                if let Ok(ptr) = unsafe { result::malloc_async(s, r.size as usize) } {
+                    // SAFETY: `ptr` was just allocated on `s`.
+                    let _ = unsafe { result::free_async(ptr, s) };
+                }
+            }
             RequestKind::Free => {
                 let (ptr, s) = std::mem::take(&mut live[slot]);
                 let t = Instant::now();
@@ -388,6 +398,13 @@ fn plain_pass(stream: &RequestStream) -> Result<SyncPass, DeviceError> {
                     });
                 }
                 last_taken = taken;
+            }
+            RequestKind::Attempt => {
+                // SAFETY: plain allocation, freed at once.
+                if let Ok(ptr) = unsafe { result::malloc_sync(r.size as usize) } {
+                    // SAFETY: `ptr` was just allocated.
+                    let _ = unsafe { result::free_sync(ptr) };
+                }
             }
             RequestKind::Free => {
                 let ptr = std::mem::take(&mut live[slot]);

@@ -94,7 +94,7 @@ impl RmmArena {
     }
 
     /// First fit in the global arena; the whole range unless a superblock's worth remains.
-    fn from_global(&mut self, size: u64) -> Option<(u64, u64)> {
+    fn take_from_global(&mut self, size: u64) -> Option<(u64, u64)> {
         let (offset, len, _) = self.global.first_fit(size)?;
         let take = if len - size >= SUPERBLOCK { size } else { len };
         self.global.take_low(offset, take);
@@ -111,7 +111,7 @@ impl RmmArena {
             self.superblocks[sb as usize].used += size;
             return Some((offset, sb));
         }
-        let (offset, len) = self.from_global(SUPERBLOCK)?;
+        let (offset, len) = self.take_from_global(SUPERBLOCK)?;
         let block = Superblock {
             offset,
             used: size,
@@ -148,7 +148,7 @@ impl Policy for RmmArena {
         }
         let aligned = size.max(1).next_multiple_of(ALIGNMENT);
         let live = if aligned > SUPERBLOCK {
-            let (offset, taken) = self.from_global(aligned).ok_or(Refused)?;
+            let (offset, taken) = self.take_from_global(aligned).ok_or(Refused)?;
             Live {
                 offset,
                 size: taken,

@@ -98,7 +98,7 @@ impl Pool {
         i
     }
 
-    fn from_upstream(&mut self, size: u64, driver: &mut Driver) -> Option<(u64, u32)> {
+    fn block_from_upstream(&mut self, size: u64, driver: &mut Driver) -> Option<(u64, u32)> {
         let addr = driver.malloc(size)?;
         let id = self.upstream.len() as u32;
         self.upstream.push(Upstream { addr, size });
@@ -132,7 +132,7 @@ impl Pool {
         driver: &mut Driver,
     ) -> Option<(u64, u64, u32)> {
         while try_size >= size {
-            if let Some((addr, id)) = self.from_upstream(try_size, driver) {
+            if let Some((addr, id)) = self.block_from_upstream(try_size, driver) {
                 return Some((addr, try_size, id));
             }
             if try_size == size {
@@ -149,7 +149,7 @@ impl Pool {
         if !self.initialised {
             self.initialised = true;
             if self.initial > 0 {
-                let (addr, id) = self.from_upstream(self.initial, driver)?;
+                let (addr, id) = self.block_from_upstream(self.initial, driver)?;
                 self.lists[own].insert(addr, self.initial, id);
             }
         }
