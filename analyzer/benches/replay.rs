@@ -213,7 +213,7 @@ fn main() {
         let model = Model::from_events(trace.events(), &trace.metadata);
         let stream = &model.streams[0];
         let repeats = (2_000_000 / stream.requests.len()).max(1);
-        for policy_name in ["pytorch", "pytorch-expandable"] {
+        for &policy_name in &online {
             let spec = PolicySpec {
                 name: policy_name.into(),
                 options: Vec::new(),
