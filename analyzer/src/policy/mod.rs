@@ -67,6 +67,9 @@ pub const REGISTRY: &[PolicyInfo] = &[
     cuda_malloc::INFO,
     pytorch::INFO,
     pytorch::EXPANDABLE_INFO,
+    greedy_by_size::INFO,
+    lower_bound::INFO,
+    // Part 2 (issue 6); after the bounds so that part 1's outputs keep their positions.
     cuda_async::INFO,
     bfc::INFO,
     rmm_pool::INFO,
@@ -75,8 +78,6 @@ pub const REGISTRY: &[PolicyInfo] = &[
     gmlake::INFO,
     best_fit::INFO,
     buddy::INFO,
-    greedy_by_size::INFO,
-    lower_bound::INFO,
 ];
 
 /// The registered policy called `name`.
