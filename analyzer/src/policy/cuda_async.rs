@@ -18,11 +18,12 @@
 //!   100 MiB → 256, 256 MiB+1 → 512, 1 GiB → 1536, all reproduced).
 //! - Requests are packed at 512 B granularity (probe "small": 2,000 × 10 KiB then 20 KiB requests
 //!   grow the pool at exactly the request where a byte-packed 32 MiB is full).
-//! - Freed memory coalesces with free neighbours (without coalescing the model reserves 1.6 to
-//!   6× what the pool did). Which free range serves a request is not observable directly; of
+//! - Freed memory coalesces with free neighbours (without coalescing the model reserves up to
+//!   4.9× what the pool did). Which free range serves a request is not observable directly; of
 //!   best, first (lowest address), last (highest address) and worst fit, **first fit** came
-//!   closest over the four recorded PyTorch workloads (docs/validation.md, "Part 2": within 4% on
-//!   three, 18% under on the varying-length transformer), so it is the default **[calibrated]**.
+//!   closest to the on-device replays of the four recorded PyTorch workloads (docs/validation.md,
+//!   "Part 2": within 4% on three, 18% under on the varying-length transformer), so it is the
+//!   default **[calibrated]**.
 //! - With no kernel running a free is complete at once, so any stream reuses it (probe
 //!   "streams"); traces carry no kernel timing, so cross-stream reuse is as immediate as the
 //!   flags allow.
