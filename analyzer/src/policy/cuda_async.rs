@@ -23,7 +23,7 @@
 //!   best, first (lowest address), last (highest address) and worst fit, **first fit** came
 //!   closest to the on-device replays of the four recorded PyTorch workloads (docs/validation.md,
 //!   "Part 2": within 4% on three, 18% under on the varying-length transformer), so it is the
-//!   default **[calibrated]**.
+//!   default (**calibrated**).
 //! - With no kernel running a free is complete at once, so any stream reuses it (probe
 //!   "streams"); traces carry no kernel timing, so cross-stream reuse is as immediate as the
 //!   flags allow.
