@@ -418,4 +418,26 @@ mod tests {
         p.malloc(2, 32 * MIB, 1, &mut d).unwrap();
         assert_eq!(d.reserved(), 64 * MIB);
     }
+
+    #[test]
+    fn a_failed_growth_trims_free_chunks_above_the_release_threshold_and_retries() {
+        for (threshold, served) in [(0, true), (u64::MAX, false)] {
+            let mut p = CudaAsync::new(Config {
+                release_threshold: threshold,
+                opportunistic: false,
+                internal_dependencies: false,
+                ..Config::default()
+            });
+            let mut d = Driver::new(DriverModel { capacity: 64 * MIB });
+            p.malloc(0, 32 * MIB, 0, &mut d).unwrap();
+            p.free(0, &mut d);
+            // Stream 1 cannot reuse stream 0's free chunk, and 32 + 64 MiB is over capacity:
+            // only giving that chunk back (PyTorch synchronizes and retries) makes room.
+            assert_eq!(
+                p.malloc(1, 48 * MIB, 1, &mut d).is_ok(),
+                served,
+                "threshold {threshold}"
+            );
+        }
+    }
 }
