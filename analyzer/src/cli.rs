@@ -142,6 +142,11 @@ Examples:
         /// List every policy with its options and their defaults.
         #[arg(long)]
         list_policies: bool,
+        /// Replay on GPU 0 with real cuMemAllocAsync/cuMemFreeAsync and cuMemAlloc/cuMemFree
+        /// instead of the policies: the pool's reserved peak and per-call latency (needs a
+        /// build with `--features device`).
+        #[arg(long, conflicts_with_all = ["csv", "list_policies", "capacity"])]
+        on_device: bool,
     },
     /// The smallest device each policy runs the trace on without running out of memory.
     #[command(after_help = "\

@@ -5,6 +5,8 @@
 //! The core (trace facts, models, replay, metrics, chart data) is sans-IO: it takes decoded
 //! traces and returns data. Only the `cmd_*` modules and `main.rs` open files and print.
 
+#[cfg(feature = "device")]
+pub mod device_replay;
 pub mod diff;
 pub mod export_perfetto;
 pub mod export_snapshot;

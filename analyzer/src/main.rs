@@ -4,6 +4,7 @@
 //! usage (clap's message).
 
 mod cli;
+mod cmd_device_replay;
 mod cmd_diff;
 mod cmd_export;
 mod cmd_fit;
@@ -41,11 +42,18 @@ fn main() -> ExitCode {
         Command::Diff { a, b, json } => cmd_diff::run(&a, &b, json),
         Command::Replay {
             trace,
+            json,
+            on_device: true,
+            ..
+        } => cmd_device_replay::run(trace.as_deref(), json),
+        Command::Replay {
+            trace,
             policy,
             capacity,
             json,
             csv,
             list_policies,
+            on_device: false,
         } => cmd_replay::run(
             trace.as_deref(),
             &policy.0,

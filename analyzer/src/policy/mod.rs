@@ -5,11 +5,20 @@
 //! Nothing else changes: the commands, the parallel engine and `--list-policies` read the
 //! registry.
 
+pub mod best_fit;
+pub mod bfc;
+pub mod buddy;
+pub mod cuda_async;
 pub mod cuda_malloc;
+pub mod free_ranges;
+pub mod gmlake;
 pub mod greedy_by_size;
 pub mod lower_bound;
 mod options;
 pub mod pytorch;
+pub mod rmm_arena;
+pub mod rmm_binning;
+pub mod rmm_pool;
 
 pub use options::{Options, PolicySpec, parse_divisions, parse_specs};
 
@@ -60,6 +69,15 @@ pub const REGISTRY: &[PolicyInfo] = &[
     pytorch::EXPANDABLE_INFO,
     greedy_by_size::INFO,
     lower_bound::INFO,
+    // Part 2 (issue 6); after the bounds so that part 1's outputs keep their positions.
+    cuda_async::INFO,
+    bfc::INFO,
+    rmm_pool::INFO,
+    rmm_arena::INFO,
+    rmm_binning::INFO,
+    gmlake::INFO,
+    best_fit::INFO,
+    buddy::INFO,
 ];
 
 /// The registered policy called `name`.

@@ -1,0 +1,180 @@
+//! Replay invariants over every registered policy (issue 6: "the same property tests as part 1,
+//! over every policy"), on random request streams.
+//!
+//! For each policy, at every step: requested <= allocated <= reserved; reserved never exceeds
+//! the capacity; live blocks of the address map never overlap and lie inside its segments;
+//! freeing everything leaves nothing allocated; two replays give the same figures.
+
+use proptest::prelude::*;
+use vramtrace::model::{Request, RequestStream};
+use vramtrace::policy::{BuildContext, PolicySpec, REGISTRY, build, parse_specs};
+use vramtrace::replay::{
+    DriverModel, Observer, Outcome, ReplayOptions, Usage, address_map_at, replay,
+};
+
+const MIB: u64 = 1 << 20;
+
+/// Random allocations (512 B to 300 MiB, log-uniform, on up to 3 streams) and frees of random
+/// live objects, then every remaining object freed. Slots are reused like the model's.
+fn streams() -> impl Strategy<Value = RequestStream> {
+    let op = (
+        any::<bool>(),
+        9u32..=28,
+        0u64..1024,
+        0u32..3,
+        any::<prop::sample::Index>(),
+    );
+    prop::collection::vec(op, 1..120).prop_map(|ops| {
+        let (mut requests, mut live, mut free_slots) =
+            (Vec::new(), Vec::<(u32, u64)>::new(), Vec::new());
+        let mut next = 0u32;
+        for (alloc, exp, frac, stream, pick) in ops {
+            if alloc || live.is_empty() {
+                let size = (1u64 << exp) + frac * ((1u64 << exp) / 1024);
+                let slot = free_slots.pop().unwrap_or_else(|| {
+                    next += 1;
+                    next - 1
+                });
+                requests.push(Request::alloc(slot, size, stream));
+                live.push((slot, size));
+            } else {
+                let (slot, size) = live.swap_remove(pick.index(live.len()));
+                requests.push(Request::free(slot, size));
+                free_slots.push(slot);
+            }
+        }
+        for (slot, size) in live {
+            requests.push(Request::free(slot, size));
+        }
+        RequestStream::from_requests(requests)
+    })
+}
+
+struct Check {
+    capacity: u64,
+    steps: usize,
+    violation: Option<String>,
+}
+
+impl Observer for Check {
+    fn step(&mut self, index: usize, _: &Request, u: Usage) {
+        self.steps += 1;
+        if self.violation.is_none()
+            && !(u.requested <= u.allocated
+                && u.allocated <= u.reserved
+                && u.reserved <= self.capacity)
+        {
+            self.violation = Some(format!("step {index}: {u:?} capacity {}", self.capacity));
+        }
+    }
+}
+
+/// Every registered policy with its defaults, and the options of part 2 that change placement.
+fn specs() -> Vec<PolicySpec> {
+    let mut specs: Vec<PolicySpec> = REGISTRY
+        .iter()
+        .map(|p| PolicySpec {
+            name: p.name.into(),
+            options: Vec::new(),
+        })
+        .collect();
+    specs.extend(
+        parse_specs(
+            "bfc:allow_growth=true,garbage_collection=true,\
+             cuda-async:reuse_allow_opportunistic=false,release_threshold=0,fit=best,\
+             rmm-pool:initial_pool_size=64MiB,maximum_pool_size=4GiB,\
+             gmlake:frag_limit=0,reuse_limit=2,\
+             rmm-binning:min_size_exponent=10,max_size_exponent=24",
+        )
+        .unwrap(),
+    );
+    specs
+}
+
+fn run(spec: &PolicySpec, stream: &RequestStream, capacity: u64) -> (Outcome, Check) {
+    let ctx = BuildContext { stream, capacity };
+    let mut policy = build(spec, &ctx).unwrap();
+    let options = ReplayOptions {
+        driver: DriverModel { capacity },
+        stop_after: None,
+    };
+    let mut check = Check {
+        capacity,
+        steps: 0,
+        violation: None,
+    };
+    let (outcome, _) = replay(
+        policy.as_mut(),
+        stream.requests.iter().copied(),
+        &options,
+        &mut check,
+    );
+    (outcome, check)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn every_policy_keeps_the_byte_counts_ordered_and_ends_empty(stream in streams()) {
+        for p in specs() {
+            let (o, check) = run(&p, &stream, u64::MAX);
+            prop_assert!(o.oom.is_none(), "{}: OOM without a capacity", p);
+            prop_assert_eq!(check.steps, stream.requests.len(), "{}", p);
+            prop_assert!(o.peak_reserved >= stream.lower_bound(), "{}", p);
+            prop_assert_eq!(check.violation, None, "{}", p);
+            let (again, _) = run(&p, &stream, u64::MAX);
+            prop_assert_eq!(&o, &again, "{}: not deterministic", p);
+        }
+    }
+
+    #[test]
+    fn every_policy_stays_within_a_capacity_or_reports_an_oom(stream in streams(), slack in 100u64..200) {
+        let capacity = stream.lower_bound() * slack / 100 + 64 * MIB;
+        // A fixed arena smaller than the capacity runs out on its own.
+        let fixed = parse_specs("rmm-arena:arena_size=256MiB").unwrap();
+        for p in specs().into_iter().chain(fixed) {
+            let (o, check) = run(&p, &stream, capacity);
+            prop_assert_eq!(check.violation, None, "{}", p);
+            prop_assert!(o.peak_reserved <= capacity, "{}", p);
+            if let Some(oom) = &o.oom {
+                prop_assert_eq!(check.steps, oom.request_index, "{}", p);
+            }
+        }
+    }
+
+    #[test]
+    fn live_blocks_never_overlap_and_lie_in_segments(stream in streams(), at in any::<prop::sample::Index>()) {
+        let index = at.index(stream.requests.len());
+        let live_slots = {
+            let mut live = std::collections::BTreeSet::new();
+            for r in &stream.requests[..=index] {
+                if r.kind == vramtrace::model::RequestKind::Alloc {
+                    live.insert(r.slot);
+                } else {
+                    live.remove(&r.slot);
+                }
+            }
+            live
+        };
+        for p in specs() {
+            let ctx = BuildContext { stream: &stream, capacity: u64::MAX };
+            let mut policy = build(&p, &ctx).unwrap();
+            let map = address_map_at(policy.as_mut(), &stream.requests, index, &ReplayOptions::default());
+            let live: Vec<_> = map.blocks.iter().filter(|b| b.slot.is_some()).collect();
+            let slots: std::collections::BTreeSet<u32> = live.iter().filter_map(|b| b.slot).collect();
+            prop_assert_eq!(&slots, &live_slots, "{}: live blocks", p);
+            for w in live.windows(2) {
+                prop_assert!(w[0].address + w[0].size <= w[1].address, "{}: {:?} overlaps {:?}", p, w[0], w[1]);
+            }
+            if !map.segments.is_empty() {
+                for b in &live {
+                    prop_assert!(
+                        map.segments.iter().any(|s| s.address <= b.address && b.address + b.size <= s.address + s.size),
+                        "{}: {:?} outside every segment", p, b
+                    );
+                }
+            }
+        }
+    }
+}
