@@ -109,3 +109,49 @@ fn help_shows_examples() {
     let text = stdout(vramtrace().args(["info", "--help"]));
     assert!(text.contains("Examples:") && text.contains("vramtrace info --json"));
 }
+
+/// A journal as the recorder leaves it after `SIGKILL` (formats/JOURNAL.md): records of seq
+/// `seqs`, each in its own slot of a 16-slot ring, allocations of 4 KiB.
+fn journal(seqs: &[u64]) -> Vec<u8> {
+    use vramtrace_format::journal::{HEADER_LEN, MAGIC, RECORD_LEN};
+    let capacity = 16u64;
+    let mut b = vec![0u8; HEADER_LEN + capacity as usize * RECORD_LEN];
+    b[..8].copy_from_slice(&MAGIC);
+    b[8..12].copy_from_slice(&(RECORD_LEN as u32).to_le_bytes());
+    b[12..16].copy_from_slice(&4242u32.to_le_bytes());
+    b[16..24].copy_from_slice(&capacity.to_le_bytes());
+    for &seq in seqs {
+        let at = HEADER_LEN + ((seq - 1) % capacity) as usize * RECORD_LEN;
+        b[at..at + 8].copy_from_slice(&seq.to_le_bytes());
+        b[at + 32..at + 40].copy_from_slice(&4096u64.to_le_bytes());
+        b[at + 100..at + 102].copy_from_slice(&1u16.to_le_bytes());
+    }
+    b
+}
+
+#[test]
+fn a_crash_journal_beside_a_trace_is_read_without_touching_either_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("run.vramtrace");
+    std::fs::copy(sample(), &trace).unwrap();
+    let journal_path = dir.path().join("run.vramtrace.journal");
+    // 2,406 events are in the file; 2,405 and 2,406 are also still in the journal.
+    let bytes = journal(&[2405, 2406, 2407, 2408]);
+    std::fs::write(&journal_path, &bytes).unwrap();
+    let text = stdout(vramtrace().arg("info").arg(&trace).arg("--json"));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["events"], 2408);
+    assert_eq!(v["by_api"]["cuMemAlloc_v2"], 2);
+    assert_eq!(v["complete"], false);
+    assert!(
+        v["damage"]
+            .as_str()
+            .unwrap()
+            .contains("2 more events read from the crash journal")
+    );
+    assert_eq!(std::fs::read(&journal_path).unwrap(), bytes);
+    assert_eq!(
+        std::fs::read(&trace).unwrap(),
+        std::fs::read(sample()).unwrap()
+    );
+}
