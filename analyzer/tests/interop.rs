@@ -1,5 +1,5 @@
 //! `summary`, `diff`, `import` and `export` through the real command line, on the sample trace
-//! and on PyTorch snapshots recorded on an H200 (samples/README.interop.md has their
+//! and on PyTorch snapshots recorded on an H200 (samples/README.md has their
 //! provenance and the allocator counters quoted below).
 
 use assert_cmd::Command;

@@ -1,5 +1,5 @@
 //! Replays of imported PyTorch snapshots (`samples/snapshots/`, provenance in
-//! `samples/README.interop.md`): the requests only, never the recorded allocator's own segments,
+//! `samples/README.md`): the requests only, never the recorded allocator's own segments,
 //! and the `pytorch` policy's driver calls compared with the segments PyTorch really allocated.
 
 use std::path::Path;

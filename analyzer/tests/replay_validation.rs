@@ -2,7 +2,7 @@
 //! replayed and compared with the same processes' `torch.cuda.memory_stats()`.
 //!
 //! The traces and stats are in `samples/traces/h200-torch/` (provenance in
-//! `samples/README.replay.md`; `samples/workloads/replay_validate.py` made them).
+//! `samples/README.md`; `samples/workloads/replay_validate.py` made them).
 
 use std::path::{Path, PathBuf};
 use vramtrace::model::{Model, RequestStream};
