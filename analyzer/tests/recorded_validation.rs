@@ -50,6 +50,10 @@ fn a_recorded_mlp_replays_to_the_real_peak_reserved_of_both_pytorch_allocators()
     let (native, allocs, _) = replay("mlp", "pytorch");
     assert_eq!(native, truth("mlp", "native", "max_memory_reserved"));
     assert_eq!(allocs, truth("mlp", "native", "num_device_alloc"));
+    assert_eq!(
+        replay("mlp", "pytorch-expandable").1,
+        truth("mlp", "expandable_segments", "num_device_alloc")
+    );
     let (expandable, _, _) = replay("mlp", "pytorch-expandable");
     assert_eq!(
         expandable,
