@@ -125,13 +125,7 @@ impl Policy for BestFit {
                 });
             }
         }
-        for (offset, size, _) in self.free.iter() {
-            map.blocks.push(BlockSpan {
-                address: base + offset,
-                size,
-                slot: None,
-            });
-        }
+        map.blocks.extend(self.free.blocks(base));
         map.blocks.sort_by_key(|b| b.address);
         map
     }

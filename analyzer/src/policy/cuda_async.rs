@@ -343,13 +343,7 @@ impl Policy for CudaAsync {
             }
         }
         for f in &self.free {
-            for (offset, size, _) in f.iter() {
-                map.blocks.push(BlockSpan {
-                    address: base + offset,
-                    size,
-                    slot: None,
-                });
-            }
+            map.blocks.extend(f.blocks(base));
         }
         map.blocks.sort_by_key(|b| b.address);
         map

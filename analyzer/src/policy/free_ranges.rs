@@ -10,6 +10,7 @@
 //! Invariants: ranges never overlap; no two ranges of one region touch (they would have merged);
 //! the size index holds exactly the ranges of the address index.
 
+use crate::replay::BlockSpan;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,6 +135,15 @@ impl FreeRanges {
     /// Free ranges in address order.
     pub fn iter(&self) -> impl Iterator<Item = Free> + '_ {
         self.by_addr.iter().map(|(&a, r)| (a, r.size, r.region))
+    }
+
+    /// The free ranges as cached blocks of an address map, offsets counted from `base`.
+    pub fn blocks(&self, base: u64) -> impl Iterator<Item = BlockSpan> + '_ {
+        self.iter().map(move |(offset, size, _)| BlockSpan {
+            address: base + offset,
+            size,
+            slot: None,
+        })
     }
 
     /// Free ranges of one region.

@@ -214,13 +214,7 @@ impl Policy for RmmArena {
             }
         }
         for list in std::iter::once(&self.global).chain(&self.streams) {
-            for (offset, size, _) in list.iter() {
-                map.blocks.push(BlockSpan {
-                    address: base + offset,
-                    size,
-                    slot: None,
-                });
-            }
+            map.blocks.extend(list.blocks(base));
         }
         map.blocks.sort_by_key(|b| b.address);
         map
