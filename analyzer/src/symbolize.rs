@@ -9,6 +9,7 @@
 //! used from one thread, on the few thousand distinct frames a report shows.
 
 use crate::import_snapshot::python_frame;
+use crate::summary::short_frame;
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
 use std::collections::HashMap;
@@ -98,7 +99,7 @@ impl<'t> Symbolizer<'t> {
         let offset = address - module.load_address;
         // Frames of imported PyTorch snapshots are Python lines in synthetic modules.
         if let Some((file, line, name)) = python_frame(&module.path, offset) {
-            return format!("{name} ({file}:{line})");
+            return format!("{name} ({}:{line})", short_frame(file));
         }
         let fallback = format!("{}+{offset:#x}", base_name(&module.path));
         if self.blaze.is_none() {
@@ -268,9 +269,12 @@ mod tests {
     #[test]
     fn python_frames_of_imported_snapshots_are_named_by_file_and_line() {
         let mut t = tables("", Vec::new());
-        t.modules[0].path = crate::import_snapshot::python_module_path("train.py", "forward");
+        t.modules[0].path = crate::import_snapshot::python_module_path(
+            "/venv/lib/python3.12/site-packages/torch/nn/linear.py",
+            "forward",
+        );
         let mut s = Symbolizer::new(&t, true);
-        assert_eq!(s.name(0x7000_0000 + 42), "forward (train.py:42)");
+        assert_eq!(s.name(0x7000_0000 + 42), "forward (torch/nn/linear.py:42)");
     }
 
     #[test]
