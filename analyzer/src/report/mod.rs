@@ -3,7 +3,8 @@
 //! Sans-IO in three layers: [`trace::TracePass`] reads events once; [`build`] (and, for the
 //! allocator policies, [`from_replay`]) turns that into [`data::ReportData`], small and already
 //! downsampled; each chart module renders its part of the data to an SVG string and
-//! [`page::html`] puts them on one page. `cmd_report` does the file work.
+//! [`page::html_page`] puts them on one page; [`generate::generate`] runs it all. `cmd_report`
+//! only writes the files.
 
 pub mod address_map;
 pub mod data;
