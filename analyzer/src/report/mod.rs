@@ -1,11 +1,10 @@
 //! `vramtrace report`: SVG charts and one self-contained HTML page.
 //!
 //! Sans-IO in three layers: [`trace::TracePass`] lays out the allocations of the replay model's
-//! request streams; [`build`] (and, for the
-//! allocator policies, [`from_replay`]) turns that into [`data::ReportData`], small and already
-//! downsampled; each chart module renders its part of the data to an SVG string and
-//! [`page::html_page`] puts them on one page; [`generate::generate`] runs it all. `cmd_report`
-//! only writes the files.
+//! request streams; [`build`] (and, for the allocator policies, [`from_replay`]) turns that into
+//! [`data::ReportData`], small and already downsampled; each chart module renders its part of
+//! the data to an SVG string and [`page::html_page`] puts them on one page.
+//! [`generate::generate`] runs it all; `cmd_report` only writes the files.
 
 pub mod address_map;
 pub mod data;
