@@ -22,21 +22,14 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
     svg((style::WIDTH, style::HEIGHT), |root| {
         let (plot, legend) = root.split_horizontally(style::WIDTH - style::LEGEND_WIDTH);
         let x_max = tu.of(buckets.span_ns);
-        let mut chart = ChartBuilder::on(&plot)
-            .caption(title, (style::FONT, style::TITLE_SIZE))
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..x_max, 0f64..100f64)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!("time since the first event ({})", tu.name))
-            .y_desc("reserved but not allocated (%)")
-            .x_label_formatter(&|v| style::tick(*v))
-            .y_label_formatter(&|v| format!("{v:.0}"))
-            .axis_desc_style((style::FONT, style::LABEL_SIZE))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()?;
+        let mut chart = style::time_chart(
+            &plot,
+            &title,
+            0f64..x_max,
+            0f64..100f64,
+            tu.name,
+            "reserved but not allocated (%)",
+        )?;
         let mut entries = Vec::new();
         for p in &section.policies {
             let color = style::policy_color(p.color);

@@ -67,21 +67,14 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
     svg((style::WIDTH, style::HEIGHT), |root| {
         let (plot, legend) = root.split_horizontally(style::WIDTH - style::LEGEND_WIDTH);
         let x_max = tu.of(buckets.span_ns);
-        let mut chart = ChartBuilder::on(&plot)
-            .caption(title, (style::FONT, style::TITLE_SIZE))
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..x_max, 0f64..bu.of(y_max) * 1.08)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!("time since the first event ({})", tu.name))
-            .y_desc(format!("memory ({})", bu.name))
-            .x_label_formatter(&|v| style::tick(*v))
-            .y_label_formatter(&|v| style::tick(*v))
-            .axis_desc_style((style::FONT, style::LABEL_SIZE))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()?;
+        let mut chart = style::time_chart(
+            &plot,
+            &title,
+            0f64..x_max,
+            0f64..bu.of(y_max) * 1.08,
+            tu.name,
+            &format!("memory ({})", bu.name),
+        )?;
         let mut entries = Vec::new();
         if !section.policies.is_empty() {
             entries.push(LegendEntry::new("reserved by policy:", WHITE, Mark::Box));
@@ -179,17 +172,11 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
 mod tests {
     use super::*;
     use crate::report::trace::TracePass;
-    use vramtrace_format::{Api, Event};
+    use crate::report::trace::tests::ev;
+    use vramtrace_format::Api;
 
     #[test]
     fn requested_bytes_peak_when_the_most_is_live() {
-        let ev = |api, t, a, s| Event {
-            time_ns: t,
-            address: a,
-            size: s,
-            device: 0,
-            ..Event::new(api)
-        };
         let pass = TracePass::from_events(vec![
             ev(Api::CuMemAlloc_v2, 0, 1, 100),
             ev(Api::CuMemAlloc_v2, 10, 2, 50),

@@ -3,7 +3,9 @@
 
 use super::escape::clean;
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+use std::ops::Range;
 
 /// Size of a full-width chart, in SVG pixels.
 pub const WIDTH: u32 = 1000;
@@ -234,6 +236,37 @@ pub fn draw_legend<DB: DrawingBackend>(
         ))?;
     }
     Ok(())
+}
+
+/// A chart with time on x and a number on y.
+pub type TimeChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A chart over time, as memory, fragmentation and timeline charts draw it: titled, time on x
+/// (`time_unit`), `y_desc` on y, light grid, ticks without trailing zeros.
+pub fn time_chart<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    title: &str,
+    x: Range<f64>,
+    y: Range<f64>,
+    time_unit: &str,
+    y_desc: &str,
+) -> Result<TimeChart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (FONT, TITLE_SIZE))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x, y)?;
+    chart
+        .configure_mesh()
+        .x_desc(format!("time since the first event ({time_unit})"))
+        .y_desc(y_desc)
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .axis_desc_style((FONT, LABEL_SIZE))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    Ok(chart)
 }
 
 /// A dashed horizontal line across a chart at `y`, from `x0` to `x1`.

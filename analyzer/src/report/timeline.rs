@@ -164,21 +164,14 @@ pub fn render(title: &str, t: &Timeline) -> Svg {
     let tu = TimeUnit::for_span(x1);
     svg((style::WIDTH, style::HEIGHT), |root| {
         let (plot, legend) = root.split_horizontally(style::WIDTH - style::LEGEND_WIDTH);
-        let mut chart = ChartBuilder::on(&plot)
-            .caption(title, (style::FONT, style::TITLE_SIZE))
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(tu.of(x0)..tu.of(x1), 0f64..bu.of(max) * 1.05)?;
-        chart
-            .configure_mesh()
-            .x_desc(format!("time since the first event ({})", tu.name))
-            .y_desc(format!("live memory ({})", bu.name))
-            .x_label_formatter(&|v| style::tick(*v))
-            .y_label_formatter(&|v| style::tick(*v))
-            .axis_desc_style((style::FONT, style::LABEL_SIZE))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()?;
+        let mut chart = style::time_chart(
+            &plot,
+            title,
+            tu.of(x0)..tu.of(x1),
+            0f64..bu.of(max) * 1.05,
+            tu.name,
+            &format!("live memory ({})", bu.name),
+        )?;
         for (i, b) in t.bands.iter().enumerate() {
             chart.draw_series(std::iter::once(Polygon::new(
                 outline(b, &t.times_ns, tu, bu),
@@ -224,17 +217,11 @@ pub fn render(title: &str, t: &Timeline) -> Svg {
 mod tests {
     use super::*;
     use crate::report::trace::TracePass;
-    use vramtrace_format::{Api, Event};
+    use crate::report::trace::tests::ev;
+    use vramtrace_format::Api;
 
     #[test]
     fn bands_stack_in_birth_order_and_move_down_when_one_below_ends() {
-        let ev = |api, t, a, s| Event {
-            time_ns: t,
-            address: a,
-            size: s,
-            device: 0,
-            ..Event::new(api)
-        };
         let pass = TracePass::from_events(vec![
             ev(Api::CuMemAlloc_v2, 0, 1, 100),
             ev(Api::CuMemAlloc_v2, 1, 2, 50),

@@ -159,11 +159,12 @@ fn instance(stream: &RequestStream) -> Instance {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use vramtrace_format::{Api, Event};
 
-    fn ev(api: Api, time_ns: u64, address: u64, size: u64) -> Event {
+    /// An event of process 7 on GPU 0, for the report's tests.
+    pub(crate) fn ev(api: Api, time_ns: u64, address: u64, size: u64) -> Event {
         Event {
             time_ns,
             pid: 7,
