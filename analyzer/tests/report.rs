@@ -441,3 +441,31 @@ fn each_process_and_device_gets_its_own_section_and_files() {
     // The larger peak comes first.
     assert!(html.find("process 1, GPU 0").unwrap() < html.find("process 2, GPU 1").unwrap());
 }
+
+#[test]
+fn every_bundled_sample_gives_a_page_with_valid_charts() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/traces");
+    let mut samples: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "vramtrace"))
+        .collect();
+    samples.sort();
+    assert!(!samples.is_empty());
+    for sample in samples {
+        let out = report(&sample, &[]);
+        let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+        assert!(html.contains("</html>"), "{}", sample.display());
+        for f in svgs(out.path()) {
+            let svg = std::fs::read_to_string(&f).unwrap();
+            usvg::Tree::from_str(&svg, &usvg::Options::default())
+                .unwrap_or_else(|e| panic!("{} of {}: {e}", f.display(), sample.display()));
+        }
+        // Traces recorded under a caching allocator are not request level: the page says so.
+        let name = sample.file_name().unwrap().to_string_lossy();
+        if name.ends_with("-native.vramtrace") || name.ends_with("-expandable.vramtrace") {
+            assert!(!html.contains("capture level: <b>request"), "{name}");
+            assert!(html.contains("<div class=\"warn\"><b>Note:</b>"), "{name}");
+        }
+    }
+}
