@@ -177,6 +177,10 @@ pub struct Section {
     pub requested: Series,
     /// Its maximum: the lower bound of every allocator.
     pub peak: Peak,
+    /// Plain driver allocations made beside a stream-ordered pool (libraries bypassing the
+    /// framework's allocator): not in `requested`, not replayed.
+    pub outside_allocations: u64,
+    pub outside_peak: u64,
     pub policies: Vec<PolicyResult>,
     pub live_at_peak: LiveAtPeak,
     /// The allocation timeline over the whole trace.

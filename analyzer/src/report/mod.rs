@@ -104,6 +104,8 @@ pub fn build(
             capacity: capacity(inst.pid, inst.device),
             requested,
             peak,
+            outside_allocations: inst.outside.allocations,
+            outside_peak: inst.outside.peak_bytes,
             policies: Vec::new(),
             live_at_peak,
             timeline,

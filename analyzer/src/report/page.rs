@@ -303,6 +303,16 @@ pub fn headline(x: &Section, start_ns: u64, segments: bool) -> String {
         }
         text.push('.');
     }
+    if x.outside_allocations > 0 {
+        let _ = write!(
+            text,
+            " Besides, {} plain driver allocations made beside the pool (libraries that bypass \
+             the framework's allocator) held up to {}: every allocator would hold them too, so \
+             they are left out of these figures.",
+            count(x.outside_allocations),
+            bytes(x.outside_peak)
+        );
+    }
     let ooms: Vec<String> = x
         .policies
         .iter()

@@ -6,7 +6,7 @@
 //! shows the same lower bound (`model/objects.rs` decides what is device memory, how frees are
 //! matched and what failed calls and unmatched frees do).
 
-use crate::model::{Model, RequestKind, RequestStream};
+use crate::model::{Model, Outside, RequestKind, RequestStream};
 use vramtrace_format::Trace;
 
 /// `death_ns` of an allocation still live when the trace ends.
@@ -53,6 +53,8 @@ pub struct Instance {
     pub device: i32,
     pub allocations: Vec<Allocation>,
     pub steps: Vec<Step>,
+    /// Plain driver allocations beside a stream-ordered pool, which the model sets aside.
+    pub outside: Outside,
 }
 
 /// What the pass found.
@@ -116,6 +118,7 @@ fn instance(stream: &RequestStream) -> Instance {
         device: key.map_or(-1, |k| k.device),
         allocations: Vec::with_capacity(stream.requests.len() / 2 + 1),
         steps: Vec::with_capacity(stream.requests.len()),
+        outside: stream.outside,
     };
     let mut by_slot: Vec<u32> = vec![u32::MAX; stream.slots as usize];
     for r in &stream.requests {
@@ -179,9 +182,9 @@ pub(crate) mod tests {
     fn allocations_are_paired_with_their_frees_by_address() {
         let pass = TracePass::from_events(vec![
             ev(Api::CuMemAlloc_v2, 10, 0x1000, 100),
-            ev(Api::CuMemAllocAsync, 20, 0x2000, 50),
+            ev(Api::CuMemAlloc_v2, 20, 0x2000, 50),
             ev(Api::CuMemFree_v2, 30, 0x1000, 0),
-            ev(Api::CuMemFreeAsync, 40, 0x9999, 0),
+            ev(Api::CuMemFree_v2, 40, 0x9999, 0),
         ]);
         assert_eq!(pass.instances.len(), 1);
         let i = &pass.instances[0];
@@ -192,6 +195,18 @@ pub(crate) mod tests {
         assert!(i.steps[2].is_free() && i.steps[2].allocation() == 0);
         assert_eq!(pass.unmatched_frees, 1);
         assert_eq!((pass.first_ns, pass.last_ns), (10, 40));
+    }
+
+    #[test]
+    fn plain_allocations_beside_a_pool_are_outside_the_allocator() {
+        let pass = TracePass::from_events(vec![
+            ev(Api::CuMemAlloc_v2, 10, 0x1000, 100),
+            ev(Api::CuMemAllocAsync, 20, 0x2000, 50),
+        ]);
+        let i = &pass.instances[0];
+        assert_eq!(i.allocations.len(), 1);
+        assert_eq!(i.allocations[0].size, 50);
+        assert_eq!((i.outside.allocations, i.outside.peak_bytes), (1, 100));
     }
 
     #[test]
