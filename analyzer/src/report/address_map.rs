@@ -168,7 +168,7 @@ pub fn render(section: &Section, policy: &PolicyResult) -> Svg {
                 Mark::Dot,
             ));
         }
-        style::draw_legend(&legend, 60, &entries)?;
+        style::draw_legend(&legend, style::LEGEND_TOP, &entries)?;
         Ok(())
     })
 }

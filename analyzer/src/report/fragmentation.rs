@@ -19,7 +19,8 @@ pub fn percent(p: &PolicyResult) -> Vec<Option<f64>> {
 pub fn render(section: &Section, buckets: Buckets) -> Svg {
     let tu = TimeUnit::for_span(buckets.span_ns);
     let title = format!("Fragmentation over time: {}", section.label());
-    svg((style::WIDTH, style::HEIGHT), |root| {
+    let height = style::height_for_legend(section.policies.len().max(1));
+    svg((style::WIDTH, height), |root| {
         let (plot, legend) = root.split_horizontally(style::WIDTH - style::LEGEND_WIDTH);
         let x_max = tu.of(buckets.span_ns);
         let mut chart = style::time_chart(
@@ -69,7 +70,7 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
                 Mark::Box,
             ));
         }
-        style::draw_legend(&legend, 60, &entries)?;
+        style::draw_legend(&legend, style::LEGEND_TOP, &entries)?;
         Ok(())
     })
 }

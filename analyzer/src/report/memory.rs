@@ -32,140 +32,153 @@ pub fn requested(instance: &Instance, buckets: Buckets) -> (Series, Peak, Option
     (series.finish(), peak, at)
 }
 
-/// Points of a downsampled series, one per bucket at its middle.
+/// Points of a downsampled series, one per bucket at its middle, held at most at `top`.
 pub(super) fn points(
     series: &[u64],
     buckets: Buckets,
     tu: TimeUnit,
     bu: ByteUnit,
+    top: u64,
 ) -> Vec<(f64, f64)> {
     series
         .iter()
         .enumerate()
         .map(|(i, &v)| {
             let mid = (buckets.offset_ns(i) + buckets.offset_ns(i + 1)) / 2;
-            (tu.of(mid), bu.of(v))
+            (tu.of(mid), bu.of(v.min(top)))
         })
         .collect()
 }
 
 pub fn render(section: &Section, buckets: Buckets) -> Svg {
     let capacity = section.capacity;
-    let data_max = section
-        .policies
-        .iter()
-        .map(|p| p.peak_reserved.bytes)
-        .chain([section.peak.bytes, 1])
-        .max()
-        .unwrap_or(1);
+    let data_max = style::byte_axis_top(
+        section.peak.bytes,
+        section.policies.iter().map(|p| p.peak_reserved.bytes),
+    );
     // A capacity far above the data would flatten every curve: then it is only named.
     let capacity_drawn = capacity.filter(|&c| c as f64 <= data_max as f64 * 1.5);
     let y_max = capacity_drawn.unwrap_or(0).max(data_max);
+    // Lines above the axis run along its top; their legend line says so.
+    let y_top = (y_max as f64 * 1.08) as u64;
+    let off = |peak: u64| if peak > y_top { " (off chart)" } else { "" };
     let bu = ByteUnit::for_max(y_max);
     let tu = TimeUnit::for_span(buckets.span_ns);
     let title = format!("Memory over time: {}", section.label());
-    svg((style::WIDTH, style::HEIGHT), |root| {
-        let (plot, legend) = root.split_horizontally(style::WIDTH - style::LEGEND_WIDTH);
-        let x_max = tu.of(buckets.span_ns);
-        let mut chart = style::time_chart(
-            &plot,
-            &title,
-            0f64..x_max,
-            0f64..bu.of(y_max) * 1.08,
-            tu.name,
-            &format!("memory ({})", bu.name),
-        )?;
-        let mut entries = Vec::new();
-        if !section.policies.is_empty() {
-            entries.push(LegendEntry::new("reserved by policy:", WHITE, Mark::Box));
-        }
-        for p in &section.policies {
-            let color = style::policy_color(p.color);
-            chart.draw_series(LineSeries::new(
-                points(&p.reserved.max, buckets, tu, bu),
-                color.stroke_width(2),
-            ))?;
-            entries.push(LegendEntry::new(
-                format!("{}: peak {}", p.name, bytes(p.peak_reserved.bytes)),
-                color,
-                Mark::Line,
-            ));
-        }
-        chart.draw_series(LineSeries::new(
-            points(&section.requested.max, buckets, tu, bu),
-            style::REQUESTED.stroke_width(2),
-        ))?;
-        entries.push(LegendEntry::new(
-            format!("requested, peak {}", bytes(section.peak.bytes)),
-            style::REQUESTED,
-            Mark::Line,
-        ));
-        let lb = bu.of(section.lower_bound());
-        for piece in style::dashed_hline(0.0, x_max, lb, 40) {
-            chart.draw_series(std::iter::once(PathElement::new(
-                piece,
-                style::LOWER_BOUND.stroke_width(1),
-            )))?;
-        }
-        entries.push(LegendEntry::new(
-            "lower bound (peak requested)",
-            style::LOWER_BOUND,
-            Mark::Dashed,
-        ));
-        if let Some(c) = capacity_drawn {
-            for piece in style::dashed_hline(0.0, x_max, bu.of(c), 40) {
-                chart.draw_series(std::iter::once(PathElement::new(
-                    piece,
-                    style::DANGER.stroke_width(2),
-                )))?;
+    let policies = section.policies.len();
+    let ooms = section.policies.iter().filter(|p| p.oom.is_some()).count();
+    let legend_lines =
+        usize::from(policies > 0) + policies + 3 + usize::from(capacity.is_some()) + ooms;
+    svg(
+        (style::WIDTH, style::height_for_legend(legend_lines)),
+        |root| {
+            let (plot, legend) = root.split_horizontally(style::WIDTH - style::LEGEND_WIDTH);
+            let x_max = tu.of(buckets.span_ns);
+            let mut chart = style::time_chart(
+                &plot,
+                &title,
+                0f64..x_max,
+                0f64..bu.of(y_top),
+                tu.name,
+                &format!("memory ({})", bu.name),
+            )?;
+            let mut entries = Vec::new();
+            if !section.policies.is_empty() {
+                entries.push(LegendEntry::new("reserved by policy:", WHITE, Mark::Box));
             }
-        }
-        if let Some(c) = capacity {
-            let off = if capacity_drawn.is_some() {
-                ""
-            } else {
-                " (off the chart)"
-            };
-            entries.push(LegendEntry::new(
-                format!("capacity {}{off}", bytes(c)),
-                style::DANGER,
-                Mark::Dashed,
-            ));
-        }
-        // Peaks: exact values, not bucket maxima.
-        let mut marks = vec![(section.peak, style::REQUESTED)];
-        marks.extend(
-            section
-                .policies
-                .iter()
-                .map(|p| (p.peak_reserved, style::policy_color(p.color))),
-        );
-        for (peak, color) in marks {
-            let at = (
-                tu.of(peak.time_ns.saturating_sub(buckets.start_ns)),
-                bu.of(peak.bytes),
-            );
-            chart.draw_series(std::iter::once(Circle::new(at, 5, color.filled())))?;
-        }
-        entries.push(LegendEntry::new("peak", style::REQUESTED, Mark::Dot));
-        for p in &section.policies {
-            if let Some(oom) = &p.oom {
-                let x = tu.of(oom.time_ns.saturating_sub(buckets.start_ns));
-                chart.draw_series(std::iter::once(Cross::new(
-                    (x, bu.of(oom.reserved.min(y_max))),
-                    8,
-                    style::DANGER.stroke_width(3),
-                )))?;
+            for p in &section.policies {
+                let color = style::policy_color(p.color);
+                chart.draw_series(LineSeries::new(
+                    points(&p.reserved.max, buckets, tu, bu, y_top),
+                    color.stroke_width(2),
+                ))?;
                 entries.push(LegendEntry::new(
-                    format!("{}: out of memory", p.name),
-                    style::DANGER,
-                    Mark::Dot,
+                    format!(
+                        "{}: peak {}{}",
+                        p.name,
+                        bytes(p.peak_reserved.bytes),
+                        off(p.peak_reserved.bytes)
+                    ),
+                    color,
+                    Mark::Line,
                 ));
             }
-        }
-        style::draw_legend(&legend, 60, &entries)?;
-        Ok(())
-    })
+            chart.draw_series(LineSeries::new(
+                points(&section.requested.max, buckets, tu, bu, y_top),
+                style::REQUESTED.stroke_width(2),
+            ))?;
+            entries.push(LegendEntry::new(
+                format!("requested, peak {}", bytes(section.peak.bytes)),
+                style::REQUESTED,
+                Mark::Line,
+            ));
+            let lb = bu.of(section.lower_bound());
+            for piece in style::dashed_hline(0.0, x_max, lb, 40) {
+                chart.draw_series(std::iter::once(PathElement::new(
+                    piece,
+                    style::LOWER_BOUND.stroke_width(1),
+                )))?;
+            }
+            entries.push(LegendEntry::new(
+                "lower bound (peak requested)",
+                style::LOWER_BOUND,
+                Mark::Dashed,
+            ));
+            if let Some(c) = capacity_drawn {
+                for piece in style::dashed_hline(0.0, x_max, bu.of(c), 40) {
+                    chart.draw_series(std::iter::once(PathElement::new(
+                        piece,
+                        style::DANGER.stroke_width(2),
+                    )))?;
+                }
+            }
+            if let Some(c) = capacity {
+                let off = if capacity_drawn.is_some() {
+                    ""
+                } else {
+                    " (off chart)"
+                };
+                entries.push(LegendEntry::new(
+                    format!("capacity {}{off}", bytes(c)),
+                    style::DANGER,
+                    Mark::Dashed,
+                ));
+            }
+            // Peaks: exact values, not bucket maxima.
+            let mut marks = vec![(section.peak, style::REQUESTED)];
+            marks.extend(
+                section
+                    .policies
+                    .iter()
+                    .map(|p| (p.peak_reserved, style::policy_color(p.color))),
+            );
+            for (peak, color) in marks.into_iter().filter(|m| m.0.bytes <= y_top) {
+                let at = (
+                    tu.of(peak.time_ns.saturating_sub(buckets.start_ns)),
+                    bu.of(peak.bytes),
+                );
+                chart.draw_series(std::iter::once(Circle::new(at, 5, color.filled())))?;
+            }
+            entries.push(LegendEntry::new("peak", style::REQUESTED, Mark::Dot));
+            for p in &section.policies {
+                if let Some(oom) = &p.oom {
+                    let x = tu.of(oom.time_ns.saturating_sub(buckets.start_ns));
+                    chart.draw_series(std::iter::once(Cross::new(
+                        (x, bu.of(oom.reserved.min(y_top))),
+                        8,
+                        style::DANGER.stroke_width(3),
+                    )))?;
+                    entries.push(LegendEntry::new(
+                        format!("{}: out of memory", p.name),
+                        style::DANGER,
+                        Mark::Dot,
+                    ));
+                }
+            }
+            style::draw_legend(&legend, style::LEGEND_TOP, &entries)?;
+            Ok(())
+        },
+    )
 }
 
 #[cfg(test)]

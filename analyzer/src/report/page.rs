@@ -234,6 +234,20 @@ fn section(s: &mut String, i: usize, x: &Section, charts: &[Chart], start_ns: u6
         None,
         "The same timeline, zoomed on the moments around the peak.",
     );
+    let maps = charts
+        .iter()
+        .filter(|c| c.kind == ChartKind::AddressMap && c.section == Some(i))
+        .count();
+    if maps == 0 {
+        return;
+    }
+    // Many policies make a long page: their maps fold away, open on demand.
+    let open = if maps <= 3 { " open" } else { "" };
+    let _ = writeln!(
+        s,
+        "<details{open}><summary>Address space of each policy at its peak ({maps} charts)\
+         </summary>"
+    );
     for (p, policy) in x.policies.iter().enumerate() {
         figure(
             s,
@@ -249,6 +263,7 @@ fn section(s: &mut String, i: usize, x: &Section, charts: &[Chart], start_ns: u6
             ),
         );
     }
+    s.push_str("</details>\n");
 }
 
 /// The answer in one paragraph: how much was live at most, and what the policies make of it.

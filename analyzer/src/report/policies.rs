@@ -34,13 +34,10 @@ pub fn bar_label(peak: u64, lower_bound: u64, calls: u64, est_us: f64, oom: bool
 pub fn render(section: &Section) -> Svg {
     let n = section.policies.len().max(1);
     let height = 110 + ROW * n as u32;
-    let max = section
-        .policies
-        .iter()
-        .map(|p| p.peak_reserved.bytes)
-        .chain([section.lower_bound(), 1])
-        .max()
-        .unwrap_or(1);
+    let max = style::byte_axis_top(
+        section.lower_bound(),
+        section.policies.iter().map(|p| p.peak_reserved.bytes),
+    );
     let bu = ByteUnit::for_max(max);
     let title = format!(
         "Peak reserved per policy against the lower bound: {}",
@@ -69,11 +66,24 @@ pub fn render(section: &Section) -> Svg {
         for (i, p) in section.policies.iter().enumerate() {
             let color = style::policy_color(p.color);
             let y = (n - 1 - i) as f64;
-            let end = bu.of(p.peak_reserved.bytes);
+            // An outlier's bar is cut short, with a white gap for the break.
+            let cut = p.peak_reserved.bytes > max;
+            let end = if cut {
+                bu.of(max) * 1.12
+            } else {
+                bu.of(p.peak_reserved.bytes)
+            };
             chart.draw_series(std::iter::once(Rectangle::new(
                 [(0.0, y + 0.2), (end, y + 0.8)],
                 color.filled(),
             )))?;
+            if cut {
+                let gap = bu.of(max) * 1.05;
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(gap, y + 0.1), (gap + bu.of(max) * 0.015, y + 0.9)],
+                    WHITE.filled(),
+                )))?;
+            }
             chart.draw_series(std::iter::once(Text::new(
                 bar_label(
                     p.peak_reserved.bytes,

@@ -29,9 +29,9 @@ pub const FREE: RGBColor = RGBColor(240, 160, 60);
 /// Memory too small or too short to draw on its own.
 pub const REST: RGBColor = RGBColor(190, 190, 190);
 
-/// Policy colours (Okabe–Ito first, readable by colour-blind readers, then four more), by the
+/// Policy colours (Okabe–Ito first, readable by colour-blind readers, then more), by the
 /// policy's colour index, so one policy has one colour in every chart.
-const POLICY_COLORS: [RGBColor; 12] = [
+const POLICY_COLORS: [RGBColor; 16] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
@@ -44,6 +44,10 @@ const POLICY_COLORS: [RGBColor; 12] = [
     RGBColor(0, 128, 128),
     RGBColor(199, 21, 133),
     RGBColor(85, 107, 47),
+    RGBColor(70, 130, 180),
+    RGBColor(210, 105, 30),
+    RGBColor(128, 0, 0),
+    RGBColor(75, 0, 130),
 ];
 
 pub fn policy_color(index: usize) -> RGBColor {
@@ -129,6 +133,23 @@ impl TimeUnit {
     }
 }
 
+/// Values above this multiple of the lower bound are drawn cut at the axis's end: a policy that
+/// reserves most of the device up front (BFC, an arena) would otherwise flatten every other
+/// curve into the floor.
+pub const OUTLIER: f64 = 2.5;
+
+/// The byte axis's top for values `peaks` against `lower_bound`: the largest value that is not
+/// an outlier (at most [`OUTLIER`] × the lower bound), and at least the lower bound.
+pub fn byte_axis_top(lower_bound: u64, peaks: impl IntoIterator<Item = u64>) -> u64 {
+    let limit = lower_bound as f64 * OUTLIER;
+    peaks
+        .into_iter()
+        .filter(|&p| lower_bound == 0 || p as f64 <= limit)
+        .chain([lower_bound, 1])
+        .max()
+        .unwrap_or(1)
+}
+
 /// Tick label: at most three significant decimals, no trailing zeros.
 pub fn tick(v: f64) -> String {
     let s = if v.abs() >= 100.0 {
@@ -193,6 +214,18 @@ pub fn truncate(text: &str, chars: usize) -> String {
     s
 }
 
+/// Vertical distance between legend lines.
+const LEGEND_LINE: i32 = 20;
+
+/// The height of a chart with a legend of `entries` lines: [`HEIGHT`], or more when the legend
+/// (starting at `LEGEND_TOP`) needs it.
+pub fn height_for_legend(entries: usize) -> u32 {
+    HEIGHT.max(LEGEND_TOP as u32 + LEGEND_LINE as u32 * entries as u32 + 30)
+}
+
+/// Where the first legend line is, below the chart's title.
+pub const LEGEND_TOP: i32 = 60;
+
 /// Draws `entries` top-down in `area` (the strip right of the plot).
 pub fn draw_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -202,7 +235,7 @@ pub fn draw_legend<DB: DrawingBackend>(
     let (w, _) = area.dim_in_pixel();
     let chars = fit_chars(f64::from(w) - 40.0, 13.0);
     for (i, e) in entries.iter().enumerate() {
-        let y = top + i as i32 * 22;
+        let y = top + i as i32 * LEGEND_LINE;
         let x = 8;
         match e.mark {
             Mark::Line => {
@@ -291,6 +324,13 @@ mod tests {
         assert_eq!(ByteUnit::for_max(80 << 30).name, "GiB");
         assert_eq!(TimeUnit::for_span(50_000_000_000).name, "s");
         assert_eq!(TimeUnit::for_span(99_000_000).name, "ms");
+    }
+
+    #[test]
+    fn outliers_do_not_set_the_byte_axis() {
+        assert_eq!(byte_axis_top(100, [120, 150, 10_000]), 150);
+        assert_eq!(byte_axis_top(100, [10_000]), 100);
+        assert_eq!(byte_axis_top(0, [7, 3]), 7);
     }
 
     #[test]

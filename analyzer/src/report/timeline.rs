@@ -208,7 +208,7 @@ pub fn render(title: &str, t: &Timeline) -> Svg {
                 Mark::Dot,
             ),
         ];
-        style::draw_legend(&legend, 60, &entries)?;
+        style::draw_legend(&legend, style::LEGEND_TOP, &entries)?;
         Ok(())
     })
 }
