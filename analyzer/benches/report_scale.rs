@@ -7,12 +7,13 @@
 //! of each stage and of the whole, and the largest SVG. Files are not written: writing a few
 //! hundred KiB is not what scales.
 //!
-//! Measured 2026-11-29 on the 2-core build machine (shared; load average 3.7 to 4.6), all five
-//! policies: median 5.27 s over 5 runs (decode 0.19, model 1.05, chart data 0.17, replays 3.71,
-//! charts and page < 0.01), largest SVG 54,641 bytes. End to end, `vramtrace report` on the
-//! same trace written to disk (32.4 MiB): 4.79 / 5.84 / 6.52 s, 1.4 GB peak RSS. Under a load
-//! average of 8 the bench's median was 12.2 s. Most of the replay time is the greedy-by-size
-//! policy's offline plan (about 40 % of all CPU samples in `perf`).
+//! Measured 2026-11-29 on the 2-core build machine (shared with other builds), all 13 policies
+//! registered then: median 9.03 s over 5 runs at load average 1.8 to 3.3 (decode 0.18, model
+//! 1.23, chart data 0.16, replays 7.44, charts and page < 0.01), largest SVG 94,597 bytes. End
+//! to end, `vramtrace report` on the same trace on disk (32.4 MiB): 5.44 / 5.50 / 5.66 s wall,
+//! 7.9 s user + 1.3 s system, 1.7 GB peak RSS, index.html 500 KB. With the first five policies
+//! only, the median was 5.27 s at load 4, and 12.2 s under a load average of 8. The replays
+//! dominate; of them, greedy-by-size's offline plan was about 40 % of all CPU samples in `perf`.
 
 use std::time::Instant;
 use vramtrace::policy::resolve;
