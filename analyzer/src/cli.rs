@@ -194,6 +194,32 @@ Examples:
         #[arg(long)]
         salvage: bool,
     },
+    /// Write SVG charts and one self-contained HTML page: memory over time per policy, what is
+    /// live at the peak and from where, fragmentation, address maps, histograms, a timeline.
+    #[command(after_help = "\
+Examples:
+  vramtrace report run.vramtrace
+  vramtrace report run.vramtrace -o report/ --capacity 80GiB
+  vramtrace report run.vramtrace --policy pytorch,pytorch-expandable
+  vramtrace report run.vramtrace --no-symbolize")]
+    Report {
+        /// The .vramtrace file.
+        trace: PathBuf,
+        /// Directory for index.html and the .svg files (created if missing); default
+        /// TRACE-NAME-report in the current directory.
+        #[arg(short = 'o', long = "output", value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Policies to replay and compare: `all`, or NAME[:KEY=VALUE,...] separated by commas.
+        #[arg(long, default_value = "all", value_parser = policies)]
+        policy: PolicyList,
+        /// Device capacity for the replays, drawn as a line (default: the traced device's
+        /// memory, else unlimited).
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        capacity: Option<u64>,
+        /// Show frames as module+0xoffset without reading the traced program's files.
+        #[arg(long)]
+        no_symbolize: bool,
+    },
 }
 
 /// Formats `vramtrace export` writes.

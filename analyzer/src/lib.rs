@@ -15,5 +15,7 @@ pub mod info;
 pub mod model;
 pub mod policy;
 pub mod replay;
+pub mod report;
 pub mod summary;
+pub mod symbolize;
 pub mod units;

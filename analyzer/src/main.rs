@@ -12,6 +12,7 @@ mod cmd_import;
 mod cmd_info;
 mod cmd_record;
 mod cmd_replay;
+mod cmd_report;
 mod cmd_summary;
 mod load;
 mod output;
@@ -88,6 +89,19 @@ fn main() -> ExitCode {
             stacks,
             max_depth,
             command,
+        }),
+        Command::Report {
+            trace,
+            out,
+            policy,
+            capacity,
+            no_symbolize,
+        } => cmd_report::run(&cmd_report::Options {
+            trace,
+            out,
+            policies: policy.0,
+            capacity,
+            symbolize: !no_symbolize,
         }),
     };
     match result {

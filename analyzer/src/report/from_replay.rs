@@ -1,0 +1,377 @@
+//! The adapter from the replay engine to chart data: replays a request stream through each
+//! policy, sampling reserved and allocated bytes into the report's time buckets as it goes (no
+//! per-request timeline is kept), and takes the policy's address map where reserved peaked.
+
+use super::data::{
+    AddressLayout, Buckets, OomFacts, Peak, PolicyResult, SegmentLayout, SeriesBuilder,
+};
+use crate::model::{Request, RequestStream};
+use crate::policy::{BuildContext, PolicySpec, build};
+use crate::replay::{
+    AddressMap, Driver, DriverModel, Observer, Policy, Refused, ReplayOptions, Usage,
+    address_map_at, replay,
+};
+use rayon::prelude::*;
+
+/// Downsamples a replay's usage into [`Buckets`].
+struct Sampler {
+    reserved: SeriesBuilder,
+    allocated: SeriesBuilder,
+}
+
+impl Observer for Sampler {
+    #[inline]
+    fn step(&mut self, _: usize, request: &Request, usage: Usage) {
+        self.reserved.step(request.time_ns, usage.reserved);
+        self.allocated.step(request.time_ns, usage.allocated);
+    }
+}
+
+/// Blocks and segments copied in peak snapshots before [`PeakWatch`] gives up and the address
+/// map is taken by replaying again instead.
+const SNAPSHOT_BUDGET: u64 = 20_000_000;
+
+/// Wraps a policy to keep its address map from the moment reserved bytes peaked, so no second
+/// replay (and, for offline policies, no second plan) is needed. Each new peak costs one
+/// snapshot; a trace that peaks too often with too many blocks exhausts the budget, and then the
+/// caller falls back to [`address_map_at`].
+struct PeakWatch {
+    inner: Box<dyn Policy>,
+    peak: u64,
+    map: Option<AddressMap>,
+    budget: u64,
+}
+
+impl PeakWatch {
+    fn watch(&mut self, driver: &Driver) {
+        let reserved = driver.reserved();
+        if reserved <= self.peak {
+            return;
+        }
+        self.peak = reserved;
+        if self.budget == 0 {
+            return;
+        }
+        let map = self.inner.address_map();
+        let cost = (map.blocks.len() + map.segments.len()) as u64;
+        if cost > self.budget {
+            self.budget = 0;
+            self.map = None;
+        } else {
+            self.budget -= cost;
+            self.map = Some(map);
+        }
+    }
+}
+
+impl Policy for PeakWatch {
+    fn malloc(
+        &mut self,
+        slot: u32,
+        size: u64,
+        stream: u32,
+        driver: &mut Driver,
+    ) -> Result<(), Refused> {
+        let result = self.inner.malloc(slot, size, stream, driver);
+        if result.is_ok() {
+            self.watch(driver);
+        }
+        result
+    }
+
+    fn free(&mut self, slot: u32, driver: &mut Driver) {
+        self.inner.free(slot, driver);
+        self.watch(driver);
+    }
+
+    fn attempt(&mut self, slot: u32, size: u64, stream: u32, driver: &mut Driver) -> bool {
+        let served = self.inner.attempt(slot, size, stream, driver);
+        self.watch(driver);
+        served
+    }
+
+    fn allocated(&self) -> u64 {
+        self.inner.allocated()
+    }
+
+    fn address_map(&self) -> AddressMap {
+        self.inner.address_map()
+    }
+}
+
+/// A colour per spec that stays the same from report to report: a registered policy's place in
+/// the registry, and for a second spec of the same policy (other options) the next colour no
+/// registered policy uses.
+pub fn colors(specs: &[PolicySpec]) -> Vec<usize> {
+    let registry = crate::policy::REGISTRY;
+    let mut taken = vec![false; registry.len()];
+    let mut next = registry.len();
+    specs
+        .iter()
+        .map(|s| match registry.iter().position(|p| p.name == s.name) {
+            Some(i) if !taken[i] => {
+                taken[i] = true;
+                i
+            }
+            _ => {
+                next += 1;
+                next - 1
+            }
+        })
+        .collect()
+}
+
+/// Replays `stream` through every policy in `specs` (in parallel) under `capacity` (`u64::MAX`
+/// for none). Results are in `specs` order; a result's `index` is its position there.
+pub fn replay_policies(
+    stream: &RequestStream,
+    specs: &[PolicySpec],
+    capacity: u64,
+    buckets: Buckets,
+) -> Result<Vec<PolicyResult>, String> {
+    let colors = colors(specs);
+    specs
+        .par_iter()
+        .enumerate()
+        .map(|(index, spec)| {
+            let mut r = replay_one(stream, spec, index, capacity, buckets)?;
+            r.color = colors[index];
+            Ok(r)
+        })
+        .collect()
+}
+
+fn replay_one(
+    stream: &RequestStream,
+    spec: &PolicySpec,
+    index: usize,
+    capacity: u64,
+    buckets: Buckets,
+) -> Result<PolicyResult, String> {
+    let ctx = BuildContext { stream, capacity };
+    let options = ReplayOptions {
+        driver: DriverModel { capacity },
+        stop_after: None,
+    };
+    let mut sampler = Sampler {
+        reserved: SeriesBuilder::new(buckets),
+        allocated: SeriesBuilder::new(buckets),
+    };
+    let mut policy = PeakWatch {
+        inner: build(spec, &ctx)?,
+        peak: 0,
+        map: None,
+        budget: SNAPSHOT_BUDGET,
+    };
+    let (outcome, _) = replay(
+        &mut policy,
+        stream.requests.iter().copied(),
+        &options,
+        &mut sampler,
+    );
+    let address_map = match policy.map {
+        _ if outcome.peak_reserved == 0 => AddressLayout::default(),
+        Some(map) if policy.peak == outcome.peak_reserved => layout(&map),
+        _ => {
+            // Replays are deterministic: a fresh policy replayed up to the peak is in the state
+            // the full replay passed through.
+            let mut fresh = build(spec, &ctx)?;
+            layout(&address_map_at(
+                fresh.as_mut(),
+                &stream.requests,
+                outcome.peak_reserved_index,
+                &options,
+            ))
+        }
+    };
+    let peak_time = stream
+        .requests
+        .get(outcome.peak_reserved_index)
+        .map_or(0, |r| r.time_ns);
+    // A replay that ran out of memory stopped there: its lines end there too.
+    let (reserved, allocated) = match &outcome.oom {
+        Some(oom) => (
+            sampler.reserved.finish_at(oom.time_ns),
+            sampler.allocated.finish_at(oom.time_ns),
+        ),
+        None => (sampler.reserved.finish(), sampler.allocated.finish()),
+    };
+    Ok(PolicyResult {
+        name: spec.to_string(),
+        index,
+        color: index,
+        reserved,
+        allocated,
+        peak_reserved: Peak {
+            time_ns: peak_time,
+            bytes: outcome.peak_reserved,
+        },
+        peak_allocated: outcome.peak_allocated,
+        fragmentation_at_peak: outcome.fragmentation_at_peak(),
+        device_allocs: outcome.device_allocs,
+        device_frees: outcome.device_frees,
+        est_alloc_time_us: outcome.est_alloc_time_us,
+        oom: outcome.oom.map(|o| OomFacts {
+            time_ns: o.time_ns,
+            size: o.size,
+            reserved: o.reserved,
+            stack_id: o.stack,
+            stack: Vec::new(),
+        }),
+        address_map,
+    })
+}
+
+/// Each segment with the allocated blocks inside it, as offsets.
+pub fn layout(map: &AddressMap) -> AddressLayout {
+    let mut segments: Vec<_> = map.segments.clone();
+    // Policies that pack several blocks in one driver page list the page once per block.
+    segments.sort_by_key(|s| (s.address, std::cmp::Reverse(s.size)));
+    segments.dedup_by_key(|s| s.address);
+    let mut blocks: Vec<_> = map.blocks.iter().filter(|b| b.slot.is_some()).collect();
+    blocks.sort_by_key(|b| b.address);
+    let mut next = 0;
+    AddressLayout {
+        segments: segments
+            .iter()
+            .map(|s| {
+                let end = s.address + s.size;
+                while next < blocks.len() && blocks[next].address < s.address {
+                    next += 1;
+                }
+                let mut allocated = Vec::new();
+                while next < blocks.len() && blocks[next].address < end {
+                    let b = blocks[next];
+                    allocated.push((b.address - s.address, b.size.min(end - b.address)));
+                    next += 1;
+                }
+                SegmentLayout {
+                    address: s.address,
+                    size: s.size,
+                    allocated,
+                }
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Request;
+    use crate::policy::parse_specs;
+    use crate::replay::{BlockSpan, Span};
+
+    #[test]
+    fn a_policy_keeps_its_colour_whatever_else_is_replayed() {
+        let all = colors(&parse_specs("cuda-malloc,pytorch,pytorch-expandable").unwrap());
+        let some = colors(
+            &parse_specs("pytorch-expandable,pytorch,pytorch:max_split_size_mb=64").unwrap(),
+        );
+        assert_eq!(all, vec![0, 1, 2]);
+        let n = crate::policy::REGISTRY.len();
+        assert_eq!(some, vec![2, 1, n]);
+    }
+
+    #[test]
+    fn blocks_are_placed_in_their_segments_and_free_ones_left_out() {
+        let map = AddressMap {
+            segments: vec![
+                Span {
+                    address: 2000,
+                    size: 1000,
+                },
+                Span {
+                    address: 0,
+                    size: 1000,
+                },
+            ],
+            blocks: vec![
+                BlockSpan {
+                    address: 0,
+                    size: 500,
+                    slot: Some(1),
+                },
+                BlockSpan {
+                    address: 500,
+                    size: 500,
+                    slot: None,
+                },
+                BlockSpan {
+                    address: 2100,
+                    size: 100,
+                    slot: Some(2),
+                },
+            ],
+        };
+        let l = layout(&map);
+        assert_eq!(l.segments[0].allocated, vec![(0, 500)]);
+        assert_eq!(l.segments[1].address, 2000);
+        assert_eq!(l.segments[1].allocated, vec![(100, 100)]);
+    }
+
+    #[test]
+    fn the_peak_snapshot_is_the_state_a_replay_up_to_the_peak_leaves() {
+        let s = vramtrace_format::synthetic::pytorch_like(4, 3);
+        let model = crate::model::Model::from_events(s.events, &s.metadata);
+        let stream = &model.streams[0];
+        let options = ReplayOptions {
+            driver: DriverModel { capacity: u64::MAX },
+            stop_after: None,
+        };
+        for info in crate::policy::REGISTRY {
+            let spec = parse_specs(info.name).unwrap().remove(0);
+            let ctx = BuildContext {
+                stream,
+                capacity: u64::MAX,
+            };
+            let mut watched = PeakWatch {
+                inner: build(&spec, &ctx).unwrap(),
+                peak: 0,
+                map: None,
+                budget: SNAPSHOT_BUDGET,
+            };
+            let (outcome, _) = replay(
+                &mut watched,
+                stream.requests.iter().copied(),
+                &options,
+                &mut (),
+            );
+            let mut fresh = build(&spec, &ctx).unwrap();
+            let again = address_map_at(
+                fresh.as_mut(),
+                &stream.requests,
+                outcome.peak_reserved_index,
+                &options,
+            );
+            assert_eq!(watched.peak, outcome.peak_reserved, "{}", info.name);
+            assert_eq!(watched.map.unwrap_or_default(), again, "{}", info.name);
+        }
+    }
+
+    #[test]
+    fn every_policy_reserves_at_least_the_lower_bound_and_is_sampled() {
+        let mut requests = Vec::new();
+        for (i, size) in [(0u32, 3u64 << 20), (1, 5 << 20)] {
+            requests.push(Request {
+                time_ns: u64::from(i) * 10,
+                ..Request::alloc(i, size, 0)
+            });
+        }
+        requests.push(Request {
+            time_ns: 30,
+            ..Request::free(0, 3 << 20)
+        });
+        let stream = RequestStream::from_requests(requests);
+        let specs = parse_specs("cuda-malloc,pytorch").unwrap();
+        let buckets = Buckets::new(0, 40, 4);
+        let results = replay_policies(&stream, &specs, u64::MAX, buckets).unwrap();
+        assert_eq!(results.len(), 2);
+        for (i, r) in results.iter().enumerate() {
+            assert_eq!(r.index, i);
+            assert!(r.peak_reserved.bytes >= 8 << 20, "{}", r.name);
+            assert_eq!(r.reserved.max.len(), 4);
+            assert!(!r.address_map.segments.is_empty());
+        }
+    }
+}

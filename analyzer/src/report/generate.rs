@@ -1,0 +1,157 @@
+//! The whole report from a decoded trace: the trace pass and the replay model side by side,
+//! symbolization of what is shown, the replays, the charts and the page. No file is written
+//! here (symbolization reads the traced program's binaries, nothing else is touched).
+
+use super::data::{ProcessFacts, ReportData, TraceFacts};
+use super::trace::TracePass;
+use super::{Chart, build, charts, from_replay, page};
+use crate::model::{CaptureLevel, Model};
+use crate::policy::PolicySpec;
+use crate::symbolize::Symbolizer;
+use crate::units::{bytes, count};
+use vramtrace_format::Trace;
+
+/// What `vramtrace report` was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The trace's name as shown on the page.
+    pub file: String,
+    pub policies: Vec<PolicySpec>,
+    /// Replay capacity; `None` for each device's memory, else unlimited.
+    pub capacity: Option<u64>,
+    /// Read the traced binaries to name frames (`false`: `module+0xoffset` only).
+    pub symbolize: bool,
+}
+
+/// A finished report, ready to be written.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub data: ReportData,
+    pub charts: Vec<Chart>,
+    /// `index.html`.
+    pub html: String,
+}
+
+/// Makes the report; `progress` hears each stage as it starts.
+pub fn generate(
+    trace: &Trace,
+    o: &Options,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report, String> {
+    progress("reading events");
+    let mut model = Model::from_events(trace.events(), &trace.metadata);
+    // The replays need only the request streams.
+    drop(std::mem::take(&mut model.objects));
+    let pass = TracePass::new(trace, &model);
+    progress(&format!(
+        "{} events, {} device allocations",
+        count(pass.events),
+        count(pass.allocations())
+    ));
+    let facts = facts(o, trace, &pass, &model);
+    // As `vramtrace replay`: --capacity, else the traced device's memory, else unlimited.
+    let capacity = |_pid: u32, device: i32| {
+        o.capacity.or_else(|| {
+            trace
+                .tables
+                .devices
+                .iter()
+                .find(|d| d.ordinal == device && d.total_memory > 0)
+                .map(|d| d.total_memory)
+        })
+    };
+    let mut symbolizer = Symbolizer::new(&trace.tables, o.symbolize);
+    let mut data = build(&pass, facts, &capacity, &mut |stack| {
+        symbolizer.stack(stack)
+    });
+    drop(pass);
+    if !o.policies.is_empty() {
+        progress(&format!(
+            "replaying {}",
+            o.policies
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    replay_sections(&mut data, &model, &o.policies)?;
+    drop(model);
+    for section in &mut data.sections {
+        for p in &mut section.policies {
+            if let Some(oom) = &mut p.oom {
+                oom.stack = symbolizer.stack(oom.stack_id);
+            }
+        }
+    }
+    progress("drawing charts");
+    let charts = charts(&data)?;
+    let html = page::html_page(&data, &charts);
+    Ok(Report { data, charts, html })
+}
+
+/// Fills each section's policy results from the replay of its request stream.
+fn replay_sections(
+    data: &mut ReportData,
+    model: &Model,
+    specs: &[PolicySpec],
+) -> Result<(), String> {
+    data.policy_names = specs.iter().map(ToString::to_string).collect();
+    let Some(buckets) = data.buckets else {
+        return Ok(());
+    };
+    for section in &mut data.sections {
+        let Some(stream) = model.streams.iter().find(|s| {
+            s.key
+                .is_some_and(|k| k.pid == section.pid && k.device == section.device)
+        }) else {
+            continue;
+        };
+        let capacity = section.capacity.unwrap_or(u64::MAX);
+        section.policies = from_replay::replay_policies(stream, specs, capacity, buckets)?;
+    }
+    Ok(())
+}
+
+fn facts(o: &Options, trace: &Trace, pass: &TracePass, model: &Model) -> TraceFacts {
+    let m = &trace.metadata;
+    let level = match model.level.level {
+        CaptureLevel::Request => "request",
+        CaptureLevel::Segment => "segment",
+        CaptureLevel::Unknown => "unknown",
+    };
+    let how = if model.level.declared {
+        " (declared by the recorder)"
+    } else {
+        " (inferred from the calls)"
+    };
+    TraceFacts {
+        file: o.file.clone(),
+        events: pass.events,
+        failed_calls: pass.failed_calls,
+        duration_ns: pass.last_ns.saturating_sub(pass.first_ns),
+        complete: trace.layout.complete,
+        level: format!("{level}{how}"),
+        level_warning: model.level.warning.clone(),
+        processes: trace
+            .tables
+            .processes
+            .iter()
+            .map(|p| ProcessFacts {
+                pid: p.pid,
+                command_line: p.command_line.join(" "),
+            })
+            .collect(),
+        devices: trace
+            .tables
+            .devices
+            .iter()
+            .map(|d| format!("GPU {}: {} ({})", d.ordinal, d.name, bytes(d.total_memory)))
+            .collect(),
+        writer: m.writer.clone(),
+        host: m.host.clone(),
+        allocations: pass.allocations(),
+        unmatched_frees: pass.unmatched_frees,
+        symbolized: o.symbolize,
+    }
+}

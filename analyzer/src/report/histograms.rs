@@ -1,0 +1,247 @@
+//! Chart 5, size and lifetime histograms of the requests: log-scale bins, each with how many
+//! requests fell in it and how many bytes they asked for.
+
+use super::data::{Bin, Histogram};
+use super::style::{self, ByteUnit};
+use super::trace::{Instance, NEVER};
+use super::{Svg, svg};
+use crate::units::{bytes, count};
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+const ROW: u32 = 26;
+const LABEL_WIDTH: u32 = 130;
+
+/// Sizes in bins of ×4: `≤ 1 KiB`, `1–4 KiB`, ..., trimmed to the bins the requests use.
+pub fn sizes<'a>(instances: impl IntoIterator<Item = &'a Instance>) -> Histogram {
+    // Upper bounds 1 KiB · 4^k, k = 0..=15 (up to 1 PiB), then everything larger.
+    let bounds: Vec<u64> = (0..16).map(|k| 1024u64 << (2 * k)).collect();
+    let mut bins: Vec<Bin> = (0..=bounds.len())
+        .map(|k| Bin {
+            label: match k {
+                0 => format!("≤ {}", short_bytes(bounds[0])),
+                k if k == bounds.len() => format!("> {}", short_bytes(bounds[k - 1])),
+                k => format!("{}–{}", short_bytes(bounds[k - 1]), short_bytes(bounds[k])),
+            },
+            ..Bin::default()
+        })
+        .collect();
+    for inst in instances {
+        for a in &inst.allocations {
+            let k = bounds.partition_point(|&b| b < a.size);
+            bins[k].count += 1;
+            bins[k].bytes += a.size;
+        }
+    }
+    Histogram {
+        bins: trim(bins, 0),
+    }
+}
+
+/// Lifetimes in decades from 1 µs to 1,000 s, then the requests never freed.
+pub fn lifetimes<'a>(instances: impl IntoIterator<Item = &'a Instance>) -> Histogram {
+    const LABELS: [&str; 11] = [
+        "< 1 µs",
+        "1–10 µs",
+        "10–100 µs",
+        "0.1–1 ms",
+        "1–10 ms",
+        "10–100 ms",
+        "0.1–1 s",
+        "1–10 s",
+        "10–100 s",
+        "100–1000 s",
+        "≥ 1000 s",
+    ];
+    let mut bins: Vec<Bin> = LABELS
+        .iter()
+        .chain(&["never freed"])
+        .map(|l| Bin {
+            label: l.to_string(),
+            ..Bin::default()
+        })
+        .collect();
+    for inst in instances {
+        for a in &inst.allocations {
+            let k = if a.death_ns == NEVER {
+                LABELS.len()
+            } else {
+                let mut life = a.death_ns.saturating_sub(a.birth_ns);
+                let mut k = 0;
+                life /= 1000;
+                while life > 0 && k < LABELS.len() - 1 {
+                    life /= 10;
+                    k += 1;
+                }
+                k
+            };
+            bins[k].count += 1;
+            bins[k].bytes += a.size;
+        }
+    }
+    Histogram {
+        bins: trim(bins, 1),
+    }
+}
+
+/// Drops empty bins at both ends, keeping the last `keep_tail` bins whatever they hold.
+fn trim(mut bins: Vec<Bin>, keep_tail: usize) -> Vec<Bin> {
+    let tail = bins.split_off(bins.len() - keep_tail);
+    let first = bins.iter().position(|b| b.count > 0);
+    let last = bins.iter().rposition(|b| b.count > 0);
+    let mut out = match (first, last) {
+        (Some(f), Some(l)) => bins[f..=l].to_vec(),
+        _ => Vec::new(),
+    };
+    out.extend(tail.into_iter().filter(|b| b.count > 0));
+    out
+}
+
+/// `1 KiB`, `4 MiB`: bin bounds are exact powers, so no decimals.
+fn short_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n;
+    let mut u = 0;
+    while v >= 1024 && v % 1024 == 0 && u < UNITS.len() - 1 {
+        v /= 1024;
+        u += 1;
+    }
+    format!("{v} {}", UNITS[u])
+}
+
+pub fn render(title: &str, what: &str, h: &Histogram) -> Svg {
+    let rows = h.bins.len().max(1);
+    let height = 110 + ROW * rows as u32;
+    svg((style::WIDTH, height), |full| {
+        let root = full.titled(title, (style::FONT, style::TITLE_SIZE))?;
+        let (left, right) = root.split_horizontally(LABEL_WIDTH + (style::WIDTH - LABEL_WIDTH) / 2);
+        let max_count = h.bins.iter().map(|b| b.count).max().unwrap_or(1).max(1);
+        let max_bytes = h.bins.iter().map(|b| b.bytes).max().unwrap_or(1).max(1);
+        let bu = ByteUnit::for_max(max_bytes);
+        let n = rows as f64;
+        let mut counts = ChartBuilder::on(&left)
+            .margin(10)
+            .x_label_area_size(45)
+            .y_label_area_size(LABEL_WIDTH)
+            .build_cartesian_2d(0f64..max_count as f64 * 1.3, 0f64..n)?;
+        counts
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(0)
+            .x_labels(5)
+            .x_desc(format!("{what} (count)"))
+            .x_label_formatter(&|v| count(*v as u64))
+            .axis_desc_style((style::FONT, style::LABEL_SIZE))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()?;
+        let mut sizes = ChartBuilder::on(&right)
+            .margin(10)
+            .x_label_area_size(45)
+            .y_label_area_size(10)
+            .build_cartesian_2d(0f64..bu.of(max_bytes) * 1.3, 0f64..n)?;
+        sizes
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(0)
+            .x_labels(5)
+            .x_desc(format!("bytes requested ({})", bu.name))
+            .x_label_formatter(&|v| style::tick(*v))
+            .axis_desc_style((style::FONT, style::LABEL_SIZE))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()?;
+        let value_font = (style::FONT, 12.0)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        for (i, b) in h.bins.iter().enumerate() {
+            let y = (rows - 1 - i) as f64;
+            counts.draw_series(std::iter::once(Rectangle::new(
+                [(0.0, y + 0.15), (b.count as f64, y + 0.85)],
+                RGBColor(78, 121, 167).filled(),
+            )))?;
+            counts.draw_series(std::iter::once(Text::new(
+                count(b.count),
+                (b.count as f64 + max_count as f64 * 0.01, y + 0.5),
+                value_font.clone(),
+            )))?;
+            sizes.draw_series(std::iter::once(Rectangle::new(
+                [(0.0, y + 0.15), (bu.of(b.bytes), y + 0.85)],
+                RGBColor(242, 142, 43).filled(),
+            )))?;
+            sizes.draw_series(std::iter::once(Text::new(
+                bytes(b.bytes),
+                (bu.of(b.bytes) + bu.of(max_bytes) * 0.01, y + 0.5),
+                value_font.clone(),
+            )))?;
+            let (px, py) = counts.backend_coord(&(0.0, y + 0.5));
+            // backend_coord is in whole-image pixels: draw on the whole image.
+            full.draw(&Text::new(
+                b.label.clone(),
+                (px - 8, py),
+                (style::FONT, 13.0)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Right, VPos::Center)),
+            ))?;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::trace::Allocation;
+
+    fn alloc(size: u64, birth_ns: u64, death_ns: u64) -> Allocation {
+        Allocation {
+            size,
+            birth_ns,
+            death_ns,
+            stack: 0,
+            birth_step: 0,
+            death_step: 0,
+        }
+    }
+
+    #[test]
+    fn sizes_fall_in_bins_of_four_and_empty_ends_are_dropped() {
+        let inst = Instance {
+            allocations: vec![alloc(512, 0, 1), alloc(1024, 0, 1), alloc(3000, 0, 1)],
+            ..Instance::default()
+        };
+        let h = sizes([&inst]);
+        let got: Vec<(&str, u64, u64)> = h
+            .bins
+            .iter()
+            .map(|b| (b.label.as_str(), b.count, b.bytes))
+            .collect();
+        assert_eq!(got, vec![("≤ 1 KiB", 2, 1536), ("1 KiB–4 KiB", 1, 3000)]);
+    }
+
+    #[test]
+    fn lifetimes_fall_in_decades_and_survivors_are_counted_apart() {
+        let inst = Instance {
+            allocations: vec![
+                alloc(10, 0, 500),
+                alloc(10, 0, 5_000),
+                alloc(10, 0, 2_000_000),
+                alloc(99, 0, NEVER),
+            ],
+            ..Instance::default()
+        };
+        let h = lifetimes([&inst]);
+        let got: Vec<(&str, u64)> = h.bins.iter().map(|b| (b.label.as_str(), b.count)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("< 1 µs", 1),
+                ("1–10 µs", 1),
+                ("10–100 µs", 0),
+                ("0.1–1 ms", 0),
+                ("1–10 ms", 1),
+                ("never freed", 1)
+            ]
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! The device-memory allocations of each allocator instance (process × device), with their
+//! lifetimes and the order in which they were made and freed.
+//!
+//! Sans-IO, and derived from the replay model's request streams rather than from a second pass
+//! over the events, so the report sees exactly the allocations `vramtrace replay` replays and
+//! shows the same lower bound (`model/objects.rs` decides what is device memory, how frees are
+//! matched and what failed calls and unmatched frees do).
+
+use crate::model::{Model, Outside, RequestKind, RequestStream};
+use vramtrace_format::Trace;
+
+/// `death_ns` of an allocation still live when the trace ends.
+pub const NEVER: u64 = u64::MAX;
+
+/// One device allocation from birth to death.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    pub size: u64,
+    pub birth_ns: u64,
+    /// [`NEVER`] while still live at the end.
+    pub death_ns: u64,
+    pub stack: u32,
+    /// Index in [`Instance::steps`] of its allocation.
+    pub birth_step: u32,
+    /// Index of its free, or `u32::MAX`.
+    pub death_step: u32,
+}
+
+/// An allocation or a free, in call order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    pub time_ns: u64,
+    /// Index in [`Instance::allocations`], with [`Step::FREE`] set for a free.
+    tagged: u32,
+}
+
+impl Step {
+    const FREE: u32 = 1 << 31;
+
+    pub fn allocation(&self) -> usize {
+        (self.tagged & !Self::FREE) as usize
+    }
+
+    pub fn is_free(&self) -> bool {
+        self.tagged & Self::FREE != 0
+    }
+}
+
+/// The device memory of one process on one device.
+#[derive(Debug, Clone, Default)]
+pub struct Instance {
+    pub pid: u32,
+    pub device: i32,
+    pub allocations: Vec<Allocation>,
+    pub steps: Vec<Step>,
+    /// Plain driver allocations beside a stream-ordered pool, which the model sets aside.
+    pub outside: Outside,
+}
+
+/// What the pass found.
+#[derive(Debug, Clone, Default)]
+pub struct TracePass {
+    /// In (pid, device) order.
+    pub instances: Vec<Instance>,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub events: u64,
+    pub failed_calls: u64,
+    pub unmatched_frees: u64,
+}
+
+impl TracePass {
+    /// The instances of `model`'s request streams, timed by `trace`'s chunk index.
+    pub fn new(trace: &Trace, model: &Model) -> TracePass {
+        let chunks = trace.layout.chunks.iter().filter(|c| c.event_count > 0);
+        let first_ns = chunks.clone().map(|c| c.first_time_ns).min().unwrap_or(0);
+        let last_ns = chunks.map(|c| c.last_time_ns).max().unwrap_or(0);
+        TracePass {
+            instances: model.streams.iter().map(instance).collect(),
+            first_ns,
+            last_ns: last_ns.max(first_ns),
+            events: trace.event_count(),
+            failed_calls: model.failed_calls,
+            unmatched_frees: model.unmatched_frees,
+        }
+    }
+
+    /// From events in call order (tests and callers without a file).
+    pub fn from_events(events: Vec<vramtrace_format::Event>) -> TracePass {
+        let first_ns = events.iter().map(|e| e.time_ns).min().unwrap_or(0);
+        let last_ns = events.iter().map(|e| e.time_ns).max().unwrap_or(0);
+        let n = events.len() as u64;
+        let model = Model::from_events(events, &vramtrace_format::Metadata::default());
+        TracePass {
+            instances: model.streams.iter().map(instance).collect(),
+            first_ns,
+            last_ns,
+            events: n,
+            failed_calls: model.failed_calls,
+            unmatched_frees: model.unmatched_frees,
+        }
+    }
+
+    pub fn allocations(&self) -> u64 {
+        self.instances
+            .iter()
+            .map(|i| i.allocations.len() as u64)
+            .sum()
+    }
+}
+
+/// Allocations and steps of one request stream: a request's slot names the allocation it made
+/// until that allocation is freed.
+fn instance(stream: &RequestStream) -> Instance {
+    let key = stream.key;
+    let mut inst = Instance {
+        pid: key.map_or(0, |k| k.pid),
+        device: key.map_or(-1, |k| k.device),
+        allocations: Vec::with_capacity(stream.requests.len() / 2 + 1),
+        steps: Vec::with_capacity(stream.requests.len()),
+        outside: stream.outside,
+    };
+    let mut by_slot: Vec<u32> = vec![u32::MAX; stream.slots as usize];
+    for r in &stream.requests {
+        let step = inst.steps.len() as u32;
+        let slot = r.slot as usize;
+        if by_slot.len() <= slot {
+            by_slot.resize(slot + 1, u32::MAX);
+        }
+        match r.kind {
+            RequestKind::Alloc => {
+                let index = inst.allocations.len() as u32;
+                inst.allocations.push(Allocation {
+                    size: r.size,
+                    birth_ns: r.time_ns,
+                    death_ns: NEVER,
+                    stack: r.stack,
+                    birth_step: step,
+                    death_step: u32::MAX,
+                });
+                by_slot[slot] = index;
+                inst.steps.push(Step {
+                    time_ns: r.time_ns,
+                    tagged: index,
+                });
+            }
+            // A refused allocation the program survived holds nothing.
+            RequestKind::Attempt => {}
+            RequestKind::Free => {
+                let index = by_slot[slot];
+                let a = &mut inst.allocations[index as usize];
+                a.death_ns = r.time_ns;
+                a.death_step = step;
+                inst.steps.push(Step {
+                    time_ns: r.time_ns,
+                    tagged: index | Step::FREE,
+                });
+            }
+        }
+    }
+    inst
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use vramtrace_format::{Api, Event};
+
+    /// An event of process 7 on GPU 0, for the report's tests.
+    pub(crate) fn ev(api: Api, time_ns: u64, address: u64, size: u64) -> Event {
+        Event {
+            time_ns,
+            pid: 7,
+            device: 0,
+            address,
+            size,
+            ..Event::new(api)
+        }
+    }
+
+    #[test]
+    fn allocations_are_paired_with_their_frees_by_address() {
+        let pass = TracePass::from_events(vec![
+            ev(Api::CuMemAlloc_v2, 10, 0x1000, 100),
+            ev(Api::CuMemAlloc_v2, 20, 0x2000, 50),
+            ev(Api::CuMemFree_v2, 30, 0x1000, 0),
+            ev(Api::CuMemFree_v2, 40, 0x9999, 0),
+        ]);
+        assert_eq!(pass.instances.len(), 1);
+        let i = &pass.instances[0];
+        assert_eq!(i.allocations[0].death_ns, 30);
+        assert_eq!(i.allocations[0].death_step, 2);
+        assert_eq!(i.allocations[1].death_ns, NEVER);
+        assert_eq!(i.steps.len(), 3);
+        assert!(i.steps[2].is_free() && i.steps[2].allocation() == 0);
+        assert_eq!(pass.unmatched_frees, 1);
+        assert_eq!((pass.first_ns, pass.last_ns), (10, 40));
+    }
+
+    #[test]
+    fn plain_allocations_beside_a_pool_are_outside_the_allocator() {
+        let pass = TracePass::from_events(vec![
+            ev(Api::CuMemAlloc_v2, 10, 0x1000, 100),
+            ev(Api::CuMemAllocAsync, 20, 0x2000, 50),
+        ]);
+        let i = &pass.instances[0];
+        assert_eq!(i.allocations.len(), 1);
+        assert_eq!(i.allocations[0].size, 50);
+        assert_eq!((i.outside.allocations, i.outside.peak_bytes), (1, 100));
+    }
+
+    #[test]
+    fn failed_calls_and_host_memory_are_not_device_allocations() {
+        let mut failed = ev(Api::CuMemAlloc_v2, 1, 0x1000, 100);
+        failed.result = 2;
+        let pass = TracePass::from_events(vec![failed, ev(Api::CuMemAllocHost_v2, 2, 0x5000, 64)]);
+        assert_eq!(pass.allocations(), 0);
+        assert_eq!(pass.failed_calls, 1);
+    }
+}
