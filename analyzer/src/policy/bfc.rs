@@ -180,10 +180,13 @@ impl Bfc {
         if addr.is_none() && !self.started_backpedal {
             self.started_backpedal = true;
             while addr.is_none() {
-                bytes = rounded_bytes((bytes as f64 * 0.9) as u64);
-                if bytes < rounded {
+                // XLA's loop has no second exit: below 2,560 bytes, rounding up to 256 undoes
+                // the 10% cut and it would ask for the same size forever. The model stops there.
+                let next = rounded_bytes((bytes as f64 * 0.9) as u64);
+                if next < rounded || next >= bytes {
                     break;
                 }
+                bytes = next;
                 addr = driver.malloc(bytes);
             }
         }
@@ -336,6 +339,17 @@ mod tests {
         // 20 MiB > the next 16 MiB: doubled to 32 MiB for this region.
         assert_eq!(region_sizes(&p), [2, 4, 8, 32]);
         assert_eq!(d.reserved(), 46 * MIB);
+    }
+
+    /// Regression: a refused region of under 2,560 bytes made the backpedal loop ask for the
+    /// same size forever (found by `replay_properties` at a 1 MiB capacity).
+    #[test]
+    fn backpedalling_from_a_tiny_refused_region_ends() {
+        let mut p = growing(80 << 30);
+        // Every request of at most 1 MiB needs a whole 2 MiB page of this driver.
+        let mut d = Driver::new(DriverModel { capacity: MIB });
+        assert_eq!(p.malloc(0, 1702, 0, &mut d), Err(Refused));
+        assert_eq!(d.reserved(), 0);
     }
 
     #[test]

@@ -43,7 +43,12 @@ fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
     } else {
         ctx.capacity
     };
-    let size = o.size_opt("arena_size")?.unwrap_or(total / 2);
+    // The default never drops below one superblock: on a device smaller than 2 MiB the arena
+    // then fails to be allocated and every request is an out-of-memory, as RMM's constructor
+    // would fail; only an explicit size below 1 MiB is a usage error.
+    let size = o
+        .size_opt("arena_size")?
+        .unwrap_or((total / 2).max(SUPERBLOCK));
     let size = size / ALIGNMENT * ALIGNMENT;
     if size < SUPERBLOCK {
         return Err(format!("arena_size={size}: at least 1 MiB"));
