@@ -150,15 +150,15 @@ unsafe fn describe(info: &libc::dl_phdr_info, first: bool) -> Option<Loaded> {
 
     let mut eh_frame_hdr = None;
     let mut eh_frame = None;
-    if let Some(p) = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME) {
-        if let Some(hdr) = mapped(p.p_vaddr, p.p_filesz) {
-            eh_frame_hdr = Some((p.p_vaddr, hdr));
-            eh_frame = eh_frame_address(p.p_vaddr, hdr).and_then(|svma| {
-                let seg = loads().find(|s| svma >= s.p_vaddr && svma - s.p_vaddr < s.p_filesz)?;
-                let len = seg.p_filesz - (svma - seg.p_vaddr);
-                Some((svma, mapped(svma, len)?))
-            });
-        }
+    if let Some(p) = phdrs.iter().find(|p| p.p_type == libc::PT_GNU_EH_FRAME)
+        && let Some(hdr) = mapped(p.p_vaddr, p.p_filesz)
+    {
+        eh_frame_hdr = Some((p.p_vaddr, hdr));
+        eh_frame = eh_frame_address(p.p_vaddr, hdr).and_then(|svma| {
+            let seg = loads().find(|s| svma >= s.p_vaddr && svma - s.p_vaddr < s.p_filesz)?;
+            let len = seg.p_filesz - (svma - seg.p_vaddr);
+            Some((svma, mapped(svma, len)?))
+        });
     }
 
     Some(Loaded {

@@ -201,10 +201,10 @@ fn trace_file(cfg: &Config, pid: u32) -> Result<(PathBuf, File), String> {
         std::fs::create_dir_all(&output).map_err(|e| format!("{}: {e}", output.display()))?;
         output.join(format!("{}-{pid}.vramtrace", program_name()))
     } else {
-        if !FORK_CHILD.load(Ordering::Relaxed) {
-            if let Some(f) = claim(&output) {
-                return Ok((output, f));
-            }
+        if !FORK_CHILD.load(Ordering::Relaxed)
+            && let Some(f) = claim(&output)
+        {
+            return Ok((output, f));
         }
         let stem = output
             .file_name()

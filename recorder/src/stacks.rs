@@ -292,10 +292,10 @@ fn thread_block() -> Option<&'static Block> {
     let tid = clock::tid();
     let mine = BLOCK.with(Cell::get);
     // SAFETY: blocks are leaked, never freed.
-    if let Some(b) = unsafe { mine.as_ref() } {
-        if b.owner.load(Ordering::Relaxed) == tid {
-            return Some(b);
-        }
+    if let Some(b) = unsafe { mine.as_ref() }
+        && b.owner.load(Ordering::Relaxed) == tid
+    {
+        return Some(b);
     }
     let deadline = clock::now().saturating_add(CLAIM_WAIT_NS);
     loop {

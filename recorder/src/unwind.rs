@@ -255,11 +255,12 @@ fn readable_mapping(address: u64) -> Option<(u64, u64)> {
             break;
         }
         for &b in buf.get(..got as usize).unwrap_or(&[]) {
-            if let Some((lo, hi, readable)) = parser.feed(b) {
-                if lo <= address && address < hi {
-                    found = readable.then_some((lo, hi));
-                    break 'read;
-                }
+            if let Some((lo, hi, readable)) = parser.feed(b)
+                && lo <= address
+                && address < hi
+            {
+                found = readable.then_some((lo, hi));
+                break 'read;
             }
         }
     }

@@ -266,11 +266,11 @@ impl Job {
                     total_memory: 0,
                     compute_capability: (0, 0),
                 }));
-            if self.metadata.driver_version == 0 {
-                if let Some(v) = context::driver_version() {
-                    self.metadata.driver_version = v;
-                    new_metadata = true;
-                }
+            if self.metadata.driver_version == 0
+                && let Some(v) = context::driver_version()
+            {
+                self.metadata.driver_version = v;
+                new_metadata = true;
             }
         }
         if takes_stream && self.streams.insert((e.stream, e.device)) {

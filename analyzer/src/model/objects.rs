@@ -308,7 +308,7 @@ impl LevelStats {
         match (op, kind) {
             (Op::Alloc, MemoryKind::Device) => {
                 self.0.device_allocs += 1;
-                if e.size > 0 && e.size % (2 << 20) == 0 {
+                if e.size > 0 && e.size.is_multiple_of(2 << 20) {
                     self.0.device_allocs_2mib_multiple += 1;
                 }
             }

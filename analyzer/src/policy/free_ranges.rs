@@ -78,11 +78,12 @@ impl FreeRanges {
                 len += r.size;
             }
         }
-        if let Some((&a, &r)) = self.by_addr.range(addr + size..).next() {
-            if a == addr + size && r.region == region {
-                self.remove(a);
-                len += r.size;
-            }
+        if let Some((&a, &r)) = self.by_addr.range(addr + size..).next()
+            && a == addr + size
+            && r.region == region
+        {
+            self.remove(a);
+            len += r.size;
         }
         self.put(start, len, region);
         (start, len, region)

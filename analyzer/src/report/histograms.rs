@@ -102,7 +102,7 @@ fn short_bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = n;
     let mut u = 0;
-    while v >= 1024 && v % 1024 == 0 && u < UNITS.len() - 1 {
+    while v >= 1024 && v.is_multiple_of(1024) && u < UNITS.len() - 1 {
         v /= 1024;
         u += 1;
     }

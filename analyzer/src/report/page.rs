@@ -393,20 +393,20 @@ fn summary_table(s: &mut String, x: &Section, start_ns: u64) {
         bytes(lb)
     );
     for p in &x.policies {
-        if let Some(o) = &p.oom {
-            if !o.stack.is_empty() {
-                let _ = writeln!(
-                    s,
-                    "<details><summary>{}: stack of the request that did not fit</summary>\
+        if let Some(o) = &p.oom
+            && !o.stack.is_empty()
+        {
+            let _ = writeln!(
+                s,
+                "<details><summary>{}: stack of the request that did not fit</summary>\
                      <pre>{}</pre></details>",
-                    html(&p.name),
-                    o.stack
-                        .iter()
-                        .map(|f| html(f))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                );
-            }
+                html(&p.name),
+                o.stack
+                    .iter()
+                    .map(|f| html(f))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
         }
     }
 }
