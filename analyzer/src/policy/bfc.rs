@@ -294,13 +294,7 @@ impl Policy for Bfc {
                 });
             }
         }
-        for (addr, size, _) in self.free.iter() {
-            map.blocks.push(BlockSpan {
-                address: addr,
-                size,
-                slot: None,
-            });
-        }
+        map.blocks.extend(self.free.blocks(0));
         map.segments.sort_by_key(|s| s.address);
         map.blocks.sort_by_key(|b| b.address);
         map

@@ -303,14 +303,8 @@ impl Policy for GmLake {
                 });
             }
         }
-        for lists in &self.free {
-            for (address, size, _) in lists.iter().flat_map(|l| l.iter()) {
-                map.blocks.push(BlockSpan {
-                    address,
-                    size,
-                    slot: None,
-                });
-            }
+        for list in self.free.iter().flatten() {
+            map.blocks.extend(list.blocks(0));
         }
         map.segments.sort_by_key(|s| s.address);
         map.blocks.sort_by_key(|b| b.address);
