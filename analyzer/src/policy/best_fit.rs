@@ -10,6 +10,7 @@
 
 use super::free_ranges::FreeRanges;
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use crate::policy::grow_to;
 use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span, driver::PAGE};
 
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -89,9 +90,7 @@ impl Policy for BestFit {
             start
         };
         let slot = slot as usize;
-        if self.live.len() <= slot {
-            self.live.resize(slot + 1, (0, 0));
-        }
+        grow_to(&mut self.live, slot);
         self.live[slot] = (offset, rounded);
         self.allocated += rounded;
         Ok(())

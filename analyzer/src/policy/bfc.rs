@@ -33,6 +33,7 @@
 use super::free_ranges::FreeRanges;
 use super::pytorch::H200_TOTAL_MEMORY;
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use crate::policy::grow_to;
 use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
 
 const MIB: u64 = 1 << 20;
@@ -257,9 +258,7 @@ impl Policy for Bfc {
         };
         let (addr, used, region) = chunk.ok_or(Refused)?;
         let slot = slot as usize;
-        if self.live.len() <= slot {
-            self.live.resize(slot + 1, (0, 0, 0));
-        }
+        grow_to(&mut self.live, slot);
         self.live[slot] = (addr, used, region);
         self.in_use[region as usize] += used;
         self.allocated += used;

@@ -11,6 +11,7 @@
 //! merging.
 
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use crate::policy::grow_to;
 use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span, driver::PAGE};
 use std::collections::BTreeSet;
 
@@ -138,9 +139,7 @@ impl Policy for Buddy {
         }
         self.high_water = self.high_water.max(end);
         let slot = slot as usize;
-        if self.live.len() <= slot {
-            self.live.resize(slot + 1, None);
-        }
+        grow_to(&mut self.live, slot);
         self.live[slot] = Some((offset, order));
         self.allocated += 1u64 << order;
         Ok(())

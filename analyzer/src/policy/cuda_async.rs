@@ -37,6 +37,7 @@
 
 use super::free_ranges::FreeRanges;
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use crate::policy::grow_to;
 use crate::replay::driver::Call;
 use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
 
@@ -298,9 +299,7 @@ impl Policy for CudaAsync {
             }
         };
         let slot = slot as usize;
-        if self.live.len() <= slot {
-            self.live.resize(slot + 1, Live::default());
-        }
+        grow_to(&mut self.live, slot);
         self.live[slot] = Live {
             offset,
             size: rounded,

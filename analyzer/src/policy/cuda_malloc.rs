@@ -7,6 +7,7 @@
 //! H200 (`research/h200-measurements.md`).
 
 use super::{BuildContext, Options, PolicyInfo};
+use crate::policy::grow_to;
 use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span, driver::PAGE};
 
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -31,9 +32,7 @@ impl Policy for CudaMalloc {
     fn malloc(&mut self, slot: u32, size: u64, _: u32, driver: &mut Driver) -> Result<(), Refused> {
         let address = driver.malloc(size).ok_or(Refused)?;
         let slot = slot as usize;
-        if self.live.len() <= slot {
-            self.live.resize(slot + 1, (0, 0));
-        }
+        grow_to(&mut self.live, slot);
         self.live[slot] = (address, size);
         self.allocated += Driver::malloc_footprint(size);
         Ok(())

@@ -27,6 +27,7 @@
 
 use super::free_ranges::FreeRanges;
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use crate::policy::grow_to;
 use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span, driver::PAGE};
 
 const MIB: u64 = 1 << 20;
@@ -261,9 +262,7 @@ impl Policy for GmLake {
         };
         let (addr, segment) = found.ok_or(Refused)?;
         let slot = slot as usize;
-        if self.live.len() <= slot {
-            self.live.resize(slot + 1, Live::default());
-        }
+        grow_to(&mut self.live, slot);
         self.live[slot] = Live {
             addr,
             size,

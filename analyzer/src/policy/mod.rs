@@ -25,6 +25,14 @@ pub use options::{Options, PolicySpec, parse_divisions, parse_specs};
 use crate::model::RequestStream;
 use crate::replay::Policy;
 
+/// Makes `live[slot]` exist: policies keep per-slot state in a vector indexed by slot, grown to
+/// the most objects ever live at once.
+pub(crate) fn grow_to<T: Clone + Default>(live: &mut Vec<T>, slot: usize) {
+    if live.len() <= slot {
+        live.resize(slot + 1, T::default());
+    }
+}
+
 /// One option a policy takes, for `--list-policies`.
 #[derive(Debug, Clone, Copy)]
 pub struct KeyInfo {

@@ -21,6 +21,7 @@ use super::free_ranges::FreeRanges;
 use super::pytorch::H200_TOTAL_MEMORY;
 use super::rmm_pool::ALIGNMENT;
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use crate::policy::grow_to;
 use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
 
 const SUPERBLOCK: u64 = 1 << 20;
@@ -168,9 +169,7 @@ impl Policy for RmmArena {
             }
         };
         let slot = slot as usize;
-        if self.live.len() <= slot {
-            self.live.resize(slot + 1, Live::default());
-        }
+        grow_to(&mut self.live, slot);
         self.live[slot] = live;
         self.allocated += live.size;
         Ok(())

@@ -15,6 +15,7 @@
 
 use super::rmm_pool::{ALIGNMENT, Pool};
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use crate::policy::grow_to;
 use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused};
 
 const BLOCKS_TO_PREALLOCATE: u64 = 128;
@@ -146,9 +147,7 @@ impl Policy for RmmBinning {
             }
         };
         let slot = slot as usize;
-        if self.live.len() <= slot {
-            self.live.resize(slot + 1, Live::default());
-        }
+        grow_to(&mut self.live, slot);
         self.live[slot] = live;
         self.allocated += live.size;
         Ok(())

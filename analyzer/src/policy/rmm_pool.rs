@@ -22,6 +22,7 @@
 
 use super::free_ranges::FreeRanges;
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use crate::policy::grow_to;
 use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
 use std::collections::BTreeMap;
 
@@ -260,9 +261,7 @@ impl Policy for RmmPool {
         let aligned = size.max(1).next_multiple_of(ALIGNMENT);
         let addr = self.pool.allocate(aligned, stream, driver).ok_or(Refused)?;
         let slot = slot as usize;
-        if self.live.len() <= slot {
-            self.live.resize(slot + 1, (0, 0, 0));
-        }
+        grow_to(&mut self.live, slot);
         self.live[slot] = (addr, aligned, stream);
         self.allocated += aligned;
         Ok(())
