@@ -194,18 +194,24 @@ Examples:
         #[arg(long)]
         salvage: bool,
     },
-    /// Write SVG charts and one self-contained HTML page: memory over time per policy, what is
-    /// live at the peak and from where, fragmentation, address maps, histograms, a timeline.
+    /// Write one self-contained interactive HTML page: memory over time per allocation and per
+    /// policy, what is live when and from where, each policy's allocator state, sites, failures
+    /// (and, with --svg, the charts as SVG files).
     #[command(after_help = "\
 Examples:
   vramtrace report run.vramtrace
   vramtrace report run.vramtrace -o report/ --capacity 80GiB
   vramtrace report run.vramtrace --policy pytorch,pytorch-expandable
-  vramtrace report run.vramtrace --no-symbolize")]
+  vramtrace report run.vramtrace --no-symbolize
+  vramtrace report snapshot.pickle              # a PyTorch memory snapshot, read directly
+  vramtrace report before.vramtrace --compare after.vramtrace
+  vramtrace report job-traces/                  # one page, a rank selector
+  vramtrace report run.vramtrace --svg          # the charts as .svg files too")]
     Report {
-        /// The .vramtrace file.
+        /// A .vramtrace trace, a PyTorch memory snapshot pickle, or a directory of per-rank
+        /// traces of one job.
         trace: PathBuf,
-        /// Directory for index.html and the .svg files (created if missing); default
+        /// Directory for index.html (and the .svg files) (created if missing); default
         /// TRACE-NAME-report in the current directory.
         #[arg(short = 'o', long = "output", value_name = "DIR")]
         out: Option<PathBuf>,
@@ -219,6 +225,12 @@ Examples:
         /// Show frames as module+0xoffset without reading the traced program's files.
         #[arg(long)]
         no_symbolize: bool,
+        /// A second trace (or snapshot) to put beside the first on the same page.
+        #[arg(long, value_name = "TRACE")]
+        compare: Option<PathBuf>,
+        /// Also write each chart as an .svg file beside the page.
+        #[arg(long)]
+        svg: bool,
     },
 }
 

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::import_snapshot::{self, Imported};
 use vramtrace::units::count;
-use vramtrace_format::{TraceWriter, WriterOptions, pickle};
+use vramtrace_format::pickle;
 
 pub fn run(snapshot: &Path, output: &Path) -> Result<()> {
     let name = snapshot.display().to_string();
@@ -28,16 +28,7 @@ fn write_trace(imp: &Imported, output: &Path) -> Result<()> {
 
 fn write_to(imp: &Imported, tmp: &Path) -> Result<()> {
     let file = std::fs::File::create(tmp)?;
-    let mut w = TraceWriter::new(
-        std::io::BufWriter::new(file),
-        &imp.metadata,
-        WriterOptions::default(),
-    )?;
-    w.tables_mut().extend(imp.tables.clone());
-    for e in &imp.events {
-        w.push(e)?;
-    }
-    let out = w.finish()?;
+    let out = imp.write(std::io::BufWriter::new(file))?;
     out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     Ok(())
 }

@@ -1,12 +1,17 @@
-//! `vramtrace report`: writes `DIR/index.html` and each chart as its own `.svg`.
+//! `vramtrace report`: writes `DIR/index.html` and, with `--svg`, each chart as its own `.svg`.
+//!
+//! The input is a `.vramtrace` trace, a PyTorch memory snapshot pickle (imported in memory), or
+//! a directory of per-rank traces of one job (one page, a rank selector); `--compare` puts a
+//! second trace beside the first.
 
-use crate::load::load_trace;
+use crate::load::load_trace_or_snapshot;
 use anyhow::{Context, Result};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::policy::PolicySpec;
-use vramtrace::report::generate::{Options as ReportOptions, generate};
+use vramtrace::report::generate::{Options as ReportOptions, Report, generate, page};
+use vramtrace::report::page::Mode;
 use vramtrace::units::bytes;
 
 pub struct Options {
@@ -15,6 +20,8 @@ pub struct Options {
     pub policies: Vec<PolicySpec>,
     pub capacity: Option<u64>,
     pub symbolize: bool,
+    pub compare: Option<PathBuf>,
+    pub svg: bool,
 }
 
 pub fn run(o: &Options) -> Result<()> {
@@ -38,38 +45,116 @@ pub fn run(o: &Options) -> Result<()> {
         .with_context(|| format!("cannot write in the output directory {}", out.display()))?;
     let _ = std::fs::remove_file(&probe);
 
-    progress(&format!("opening {}", o.trace.display()));
-    let trace = load_trace(&o.trace, false)?;
-    let options = ReportOptions {
-        file: o.trace.display().to_string(),
-        policies: o.policies.clone(),
-        capacity: o.capacity,
-        symbolize: o.symbolize,
-    };
-    let report = generate(&trace, &options, &mut progress)
-        .map_err(anyhow::Error::msg)
-        .with_context(|| o.trace.display().to_string())?;
+    let (inputs, mode) = inputs(o)?;
+    let mut reports: Vec<Report> = Vec::with_capacity(inputs.len());
+    for (k, path) in inputs.iter().enumerate() {
+        progress(&format!("opening {}", path.display()));
+        let trace = load_trace_or_snapshot(path)?;
+        let options = ReportOptions {
+            file: path.display().to_string(),
+            policies: o.policies.clone(),
+            capacity: o.capacity,
+            symbolize: o.symbolize,
+            // The SVG charts are of the first trace.
+            svg: o.svg && k == 0,
+        };
+        let report = generate(&trace, &options, &mut progress)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| path.display().to_string())?;
+        reports.push(report);
+    }
     progress("writing files");
-    for c in &report.charts {
+    let html = page(&reports, mode);
+    let charts = &reports[0].charts;
+    for c in charts {
         let path = out.join(&c.file);
         std::fs::write(&path, &c.svg).with_context(|| format!("writing {}", path.display()))?;
     }
     let index = out.join("index.html");
-    std::fs::write(&index, &report.html).with_context(|| format!("writing {}", index.display()))?;
+    std::fs::write(&index, &html).with_context(|| format!("writing {}", index.display()))?;
     progress("done");
-    let peak = report
+    let peak = reports[0]
         .data
         .sections
         .iter()
         .map(|s| s.lower_bound())
         .max()
         .unwrap_or(0);
+    let svgs = if charts.is_empty() {
+        String::new()
+    } else {
+        format!(" and {} SVG charts", charts.len())
+    };
     crate::output::print(&format!(
-        "wrote {} and {} charts (peak requested {})\n",
+        "wrote {} ({}){svgs} from {} trace{} (peak requested {})\n",
         index.display(),
-        report.charts.len(),
+        bytes(html.len() as u64),
+        reports.len(),
+        if reports.len() == 1 { "" } else { "s" },
         bytes(peak)
     ))
+}
+
+/// The traces to read and how they relate: a directory is the ranks of one job (its traces
+/// and snapshots in rank order); `--compare` adds a second trace.
+fn inputs(o: &Options) -> Result<(Vec<PathBuf>, Mode)> {
+    if o.trace.is_dir() {
+        if o.compare.is_some() {
+            anyhow::bail!("--compare takes two traces, not a directory of ranks");
+        }
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&o.trace)
+            .with_context(|| o.trace.display().to_string())?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.extension()
+                    .is_some_and(|e| e == "vramtrace" || e == "pickle" || e == "pkl")
+            })
+            .collect();
+        found.sort_by_key(|p| rank_key(p));
+        if found.is_empty() {
+            anyhow::bail!(
+                "{}: no .vramtrace, .pickle or .pkl file in this directory",
+                o.trace.display()
+            );
+        }
+        return Ok((found, Mode::Ranks));
+    }
+    Ok(match &o.compare {
+        Some(b) => (vec![o.trace.clone(), b.clone()], Mode::Compare),
+        None => (vec![o.trace.clone()], Mode::Single),
+    })
+}
+
+/// Files named `rank-10` sort after `rank-9`: the name with its digit runs compared as numbers.
+fn rank_key(p: &Path) -> Vec<(String, u64)> {
+    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut key = Vec::new();
+    let (mut text, mut digits) = (String::new(), String::new());
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            if !digits.is_empty() {
+                key.push((std::mem::take(&mut text), digits.parse().unwrap_or(u64::MAX)));
+                digits.clear();
+            }
+            text.push(c);
+        }
+    }
+    key.push((text, digits.parse().unwrap_or(0)));
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_sort_by_number_not_by_text() {
+        let mut v = vec!["rank-10.vramtrace", "rank-9.vramtrace", "rank-0.vramtrace"];
+        v.sort_by_key(|p| rank_key(Path::new(p)));
+        assert_eq!(v, vec!["rank-0.vramtrace", "rank-9.vramtrace", "rank-10.vramtrace"]);
+    }
 }
 
 /// `run.vramtrace` → `run-report/` in the current directory.

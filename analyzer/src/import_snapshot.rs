@@ -156,6 +156,22 @@ pub struct Imported {
     pub report: ImportReport,
 }
 
+impl Imported {
+    /// Writes it as a `.vramtrace` trace into `out` (a file, or a buffer to read back in memory).
+    pub fn write<W: std::io::Write>(&self, out: W) -> vramtrace_format::Result<W> {
+        let mut w = vramtrace_format::TraceWriter::new(
+            out,
+            &self.metadata,
+            vramtrace_format::WriterOptions::default(),
+        )?;
+        w.tables_mut().extend(self.tables.clone());
+        for e in &self.events {
+            w.push(e)?;
+        }
+        w.finish()
+    }
+}
+
 /// Converts an unpickled snapshot. `source` names the file for the process table.
 pub fn import(doc: &Document, source: &str) -> Result<Imported, ImportError> {
     let root = doc.root();

@@ -2,7 +2,8 @@
 
 use anyhow::{Context, Result};
 use std::path::Path;
-use vramtrace_format::{EventBatch, ReadOptions, Trace, journal};
+use vramtrace::import_snapshot;
+use vramtrace_format::{EventBatch, MappedFile, ReadOptions, Trace, journal, pickle};
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
 ///
@@ -37,4 +38,24 @@ pub fn load_trace(path: &Path, salvage: bool) -> Result<Trace> {
     });
     trace.batches.push(EventBatch::from_events(&extra));
     Ok(trace)
+}
+
+/// A `.vramtrace` trace, or a PyTorch memory snapshot pickle imported in memory (nothing is
+/// written): what `report` accepts.
+pub fn load_trace_or_snapshot(path: &Path) -> Result<Trace> {
+    let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
+    if file.bytes().starts_with(&vramtrace_format::chunk::MAGIC) {
+        drop(file);
+        return load_trace(path, false);
+    }
+    let name = path.display().to_string();
+    let doc = pickle::read(file.bytes()).with_context(|| {
+        format!("{name}: neither a .vramtrace trace nor a PyTorch memory snapshot")
+    })?;
+    let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
+    drop(doc);
+    let bytes = imported
+        .write(Vec::with_capacity(imported.events.len() * 4 + (1 << 16)))
+        .with_context(|| name.clone())?;
+    Trace::from_bytes(&bytes, ReadOptions::default()).with_context(|| name.clone())
 }

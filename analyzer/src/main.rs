@@ -96,12 +96,16 @@ fn main() -> ExitCode {
             policy,
             capacity,
             no_symbolize,
+            compare,
+            svg,
         } => cmd_report::run(&cmd_report::Options {
             trace,
             out,
             policies: policy.0,
             capacity,
             symbolize: !no_symbolize,
+            compare,
+            svg,
         }),
     };
     match result {

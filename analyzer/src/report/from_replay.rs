@@ -5,7 +5,7 @@
 use super::data::{
     AddressLayout, Buckets, OomFacts, Peak, PolicyResult, SegmentLayout, SeriesBuilder,
 };
-use crate::model::{Request, RequestStream};
+use crate::model::{Request, RequestKind, RequestStream};
 use crate::policy::{BuildContext, PolicySpec, build};
 use crate::replay::{
     AddressMap, Driver, DriverModel, Observer, Policy, Refused, ReplayOptions, Usage,
@@ -17,6 +17,8 @@ use rayon::prelude::*;
 struct Sampler {
     reserved: SeriesBuilder,
     allocated: SeriesBuilder,
+    /// Reserved over the focus window's finer buckets.
+    reserved_focus: SeriesBuilder,
 }
 
 impl Observer for Sampler {
@@ -24,6 +26,7 @@ impl Observer for Sampler {
     fn step(&mut self, _: usize, request: &Request, usage: Usage) {
         self.reserved.step(request.time_ns, usage.reserved);
         self.allocated.step(request.time_ns, usage.allocated);
+        self.reserved_focus.step(request.time_ns, usage.reserved);
     }
 }
 
@@ -122,19 +125,21 @@ pub fn colors(specs: &[PolicySpec]) -> Vec<usize> {
 }
 
 /// Replays `stream` through every policy in `specs` (in parallel) under `capacity` (`u64::MAX`
-/// for none). Results are in `specs` order; a result's `index` is its position there.
+/// for none), sampled into `buckets` and, finer, into `focus`. Results are in `specs` order; a
+/// result's `index` is its position there.
 pub fn replay_policies(
     stream: &RequestStream,
     specs: &[PolicySpec],
     capacity: u64,
     buckets: Buckets,
+    focus: Buckets,
 ) -> Result<Vec<PolicyResult>, String> {
     let colors = colors(specs);
     specs
         .par_iter()
         .enumerate()
         .map(|(index, spec)| {
-            let mut r = replay_one(stream, spec, index, capacity, buckets)?;
+            let mut r = replay_one(stream, spec, index, capacity, (buckets, focus))?;
             r.color = colors[index];
             Ok(r)
         })
@@ -146,7 +151,7 @@ fn replay_one(
     spec: &PolicySpec,
     index: usize,
     capacity: u64,
-    buckets: Buckets,
+    (buckets, focus): (Buckets, Buckets),
 ) -> Result<PolicyResult, String> {
     let ctx = BuildContext { stream, capacity };
     let options = ReplayOptions {
@@ -156,6 +161,7 @@ fn replay_one(
     let mut sampler = Sampler {
         reserved: SeriesBuilder::new(buckets),
         allocated: SeriesBuilder::new(buckets),
+        reserved_focus: SeriesBuilder::new(focus),
     };
     let mut policy = PeakWatch {
         inner: build(spec, &ctx)?,
@@ -169,19 +175,23 @@ fn replay_one(
         &options,
         &mut sampler,
     );
+    let owners = owners_at(stream, outcome.peak_reserved_index);
     let address_map = match policy.map {
         _ if outcome.peak_reserved == 0 => AddressLayout::default(),
-        Some(map) if policy.peak == outcome.peak_reserved => layout(&map),
+        Some(map) if policy.peak == outcome.peak_reserved => layout(&map, &owners),
         _ => {
             // Replays are deterministic: a fresh policy replayed up to the peak is in the state
             // the full replay passed through.
             let mut fresh = build(spec, &ctx)?;
-            layout(&address_map_at(
-                fresh.as_mut(),
-                &stream.requests,
-                outcome.peak_reserved_index,
-                &options,
-            ))
+            layout(
+                &address_map_at(
+                    fresh.as_mut(),
+                    &stream.requests,
+                    outcome.peak_reserved_index,
+                    &options,
+                ),
+                &owners,
+            )
         }
     };
     let peak_time = stream
@@ -189,12 +199,17 @@ fn replay_one(
         .get(outcome.peak_reserved_index)
         .map_or(0, |r| r.time_ns);
     // A replay that ran out of memory stopped there: its lines end there too.
-    let (reserved, allocated) = match &outcome.oom {
+    let (reserved, allocated, reserved_focus) = match &outcome.oom {
         Some(oom) => (
             sampler.reserved.finish_at(oom.time_ns),
             sampler.allocated.finish_at(oom.time_ns),
+            sampler.reserved_focus.finish_at(oom.time_ns),
         ),
-        None => (sampler.reserved.finish(), sampler.allocated.finish()),
+        None => (
+            sampler.reserved.finish(),
+            sampler.allocated.finish(),
+            sampler.reserved_focus.finish(),
+        ),
     };
     Ok(PolicyResult {
         name: spec.to_string(),
@@ -202,6 +217,7 @@ fn replay_one(
         color: index,
         reserved,
         allocated,
+        reserved_focus,
         peak_reserved: Peak {
             time_ns: peak_time,
             bytes: outcome.peak_reserved,
@@ -212,6 +228,7 @@ fn replay_one(
         device_frees: outcome.device_frees,
         est_alloc_time_us: outcome.est_alloc_time_us,
         oom: outcome.oom.map(|o| OomFacts {
+            stream: o.stream,
             time_ns: o.time_ns,
             size: o.size,
             reserved: o.reserved,
@@ -222,8 +239,31 @@ fn replay_one(
     })
 }
 
-/// Each segment with the allocated blocks inside it, as offsets.
-pub fn layout(map: &AddressMap) -> AddressLayout {
+/// Slot → the index of the allocation it holds (allocations counted in request order, as
+/// [`super::trace::Instance::allocations`] are) right after request `index`.
+pub fn owners_at(stream: &RequestStream, index: usize) -> Vec<u32> {
+    let mut by_slot = vec![u32::MAX; stream.slots as usize];
+    let mut next = 0u32;
+    for r in stream.requests.iter().take(index.saturating_add(1)) {
+        let slot = r.slot as usize;
+        if by_slot.len() <= slot {
+            by_slot.resize(slot + 1, u32::MAX);
+        }
+        match r.kind {
+            RequestKind::Alloc => {
+                by_slot[slot] = next;
+                next += 1;
+            }
+            RequestKind::Free => by_slot[slot] = u32::MAX,
+            RequestKind::Attempt => {}
+        }
+    }
+    by_slot
+}
+
+/// Each segment with the allocated blocks inside it, as offsets, and the allocation each block
+/// holds (`owners`: slot → allocation index, from [`owners_at`]).
+pub fn layout(map: &AddressMap, owners: &[u32]) -> AddressLayout {
     let mut segments: Vec<_> = map.segments.clone();
     // Policies that pack several blocks in one driver page list the page once per block.
     segments.sort_by_key(|s| (s.address, std::cmp::Reverse(s.size)));
@@ -239,16 +279,22 @@ pub fn layout(map: &AddressMap) -> AddressLayout {
                 while next < blocks.len() && blocks[next].address < s.address {
                     next += 1;
                 }
-                let mut allocated = Vec::new();
+                let (mut allocated, mut held_by) = (Vec::new(), Vec::new());
                 while next < blocks.len() && blocks[next].address < end {
                     let b = blocks[next];
                     allocated.push((b.address - s.address, b.size.min(end - b.address)));
+                    held_by.push(
+                        b.slot
+                            .and_then(|slot| owners.get(slot as usize).copied())
+                            .unwrap_or(u32::MAX),
+                    );
                     next += 1;
                 }
                 SegmentLayout {
                     address: s.address,
                     size: s.size,
                     allocated,
+                    owners: held_by,
                 }
             })
             .collect(),
@@ -304,10 +350,11 @@ mod tests {
                 },
             ],
         };
-        let l = layout(&map);
+        let l = layout(&map, &[7, 8, 9]);
         assert_eq!(l.segments[0].allocated, vec![(0, 500)]);
         assert_eq!(l.segments[1].address, 2000);
         assert_eq!(l.segments[1].allocated, vec![(100, 100)]);
+        assert_eq!((l.segments[0].owners.clone(), l.segments[1].owners.clone()), (vec![8], vec![9]));
     }
 
     #[test]
@@ -365,7 +412,7 @@ mod tests {
         let stream = RequestStream::from_requests(requests);
         let specs = parse_specs("cuda-malloc,pytorch").unwrap();
         let buckets = Buckets::new(0, 40, 4);
-        let results = replay_policies(&stream, &specs, u64::MAX, buckets).unwrap();
+        let results = replay_policies(&stream, &specs, u64::MAX, buckets, buckets).unwrap();
         assert_eq!(results.len(), 2);
         for (i, r) in results.iter().enumerate() {
             assert_eq!(r.index, i);

@@ -4,7 +4,10 @@
 
 use super::data::{ProcessFacts, ReportData, TraceFacts};
 use super::trace::TracePass;
-use super::{Chart, build, charts, from_replay, page};
+use super::charts::{REGISTRY, Rendered, render_all};
+use super::page::{self, Mode, PageRun};
+use super::page_data::{self, Run};
+use super::{build, from_replay};
 use crate::model::{CaptureLevel, Model};
 use crate::policy::PolicySpec;
 use crate::symbolize::Symbolizer;
@@ -21,15 +24,32 @@ pub struct Options {
     pub capacity: Option<u64>,
     /// Read the traced binaries to name frames (`false`: `module+0xoffset` only).
     pub symbolize: bool,
+    /// Draw each chart of [`REGISTRY`] as SVG too.
+    pub svg: bool,
 }
 
-/// A finished report, ready to be written.
-#[derive(Debug, Clone)]
+/// A finished report of one trace, ready to be put on a page ([`page`]).
+#[derive(Debug)]
 pub struct Report {
     pub data: ReportData,
-    pub charts: Vec<Chart>,
-    /// `index.html`.
-    pub html: String,
+    /// What the page's script draws from.
+    pub run: Run,
+    /// The SVG charts, when asked for.
+    pub charts: Vec<Rendered>,
+}
+
+/// `index.html` for one report, two compared, or the ranks of one job; with the SVG charts of
+/// the first listed.
+pub fn page(reports: &[Report], mode: Mode) -> String {
+    let runs: Vec<PageRun> = reports
+        .iter()
+        .map(|r| PageRun {
+            data: &r.data,
+            run: &r.run,
+        })
+        .collect();
+    let charts = reports.first().map_or(&[][..], |r| &r.charts[..]);
+    page::html_page(&runs, mode, charts)
 }
 
 /// Makes the report; `progress` hears each stage as it starts.
@@ -84,10 +104,15 @@ pub fn generate(
             }
         }
     }
-    progress("drawing charts");
-    let charts = charts(&data)?;
-    let html = page::html_page(&data, &charts);
-    Ok(Report { data, charts, html })
+    let charts = if o.svg {
+        progress("drawing charts");
+        render_all(&data, REGISTRY)?
+    } else {
+        Vec::new()
+    };
+    progress("aggregating the page");
+    let run = page_data::run(&o.file, &data, &mut |stack| symbolizer.stack(stack));
+    Ok(Report { data, run, charts })
 }
 
 /// Fills each section's policy results from the replay of its request stream.
@@ -108,7 +133,8 @@ fn replay_sections(
             continue;
         };
         let capacity = section.capacity.unwrap_or(u64::MAX);
-        section.policies = from_replay::replay_policies(stream, specs, capacity, buckets)?;
+        section.policies =
+            from_replay::replay_policies(stream, specs, capacity, buckets, section.focus)?;
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
-//! Chart 3, policy comparison: each policy's peak reserved bytes against the lower bound, with
+//! Policy comparison: each policy's peak reserved bytes against the lower bound, with
 //! its driver calls and their estimated time.
 
-use super::data::Section;
+use crate::report::data::Section;
 use super::style::{self, ByteUnit};
 use super::{Svg, svg};
 use crate::units::{bytes, count};
@@ -29,6 +29,27 @@ pub fn bar_label(peak: u64, lower_bound: u64, calls: u64, est_us: f64, oom: bool
         bytes(peak),
         count(calls)
     )
+}
+
+pub struct PolicyPeaks;
+
+impl super::Chart for PolicyPeaks {
+    fn name(&self) -> &'static str {
+        "policy-peaks"
+    }
+    fn caption(&self) -> &'static str {
+        "The GPU memory each policy needs (its peak reserved) against the lower bound, with the \
+         driver calls it makes and their estimated time."
+    }
+    fn scope(&self) -> super::Scope {
+        super::Scope::Section
+    }
+    fn shown(&self, at: &super::Target) -> bool {
+        !at.section().policies.is_empty()
+    }
+    fn render(&self, at: &super::Target) -> Svg {
+        render(at.section())
+    }
 }
 
 pub fn render(section: &Section) -> Svg {

@@ -1,7 +1,7 @@
 //! What every chart shares: sizes, fonts, one colour per policy, byte and time axis units, and
 //! the legend, which is drawn beside the plot so it never covers data.
 
-use super::escape::clean;
+use crate::report::escape::clean;
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;

@@ -1,9 +1,9 @@
-//! Chart 5, size and lifetime histograms of the requests: log-scale bins, each with how many
+//! The size and lifetime histograms of the requests: log-scale bins, each with how many
 //! requests fell in it and how many bytes they asked for.
 
-use super::data::{Bin, Histogram};
+use crate::report::data::{Bin, Histogram};
 use super::style::{self, ByteUnit};
-use super::trace::{Instance, NEVER};
+use crate::report::trace::{Instance, NEVER};
 use super::{Svg, svg};
 use crate::units::{bytes, count};
 use plotters::prelude::*;
@@ -199,6 +199,7 @@ mod tests {
             birth_ns,
             death_ns,
             stack: 0,
+            stream: 0,
             birth_step: 0,
             death_step: 0,
         }
