@@ -127,7 +127,10 @@ fn inputs(o: &Options) -> Result<(Vec<PathBuf>, Mode)> {
 
 /// Files named `rank-10` sort after `rank-9`: the name with its digit runs compared as numbers.
 fn rank_key(p: &Path) -> Vec<(String, u64)> {
-    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut key = Vec::new();
     let (mut text, mut digits) = (String::new(), String::new());
     for c in name.chars() {
@@ -135,7 +138,10 @@ fn rank_key(p: &Path) -> Vec<(String, u64)> {
             digits.push(c);
         } else {
             if !digits.is_empty() {
-                key.push((std::mem::take(&mut text), digits.parse().unwrap_or(u64::MAX)));
+                key.push((
+                    std::mem::take(&mut text),
+                    digits.parse().unwrap_or(u64::MAX),
+                ));
                 digits.clear();
             }
             text.push(c);
@@ -143,6 +149,15 @@ fn rank_key(p: &Path) -> Vec<(String, u64)> {
     }
     key.push((text, digits.parse().unwrap_or(0)));
     key
+}
+
+/// `run.vramtrace` → `run-report/` in the current directory.
+fn default_dir(trace: &Path) -> PathBuf {
+    let stem = trace
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "vramtrace".into());
+    PathBuf::from(format!("{stem}-report"))
 }
 
 #[cfg(test)]
@@ -153,15 +168,9 @@ mod tests {
     fn ranks_sort_by_number_not_by_text() {
         let mut v = vec!["rank-10.vramtrace", "rank-9.vramtrace", "rank-0.vramtrace"];
         v.sort_by_key(|p| rank_key(Path::new(p)));
-        assert_eq!(v, vec!["rank-0.vramtrace", "rank-9.vramtrace", "rank-10.vramtrace"]);
+        assert_eq!(
+            v,
+            vec!["rank-0.vramtrace", "rank-9.vramtrace", "rank-10.vramtrace"]
+        );
     }
-}
-
-/// `run.vramtrace` → `run-report/` in the current directory.
-fn default_dir(trace: &Path) -> PathBuf {
-    let stem = trace
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "vramtrace".into());
-    PathBuf::from(format!("{stem}-report"))
 }

@@ -268,7 +268,13 @@ fn hostile_names_stay_text_in_svg_and_html() {
 fn policies_can_be_chosen() {
     let dir = report(
         &sample(),
-        &["--policy", "pytorch,cuda-malloc", "--capacity", "2GiB", "--svg"],
+        &[
+            "--policy",
+            "pytorch,cuda-malloc",
+            "--capacity",
+            "2GiB",
+            "--svg",
+        ],
     );
     let names: Vec<String> = svgs(dir.path())
         .iter()
@@ -515,7 +521,10 @@ fn browse(test: &str, page: &Path, commands: &[serde_json::Value]) -> Option<Bro
     {
         Ok(c) => c,
         Err(e) => {
-            skipped(test, &format!("cannot run python3 for the DevTools helper: {e}"));
+            skipped(
+                test,
+                &format!("cannot run python3 for the DevTools helper: {e}"),
+            );
             return None;
         }
     };
@@ -537,7 +546,9 @@ fn browse(test: &str, page: &Path, commands: &[serde_json::Value]) -> Option<Bro
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let end = lines.pop().expect("the helper ends with the console report");
+    let end = lines
+        .pop()
+        .expect("the helper ends with the console report");
     let loaded = lines.remove(0);
     assert!(loaded.get("loaded_s").is_some(), "{loaded}");
     for (c, r) in commands.iter().zip(&lines) {
@@ -616,11 +627,24 @@ fn python_trace(dir: &Path, hostile: bool) -> PathBuf {
         .collect();
     // Innermost first, as the recorder writes stacks.
     let stacks = vec![
-        Stack { id: 1, frames: vec![2, 1] },
-        Stack { id: 2, frames: vec![3, 1] },
-        Stack { id: 3, frames: vec![4, 3, 1] },
+        Stack {
+            id: 1,
+            frames: vec![2, 1],
+        },
+        Stack {
+            id: 2,
+            frames: vec![3, 1],
+        },
+        Stack {
+            id: 3,
+            frames: vec![4, 3, 1],
+        },
     ];
-    let path = dir.join(if hostile { "hostile-py.vramtrace" } else { "py.vramtrace" });
+    let path = dir.join(if hostile {
+        "hostile-py.vramtrace"
+    } else {
+        "py.vramtrace"
+    });
     let mut w = TraceWriter::new(
         std::fs::File::create(&path).unwrap(),
         &Metadata {
@@ -671,8 +695,20 @@ fn python_trace(dir: &Path, hostile: bool) -> PathBuf {
     push(Api::CuMemFreeAsync, 3 * MS, 0x4000_0000, 0, 2);
     for k in 0..40u64 {
         let t = 3 * MS + k * 100_000;
-        push(Api::CuMemAllocAsync, t, 0x6000_0000 + k * 0x10_0000, 1 << 20, 3);
-        push(Api::CuMemFreeAsync, t + 50_000, 0x6000_0000 + k * 0x10_0000, 0, 3);
+        push(
+            Api::CuMemAllocAsync,
+            t,
+            0x6000_0000 + k * 0x10_0000,
+            1 << 20,
+            3,
+        );
+        push(
+            Api::CuMemFreeAsync,
+            t + 50_000,
+            0x6000_0000 + k * 0x10_0000,
+            0,
+            3,
+        );
     }
     push(Api::CuMemFreeAsync, 9 * MS, 0x1000_0000, 0, 1);
     push(Api::CuMemAllocAsync, 10 * MS, 0x1000_0000, 1 << 20, 3);
@@ -707,7 +743,10 @@ fn in_the_browser_the_page_hovers_zooms_toggles_and_searches() {
     let Some(first) = browse(
         "in_the_browser_the_page_hovers_zooms_toggles_and_searches",
         &page,
-        &[wait("document.body.dataset.ready"), eval(&point_in_band(5_000_000, 512 << 20))],
+        &[
+            wait("document.body.dataset.ready"),
+            eval(&point_in_band(5_000_000, 512 << 20)),
+        ],
     ) else {
         return;
     };
@@ -739,7 +778,10 @@ fn in_the_browser_the_page_hovers_zooms_toggles_and_searches() {
     b.assert_clean();
     let v = &b.values;
     let tip = v[3].as_str().unwrap();
-    assert!(tip.starts_with("block|load_weights (/src/model.py:"), "{tip}");
+    assert!(
+        tip.starts_with("block|load_weights (/src/model.py:"),
+        "{tip}"
+    );
     assert!(tip.contains("512.00 MiB on stream 0"), "{tip}");
     let range = |x: &serde_json::Value| -> (f64, f64) {
         let (a, b) = x.as_str().unwrap().split_once(',').unwrap();
@@ -747,11 +789,27 @@ fn in_the_browser_the_page_hovers_zooms_toggles_and_searches() {
     };
     let (a0, a1) = range(&v[4]);
     let (b0, b1) = range(&v[6]);
-    assert!(b1 - b0 < 0.9 * (a1 - a0), "zoom in: {a0}..{a1} -> {b0}..{b1}");
+    assert!(
+        b1 - b0 < 0.9 * (a1 - a0),
+        "zoom in: {a0}..{a1} -> {b0}..{b1}"
+    );
     assert!(v[7].as_str().unwrap().split('|').any(|l| l == "pytorch"));
-    assert!(!v[9].as_str().unwrap().split('|').any(|l| l == "pytorch"), "{}", v[9]);
-    assert!(v[9].as_str().unwrap().split('|').any(|l| l == "cuda-malloc"));
-    assert_eq!(v[12].as_str().unwrap(), "1", "the 512 MiB weight from load_weights");
+    assert!(
+        !v[9].as_str().unwrap().split('|').any(|l| l == "pytorch"),
+        "{}",
+        v[9]
+    );
+    assert!(
+        v[9].as_str()
+            .unwrap()
+            .split('|')
+            .any(|l| l == "cuda-malloc")
+    );
+    assert_eq!(
+        v[12].as_str().unwrap(),
+        "1",
+        "the 512 MiB weight from load_weights"
+    );
     assert!(v[13].as_str().unwrap().parse::<u32>().unwrap() >= 1);
     let axis: Vec<&str> = v[14].as_str().unwrap().split('|').collect();
     let mut unique = axis.clone();
@@ -811,7 +869,12 @@ fn in_the_browser_the_state_view_shows_the_segments_the_replay_reported() {
     assert_eq!(shown, expected);
     // At the peak the 512 MiB weight and the 64 MiB activation are live.
     assert!(r.values[2].as_u64().unwrap() >= 2, "{}", r.values[2]);
-    assert!(r.values[3].as_str().unwrap().starts_with("pytorch at its peak"));
+    assert!(
+        r.values[3]
+            .as_str()
+            .unwrap()
+            .starts_with("pytorch at its peak")
+    );
 }
 
 #[test]
@@ -824,10 +887,14 @@ fn in_the_browser_hostile_frame_names_stay_text() {
         &dir.path().join("index.html"),
         &[
             wait("document.body.dataset.ready"),
-            eval("(() => { const s = document.getElementById('search'); s.value = 'script'; s.dispatchEvent(new Event('input')); })()"),
+            eval(
+                "(() => { const s = document.getElementById('search'); s.value = 'script'; s.dispatchEvent(new Event('input')); })()",
+            ),
             wait("document.getElementById('search-count').textContent"),
             eval("typeof window.__pwned"),
-            eval("document.querySelectorAll('script').length + document.querySelectorAll('img').length"),
+            eval(
+                "document.querySelectorAll('script').length + document.querySelectorAll('img').length",
+            ),
             eval("document.getElementById('sites').textContent"),
         ],
     ) else {

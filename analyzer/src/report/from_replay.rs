@@ -354,7 +354,10 @@ mod tests {
         assert_eq!(l.segments[0].allocated, vec![(0, 500)]);
         assert_eq!(l.segments[1].address, 2000);
         assert_eq!(l.segments[1].allocated, vec![(100, 100)]);
-        assert_eq!((l.segments[0].owners.clone(), l.segments[1].owners.clone()), (vec![8], vec![9]));
+        assert_eq!(
+            (l.segments[0].owners.clone(), l.segments[1].owners.clone()),
+            (vec![8], vec![9])
+        );
     }
 
     #[test]

@@ -2,11 +2,11 @@
 //! symbolization of what is shown, the replays, the charts and the page. No file is written
 //! here (symbolization reads the traced program's binaries, nothing else is touched).
 
-use super::data::{ProcessFacts, ReportData, TraceFacts};
-use super::trace::TracePass;
 use super::charts::{REGISTRY, Rendered, render_all};
+use super::data::{ProcessFacts, ReportData, TraceFacts};
 use super::page::{self, Mode, PageRun};
 use super::page_data::{self, Run};
+use super::trace::TracePass;
 use super::{build, from_replay};
 use crate::model::{CaptureLevel, Model};
 use crate::policy::PolicySpec;

@@ -50,7 +50,10 @@ struct Embedded<'a> {
 
 /// The whole page; `charts` are the SVG files written beside it, if any.
 pub fn html_page(runs: &[PageRun], mode: Mode, charts: &[Rendered]) -> String {
-    let first = runs.first().map(|r| r.data.trace.file.as_str()).unwrap_or("");
+    let first = runs
+        .first()
+        .map(|r| r.data.trace.file.as_str())
+        .unwrap_or("");
     let mut s = String::with_capacity(1 << 20);
     let title = match mode {
         Mode::Compare if runs.len() > 1 => format!("{first} against {}", runs[1].data.trace.file),
@@ -64,7 +67,11 @@ pub fn html_page(runs: &[PageRun], mode: Mode, charts: &[Rendered]) -> String {
          <title>vramtrace report: {}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n",
         html(&title)
     );
-    let _ = writeln!(s, "<h1>GPU memory report: <code>{}</code></h1>", html(&title));
+    let _ = writeln!(
+        s,
+        "<h1>GPU memory report: <code>{}</code></h1>",
+        html(&title)
+    );
     for (i, r) in runs.iter().enumerate() {
         // Ranks of one job: the first one's facts open, the others folded.
         let fold = mode == Mode::Ranks || (mode == Mode::Compare && i > 0);
@@ -73,7 +80,11 @@ pub fn html_page(runs: &[PageRun], mode: Mode, charts: &[Rendered]) -> String {
                 s,
                 "<details{}><summary>{}<code>{}</code></summary>",
                 if i == 0 { " open" } else { "" },
-                if mode == Mode::Ranks { format!("rank {i}: ") } else { String::new() },
+                if mode == Mode::Ranks {
+                    format!("rank {i}: ")
+                } else {
+                    String::new()
+                },
                 html(&r.data.trace.file)
             );
         } else if mode == Mode::Compare {
@@ -553,5 +564,4 @@ mod tests {
         assert!(h.contains("<b>pytorch</b> the most (150.00 MiB, +50.0%)"));
         assert!(headline(&x, 0, true).contains("segments"));
     }
-
 }

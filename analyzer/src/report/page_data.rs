@@ -9,8 +9,8 @@
 //! written `\u003c`, so no trace string can close the element; the script reads it with
 //! `JSON.parse` and puts strings on the page only as text (`textContent`), never as markup.
 
-use super::data::{Buckets, PolicyResult, ReportData, Section, Series};
 use super::charts::style;
+use super::data::{Buckets, PolicyResult, ReportData, Section, Series};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -323,7 +323,11 @@ fn policy(
                 .zip(s.owners.iter().chain(std::iter::repeat(&u32::MAX)))
                 .map(|(&(off, size), &owner)| {
                     let stack = stacks_of.get(&owner).map_or(0, |&k| st.stack(k));
-                    let owner = if owner == u32::MAX { -1 } else { i64::from(owner) };
+                    let owner = if owner == u32::MAX {
+                        -1
+                    } else {
+                        i64::from(owner)
+                    };
                     [off as i64, size as i64, owner, i64::from(stack)]
                 })
                 .collect();

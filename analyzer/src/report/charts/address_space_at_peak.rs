@@ -6,9 +6,9 @@
 //! mix of both in between; runs of equal pixels become one rectangle, so the SVG stays small
 //! whatever the number of blocks.
 
-use crate::report::data::{AddressLayout, PolicyResult, Section};
 use super::style::{self, ByteUnit, LegendEntry, Mark};
 use super::{Svg, svg};
+use crate::report::data::{AddressLayout, PolicyResult, Section};
 use crate::units::{bytes, count};
 use plotters::prelude::*;
 

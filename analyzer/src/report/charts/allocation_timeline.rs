@@ -9,10 +9,10 @@
 //! Drawn bands sit at the bottom and keep their order, as in memory_viz, so a band moves only
 //! when a drawn band below it ends.
 
-use crate::report::data::{Band, Buckets, SeriesBuilder, Timeline};
 use super::style::{self, ByteUnit, LegendEntry, Mark, TimeUnit};
-use crate::report::trace::Instance;
 use super::{Svg, svg};
+use crate::report::data::{Band, Buckets, SeriesBuilder, Timeline};
+use crate::report::trace::Instance;
 use crate::units::{bytes, count};
 use plotters::prelude::*;
 

@@ -1,9 +1,9 @@
 //! Fragmentation over time per policy: 1 − allocated / reserved, the share of what the
 //! policy holds from the driver that no live block uses.
 
-use crate::report::data::{Buckets, PolicyResult, Section};
 use super::style::{self, LegendEntry, Mark, TimeUnit};
 use super::{Svg, svg};
+use crate::report::data::{Buckets, PolicyResult, Section};
 use plotters::prelude::*;
 
 /// Fragmentation in percent at the end of each bucket; `None` where nothing was reserved.

@@ -1,10 +1,10 @@
 //! The size and lifetime histograms of the requests: log-scale bins, each with how many
 //! requests fell in it and how many bytes they asked for.
 
-use crate::report::data::{Bin, Histogram};
 use super::style::{self, ByteUnit};
-use crate::report::trace::{Instance, NEVER};
 use super::{Svg, svg};
+use crate::report::data::{Bin, Histogram};
+use crate::report::trace::{Instance, NEVER};
 use crate::units::{bytes, count};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};

@@ -2,11 +2,11 @@
 //! on top, each row splitting its bytes among the frames it called), widest first. It answers
 //! "what do I shrink?".
 
+use super::style;
+use super::{Svg, svg};
 use crate::report::data::{LiveAtPeak, LiveStack, Peak, Section};
 use crate::report::escape::clean;
-use super::style;
 use crate::report::trace::Instance;
-use super::{Svg, svg};
 use crate::units::bytes;
 use plotters::prelude::*;
 use std::collections::HashMap;

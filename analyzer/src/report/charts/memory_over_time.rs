@@ -1,10 +1,10 @@
 //! Memory over time: live requested bytes and each policy's reserved bytes, their
 //! peaks marked, the lower bound, and the capacity when one was given.
 
-use crate::report::data::{Buckets, Peak, Section, Series, SeriesBuilder};
 use super::style::{self, ByteUnit, LegendEntry, Mark, TimeUnit};
-use crate::report::trace::Instance;
 use super::{Svg, svg};
+use crate::report::data::{Buckets, Peak, Section, Series, SeriesBuilder};
+use crate::report::trace::Instance;
 use crate::units::bytes;
 use plotters::prelude::*;
 

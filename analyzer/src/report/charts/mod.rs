@@ -56,7 +56,8 @@ impl Target<'_> {
 
     /// The section; charts of [`Scope::Section`] and [`Scope::Policy`] always have one.
     pub fn section(&self) -> &Section {
-        self.section.expect("a section chart is drawn for a section")
+        self.section
+            .expect("a section chart is drawn for a section")
     }
 
     /// The policy; charts of [`Scope::Policy`] always have one.

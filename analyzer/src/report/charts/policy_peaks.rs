@@ -1,9 +1,9 @@
 //! Policy comparison: each policy's peak reserved bytes against the lower bound, with
 //! its driver calls and their estimated time.
 
-use crate::report::data::Section;
 use super::style::{self, ByteUnit};
 use super::{Svg, svg};
+use crate::report::data::Section;
 use crate::units::{bytes, count};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
