@@ -37,7 +37,8 @@ pub fn read_with(bytes: &[u8], limits: Limits) -> Result<Document> {
         doc: Document::new(),
         stack: Vec::new(),
         marks: Vec::new(),
-        memo: HashMap::new(),
+        memo: Memo::default(),
+        scratch: Vec::new(),
         limits,
     }
     .run()
@@ -49,8 +50,50 @@ struct Reader<'a> {
     doc: Document,
     stack: Vec<Value>,
     marks: Vec<usize>,
-    memo: HashMap<u32, Value>,
+    memo: Memo,
+    /// Reused for the items of APPENDS and SETITEMS, so they cost no allocation.
+    scratch: Vec<Value>,
     limits: Limits,
+}
+
+/// Memo slots beyond the dense part that make it grow rather than go to the map.
+const DENSE_SLACK: usize = 1 << 16;
+
+/// The memo: pickles number their entries 0, 1, 2, … (MEMOIZE always does), so a vector
+/// indexed by the number serves them; a pickle that picks far-apart numbers (PUT with any
+/// value is legal) gets the rest in a map.
+#[derive(Default)]
+struct Memo {
+    dense: Vec<Option<Value>>,
+    sparse: HashMap<u32, Value>,
+    len: usize,
+}
+
+impl Memo {
+    fn contains(&self, index: u32) -> bool {
+        self.get(index).is_some()
+    }
+
+    fn get(&self, index: u32) -> Option<&Value> {
+        match self.dense.get(index as usize) {
+            Some(v) => v.as_ref(),
+            None => self.sparse.get(&index),
+        }
+    }
+
+    fn insert(&mut self, index: u32, v: Value) {
+        let i = index as usize;
+        if i < self.dense.len() + DENSE_SLACK && !self.sparse.contains_key(&index) {
+            if i >= self.dense.len() {
+                self.dense.resize(i + 1, None);
+            }
+            if self.dense[i].replace(v).is_none() {
+                self.len += 1;
+            }
+        } else if self.sparse.insert(index, v).is_none() {
+            self.len += 1;
+        }
+    }
 }
 
 impl<'a> Reader<'a> {
@@ -189,26 +232,30 @@ impl<'a> Reader<'a> {
                 }
                 op::APPEND => {
                     let item = self.pop(at, "APPEND")?;
-                    self.extend_list(at, vec![item])?;
+                    self.extend_list(at, std::iter::once(item))?;
                 }
                 op::APPENDS => {
-                    let items = self.pop_mark(at, "APPENDS")?;
-                    self.extend_list(at, items)?;
+                    let mut items = self.pop_mark_scratch(at, "APPENDS")?;
+                    let result = self.extend_list(at, items.drain(..));
+                    self.scratch = items;
+                    result?;
                 }
                 op::SETITEM => {
                     let value = self.pop(at, "SETITEM")?;
                     let key = self.pop(at, "SETITEM")?;
-                    self.set_items(at, vec![key, value])?;
+                    self.set_items(at, [key, value].into_iter())?;
                 }
                 op::SETITEMS => {
-                    let items = self.pop_mark(at, "SETITEMS")?;
+                    let mut items = self.pop_mark_scratch(at, "SETITEMS")?;
                     if items.len() % 2 != 0 {
                         return Err(self.malformed(at, "SETITEMS with an odd number of items"));
                     }
-                    self.set_items(at, items)?;
+                    let result = self.set_items(at, items.drain(..));
+                    self.scratch = items;
+                    result?;
                 }
                 op::MEMOIZE => {
-                    let index = u32::try_from(self.memo.len())
+                    let index = u32::try_from(self.memo.len)
                         .map_err(|_| self.limit(at, "more than 2^32 memo entries"))?;
                     self.put(at, index)?;
                 }
@@ -411,7 +458,19 @@ impl<'a> Reader<'a> {
         Ok(self.stack.split_off(mark))
     }
 
-    fn extend_list(&mut self, at: u64, items: Vec<Value>) -> Result<()> {
+    /// The values above the innermost MARK, in the reused scratch vector (give it back).
+    fn pop_mark_scratch(&mut self, at: u64, what: &str) -> Result<Vec<Value>> {
+        let mark = self
+            .marks
+            .pop()
+            .ok_or_else(|| self.malformed(at, &format!("{what} without a MARK")))?;
+        let mut items = std::mem::take(&mut self.scratch);
+        items.clear();
+        items.extend(self.stack.drain(mark..));
+        Ok(items)
+    }
+
+    fn extend_list(&mut self, at: u64, items: impl Iterator<Item = Value>) -> Result<()> {
         let target = self.top(at, "APPEND")?.clone();
         match target {
             Value::List(id) => match self.doc.node_mut(id) {
@@ -428,7 +487,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn set_items(&mut self, at: u64, items: Vec<Value>) -> Result<()> {
+    fn set_items(&mut self, at: u64, items: impl Iterator<Item = Value>) -> Result<()> {
         let target = self.top(at, "SETITEM")?.clone();
         let Value::Dict(id) = target else {
             return Err(self.malformed(
@@ -437,7 +496,7 @@ impl<'a> Reader<'a> {
             ));
         };
         let node = self.doc.node_mut(id);
-        let mut it = items.into_iter();
+        let mut it = items;
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
             Document::dict_insert(node, k, v);
         }
@@ -446,7 +505,7 @@ impl<'a> Reader<'a> {
 
     fn put(&mut self, at: u64, index: u32) -> Result<()> {
         let v = self.top(at, "PUT/MEMOIZE")?.clone();
-        if self.memo.len() >= self.limits.max_memo && !self.memo.contains_key(&index) {
+        if self.memo.len >= self.limits.max_memo && !self.memo.contains(index) {
             return Err(self.limit(at, "too many memo entries"));
         }
         self.memo.insert(index, v);
@@ -455,7 +514,7 @@ impl<'a> Reader<'a> {
 
     fn get(&mut self, at: u64, index: u32) -> Result<()> {
         let v =
-            self.memo.get(&index).cloned().ok_or_else(|| {
+            self.memo.get(index).cloned().ok_or_else(|| {
                 self.malformed(at, &format!("memo entry {index} was never stored"))
             })?;
         self.stack.push(v);

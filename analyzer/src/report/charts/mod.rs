@@ -2,23 +2,15 @@
 //! for what it shows, each a [`Chart`] listed once in [`REGISTRY`].
 //!
 //! A new chart is one file here (a unit struct implementing [`Chart`], with its caption) and one
-//! line in [`REGISTRY`]; nothing else names it. The registry is a slice of trait objects, as the
+//! line in the `charts!` list below, which declares the module and puts the chart in
+//! [`REGISTRY`]; nothing else names it. The registry is a slice of trait objects, as the
 //! allocator policies' registry (`policy::REGISTRY`) and ripgrep's `Flag` list are.
 //!
 //! Charts are drawn with plotters' SVG backend from [`ReportData`], which is already
 //! aggregated, so a chart's size does not grow with the trace.
 
-pub mod address_space_at_peak;
-pub mod allocation_timeline;
-pub mod fragmentation_over_time;
 pub mod histogram;
-pub mod live_at_peak;
-pub mod memory_over_time;
-pub mod policy_peaks;
-pub mod request_lifetimes;
-pub mod request_sizes;
 pub mod style;
-pub mod timeline_around_peak;
 
 use super::data::{Buckets, PolicyResult, ReportData, Section};
 use super::escape;
@@ -81,18 +73,26 @@ pub trait Chart: Sync {
     fn render(&self, at: &Target) -> Svg;
 }
 
-/// Every chart, in the order they are listed and written.
-pub const REGISTRY: &[&dyn Chart] = &[
-    &memory_over_time::MemoryOverTime,
-    &policy_peaks::PolicyPeaks,
-    &fragmentation_over_time::FragmentationOverTime,
-    &live_at_peak::LiveAtPeakChart,
-    &allocation_timeline::AllocationTimeline,
-    &timeline_around_peak::TimelineAroundPeak,
-    &address_space_at_peak::AddressSpaceAtPeak,
-    &request_sizes::RequestSizes,
-    &request_lifetimes::RequestLifetimes,
-];
+/// Declares each chart's module and lists the chart in [`REGISTRY`], in this order.
+macro_rules! charts {
+    ($($module:ident :: $chart:ident),* $(,)?) => {
+        $(pub mod $module;)*
+        /// Every chart, in the order they are listed and written.
+        pub const REGISTRY: &[&dyn Chart] = &[$(&$module::$chart),*];
+    };
+}
+
+charts! {
+    memory_over_time::MemoryOverTime,
+    policy_peaks::PolicyPeaks,
+    fragmentation_over_time::FragmentationOverTime,
+    live_at_peak::LiveAtPeakChart,
+    allocation_timeline::AllocationTimeline,
+    timeline_around_peak::TimelineAroundPeak,
+    address_space_at_peak::AddressSpaceAtPeak,
+    request_sizes::RequestSizes,
+    request_lifetimes::RequestLifetimes,
+}
 
 /// One drawn chart and the file it is written to.
 #[derive(Debug, Clone)]
