@@ -5,8 +5,8 @@ use crate::load::load_trace;
 use anyhow::{Context, Result};
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use vramtrace::interop::{export_perfetto, export_snapshot};
 use vramtrace::units::{bytes, count};
-use vramtrace::{export_perfetto, export_snapshot};
 use vramtrace_format::pickle;
 
 pub fn run(path: &Path, to: ExportFormat, output: &Path, salvage: bool) -> Result<()> {
@@ -30,10 +30,7 @@ fn export(
     let line = match to {
         ExportFormat::Perfetto => {
             let file = std::fs::File::create(tmp).with_context(|| name.clone())?;
-            // Per-policy reserved tracks join here once the replay engine exists
-            // (`export_perfetto::CounterSeries`, one per policy and device).
-            let extra = [];
-            let r = export_perfetto::write(trace, &extra, BufWriter::new(file))
+            let r = export_perfetto::write(trace, BufWriter::new(file))
                 .with_context(|| name.clone())?;
             format!(
                 "wrote {name}: {} counter points, {} OOM instants, {} processes \

@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::path::Path;
-use vramtrace::import_snapshot::{self, Imported};
+use vramtrace::interop::import_snapshot::{self, Imported};
 use vramtrace::units::count;
 use vramtrace_format::{TraceWriter, WriterOptions, pickle};
 

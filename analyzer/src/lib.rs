@@ -8,10 +8,8 @@
 #[cfg(feature = "device")]
 pub mod device_replay;
 pub mod diff;
-pub mod export_perfetto;
-pub mod export_snapshot;
-pub mod import_snapshot;
 pub mod info;
+pub mod interop;
 pub mod model;
 pub mod policy;
 pub mod replay;

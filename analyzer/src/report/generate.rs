@@ -39,9 +39,7 @@ pub fn generate(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, String> {
     progress("reading events");
-    let mut model = Model::from_events(trace.events(), &trace.metadata);
-    // The replays need only the request streams.
-    drop(std::mem::take(&mut model.objects));
+    let model = Model::from_events(trace.events(), &trace.metadata);
     let pass = TracePass::new(trace, &model);
     progress(&format!(
         "{} events, {} device allocations",
