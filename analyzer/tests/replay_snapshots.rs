@@ -6,7 +6,8 @@ use std::path::Path;
 use vramtrace::interop::import_snapshot::{import, recorded_segment_allocs};
 use vramtrace::model::Model;
 use vramtrace::policy::{BuildContext, build, parse_specs};
-use vramtrace::replay::{Driver, DriverCall, DriverModel, replay_on};
+use vramtrace::policy::{Driver, DriverCall, DriverModel};
+use vramtrace::replay::replay_on;
 use vramtrace_format::pickle;
 
 fn predicted_and_recorded(name: &str, policy: &str) -> (Vec<DriverCall>, Vec<u64>) {
