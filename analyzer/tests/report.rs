@@ -590,7 +590,7 @@ fn wait(expr: &str) -> serde_json::Value {
 /// in `load_weights` live from 1 ms to 9 ms, a 64 MiB activation from `forward` live 2–3 ms, and
 /// 1 MiB scratch buffers from `scratch` between. `hostile` names one frame with markup.
 fn python_trace(dir: &Path, hostile: bool) -> PathBuf {
-    use vramtrace::import_snapshot::python_module_path;
+    use vramtrace_format::conventions::python_module_path;
     let names: [(&str, &str); 4] = [
         ("/src/train.py", "main"),
         ("/src/model.py", "load_weights"),

@@ -4,8 +4,8 @@
 //! request streams; [`build`] (with [`aggregate`], and [`from_replay`] for the allocator
 //! policies) turns that into [`data::ReportData`], small and already downsampled; from it
 //! [`page_data`] makes the page's embedded JSON and [`page::html_page`] the page, and each chart
-//! of [`charts::REGISTRY`] an SVG. [`generate::generate`] runs it all; `cmd_report` only reads
-//! the inputs and writes the files.
+//! of [`charts::REGISTRY`] an SVG. [`generate::generate`] runs it all; the `vramtrace report` command
+//! only reads the inputs and writes the files.
 
 pub mod aggregate;
 pub mod charts;

@@ -4,27 +4,74 @@
 //! a directory of per-rank traces of one job (one page, a rank selector); `--compare` puts a
 //! second trace beside the first.
 
+use crate::args::{PolicyList, policies};
 use crate::load::load_trace_or_snapshot;
 use anyhow::{Context, Result};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use vramtrace::policy::PolicySpec;
 use vramtrace::report::generate::{Options as ReportOptions, Report, generate, page};
 use vramtrace::report::page::Mode;
-use vramtrace::units::bytes;
+use vramtrace::units::{bytes, parse_size};
 
-pub struct Options {
-    pub trace: PathBuf,
-    pub out: Option<PathBuf>,
-    pub policies: Vec<PolicySpec>,
-    pub capacity: Option<u64>,
-    pub symbolize: bool,
-    pub compare: Option<PathBuf>,
-    pub svg: bool,
+/// Write one self-contained interactive HTML page: memory over time per allocation and per
+/// policy, what is live when and from where, each policy's allocator state, sites, failures
+/// (and, with --svg, the charts as SVG files).
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace report run.vramtrace
+  vramtrace report run.vramtrace -o report/ --capacity 80GiB
+  vramtrace report run.vramtrace --policy pytorch,pytorch-expandable
+  vramtrace report run.vramtrace --no-symbolize
+  vramtrace report snapshot.pickle              # a PyTorch memory snapshot, read directly
+  vramtrace report before.vramtrace --compare after.vramtrace
+  vramtrace report job-traces/                  # one page, a rank selector
+  vramtrace report run.vramtrace --svg          # the charts as .svg files too")]
+pub struct Args {
+    /// A .vramtrace trace, a PyTorch memory snapshot pickle, or a directory of per-rank
+    /// traces of one job.
+    trace: PathBuf,
+    /// Directory for index.html (and the .svg files) (created if missing); default
+    /// TRACE-NAME-report in the current directory.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Policies to replay and compare: `all`, or NAME[:KEY=VALUE,...] separated by commas.
+    #[arg(long, default_value = "all", value_parser = policies)]
+    policy: PolicyList,
+    /// Device capacity for the replays, drawn as a line (default: the traced device's
+    /// memory, else unlimited).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    capacity: Option<u64>,
+    /// Show frames as module+0xoffset without reading the traced program's files.
+    #[arg(long)]
+    no_symbolize: bool,
+    /// A second trace (or snapshot) to put beside the first on the same page.
+    #[arg(long, value_name = "TRACE")]
+    compare: Option<PathBuf>,
+    /// Also write each chart as an .svg file beside the page.
+    #[arg(long)]
+    svg: bool,
 }
 
-pub fn run(o: &Options) -> Result<()> {
+impl Args {
+    pub fn run(self) -> Result<()> {
+        run(&self)
+    }
+
+    /// The library's options for the report of `path`.
+    fn options(&self, path: &Path, svg: bool) -> ReportOptions {
+        ReportOptions {
+            file: path.display().to_string(),
+            policies: self.policy.0.clone(),
+            capacity: self.capacity,
+            symbolize: !self.no_symbolize,
+            svg,
+        }
+    }
+}
+
+fn run(o: &Args) -> Result<()> {
     // Stage messages on stderr, only when a person is watching it.
     let tty = std::io::stderr().is_terminal();
     let start = Instant::now();
@@ -50,14 +97,8 @@ pub fn run(o: &Options) -> Result<()> {
     for (k, path) in inputs.iter().enumerate() {
         progress(&format!("opening {}", path.display()));
         let trace = load_trace_or_snapshot(path)?;
-        let options = ReportOptions {
-            file: path.display().to_string(),
-            policies: o.policies.clone(),
-            capacity: o.capacity,
-            symbolize: o.symbolize,
-            // The SVG charts are of the first trace.
-            svg: o.svg && k == 0,
-        };
+        // The SVG charts are of the first trace.
+        let options = o.options(path, o.svg && k == 0);
         let report = generate(&trace, &options, &mut progress)
             .map_err(anyhow::Error::msg)
             .with_context(|| path.display().to_string())?;
@@ -97,7 +138,7 @@ pub fn run(o: &Options) -> Result<()> {
 
 /// The traces to read and how they relate: a directory is the ranks of one job (its traces
 /// and snapshots in rank order); `--compare` adds a second trace.
-fn inputs(o: &Options) -> Result<(Vec<PathBuf>, Mode)> {
+fn inputs(o: &Args) -> Result<(Vec<PathBuf>, Mode)> {
     if o.trace.is_dir() {
         if o.compare.is_some() {
             anyhow::bail!("--compare takes two traces, not a directory of ranks");

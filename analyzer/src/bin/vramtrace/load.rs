@@ -1,16 +1,16 @@
 //! Opening trace files for the commands, with errors that name the file.
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use std::path::Path;
-use vramtrace::import_snapshot;
-use vramtrace_format::{EventBatch, MappedFile, ReadOptions, Trace, journal, pickle};
+use vramtrace::interop::import_snapshot;
+use vramtrace::replay::ReplayInput;
+use vramtrace_format::{MappedFile, ReadOptions, Trace, journal, pickle};
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
 ///
 /// A crash journal left beside the trace (the recording process was killed before it could
 /// finish the file, and no `vramtrace record` launcher was there to merge it) is read too, and
-/// its events that the file lacks are added in memory. The files are left as they are: the
-/// journal may still belong to a running process.
+/// its events that the file lacks are added in memory ([`journal::extend_in_memory`]).
 pub fn load_trace(path: &Path, salvage: bool) -> Result<Trace> {
     let mut trace = Trace::open(path, ReadOptions { salvage })
         .with_context(|| format!("{}", path.display()))?;
@@ -18,26 +18,16 @@ pub fn load_trace(path: &Path, salvage: bool) -> Result<Trace> {
     let Ok(bytes) = std::fs::read(&journal_path) else {
         return Ok(trace);
     };
-    let (_, events) =
-        journal::read(&bytes).with_context(|| format!("{}", journal_path.display()))?;
-    let last = trace.events().map(|e| e.seq).max().unwrap_or(0);
-    let mut extra: Vec<_> = events.into_iter().filter(|e| e.seq > last).collect();
-    if extra.is_empty() {
-        return Ok(trace);
-    }
-    extra.sort_by_key(|e| e.seq);
-    let note = format!(
-        "{} more events read from the crash journal {} (not merged into the file)",
-        extra.len(),
-        journal_path.display()
-    );
-    trace.layout.complete = false;
-    trace.layout.damage = Some(match trace.layout.damage.take() {
-        Some(d) => format!("{d}; {note}"),
-        None => note,
-    });
-    trace.batches.push(EventBatch::from_events(&extra));
+    let name = journal_path.display().to_string();
+    journal::extend_in_memory(&mut trace, &bytes, &name).with_context(|| name.clone())?;
     Ok(trace)
+}
+
+/// Reads the trace and builds its request streams; `capacity` overrides the traced devices'.
+pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<ReplayInput> {
+    let trace = load_trace(path, false)?;
+    ReplayInput::from_trace(&trace, capacity)
+        .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
 }
 
 /// A `.vramtrace` trace, or a PyTorch memory snapshot pickle imported in memory (nothing is
