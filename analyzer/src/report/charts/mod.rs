@@ -92,6 +92,7 @@ charts! {
     address_space_at_peak::AddressSpaceAtPeak,
     request_sizes::RequestSizes,
     request_lifetimes::RequestLifetimes,
+    largest_live_stacks::LargestLiveStacks,
 }
 
 /// One drawn chart and the file it is written to.
