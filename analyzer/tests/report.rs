@@ -854,6 +854,15 @@ fn in_the_browser_the_state_view_shows_the_segments_the_replay_reported() {
             eval("[...document.querySelectorAll('#state .segment')].map(e => +e.dataset.size)"),
             eval("document.querySelectorAll('#state .block').length"),
             eval("document.getElementById('state-note').textContent"),
+            eval(
+                "document.getElementById('state').dataset.peak + '|' + document.getElementById('state').dataset.t",
+            ),
+            serde_json::json!({"op": "key", "key": "["}),
+            eval(
+                "document.getElementById('state').dataset.peak + '|' + document.getElementById('state').dataset.t",
+            ),
+            serde_json::json!({"op": "key", "key": "ArrowRight"}),
+            eval("document.getElementById('moment').textContent"),
         ],
     ) else {
         return;
@@ -911,4 +920,66 @@ fn in_the_browser_hostile_frame_names_stay_text() {
         "the name shows as text: {}",
         r.values[5]
     );
+}
+
+#[test]
+fn a_pytorch_snapshot_is_read_directly() {
+    let snapshot = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/snapshots/fp32.pickle");
+    let dir = report(&snapshot, &["--policy", "pytorch"]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(html.contains("fp32.pickle"));
+    // Its Python frames are on the page, named as the importer names them.
+    assert!(
+        html.contains("(/work/main/.dev-interop/interop_snapshot.py:"),
+        "Python frames"
+    );
+    assert!(html.contains("\"mode\":\"single\""));
+}
+
+#[test]
+fn two_traces_compare_on_one_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let other = python_trace(tmp.path(), false);
+    let dir = report(&sample(), &["--compare", other.to_str().unwrap()]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(html.contains("\"mode\":\"compare\""));
+    assert!(html.contains("The two traces compared"));
+    assert!(html.contains("py.vramtrace") && html.contains("synthetic-mlp.vramtrace"));
+}
+
+#[test]
+fn a_directory_of_ranks_is_one_page_with_a_rank_selector() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ranks = tmp.path().join("job");
+    std::fs::create_dir(&ranks).unwrap();
+    let one = python_trace(tmp.path(), false);
+    for r in [0, 1, 10] {
+        std::fs::copy(&one, ranks.join(format!("rank-{r}.vramtrace"))).unwrap();
+    }
+    let dir = report(&ranks, &["--policy", "pytorch"]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(html.contains("\"mode\":\"ranks\""));
+    let (a, b, c) = (
+        html.find("rank 0: <code>").unwrap(),
+        html.find("rank 1: <code>").unwrap(),
+        html.find("rank 2: <code>").unwrap(),
+    );
+    assert!(a < b && b < c);
+    assert!(html[c..].starts_with("rank 2: <code>") && html.contains("rank-10.vramtrace"));
+}
+
+#[test]
+fn an_empty_directory_is_one_line_and_exit_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = vramtrace()
+        .arg("report")
+        .arg(tmp.path())
+        .arg("-o")
+        .arg(tmp.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no .vramtrace, .pickle or .pkl file"), "{err}");
 }

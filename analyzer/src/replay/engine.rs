@@ -33,6 +33,18 @@ pub trait Observer {
     /// the state the request left it in. Called before [`Observer::step`] for that request.
     #[inline]
     fn peak(&mut self, _index: usize, _policy: &dyn Policy, _usage: Usage) {}
+
+    /// The next request index after which [`Observer::state`] wants to see the policy;
+    /// `usize::MAX` for none.
+    #[inline]
+    fn next_state(&self) -> usize {
+        usize::MAX
+    }
+
+    /// `policy` right after request `index`, which [`Observer::next_state`] asked for. Called
+    /// after [`Observer::step`] for that request.
+    #[inline]
+    fn state(&mut self, _index: usize, _policy: &dyn Policy) {}
 }
 
 impl Observer for () {}
@@ -202,6 +214,9 @@ pub fn replay_on(
             observer.peak(index, &*policy, usage);
         }
         observer.step(index, &r, usage);
+        if index == observer.next_state() {
+            observer.state(index, &*policy);
+        }
     }
     out.device_allocs = driver.device_allocs();
     out.device_frees = driver.device_frees();

@@ -268,6 +268,9 @@ pub struct PolicyResult {
     pub allocated: Series,
     /// Reserved bytes over the section's [`Section::focus`] buckets.
     pub reserved_focus: Series,
+    /// Its address space at moments spread over the focus window (absolute ns of the request
+    /// after which each was taken), besides the one at its peak.
+    pub states: Vec<(u64, AddressLayout)>,
     pub peak_reserved: Peak,
     pub peak_allocated: u64,
     /// 1 − allocated / reserved when reserved peaked.

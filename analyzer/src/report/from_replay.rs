@@ -1,6 +1,7 @@
 //! The adapter from the replay engine to chart data: replays a request stream through each
 //! policy, sampling reserved and allocated bytes into the report's time buckets as it goes (no
-//! per-request timeline is kept), and takes the policy's address map where reserved peaked.
+//! per-request timeline is kept), and takes the policy's address map where reserved peaked and
+//! at a few moments spread over where memory moves ([`moments`]), for the page's state view.
 
 use super::data::{
     AddressLayout, Buckets, OomFacts, Peak, PolicyResult, SegmentLayout, SeriesBuilder,
@@ -22,10 +23,25 @@ struct Sampler {
     reserved_focus: SeriesBuilder,
     map: Option<AddressMap>,
     budget: u64,
+    /// Request indices, increasing, after which to keep the address map.
+    moments: Vec<usize>,
+    /// The maps kept so far, with the request's time.
+    states: Vec<(u64, AddressLayout)>,
+    /// Slot → the allocation it holds (allocations counted in request order), kept up to date
+    /// for the states' owners.
+    owners: Vec<u32>,
+    allocations: u32,
+    /// Blocks the states may still copy.
+    state_budget: usize,
+    last_ns: u64,
 }
 
 /// Blocks and segments copied in peak snapshots before the [`Sampler`] gives up on them.
 const SNAPSHOT_BUDGET: u64 = 20_000_000;
+/// Moments at which each policy's state is kept besides its peak.
+pub const STATE_MOMENTS: usize = 24;
+/// Blocks all of one policy's states may hold together.
+const STATE_BLOCKS: usize = 60_000;
 
 impl Observer for Sampler {
     #[inline]
@@ -33,6 +49,40 @@ impl Observer for Sampler {
         self.reserved.step(request.time_ns, usage.reserved);
         self.allocated.step(request.time_ns, usage.allocated);
         self.reserved_focus.step(request.time_ns, usage.reserved);
+        self.last_ns = request.time_ns;
+        let slot = request.slot as usize;
+        match request.kind {
+            RequestKind::Alloc => {
+                if self.owners.len() <= slot {
+                    self.owners.resize(slot + 1, u32::MAX);
+                }
+                self.owners[slot] = self.allocations;
+                self.allocations += 1;
+            }
+            RequestKind::Free => {
+                if let Some(o) = self.owners.get_mut(slot) {
+                    *o = u32::MAX;
+                }
+            }
+            RequestKind::Attempt => {}
+        }
+    }
+
+    #[inline]
+    fn next_state(&self) -> usize {
+        self.moments.first().copied().unwrap_or(usize::MAX)
+    }
+
+    fn state(&mut self, _: usize, policy: &dyn Policy) {
+        self.moments.remove(0);
+        let map = layout(&policy.address_map(), &self.owners);
+        let blocks: usize = map.segments.iter().map(|s| s.allocated.len()).sum();
+        if blocks > self.state_budget {
+            self.moments.clear();
+            return;
+        }
+        self.state_budget -= blocks;
+        self.states.push((self.last_ns, map));
     }
 
     fn peak(&mut self, _: usize, policy: &dyn Policy, _: Usage) {
@@ -113,6 +163,12 @@ fn replay_one(
         reserved_focus: SeriesBuilder::new(focus),
         map: None,
         budget: SNAPSHOT_BUDGET,
+        moments: moments(stream, focus),
+        states: Vec::new(),
+        owners: Vec::new(),
+        allocations: 0,
+        state_budget: STATE_BLOCKS,
+        last_ns: 0,
     };
     let mut policy = build(spec, &ctx)?;
     let (outcome, _) = replay(
@@ -164,6 +220,7 @@ fn replay_one(
         reserved,
         allocated,
         reserved_focus,
+        states: std::mem::take(&mut sampler.states),
         peak_reserved: Peak {
             time_ns: peak_time,
             bytes: outcome.peak_reserved,
@@ -183,6 +240,22 @@ fn replay_one(
         }),
         address_map,
     })
+}
+
+/// [`STATE_MOMENTS`] request indices spread evenly in time over `focus`: the last request before
+/// each of its evenly spaced instants, without repeats.
+pub fn moments(stream: &RequestStream, focus: Buckets) -> Vec<usize> {
+    let r = &stream.requests;
+    let mut v: Vec<usize> = (0..STATE_MOMENTS)
+        .filter_map(|k| {
+            let t = focus.start_ns
+                + ((2 * k as u128 + 1) * focus.span_ns as u128 / (2 * STATE_MOMENTS) as u128)
+                    as u64;
+            r.partition_point(|q| q.time_ns <= t).checked_sub(1)
+        })
+        .collect();
+    v.dedup();
+    v
 }
 
 /// Slot → the index of the allocation it holds (allocations counted in request order, as
@@ -327,6 +400,12 @@ mod tests {
                 reserved_focus: SeriesBuilder::new(Buckets::new(0, 1, 1)),
                 map: None,
                 budget: SNAPSHOT_BUDGET,
+                moments: vec![3, 7],
+                states: Vec::new(),
+                owners: Vec::new(),
+                allocations: 0,
+                state_budget: STATE_BLOCKS,
+                last_ns: 0,
             };
             let mut policy = build(&spec, &ctx).unwrap();
             let (outcome, _) = replay(
@@ -344,6 +423,31 @@ mod tests {
             );
             assert!(outcome.peak_reserved > 0, "{}", info.name);
             assert_eq!(sampler.map, Some(again), "{}", info.name);
+            // The states taken on the way are those a replay stopped there leaves.
+            assert_eq!(sampler.states.len(), 2, "{}", info.name);
+            let mut fresh = build(&spec, &ctx).unwrap();
+            let at_7 = address_map_at(fresh.as_mut(), &stream.requests, 7, &options);
+            assert_eq!(
+                sampler.states[1].1.segments.len(),
+                layout(&at_7, &owners_at(stream, 7)).segments.len(),
+                "{}",
+                info.name
+            );
+            assert_eq!(
+                sampler.states[1]
+                    .1
+                    .segments
+                    .iter()
+                    .map(|s| s.owners.clone())
+                    .collect::<Vec<_>>(),
+                layout(&at_7, &owners_at(stream, 7))
+                    .segments
+                    .iter()
+                    .map(|s| s.owners.clone())
+                    .collect::<Vec<_>>(),
+                "{}",
+                info.name
+            );
         }
     }
 

@@ -183,14 +183,16 @@ through allocation events.</p>
 <div id="icicle"></div>
 <div id="icicle-label"></div>
 <p class="hint">The outermost frame on top; click a frame to zoom into it, click the top bar to go back up.</p>
-<h2>Allocator state at each policy's peak</h2>
+<h2>Allocator state</h2>
 <nav class="tabs" id="state-tabs"></nav>
 <p id="state-note" class="hint"></p>
 <div id="state"></div>
 <div id="state-detail" class="hint"></div>
 <p class="hint">One row per segment the policy holds from the driver (addresses in order); each block
 coloured by the site that allocated it; hatched orange is held but free. Click a block for its
-allocation.</p>
+allocation. Each policy's state is kept at its peak and at 24 moments spread over where memory
+moves: the one shown is the last before the moment chosen in the timeline (← and → step through
+allocation events), or step through the states with the buttons or [ and ].</p>
 <h2>Sites</h2>
 <p class="hint">Allocations grouped by their user frame (the innermost frame that is not allocator
 or interpreter machinery). Click a column to sort; hover a row for the whole stack.</p>

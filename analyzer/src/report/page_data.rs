@@ -10,7 +10,7 @@
 //! `JSON.parse` and puts strings on the page only as text (`textContent`), never as markup.
 
 use super::charts::style;
-use super::data::{Buckets, PolicyResult, ReportData, Section, Series};
+use super::data::{AddressLayout, Buckets, PolicyResult, ReportData, Section, Series};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -78,9 +78,21 @@ pub struct PolicyData {
     /// [ns, size, reserved, stream, stack] of the request it could not serve.
     pub oom: Option<[u64; 5]>,
     /// Its segments at its peak: [address, size, [offset, size, allocation index or -1, stack]…].
-    pub segments: Vec<(u64, u64, Vec<[i64; 4]>)>,
+    pub segments: Vec<Segment>,
     /// Blocks left out of `segments` (see [`MAX_BLOCKS`]).
     pub blocks_omitted: u64,
+    /// Its segments at moments spread over the focus window.
+    pub states: Vec<StateData>,
+}
+
+/// [address, size, [offset, size, allocation index or -1, stack]…].
+pub type Segment = (u64, u64, Vec<[i64; 4]>);
+
+/// A policy's segments after the request at `t` (ns since the start).
+#[derive(Debug, Serialize)]
+pub struct StateData {
+    pub t: u64,
+    pub segments: Vec<Segment>,
 }
 
 /// The drawn allocations as columns, in allocation order.
@@ -293,16 +305,56 @@ fn policy(
     stacks_of: &HashMap<u32, u32>,
     st: &mut Interner,
 ) -> PolicyData {
-    // The largest segments first when the map must be cut.
-    let mut order: Vec<usize> = (0..p.address_map.segments.len()).collect();
+    let states = p
+        .states
+        .iter()
+        .map(|(t, l)| StateData {
+            t: rel(*t),
+            segments: segments(l, stacks_of, st).0,
+        })
+        .collect();
+    let (segments, omitted) = segments(&p.address_map, stacks_of, st);
+    PolicyData {
+        name: p.name.clone(),
+        color: style::hex(style::policy_color(p.color)),
+        peak: p.peak_reserved.bytes,
+        peak_ns: rel(p.peak_reserved.time_ns),
+        peak_allocated: p.peak_allocated,
+        fragmentation: p.fragmentation_at_peak,
+        device_allocs: p.device_allocs,
+        device_frees: p.device_frees,
+        est_us: p.est_alloc_time_us,
+        oom: p.oom.as_ref().map(|o| {
+            [
+                rel(o.time_ns),
+                o.size,
+                o.reserved,
+                u64::from(o.stream),
+                u64::from(st.stack(o.stack_id)),
+            ]
+        }),
+        segments,
+        blocks_omitted: omitted,
+        states,
+    }
+}
+
+/// A layout's segments for the page, the largest first kept when there are more than
+/// [`MAX_BLOCKS`] blocks; and how many blocks were left out.
+fn segments(
+    layout: &AddressLayout,
+    stacks_of: &HashMap<u32, u32>,
+    st: &mut Interner,
+) -> (Vec<Segment>, u64) {
+    let mut order: Vec<usize> = (0..layout.segments.len()).collect();
     order.sort_by_key(|&i| {
-        let s = &p.address_map.segments[i];
+        let s = &layout.segments[i];
         (std::cmp::Reverse(s.size), s.address)
     });
     let (mut listed, mut omitted) = (0usize, 0u64);
     let mut keep = vec![false; order.len()];
     for i in order {
-        let n = p.address_map.segments[i].allocated.len();
+        let n = layout.segments[i].allocated.len();
         if listed + n <= MAX_BLOCKS {
             listed += n;
             keep[i] = true;
@@ -310,8 +362,7 @@ fn policy(
             omitted += n as u64;
         }
     }
-    let segments = p
-        .address_map
+    let segments = layout
         .segments
         .iter()
         .zip(&keep)
@@ -334,28 +385,7 @@ fn policy(
             (s.address, s.size, blocks)
         })
         .collect();
-    PolicyData {
-        name: p.name.clone(),
-        color: style::hex(style::policy_color(p.color)),
-        peak: p.peak_reserved.bytes,
-        peak_ns: rel(p.peak_reserved.time_ns),
-        peak_allocated: p.peak_allocated,
-        fragmentation: p.fragmentation_at_peak,
-        device_allocs: p.device_allocs,
-        device_frees: p.device_frees,
-        est_us: p.est_alloc_time_us,
-        oom: p.oom.as_ref().map(|o| {
-            [
-                rel(o.time_ns),
-                o.size,
-                o.reserved,
-                u64::from(o.stream),
-                u64::from(st.stack(o.stack_id)),
-            ]
-        }),
-        segments,
-        blocks_omitted: omitted,
-    }
+    (segments, omitted)
 }
 
 /// `value` as JSON that can sit inside a `<script>` element.

@@ -59,7 +59,7 @@
   // ---- state ----
   const S = {
     run: 0, section: 0, v0: 0, v1: 1, hidden: new Set(), search: "", plumbing: true,
-    selected: -1, moment: null, statePolicy: 0, detail: 2000, zoomNode: null, flame: false,
+    selected: -1, moment: null, statePolicy: 0, stateIndex: null, detail: 2000, zoomNode: null, flame: false,
   };
   const run = () => D.runs[S.run];
   const sec = () => run().sections[S.section];
@@ -411,6 +411,7 @@
   function x0() { return sec().peak_ns; }
   function setMoment(t) {
     S.moment = t;
+    S.stateIndex = null;
     $("moment").textContent = `moment: ${dur(t)}${t === sec().peak_ns ? " (the peak)" : ""}`;
     drawTimeline(); drawIcicle(); drawState();
   }
@@ -485,7 +486,22 @@
       : `Live at ${dur(S.moment)}: the ${sec().allocs.size.length} largest allocations only (${bytes(root.bytes)}).`;
   }
 
-  // ---- allocator state at the peak, per policy ----
+  // ---- allocator state, per policy: at its peak and at moments over where memory moves ----
+  function stateList(p) {
+    const v = p.states.map((x) => ({ t: x.t, segments: x.segments, peak: false }));
+    v.push({ t: p.peak_ns, segments: p.segments, peak: true });
+    return v.sort((a, b) => a.t - b.t || (a.peak ? 1 : -1));
+  }
+  // The state shown: the one chosen with the buttons, else the last one at or before the
+  // moment, else the peak.
+  function chosenState(p) {
+    const v = stateList(p);
+    if (S.stateIndex !== null && S.stateIndex < v.length) return [v, S.stateIndex];
+    if (S.moment === null) return [v, v.findIndex((x) => x.peak)];
+    let k = 0;
+    for (let i = 0; i < v.length; i++) if (v[i].t <= S.moment) k = i;
+    return [v, k];
+  }
   function drawState() {
     const x = sec(), r = run(), tabs = $("state-tabs"), box = $("state");
     tabs.textContent = ""; box.textContent = "";
@@ -494,11 +510,20 @@
     if (!withMap.some(([, k]) => k === S.statePolicy)) S.statePolicy = withMap[0][1];
     for (const [p, k] of withMap) {
       const b = el("button", { class: k === S.statePolicy ? "on" : "", "data-policy": p.name }, p.name);
-      b.onclick = () => { S.statePolicy = k; drawState(); };
+      b.onclick = () => { S.statePolicy = k; S.stateIndex = null; drawState(); };
       tabs.appendChild(b);
     }
     const p = x.policies[S.statePolicy];
-    const segs = p.segments.slice().sort((a, b) => a[0] - b[0]);
+    const [states, si] = chosenState(p);
+    const st = states[si];
+    const nav = el("span", { class: "hint" });
+    const prev = el("button", { id: "state-prev" }, "◀ earlier"), next = el("button", { id: "state-next" }, "later ▶");
+    prev.disabled = si === 0; next.disabled = si === states.length - 1;
+    prev.onclick = () => { S.stateIndex = si - 1; drawState(); };
+    next.onclick = () => { S.stateIndex = si + 1; drawState(); };
+    nav.append(" ", prev, " ", next, ` state ${si + 1} of ${states.length} ([ and ] step)`);
+    tabs.appendChild(nav);
+    const segs = st.segments.slice().sort((a, b) => a[0] - b[0]);
     const biggest = Math.max(...segs.map((s) => s[1]), 1);
     const q = matchingStacks(r);
     let used = 0, total = 0, blocksShown = 0;
@@ -534,7 +559,9 @@
     });
     box.appendChild(frag);
     box.dataset.segments = String(segs.length);
-    $("state-note").textContent = `${p.name} at its peak (${dur(p.peak_ns)}): ${segs.length} segments, ${bytes(total)} reserved, ${bytes(used)} in ${blocksShown} blocks, ${bytes(total - used)} free (hatched) — ${(100 * (1 - used / Math.max(total, 1))).toFixed(1)}% fragmentation${p.blocks_omitted ? `; ${p.blocks_omitted} blocks of smaller segments not listed` : ""}.`;
+    box.dataset.t = String(st.t);
+    box.dataset.peak = st.peak ? "1" : "0";
+    $("state-note").textContent = `${p.name} ${st.peak ? `at its peak (${dur(p.peak_ns)})` : `after the request at ${dur(st.t)}`}: ${segs.length} segments, ${bytes(total)} reserved, ${bytes(used)} in ${blocksShown} blocks, ${bytes(total - used)} free (hatched) — ${(100 * (1 - used / Math.max(total, 1))).toFixed(1)}% fragmentation${p.blocks_omitted ? `; ${p.blocks_omitted} blocks of smaller segments not listed` : ""}.`;
   }
 
   // ---- tables ----
@@ -650,7 +677,7 @@
   }
   function reset() {
     fillSections();
-    S.selected = -1; S.moment = null; S.zoomNode = null;
+    S.selected = -1; S.moment = null; S.zoomNode = null; S.stateIndex = null;
     if (!sec()) { $("views").style.display = "none"; return; }
     // Policies far above the lower bound start hidden, so they do not flatten the others.
     S.hidden = new Set(sec().policies.filter((p) => p.peak > OUTLIER * Math.max(sec().lower_bound, 1)).map((p) => p.name));
@@ -677,6 +704,10 @@
       if (ev.target && (ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT")) return;
       if (ev.key === "ArrowRight") { step(1); ev.preventDefault(); }
       else if (ev.key === "ArrowLeft") { step(-1); ev.preventDefault(); }
+      else if (ev.key === "[" || ev.key === "]") {
+        const p = sec().policies[S.statePolicy];
+        if (p) { const [v, k] = chosenState(p); S.stateIndex = Math.max(0, Math.min(v.length - 1, k + (ev.key === "]" ? 1 : -1))); drawState(); }
+      }
       else if (ev.key === "+" || ev.key === "=") zoomBy(1 / 1.5, 0.5);
       else if (ev.key === "-") zoomBy(1.5, 0.5);
     });
@@ -691,5 +722,6 @@
   // For the browser tests and the curious: the view state.
   window.vramtraceView = { S, T };
   window.vramtraceData = D;
+  window.vramtraceReadyMs = performance.now();
   document.body.dataset.ready = "1";
 })();
