@@ -31,13 +31,22 @@ pub fn read(bytes: &[u8]) -> Result<Document> {
 
 /// Reads one pickle.
 pub fn read_with(bytes: &[u8], limits: Limits) -> Result<Document> {
+    // Room for the containers and memo entries a snapshot holds (one per 60 to 70 bytes in the
+    // ones we have seen), reserved rather than touched: it costs address space, not memory, and
+    // the large arenas are not copied while they grow. Other pickles grow them as usual.
+    let most = bytes.len() / 32 + 16;
+    let mut doc = Document::new();
+    doc.reserve(most);
     Reader {
         bytes,
         pos: 0,
-        doc: Document::new(),
+        doc,
         stack: Vec::new(),
         marks: Vec::new(),
-        memo: Memo::default(),
+        memo: Memo {
+            dense: Vec::with_capacity(most),
+            ..Memo::default()
+        },
         scratch: Vec::new(),
         limits,
     }
