@@ -40,8 +40,9 @@ struct Sampler {
 const SNAPSHOT_BUDGET: u64 = 20_000_000;
 /// Moments at which each policy's state is kept besides its peak.
 pub const STATE_MOMENTS: usize = 24;
-/// Blocks all of one policy's states may hold together.
-const STATE_BLOCKS: usize = 60_000;
+/// Blocks the states of all policies of a section may hold together (each policy its share),
+/// so the page stays small however many policies are replayed.
+const STATE_BLOCKS: usize = 120_000;
 
 impl Observer for Sampler {
     #[inline]
@@ -138,7 +139,8 @@ pub fn replay_policies(
         .par_iter()
         .enumerate()
         .map(|(index, spec)| {
-            let mut r = replay_one(stream, spec, index, capacity, (buckets, focus))?;
+            let budget = STATE_BLOCKS / specs.len().max(1);
+            let mut r = replay_one(stream, spec, index, capacity, (buckets, focus), budget)?;
             r.color = colors[index];
             Ok(r)
         })
@@ -151,6 +153,7 @@ fn replay_one(
     index: usize,
     capacity: u64,
     (buckets, focus): (Buckets, Buckets),
+    state_budget: usize,
 ) -> Result<PolicyResult, String> {
     let ctx = BuildContext { stream, capacity };
     let options = ReplayOptions {
@@ -167,7 +170,7 @@ fn replay_one(
         states: Vec::new(),
         owners: Vec::new(),
         allocations: 0,
-        state_budget: STATE_BLOCKS,
+        state_budget,
         last_ns: 0,
     };
     let mut policy = build(spec, &ctx)?;

@@ -14,8 +14,9 @@ use super::data::{AddressLayout, Buckets, PolicyResult, ReportData, Section, Ser
 use serde::Serialize;
 use std::collections::HashMap;
 
-/// Blocks listed per policy's address map; a larger map lists its largest segments.
-pub const MAX_BLOCKS: usize = 40_000;
+/// Blocks listed in the peak address maps of all policies of a section together (each policy
+/// its share); a larger map lists its largest segments.
+pub const MAX_BLOCKS: usize = 160_000;
 
 /// One trace of the page (two with `--compare`, one per rank for a directory).
 #[derive(Debug, Serialize)]
@@ -260,10 +261,11 @@ fn section(x: &Section, start: u64, buckets: Buckets, st: &mut Interner) -> Sect
             x.policies.iter().map(|p| &p.reserved_focus).collect(),
         ),
     ];
+    let share = MAX_BLOCKS / x.policies.len().max(1);
     let policies = x
         .policies
         .iter()
-        .map(|p| policy(p, rel, &stacks_of, st))
+        .map(|p| policy(p, rel, &stacks_of, st, share))
         .collect();
     let sites = x
         .stacks
@@ -304,16 +306,17 @@ fn policy(
     rel: impl Fn(u64) -> u64,
     stacks_of: &HashMap<u32, u32>,
     st: &mut Interner,
+    max_blocks: usize,
 ) -> PolicyData {
     let states = p
         .states
         .iter()
         .map(|(t, l)| StateData {
             t: rel(*t),
-            segments: segments(l, stacks_of, st).0,
+            segments: segments(l, stacks_of, st, usize::MAX).0,
         })
         .collect();
-    let (segments, omitted) = segments(&p.address_map, stacks_of, st);
+    let (segments, omitted) = segments(&p.address_map, stacks_of, st, max_blocks);
     PolicyData {
         name: p.name.clone(),
         color: style::hex(style::policy_color(p.color)),
@@ -340,11 +343,12 @@ fn policy(
 }
 
 /// A layout's segments for the page, the largest first kept when there are more than
-/// [`MAX_BLOCKS`] blocks; and how many blocks were left out.
+/// `max_blocks` blocks; and how many blocks were left out.
 fn segments(
     layout: &AddressLayout,
     stacks_of: &HashMap<u32, u32>,
     st: &mut Interner,
+    max_blocks: usize,
 ) -> (Vec<Segment>, u64) {
     let mut order: Vec<usize> = (0..layout.segments.len()).collect();
     order.sort_by_key(|&i| {
@@ -355,7 +359,7 @@ fn segments(
     let mut keep = vec![false; order.len()];
     for i in order {
         let n = layout.segments[i].allocated.len();
-        if listed + n <= MAX_BLOCKS {
+        if listed + n <= max_blocks {
             listed += n;
             keep[i] = true;
         } else {
