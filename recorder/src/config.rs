@@ -24,6 +24,9 @@ pub struct Config {
     pub stacks: Option<crate::unwind::Mode>,
     /// `VRAMTRACE_MAX_DEPTH`: frames kept per stack, 1 to 256 (default 64).
     pub max_depth: usize,
+    /// `VRAMTRACE_TORCH_TRACKER=0`: do not attach to PyTorch's caching allocator (on by
+    /// default; off under `VRAMTRACE_REQUESTS`, whose back-end has no tracker).
+    pub torch_tracker: bool,
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
@@ -50,6 +53,8 @@ pub fn get() -> &'static Config {
             max_depth: var("VRAMTRACE_MAX_DEPTH")
                 .and_then(|v| v.to_str()?.parse::<usize>().ok())
                 .unwrap_or(crate::stacks::DEFAULT_MAX_DEPTH),
+            torch_tracker: var("VRAMTRACE_TORCH_TRACKER")
+                .is_none_or(|v| !matches!(v.to_str(), Some("0" | "false" | "no" | "off"))),
         }
     })
 }
