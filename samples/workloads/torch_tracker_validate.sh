@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The PyTorch tracker on a GPU, in about three and a half minutes (docs/validation.md,
-# recorder/BENCHMARKS.md):
+# The PyTorch tracker on a GPU, in about six minutes of run time on the H200 (docs/validation.md,
+# recorder/BENCHMARKS.md; measured 2026-12-01: phases 1-2 take about 110 s, each of the 15
+# overhead runs about 17 s):
 #   1. completeness: torch_tracker_workloads.py complete-* recorded under the native and
 #      expandable allocators, a CUDA-graph capture and torch.compile(mode="reduce-overhead"),
 #      each beside its own torch.cuda.memory_stats() (tests/examples/torch_complete.rs compares);
@@ -12,12 +13,15 @@
 #   BIN=DIR samples/workloads/torch_tracker_validate.sh
 #
 # DIR holds vramtrace and libvramtrace_preload.so (cargo build --release -p vramtrace -p
-# vramtrace-recorder) and workloads/ (this folder). Results: $OUT/tt.tar.gz (json, traces, logs).
+# vramtrace-recorder) and workloads/ (this folder). Everything is written under /tmp/tt and packed
+# after each phase, so that a run stopped at its time limit still returns what it finished:
+# $OUT/tt-checks.tar.gz (phases 1-2: json, traces, log), $OUT/tt-overhead.tar.gz (phase 3) and
+# $OUT/summary.txt.
 set -u
 BIN=${BIN:-.dev-torchtrace}
 OUT=${OUT:-/tmp/torch-tracker}
-R=$OUT/tt
-mkdir -p "$R/traces"
+R=/tmp/tt
+mkdir -p "$R/traces" "$OUT"
 export PYTHONUNBUFFERED=1
 W=$BIN/workloads
 VT="$BIN/vramtrace record --preload $BIN/libvramtrace_preload.so"
@@ -42,6 +46,7 @@ run varlen-expandable expandable_segments:True native varlen
 run multistream "" native multistream
 run generate "" native generate
 date -u >>"$R/rc.txt"
+tar czf "$OUT/tt-checks.tar.gz" -C /tmp tt
 
 for i in 1 2 3 4 5; do
     timeout 120 python3 "$W/torch_tracker_workloads.py" overhead "$R/overhead-plain-$i.json" \
@@ -56,7 +61,8 @@ for i in 1 2 3 4 5; do
     done
 done
 date -u >>"$R/rc.txt"
-tar czf "$OUT/tt.tar.gz" -C "$OUT" tt
+tar czf "$OUT/tt-overhead.tar.gz" -C /tmp tt/rc.txt $(cd /tmp && ls tt/overhead-*)
+{
 cat "$R/rc.txt"
 python3 - "$R" <<'PY'
 import json, sys, glob, statistics
@@ -68,4 +74,5 @@ for cfg in ("plain", "native", "none"):
         if v:
             print(cfg, k, "median %.3f" % statistics.median(v), "runs", " ".join("%.3f" % x for x in v))
 PY
-tail -c 2500 "$R/log.txt"
+} >"$OUT/summary.txt" 2>&1
+cat "$OUT/summary.txt"

@@ -63,7 +63,10 @@ fn infer(metadata: &Metadata, facts: &LevelFacts) -> CaptureLevel {
         .map(|(_, v)| v.as_str())
         .collect::<Vec<_>>()
         .join(",");
-    if conf.contains("cudaMallocAsync") || facts.pool_allocs > facts.device_allocs {
+    if facts.torch_allocs > 0
+        || conf.contains("cudaMallocAsync")
+        || facts.pool_allocs > facts.device_allocs
+    {
         return CaptureLevel::Request;
     }
     if conf.contains("expandable_segments:True") && facts.vmm_maps > 0 {
