@@ -137,3 +137,47 @@ fn the_tracker_can_be_switched_off() {
     assert!(!events.is_empty());
     assert!(events.iter().all(|e| !e.api.from_framework()));
 }
+
+#[test]
+fn info_and_replay_read_a_tracker_trace_as_requests_checked_against_its_segments() {
+    let a = artifacts();
+    let dir = scratch("torch-info-replay");
+    let trace = dir.join("t.vramtrace");
+    let mut cmd = command(&a.vramtrace);
+    cmd.env("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:64")
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&a.torch_client)
+        .arg(&a.fake_torch);
+    assert!(cmd.output().expect("run vramtrace record").status.success());
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = command(&a.vramtrace)
+            .args(args)
+            .arg(&trace)
+            .output()
+            .expect("run vramtrace");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let info = json(&["info", "--json"]);
+    assert_eq!(info["capture_level"], "request");
+    assert_eq!(info["allocator"], "pytorch native max_split_size_mb:64");
+    let replay = json(&["replay", "--json", "--policy", "cuda-malloc"]);
+    let stream = &replay["streams"][0];
+    // The segments PyTorch reported: 2 + 4 + 2 MiB at once, then a 20 MiB mapping alone.
+    assert_eq!(stream["recorded_peak_reserved"], 20u64 << 20);
+    assert_eq!(stream["allocations"], 3);
+    assert_eq!(stream["outside_allocator"]["allocations"], 0);
+    let policies = stream["policies"].as_array().expect("rows");
+    // The recorded configuration leads, checked against the run; other policies are not.
+    assert_eq!(policies[0]["name"], "pytorch:max_split_size_mb=64");
+    assert!(policies[0]["error_vs_recorded"].is_f64());
+    assert_eq!(policies[1]["name"], "cuda-malloc");
+    assert!(policies[1]["error_vs_recorded"].is_null());
+}

@@ -5,7 +5,8 @@ use anyhow::{Result, anyhow};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
-use vramtrace::model::{CaptureLevel, Model, Outside, RequestStream};
+use vramtrace::model::{CaptureLevel, Model, Outside, RequestStream, pytorch_alloc_conf};
+use vramtrace::policy::pytorch::spec_from_alloc_conf;
 use vramtrace::policy::{PolicySpec, REGISTRY};
 use vramtrace::replay::{Oom, Outcome, replay_all};
 use vramtrace::units::{bytes, count, duration};
@@ -15,6 +16,9 @@ pub struct Loaded {
     pub model: Model,
     /// Per stream: the capacity, and where it came from.
     pub capacities: Vec<(u64, &'static str)>,
+    /// The policy of the allocator as recorded, when the trace holds that allocator's own
+    /// segments (PyTorch's tracker): the row a replay is checked against.
+    pub recorded_policy: Option<PolicySpec>,
 }
 
 /// Reads the trace and builds its request streams; `capacity` overrides the traced devices'.
@@ -43,7 +47,16 @@ pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<Loaded> {
             }
         })
         .collect();
-    Ok(Loaded { model, capacities })
+    let recorded_policy = model
+        .streams
+        .iter()
+        .any(|s| s.recorded_peak_reserved.is_some())
+        .then(|| spec_from_alloc_conf(&pytorch_alloc_conf(&trace.metadata), None));
+    Ok(Loaded {
+        model,
+        capacities,
+        recorded_policy,
+    })
 }
 
 /// One policy's figures (DESIGN.md, "replay --json").
@@ -59,6 +72,9 @@ pub struct PolicyRow {
     pub device_frees: u64,
     pub est_alloc_time_us: f64,
     pub oom: Option<Oom>,
+    /// `(peak_reserved - recorded) / recorded` for a policy that models the recorded
+    /// allocator, when the trace holds what it really reserved.
+    pub error_vs_recorded: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -74,6 +90,9 @@ pub struct StreamReport {
     /// Plain driver allocations beside a stream-ordered-pool request stream: libraries that
     /// bypass the framework's allocator. Not replayed; the process holds them under any policy.
     pub outside_allocator: Outside,
+    /// What the process's allocator really reserved at its peak, from its own segment events
+    /// (PyTorch's tracker); `null` when the trace does not say.
+    pub recorded_peak_reserved: Option<u64>,
     pub policies: Vec<PolicyRow>,
 }
 
@@ -92,6 +111,7 @@ pub struct ReplayReport {
 
 fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64) -> PolicyRow {
     PolicyRow {
+        error_vs_recorded: None,
         name: spec.to_string(),
         peak_requested: o.peak_requested,
         peak_allocated: o.peak_allocated,
@@ -115,10 +135,18 @@ pub fn build_report(path: &Path, specs: &[PolicySpec], loaded: &Loaded) -> Resul
     let capacities: Vec<u64> = loaded.capacities.iter().map(|c| c.0).collect();
     let results = replay_all(streams, specs, &capacities).map_err(|e| anyhow!(e))?;
     let mut stream_reports = Vec::new();
+    let models_recorded = |spec: &PolicySpec| {
+        loaded
+            .recorded_policy
+            .as_ref()
+            .is_some_and(|r| r.name == spec.name)
+    };
     for (s, stream) in streams.iter().enumerate() {
         let lb = stream.lower_bound();
         let key = stream.key.expect("model streams have keys");
+        let recorded = stream.recorded_peak_reserved;
         stream_reports.push(StreamReport {
+            recorded_peak_reserved: recorded,
             pid: key.pid,
             device: key.device,
             requests: stream.requests.len(),
@@ -130,7 +158,14 @@ pub fn build_report(path: &Path, specs: &[PolicySpec], loaded: &Loaded) -> Resul
             policies: results
                 .iter()
                 .filter(|r| r.stream == s)
-                .map(|r| row(&specs[r.policy], &r.outcome, lb))
+                .map(|r| {
+                    let spec = &specs[r.policy];
+                    let mut row = row(spec, &r.outcome, lb);
+                    row.error_vs_recorded = recorded
+                        .filter(|&t| t > 0 && models_recorded(spec))
+                        .map(|t| (r.outcome.peak_reserved as f64 - t as f64) / t as f64);
+                    row
+                })
                 .collect(),
         });
     }
@@ -188,7 +223,14 @@ pub fn run(
     }
     let path = path.expect("clap requires TRACE unless --list-policies");
     let loaded = load_streams(path, capacity)?;
-    let report = build_report(path, specs, &loaded)?;
+    // The recorded configuration is the first row, whatever else was asked for.
+    let mut specs = specs.to_vec();
+    if let Some(r) = &loaded.recorded_policy
+        && !specs.iter().any(|s| s.to_string() == r.to_string())
+    {
+        specs.insert(0, r.clone());
+    }
+    let report = build_report(path, &specs, &loaded)?;
     if let Some(w) = &report.warning
         && !json
     {
@@ -269,6 +311,18 @@ fn render_text(r: &ReplayReport, loaded: &Loaded) -> String {
         }
         s.push('\n');
         render_table(&mut s, &st.policies);
+        if let Some(t) = st.recorded_peak_reserved {
+            for p in st.policies.iter().filter(|p| p.error_vs_recorded.is_some()) {
+                let _ = writeln!(
+                    s,
+                    "recorded     {}: predicted {}, this run reserved {} ({:+.2}%)",
+                    p.name,
+                    bytes(p.peak_reserved),
+                    bytes(t),
+                    100.0 * p.error_vs_recorded.unwrap_or(0.0)
+                );
+            }
+        }
     }
     if r.streams.len() > 1 {
         let _ = writeln!(

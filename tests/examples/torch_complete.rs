@@ -73,7 +73,11 @@ fn main() {
             alloc_bytes,
             stat("requested_bytes.all.allocated"),
         ),
-        ("frees_requested", requested_frees, stat("allocation.all.freed")),
+        (
+            "frees_requested",
+            requested_frees,
+            stat("allocation.all.freed"),
+        ),
         ("frees_completed", freed, stat("allocation.all.freed")),
         ("segments", segments, stat("num_device_alloc")),
         ("segment_frees", segment_frees, stat("num_device_free")),

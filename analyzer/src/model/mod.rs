@@ -7,6 +7,6 @@ mod level;
 mod objects;
 mod request;
 
-pub use level::{CaptureLevel, LevelReport, detect_level};
+pub use level::{CaptureLevel, LevelReport, allocator_as_run, detect_level, pytorch_alloc_conf};
 pub use objects::{MemoryObject, Model, ObjectKind};
 pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};

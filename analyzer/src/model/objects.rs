@@ -74,6 +74,9 @@ struct Builder {
     torch_segments: HashSet<u64>,
     /// True when the tracker reported expandable-segment mappings.
     torch_maps: bool,
+    /// Bytes PyTorch reported holding from the driver, now and at most.
+    torch_reserved: u64,
+    torch_peak_reserved: Option<u64>,
     slots: Slots,
 }
 
@@ -95,14 +98,15 @@ impl Model {
             if kind == MemoryKind::TorchSegment || op == Op::FreeRequested {
                 // PyTorch's own word on its segments (what the replay predicts), or a free that
                 // takes effect at `torch.free_completed`.
-                if kind == MemoryKind::TorchSegment && matches!(op, Op::Alloc | Op::Map) {
+                if kind == MemoryKind::TorchSegment {
                     let key = StreamKey {
                         pid: e.pid,
                         device: e.device,
                     };
-                    let b = builders.entry(key).or_insert_with(|| Builder::new(key));
-                    b.torch_segments.insert(e.address);
-                    b.torch_maps |= op == Op::Map;
+                    builders
+                        .entry(key)
+                        .or_insert_with(|| Builder::new(key))
+                        .see_torch_segment(&e, op);
                 }
                 continue;
             }
@@ -252,8 +256,28 @@ impl Builder {
             addresses: Vec::new(),
             torch_segments: HashSet::new(),
             torch_maps: false,
+            torch_reserved: 0,
+            torch_peak_reserved: None,
             slots: Slots::default(),
         }
+    }
+
+    /// A `torch.segment_*` event: its address marks the driver call that made it as PyTorch's,
+    /// and its bytes move what the process really reserved.
+    fn see_torch_segment(&mut self, e: &Event, op: Op) {
+        match op {
+            Op::Alloc | Op::Map => {
+                self.torch_segments.insert(e.address);
+                self.torch_maps |= op == Op::Map;
+                self.torch_reserved += e.size;
+            }
+            _ => self.torch_reserved = self.torch_reserved.saturating_sub(e.size),
+        }
+        let peak = self
+            .torch_peak_reserved
+            .unwrap_or(0)
+            .max(self.torch_reserved);
+        self.torch_peak_reserved = Some(peak);
     }
 
     /// Keeps the stream handle aside: requests store a stream index, known only once every
@@ -343,6 +367,7 @@ fn finish(b: Builder) -> RequestStream {
         cuda_streams: sorted,
         slots: b.slots.high_water(),
         outside,
+        recorded_peak_reserved: b.torch_peak_reserved,
     }
 }
 
