@@ -109,6 +109,11 @@ void fake_torch_free(CUdeviceptr p, unsigned long size, unsigned long stream) {
     trace(4, (long)p, seg, stream, 0, 0);
 }
 
+/* One entry of `action` for the trackers, nothing else (recorder/bench/tracker_overhead.c). */
+void fake_torch_entry(int action, unsigned long addr, unsigned long size) {
+    trace(action, (long)addr, size, 0, 0, 0);
+}
+
 /* An expandable segment's map and unmap (no driver call: the entries alone). */
 void fake_torch_map_unmap(unsigned long addr, unsigned long size) {
     trace(5, (long)addr, size, 0, 0, 0);
