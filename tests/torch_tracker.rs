@@ -168,6 +168,11 @@ fn info_and_replay_read_a_tracker_trace_as_requests_checked_against_its_segments
     let info = json(&["info", "--json"]);
     assert_eq!(info["capture_level"], "request");
     assert_eq!(info["allocator"], "pytorch native max_split_size_mb:64");
+    // Tensors are the requests, the driver calls what was reserved; nothing counts twice.
+    let summary = json(&["summary", "--json"]);
+    let group = &summary["groups"][0];
+    assert_eq!(group["peak_requested"], 1000 + (3u64 << 20) + 4096);
+    assert_eq!(group["peak_reserved"], 8u64 << 20);
     let replay = json(&["replay", "--json", "--policy", "cuda-malloc"]);
     let stream = &replay["streams"][0];
     // The segments PyTorch reported: 2 + 4 + 2 MiB at once, then a 20 MiB mapping alone.
