@@ -101,18 +101,7 @@ impl Model {
                     let b = builders.entry(key).or_insert_with(|| Builder::new(key));
                     let slot = b.slots.take();
                     b.slots.give_back(slot);
-                    b.push(
-                        &e,
-                        kind,
-                        Request {
-                            time_ns: e.time_ns,
-                            size: e.size,
-                            slot,
-                            stream: 0,
-                            stack: e.stack,
-                            kind: RequestKind::Attempt,
-                        },
-                    );
+                    b.push(&e, kind, request(&e, e.size, slot, RequestKind::Attempt));
                 }
                 continue;
             }
@@ -142,18 +131,7 @@ impl Model {
                 let request = device_memory.then(|| {
                     let b = builders.entry(key).or_insert_with(|| Builder::new(key));
                     let slot = b.slots.take();
-                    b.push(
-                        &e,
-                        kind,
-                        Request {
-                            time_ns: e.time_ns,
-                            size: e.size,
-                            slot,
-                            stream: 0,
-                            stack: e.stack,
-                            kind: RequestKind::Alloc,
-                        },
-                    );
+                    b.push(&e, kind, request(&e, e.size, slot, RequestKind::Alloc));
                     slot
                 });
                 // The same address born twice without a free: the first free was not recorded,
@@ -177,18 +155,8 @@ impl Model {
                         .get_mut(&object.key)
                         .expect("a live request has a builder");
                     b.slots.give_back(slot);
-                    b.push(
-                        &e,
-                        object.kind,
-                        Request {
-                            time_ns: e.time_ns,
-                            size: object.size,
-                            slot,
-                            stream: 0,
-                            stack: e.stack,
-                            kind: RequestKind::Free,
-                        },
-                    );
+                    let r = request(&e, object.size, slot, RequestKind::Free);
+                    b.push(&e, object.kind, r);
                 }
             }
         }
@@ -240,6 +208,18 @@ impl Builder {
         self.kinds.push(kind);
         self.addresses.push(e.address);
         self.requests.push(request);
+    }
+}
+
+/// The request `e` makes on `slot` (its stream index is set in [`finish`]).
+fn request(e: &Event, size: u64, slot: u32, kind: RequestKind) -> Request {
+    Request {
+        time_ns: e.time_ns,
+        size,
+        slot,
+        stream: 0,
+        stack: e.stack,
+        kind,
     }
 }
 
