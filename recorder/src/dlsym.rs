@@ -8,7 +8,7 @@
 //! and the original return address still on the stack.
 //!
 //! One unversioned export satisfies references to both `dlsym@GLIBC_2.34` and
-//! `dlsym@GLIBC_2.2.5` (interposition.md §5.1).
+//! `dlsym@GLIBC_2.2.5` (docs/interposition.md §5, item 1).
 
 use crate::hooks;
 use crate::resolve::{real_dlsym, substitute_named};

@@ -1,7 +1,7 @@
 //! Finding the real functions, and handing out wrappers in their place.
 //!
 //! Every pointer the driver hands out for a tracked function is the exact address of the
-//! exported symbol of that name (observed on driver 580, interposition.md §0), so `dladdr`
+//! exported symbol of that name (observed on driver 580, docs/interposition.md §0), so `dladdr`
 //! identifies it, and the wrapper with exactly that name, hence that ABI (`_v2`, `_ptsz`, ...),
 //! replaces it. Tables are keyed by function pointer, never by library name: programs load the
 //! driver as `libcuda.so.1`, `libcuda.so` or through a symlink.

@@ -1,5 +1,5 @@
-//! Request level or segment level (DESIGN.md, "Two levels of capture"), and the warning a what-if
-//! replay of a segment-level trace deserves.
+//! Request level or segment level (docs/architecture.md, "Two levels of capture"), and the
+//! warning a what-if replay of a segment-level trace deserves.
 
 pub use super::from_events::LevelFacts;
 use serde::Serialize;
