@@ -36,6 +36,7 @@ mod cuda;
 mod dlsym;
 mod exit;
 mod hooks;
+mod lifecycle;
 mod modules;
 mod resolve;
 mod ring;
