@@ -1,17 +1,7 @@
 //! The `vramtrace` command line as users meet it: output, exit codes, error lines.
 
+use crate::util::{sample, vramtrace_in_repo as vramtrace};
 use assert_cmd::Command;
-use std::path::{Path, PathBuf};
-
-fn sample() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/traces/synthetic-mlp.vramtrace")
-}
-
-fn vramtrace() -> Command {
-    let mut cmd = Command::cargo_bin("vramtrace").unwrap();
-    cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
-    cmd
-}
 
 fn stdout(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
@@ -37,7 +27,7 @@ fn info_describes_the_bundled_sample() {
 }
 
 #[test]
-fn info_json_has_the_fields_design_md_promises() {
+fn info_json_has_the_contract_fields() {
     let text = stdout(vramtrace().arg("info").arg(sample()).arg("--json"));
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     for field in [
