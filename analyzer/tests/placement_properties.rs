@@ -10,9 +10,12 @@ use vramtrace::model::{Request, RequestStream};
 use vramtrace::policy::{BuildContext, DriverModel, PolicySpec, build, parse_specs};
 use vramtrace::replay::{Observer, Outcome, ReplayOptions, Usage, address_map_at, replay};
 
-/// Random allocations and frees of random live objects, then every remaining object freed.
+/// Random allocations and frees of random live objects, then every remaining object freed; at
+/// least one request.
 fn streams() -> impl Strategy<Value = RequestStream> {
-    prop::collection::vec(op_log_uniform(), 1..120).prop_map(|ops| stream_of(&ops, true))
+    prop::collection::vec(op_log_uniform(), 1..120)
+        .prop_map(|ops| stream_of(&ops, true))
+        .prop_filter("an empty program", |s| !s.requests.is_empty())
 }
 
 struct Check {

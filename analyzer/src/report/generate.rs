@@ -6,7 +6,7 @@ use super::data::{ProcessFacts, ReportData, TraceFacts};
 use super::trace::TracePass;
 use super::{Chart, build, charts, from_replay, page};
 use crate::model::{CaptureLevel, Model};
-use crate::policy::PolicySpec;
+use crate::policy::{PolicyError, PolicySpec};
 use crate::replay::{CapacitySource, capacity_of};
 use crate::symbolize::Symbolizer;
 use crate::units::{bytes, count};
@@ -33,12 +33,22 @@ pub struct Report {
     pub html: String,
 }
 
+/// Why no report could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// A chart that plotters could not draw: which, and why.
+    #[error("{0}")]
+    Chart(String),
+}
+
 /// Makes the report; `progress` hears each stage as it starts.
 pub fn generate(
     trace: &Trace,
     o: &Options,
     progress: &mut dyn FnMut(&str),
-) -> Result<Report, String> {
+) -> Result<Report, ReportError> {
     progress("reading events");
     let model = Model::from_events(trace.events(), &trace.metadata);
     let pass = TracePass::new(trace, &model);
@@ -78,7 +88,7 @@ pub fn generate(
         }
     }
     progress("drawing charts");
-    let charts = charts(&data)?;
+    let charts = charts(&data).map_err(ReportError::Chart)?;
     let html = page::html_page(&data, &charts);
     Ok(Report { data, charts, html })
 }
@@ -88,7 +98,7 @@ fn replay_sections(
     data: &mut ReportData,
     model: &Model,
     specs: &[PolicySpec],
-) -> Result<(), String> {
+) -> Result<(), PolicyError> {
     data.policy_names = specs.iter().map(ToString::to_string).collect();
     let Some(buckets) = data.buckets else {
         return Ok(());

@@ -2,7 +2,7 @@
 
 use crate::args::{PolicyList, policies};
 use crate::load::load_streams;
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use vramtrace::model::CaptureLevel;
@@ -58,8 +58,7 @@ impl Args {
             .as_deref()
             .expect("clap requires TRACE unless --list-policies");
         let input = load_streams(path, self.capacity)?;
-        let report = ReplayReport::build(&path.display().to_string(), &self.policy.0, &input)
-            .map_err(|e| anyhow!(e))?;
+        let report = ReplayReport::build(&path.display().to_string(), &self.policy.0, &input)?;
         if let Some(w) = &report.warning
             && !self.json
         {

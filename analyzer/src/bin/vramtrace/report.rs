@@ -78,9 +78,8 @@ fn run(o: &Args) -> Result<()> {
     progress(&format!("opening {}", o.trace.display()));
     let trace = load_trace(&o.trace, false)?;
     let options = ReportOptions::from(o);
-    let report = generate(&trace, &options, &mut progress)
-        .map_err(anyhow::Error::msg)
-        .with_context(|| o.trace.display().to_string())?;
+    let report =
+        generate(&trace, &options, &mut progress).with_context(|| o.trace.display().to_string())?;
     progress("writing files");
     for c in &report.charts {
         let path = out.join(&c.file);
