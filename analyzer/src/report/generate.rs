@@ -8,7 +8,7 @@ use super::{Chart, build, charts, from_replay, page};
 use crate::model::{CaptureLevel, Model};
 use crate::policy::{PolicyError, PolicySpec};
 use crate::replay::{CapacitySource, capacity_of};
-use crate::symbolize::Symbolizer;
+use crate::symbolize::{ModuleFiles, Symbolizer};
 use crate::units::{bytes, count};
 use vramtrace_format::Trace;
 
@@ -20,7 +20,8 @@ pub struct Options {
     pub policies: Vec<PolicySpec>,
     /// Replay capacity; `None` for each device's memory, else unlimited.
     pub capacity: Option<u64>,
-    /// Read the traced binaries to name frames (`false`: `module+0xoffset` only).
+    /// Whether the caller's files name the frames (shown on the page; `false` with
+    /// [`crate::symbolize::NoFiles`]).
     pub symbolize: bool,
 }
 
@@ -43,10 +44,12 @@ pub enum ReportError {
     Chart(String),
 }
 
-/// Makes the report; `progress` hears each stage as it starts.
+/// Makes the report; stacks are named from the traced program's `files`; `progress` hears each
+/// stage as it starts.
 pub fn generate(
     trace: &Trace,
     o: &Options,
+    files: &mut dyn ModuleFiles,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, ReportError> {
     progress("reading events");
@@ -63,7 +66,7 @@ pub fn generate(
         (_, CapacitySource::Unlimited) => None,
         (c, _) => Some(c),
     };
-    let mut symbolizer = Symbolizer::new(&trace.tables, o.symbolize);
+    let mut symbolizer = Symbolizer::new(&trace.tables, files);
     let mut data = build(&pass, facts, &capacity, &mut |stack| {
         symbolizer.stack(stack)
     });
