@@ -15,7 +15,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use vramtrace_format::conventions::{Heartbeat, heartbeat_name, process_trace_name, trace_stem};
-use vramtrace_format::journal::{self, HEADER_LEN, MAGIC, RECORD_LEN};
+use vramtrace_format::journal::{self, HEADER_LEN, Header, RECORD_LEN};
 use vramtrace_format::{ALLOCATOR_ENV_VARS, Metadata, Process, TraceWriter, WriterOptions};
 
 /// Opens this process's session; false when it records nothing (disabled, or a file could not
@@ -164,12 +164,7 @@ fn create_journal(path: &Path, slots: u64, pid: u32) -> std::io::Result<*mut u8>
         let _ = std::fs::remove_file(path);
         return Err(std::io::Error::from_raw_os_error(r));
     }
-    let mut header = [0u8; 24];
-    header[..8].copy_from_slice(&MAGIC);
-    header[8..12].copy_from_slice(&(RECORD_LEN as u32).to_le_bytes());
-    header[12..16].copy_from_slice(&pid.to_le_bytes());
-    header[16..24].copy_from_slice(&slots.to_le_bytes());
-    (&f).write_all(&header)?;
+    (&f).write_all(&Header::new(pid, slots).to_bytes())?;
     // SAFETY: a fresh shared read-write mapping of `len` bytes of a file this function
     // allocated; it is never unmapped (hooks may hold its address until the process ends).
     let p = unsafe {

@@ -16,6 +16,17 @@ pub enum CaptureLevel {
     Unknown,
 }
 
+impl CaptureLevel {
+    /// The level's name, as the JSON outputs spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureLevel::Request => "request",
+            CaptureLevel::Segment => "segment",
+            CaptureLevel::Unknown => "unknown",
+        }
+    }
+}
+
 /// The level, how it was known, and what to tell the user.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct LevelReport {

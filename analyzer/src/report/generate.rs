@@ -5,7 +5,7 @@
 use super::data::{ProcessFacts, ReportData, TraceFacts};
 use super::trace::TracePass;
 use super::{Chart, build, charts, from_replay, page};
-use crate::model::{CaptureLevel, Model};
+use crate::model::Model;
 use crate::policy::{PolicyError, PolicySpec};
 use crate::replay::{CapacitySource, capacity_of};
 use crate::symbolize::{ModuleFiles, Symbolizer};
@@ -121,11 +121,7 @@ fn replay_sections(
 
 fn facts(o: &Options, trace: &Trace, pass: &TracePass, model: &Model) -> TraceFacts {
     let m = &trace.metadata;
-    let level = match model.level.level {
-        CaptureLevel::Request => "request",
-        CaptureLevel::Segment => "segment",
-        CaptureLevel::Unknown => "unknown",
-    };
+    let level = model.level.level.name();
     let how = if model.level.declared {
         " (declared by the recorder)"
     } else {

@@ -104,25 +104,11 @@ fn first_load_vaddr(path: &Path) -> Option<u64> {
 mod tests {
     use super::*;
     use vramtrace::symbolize::Symbolizer;
-    use vramtrace_format::{Frame, Stack, Tables};
+    use vramtrace_format::Tables;
 
+    /// One module at 0x7000_0000 (1 MiB) whose file is `path`.
     fn tables(path: &str, build_id: Vec<u8>) -> Tables {
         Tables {
-            stacks: vec![Stack {
-                id: 1,
-                frames: vec![1, 2, 3],
-            }],
-            frames: vec![
-                Frame {
-                    id: 1,
-                    address: 0x7000_1234,
-                },
-                Frame {
-                    id: 2,
-                    address: 0x9999,
-                },
-                Frame { id: 3, address: 0 },
-            ],
             modules: vec![Module {
                 id: 1,
                 pid: 1,

@@ -44,12 +44,7 @@ impl Args {
         {
             eprintln!("vramtrace: warning: {w}");
         }
-        let out = if self.json {
-            serde_json::to_string_pretty(&report)? + "\n"
-        } else {
-            render(&report)
-        };
-        crate::output::print(&out)
+        crate::output::json_or_text(self.json, &report, render)
     }
 }
 

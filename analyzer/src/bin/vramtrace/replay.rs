@@ -5,7 +5,6 @@ use crate::load::load_streams;
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use vramtrace::model::CaptureLevel;
 use vramtrace::policy::REGISTRY;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
 use vramtrace::units::{bytes, count, duration, parse_size};
@@ -88,14 +87,6 @@ fn render_policy_list() -> String {
     s
 }
 
-fn level_name(l: CaptureLevel) -> &'static str {
-    match l {
-        CaptureLevel::Request => "request",
-        CaptureLevel::Segment => "segment",
-        CaptureLevel::Unknown => "unknown",
-    }
-}
-
 fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
     let mut s = String::new();
     let how = if r.capture_level_declared {
@@ -104,7 +95,7 @@ fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
         "inferred"
     };
     let _ = writeln!(s, "trace        {}", r.trace);
-    let _ = writeln!(s, "level        {} ({how})", level_name(r.capture_level));
+    let _ = writeln!(s, "level        {} ({how})", r.capture_level.name());
     if let Some(w) = &r.warning {
         let _ = writeln!(s, "WARNING      {w}");
     }
