@@ -74,14 +74,7 @@ impl Model {
                 // PyTorch's own word on its segments (what the replay predicts), or a free that
                 // takes effect at `torch.free_completed`.
                 if kind == MemoryKind::TorchSegment {
-                    let key = StreamKey {
-                        pid: e.pid,
-                        device: e.device,
-                    };
-                    builders
-                        .entry(key)
-                        .or_insert_with(|| Builder::new(key))
-                        .see_torch_segment(&e, op);
+                    Builder::of(&mut builders, &e).see_torch_segment(&e, op);
                 }
                 continue;
             }
@@ -94,14 +87,10 @@ impl Model {
                         MemoryKind::Device | MemoryKind::Pool | MemoryKind::TorchBlock
                     )
                 {
-                    let key = StreamKey {
-                        pid: e.pid,
-                        device: e.device,
-                    };
-                    let b = builders.entry(key).or_insert_with(|| Builder::new(key));
+                    let b = Builder::of(&mut builders, &e);
                     let slot = b.slots.take();
                     b.slots.give_back(slot);
-                    b.push(&e, kind, request(&e, e.size, slot, RequestKind::Attempt));
+                    b.push(&e, kind, e.size, slot, RequestKind::Attempt);
                 }
                 continue;
             }
@@ -123,15 +112,11 @@ impl Model {
                 kind,
                 MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm | MemoryKind::TorchBlock
             );
-            let key = StreamKey {
-                pid: e.pid,
-                device: e.device,
-            };
             if births {
                 let request = device_memory.then(|| {
-                    let b = builders.entry(key).or_insert_with(|| Builder::new(key));
+                    let b = Builder::of(&mut builders, &e);
                     let slot = b.slots.take();
-                    b.push(&e, kind, request(&e, e.size, slot, RequestKind::Alloc));
+                    b.push(&e, kind, e.size, slot, RequestKind::Alloc);
                     slot
                 });
                 // The same address born twice without a free: the first free was not recorded,
@@ -139,7 +124,10 @@ impl Model {
                 live.insert(
                     id,
                     Live {
-                        key,
+                        key: StreamKey {
+                            pid: e.pid,
+                            device: e.device,
+                        },
                         size: e.size,
                         kind,
                         request,
@@ -155,8 +143,7 @@ impl Model {
                         .get_mut(&object.key)
                         .expect("a live request has a builder");
                     b.slots.give_back(slot);
-                    let r = request(&e, object.size, slot, RequestKind::Free);
-                    b.push(&e, object.kind, r);
+                    b.push(&e, object.kind, object.size, slot, RequestKind::Free);
                 }
             }
         }
@@ -200,26 +187,31 @@ impl Builder {
         self.torch_peak_reserved = Some(peak);
     }
 
-    /// Keeps the stream handle aside: requests store a stream index, known only once every
-    /// handle has been seen (indices follow the handles' numeric order, as PyTorch's block
-    /// comparator orders streams by handle value).
-    fn push(&mut self, e: &Event, kind: MemoryKind, request: Request) {
+    /// The builder of the stream `e` belongs to.
+    fn of<'b>(builders: &'b mut BTreeMap<StreamKey, Builder>, e: &Event) -> &'b mut Builder {
+        let key = StreamKey {
+            pid: e.pid,
+            device: e.device,
+        };
+        builders.entry(key).or_insert_with(|| Builder::new(key))
+    }
+
+    /// Adds the request of `size` bytes in `slot` that `e`, a call of `kind`, made. Keeps the
+    /// stream handle aside: requests store a stream index, known only once every handle has
+    /// been seen (indices follow the handles' numeric order, as PyTorch's block comparator
+    /// orders streams by handle value).
+    fn push(&mut self, e: &Event, kind: MemoryKind, size: u64, slot: u32, what: RequestKind) {
         self.handles.push(stream_of(e));
         self.kinds.push(kind);
         self.addresses.push(e.address);
-        self.requests.push(request);
-    }
-}
-
-/// The request `e` makes on `slot` (its stream index is set in [`finish`]).
-fn request(e: &Event, size: u64, slot: u32, kind: RequestKind) -> Request {
-    Request {
-        time_ns: e.time_ns,
-        size,
-        slot,
-        stream: 0,
-        stack: e.stack,
-        kind,
+        self.requests.push(Request {
+            time_ns: e.time_ns,
+            size,
+            slot,
+            stream: 0,
+            stack: e.stack,
+            kind: what,
+        });
     }
 }
 
