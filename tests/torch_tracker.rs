@@ -124,8 +124,8 @@ fn the_tracker_can_be_switched_off() {
     let a = artifacts();
     let dir = scratch("torch-off");
     let mut cmd = command(&a.vramtrace);
-    cmd.env("VRAMTRACE_TORCH_TRACKER", "0")
-        .arg("record")
+    cmd.arg("record")
+        .arg("--no-torch-tracker")
         .arg("-o")
         .arg(dir.join("t.vramtrace"))
         .arg("--")
