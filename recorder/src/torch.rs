@@ -24,7 +24,7 @@
 //! first segment and every tensor. The attach takes the allocator's per-device locks, which the
 //! hooking thread may already hold (they are recursive); a second thread that arrives meanwhile
 //! does not wait, it goes on.
-
+//!
 //! # The callback
 //!
 //! It runs on the allocating thread under the allocator's lock: no GIL, no Python, no lock, no
