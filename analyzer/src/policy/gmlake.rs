@@ -29,7 +29,7 @@ use super::driver::PAGE;
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 
 const MIB: u64 = 1 << 20;
 const K_MIN_BLOCK_SIZE: u64 = 512;
@@ -59,7 +59,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     Ok(Box::new(GmLake::new(Config {
         frag_limit: o.size_opt("frag_limit")?.unwrap_or(512 * MIB),
         reuse_limit: o.f64("reuse_limit", 10.0)?.max(1.0),
