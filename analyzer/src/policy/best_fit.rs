@@ -11,7 +11,7 @@
 use super::driver::PAGE;
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
-use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
+use super::{AddressMap, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -110,15 +110,8 @@ impl Policy for BestFit {
                 size: self.mapped,
             });
         }
-        for (slot, &(offset, size)) in self.live.iter() {
-            if size > 0 {
-                map.blocks.push(BlockSpan {
-                    address: base + offset,
-                    size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        map.blocks
+            .extend(self.live.spans(|&(offset, _)| base + offset));
         map.blocks.extend(self.free.blocks(base));
         map.blocks.sort_by_key(|b| b.address);
         map

@@ -157,13 +157,8 @@ impl Policy for Buddy {
                 size: self.mapped,
             });
         }
-        for (slot, &(offset, order)) in self.live.iter() {
-            map.blocks.push(BlockSpan {
-                address: self.base + offset,
-                size: 1 << order,
-                slot: Some(slot as u32),
-            });
-        }
+        map.blocks
+            .extend(self.live.spans(|&(offset, _)| self.base + offset));
         for (order, set) in self.free.iter().enumerate() {
             for &offset in set {
                 // Only the mapped part of the heap is memory.

@@ -38,7 +38,7 @@
 use super::driver::Call;
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
-use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
+use super::{AddressMap, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 
 const MIB: u64 = 1 << 20;
@@ -330,15 +330,7 @@ impl Policy for CudaAsync {
                 size: self.reserved,
             });
         }
-        for (slot, l) in self.live.iter() {
-            if l.size > 0 {
-                map.blocks.push(BlockSpan {
-                    address: base + l.offset,
-                    size: l.size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        map.blocks.extend(self.live.spans(|l| base + l.offset));
         for f in &self.free {
             map.blocks.extend(f.blocks(base));
         }

@@ -28,7 +28,7 @@
 use super::driver::PAGE;
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
-use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
+use super::{AddressMap, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 
 const MIB: u64 = 1 << 20;
@@ -292,15 +292,7 @@ impl Policy for GmLake {
                 size: s.size,
             });
         }
-        for (slot, l) in self.live.iter() {
-            if l.size > 0 {
-                map.blocks.push(BlockSpan {
-                    address: l.addr,
-                    size: l.size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        map.blocks.extend(self.live.spans(|l| l.addr));
         for list in self.free.iter().flatten() {
             map.blocks.extend(list.blocks(0));
         }

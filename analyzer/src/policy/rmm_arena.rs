@@ -20,7 +20,7 @@
 use super::rmm_pool::ALIGNMENT;
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
-use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
+use super::{AddressMap, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 
 const SUPERBLOCK: u64 = 1 << 20;
@@ -197,15 +197,7 @@ impl Policy for RmmArena {
             address: base,
             size: self.arena_size,
         });
-        for (slot, l) in self.live.iter() {
-            if l.size > 0 {
-                map.blocks.push(BlockSpan {
-                    address: base + l.offset,
-                    size: l.size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        map.blocks.extend(self.live.spans(|l| base + l.offset));
         for list in std::iter::once(&self.global).chain(&self.streams) {
             map.blocks.extend(list.blocks(base));
         }

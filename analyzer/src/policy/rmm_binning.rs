@@ -169,15 +169,7 @@ impl Policy for RmmBinning {
 
     fn address_map(&self) -> AddressMap {
         let (segments, mut blocks) = self.pool.layout();
-        for (slot, l) in self.live.iter() {
-            if l.size > 0 {
-                blocks.push(BlockSpan {
-                    address: l.addr,
-                    size: l.size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        blocks.extend(self.live.spans(|l| l.addr));
         for bin in &self.bins {
             for &address in bin.free.iter().flatten() {
                 blocks.push(BlockSpan {

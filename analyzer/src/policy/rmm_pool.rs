@@ -273,15 +273,7 @@ impl Policy for RmmPool {
 
     fn address_map(&self) -> AddressMap {
         let (segments, mut blocks) = self.pool.layout();
-        for (slot, &(address, size, _)) in self.live.iter() {
-            if size > 0 {
-                blocks.push(BlockSpan {
-                    address,
-                    size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        blocks.extend(self.live.spans(|&(address, _, _)| address));
         blocks.sort_by_key(|b| b.address);
         AddressMap { segments, blocks }
     }
