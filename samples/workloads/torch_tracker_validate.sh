@@ -10,7 +10,9 @@
 #   3. overhead: `overhead` unrecorded, recorded (native stacks) and recorded without stacks,
 #      alternating, five times each.
 #
-#   BIN=DIR samples/workloads/torch_tracker_validate.sh
+#   BIN=DIR [PHASES=checks] samples/workloads/torch_tracker_validate.sh
+#
+# PHASES=checks runs phases 1-2 only (about 110 s of run time).
 #
 # DIR holds vramtrace and libvramtrace_preload.so (cargo build --release -p vramtrace -p
 # vramtrace-recorder) and workloads/ (this folder). Everything is written under /tmp/tt and packed
@@ -47,6 +49,10 @@ run multistream "" native multistream
 run generate "" native generate
 date -u >>"$R/rc.txt"
 tar czf "$OUT/tt-checks.tar.gz" -C /tmp tt
+if [ "${PHASES:-all}" = checks ]; then
+    cat "$R/rc.txt"
+    exit 0
+fi
 
 for i in 1 2 3 4 5; do
     timeout 120 python3 "$W/torch_tracker_workloads.py" overhead "$R/overhead-plain-$i.json" \
