@@ -143,3 +143,21 @@ fn a_crash_journal_beside_a_trace_is_read_without_touching_either_file() {
         std::fs::read(sample()).unwrap()
     );
 }
+
+#[test]
+fn trace_strings_reach_the_terminal_escaped_never_as_control_sequences() {
+    // The hostile trace's command line, device name, writer and module paths carry NUL and
+    // an ESC colour sequence; printed raw they would act on the user's terminal.
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::report::hostile_trace(dir.path());
+    for args in [
+        vec!["info"],
+        vec!["summary"],
+        vec!["diff", path.to_str().unwrap()],
+    ] {
+        let text = stdout(vramtrace().args(&args).arg(&path));
+        assert!(!text.contains('\u{1b}'), "{args:?}: {text}");
+        assert!(!text.contains('\0'), "{args:?}: {text}");
+        assert!(text.contains("\\u{1b}[31m"), "{args:?}: {text}");
+    }
+}

@@ -117,11 +117,27 @@ impl<'a> Options<'a> {
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn u64_opt(&self, key: &str) -> Result<Option<u64>, String> {
+    /// A whole number no larger than `max` (options are multiplied and shifted by the policies:
+    /// the bound keeps that arithmetic far from 2^64).
+    pub fn u64_opt(&self, key: &str, max: u64) -> Result<Option<u64>, String> {
         self.str_opt(key)
-            .map(|v| {
-                v.parse::<u64>()
-                    .map_err(|_| format!("{key}={v}: not a whole number"))
+            .map(|v| match v.parse::<u64>() {
+                Ok(n) if n <= max => Ok(n),
+                Ok(_) => Err(format!("{key}={v}: at most {max}")),
+                Err(_) => Err(format!("{key}={v}: not a whole number")),
+            })
+            .transpose()
+    }
+
+    /// An alignment in bytes: a power of two (so never 0), at most 1 GiB.
+    pub fn alignment_opt(&self, key: &str) -> Result<Option<u64>, String> {
+        self.size_opt(key)?
+            .map(|a| {
+                if a.is_power_of_two() && a <= 1 << 30 {
+                    Ok(a)
+                } else {
+                    Err(format!("{key}={a}: not a power of two up to 1 GiB"))
+                }
             })
             .transpose()
     }
