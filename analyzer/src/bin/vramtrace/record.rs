@@ -62,11 +62,12 @@ pub struct Args {
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        run(self)
+        record(self)
     }
 }
 
-fn run(opts: Args) -> Result<()> {
+/// Runs the program under the preload library and reports each trace it wrote.
+fn record(opts: Args) -> Result<()> {
     let preload = find_preload(opts.preload.as_deref())?;
     let cwd = std::env::current_dir().context("current directory")?;
     let output = match &opts.output {
