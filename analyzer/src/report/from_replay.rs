@@ -7,7 +7,9 @@ use super::data::{
     AddressLayout, Buckets, OomFacts, Peak, PolicyResult, SegmentLayout, SeriesBuilder,
 };
 use crate::model::{Request, RequestKind, RequestStream};
-use crate::policy::{AddressMap, BuildContext, DriverModel, Policy, PolicySpec, build};
+use crate::policy::{
+    AddressMap, BuildContext, DriverModel, Policy, PolicyError, PolicySpec, build,
+};
 use crate::replay::{Observer, ReplayOptions, Usage, address_map_at, replay};
 use rayon::prelude::*;
 
@@ -133,7 +135,7 @@ pub fn replay_policies(
     capacity: u64,
     buckets: Buckets,
     focus: Buckets,
-) -> Result<Vec<PolicyResult>, String> {
+) -> Result<Vec<PolicyResult>, PolicyError> {
     let colors = colors(specs);
     specs
         .par_iter()
@@ -154,7 +156,7 @@ fn replay_one(
     capacity: u64,
     (buckets, focus): (Buckets, Buckets),
     state_budget: usize,
-) -> Result<PolicyResult, String> {
+) -> Result<PolicyResult, PolicyError> {
     let ctx = BuildContext { stream, capacity };
     let options = ReplayOptions {
         driver: DriverModel { capacity },

@@ -5,6 +5,7 @@
 //! second trace beside the first.
 
 use crate::args::{PolicyList, policies};
+use crate::elf_files::ElfFiles;
 use crate::load::load_trace_or_snapshot;
 use anyhow::{Context, Result};
 use std::io::IsTerminal;
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::report::generate::{Options as ReportOptions, Report, generate, page};
 use vramtrace::report::page::Mode;
+use vramtrace::symbolize::{ModuleFiles, NoFiles};
 use vramtrace::units::{bytes, parse_size};
 
 /// Write one self-contained interactive HTML page: memory over time per allocation and per
@@ -56,7 +58,7 @@ pub struct Args {
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        run(&self)
+        write_report(&self)
     }
 
     /// The library's options for the report of `path`.
@@ -71,7 +73,8 @@ impl Args {
     }
 }
 
-fn run(o: &Args) -> Result<()> {
+/// Checks the output directory, makes the report and writes its files.
+fn write_report(o: &Args) -> Result<()> {
     // Stage messages on stderr, only when a person is watching it.
     let tty = std::io::stderr().is_terminal();
     let start = Instant::now();
@@ -94,13 +97,18 @@ fn run(o: &Args) -> Result<()> {
 
     let (inputs, mode) = inputs(o)?;
     let mut reports: Vec<Report> = Vec::with_capacity(inputs.len());
+    let mut elf = ElfFiles::new();
     for (k, path) in inputs.iter().enumerate() {
         progress(&format!("opening {}", path.display()));
         let trace = load_trace_or_snapshot(path)?;
         // The SVG charts are of the first trace.
         let options = o.options(path, o.svg && k == 0);
-        let report = generate(&trace, &options, &mut progress)
-            .map_err(anyhow::Error::msg)
+        let files: &mut dyn ModuleFiles = if o.no_symbolize {
+            &mut NoFiles
+        } else {
+            &mut elf
+        };
+        let report = generate(&trace, &options, files, &mut progress)
             .with_context(|| path.display().to_string())?;
         reports.push(report);
     }
