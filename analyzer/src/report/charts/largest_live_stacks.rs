@@ -44,15 +44,12 @@ impl Chart for LargestLiveStacks {
                 .x_label_area_size(45)
                 .y_label_area_size(NAME_WIDTH)
                 .build_cartesian_2d(0f64..bu.of(max) * 1.35, 0f64..n as f64)?;
-            chart
-                .configure_mesh()
-                .disable_y_mesh()
-                .y_labels(0)
-                .x_desc(format!("live at the peak ({})", bu.name))
-                .x_label_formatter(&|v| style::tick(*v))
-                .axis_desc_style((style::FONT, style::LABEL_SIZE))
-                .light_line_style(RGBColor(235, 235, 235))
-                .draw()?;
+            style::draw_bar_mesh(
+                &mut chart,
+                &format!("live at the peak ({})", bu.name),
+                10,
+                &|v| style::tick(*v),
+            )?;
             let chars = style::fit_chars(f64::from(NAME_WIDTH) - 16.0, 13.0);
             for (i, s) in stacks.iter().enumerate() {
                 let y = (n - 1 - i) as f64;

@@ -74,15 +74,12 @@ pub fn render(section: &Section) -> Svg {
             .y_label_area_size(NAME_WIDTH)
             // Half a row on top for the lower bound's label.
             .build_cartesian_2d(0f64..x_max, 0f64..n as f64 + 0.5)?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(0)
-            .x_desc(format!("peak reserved ({})", bu.name))
-            .x_label_formatter(&|v| style::tick(*v))
-            .axis_desc_style((style::FONT, style::LABEL_SIZE))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()?;
+        style::draw_bar_mesh(
+            &mut chart,
+            &format!("peak reserved ({})", bu.name),
+            10,
+            &|v| style::tick(*v),
+        )?;
         let name_chars = style::fit_chars(f64::from(NAME_WIDTH) - 16.0, 14.0);
         for (i, p) in section.policies.iter().enumerate() {
             let color = style::policy_color(p.color);
