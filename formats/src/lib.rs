@@ -38,6 +38,7 @@ mod event;
 pub mod journal;
 mod metadata;
 pub mod pickle;
+pub mod python;
 mod reader;
 pub mod synthetic;
 mod tables;
@@ -51,5 +52,7 @@ pub use error::{Error, Result};
 pub use event::{CUDA_SUCCESS, Event, NO_DEVICE, NO_STACK};
 pub use metadata::{ALLOCATOR_ENV_VARS, Metadata};
 pub use reader::{EventChunks, Layout, MappedFile, ReadOptions, Trace};
-pub use tables::{Device, Frame, Module, Pool, Process, Stack, Stream, Tables, Thread};
+pub use tables::{
+    Device, Frame, FrameRef, Module, Pool, Process, PythonFrame, Stack, Stream, Tables, Thread,
+};
 pub use writer::{TraceWriter, WriterOptions};

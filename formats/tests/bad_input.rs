@@ -151,7 +151,7 @@ fn a_newer_version_is_refused_with_the_versions_named() {
         err,
         Error::NewerVersion {
             found: 7,
-            supported: 1
+            supported: vramtrace_format::chunk::VERSION
         }
     ));
     assert!(err.to_string().contains("upgrade vramtrace"));
@@ -250,4 +250,16 @@ fn fuzzer_regressions_give_errors_not_panics() {
         let _ = read(&bytes);
         let _ = Trace::from_bytes(&bytes, ReadOptions { salvage: true });
     }
+}
+
+#[test]
+fn a_version_1_file_still_reads_with_an_empty_python_frame_table() {
+    // Recorded on an H200 by the version-1 recorder (a copy of an earlier bundled sample).
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1-torch-mlp-native.vramtrace");
+    let trace = Trace::open(std::path::Path::new(path), ReadOptions::default()).unwrap();
+    assert_eq!(trace.layout.version, 1);
+    assert!(trace.layout.complete);
+    assert_eq!(trace.event_count(), 51);
+    assert_eq!(trace.tables.devices[0].name, "NVIDIA H200");
+    assert!(trace.tables.python_frames.is_empty());
 }
