@@ -90,13 +90,21 @@ Examples:
     #[command(after_help = "\
 Examples:
   vramtrace summary run.vramtrace
-  vramtrace summary --json run.vramtrace | jq '.groups[0].leaks'")]
+  vramtrace summary --depth 20 run.vramtrace      # each stack's 20 innermost frames
+  vramtrace summary --json run.vramtrace | jq '.groups[0].leaks'
+
+Each stack is named by the user's frame: the innermost one outside the allocator plumbing
+(CUDA libraries, libtorch and torch/ internals, ctypes, the interpreter).")]
     Summary {
         /// The .vramtrace file.
         trace: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Show each stack's N innermost frames, plumbing included, instead of the user's frame
+        /// and its two callers.
+        #[arg(long, value_name = "N")]
+        depth: Option<usize>,
         /// Keep what precedes a corrupt chunk instead of failing.
         #[arg(long)]
         salvage: bool,

@@ -7,22 +7,25 @@ use std::path::Path;
 use vramtrace::summary::{GroupSummary, StackBytes, Summary, short_frame};
 use vramtrace::units::{bytes, count, duration};
 
-pub fn run(path: &Path, json: bool, salvage: bool) -> Result<()> {
+pub fn run(path: &Path, json: bool, depth: Option<usize>, salvage: bool) -> Result<()> {
     let trace = load_trace(path, salvage)?;
     let summary = Summary::of(&trace);
     let first = trace.events().next().map_or(0, |e| e.time_ns);
     let out = if json {
         serde_json::to_string_pretty(&summary)? + "\n"
     } else {
-        render(path, &summary, first)
+        render(path, &summary, first, depth)
     };
     crate::output::print(&out)
 }
 
-/// Frames shown per stack in text output; `--json` has them all.
+/// Frames shown of a failed allocation's stack in text output; `--json` has them all.
 const FRAMES_SHOWN: usize = 4;
+/// Callers shown after a stack's user frame, without `--depth`.
+const CALLERS_SHOWN: usize = 2;
 
-pub fn render(path: &Path, s: &Summary, t0: u64) -> String {
+/// The text summary; `depth`: show each stack's innermost frames instead of its user frame.
+pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>) -> String {
     let mut o = String::new();
     let level = match (s.capture_level.as_str(), s.has_allocator_segments) {
         (_, true) => "request (imported snapshot: requests and the allocator's segments)",
@@ -45,12 +48,12 @@ pub fn render(path: &Path, s: &Summary, t0: u64) -> String {
         );
     }
     for g in &s.groups {
-        group(&mut o, g, t0);
+        group(&mut o, g, t0, depth);
     }
     o
 }
 
-fn group(o: &mut String, g: &GroupSummary, t0: u64) {
+fn group(o: &mut String, g: &GroupSummary, t0: u64, depth: Option<usize>) {
     let place = if g.device < 0 {
         "host memory".to_string()
     } else {
@@ -125,7 +128,7 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64) {
     }
     if !g.top_stacks_at_peak.is_empty() {
         let _ = writeln!(o, "  top stacks at the requested peak");
-        stacks(o, &g.top_stacks_at_peak);
+        stacks(o, &g.top_stacks_at_peak, depth);
     }
     if g.leaks.count > 0 {
         let _ = writeln!(
@@ -134,7 +137,7 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64) {
             bytes(g.leaks.bytes),
             count(g.leaks.count)
         );
-        stacks(o, &g.leaks.stacks);
+        stacks(o, &g.leaks.stacks, depth);
     } else {
         let _ = writeln!(o, "  live at the end: nothing");
     }
@@ -154,7 +157,7 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64) {
         }
         if !f.top_live_stacks.is_empty() {
             let _ = writeln!(o, "    largest live then:");
-            stacks(o, &f.top_live_stacks);
+            stacks(o, &f.top_live_stacks, depth);
         }
     }
     if g.failed > g.failures.len() as u64 {
@@ -167,16 +170,22 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64) {
     }
 }
 
-fn stacks(o: &mut String, list: &[StackBytes]) {
+fn stacks(o: &mut String, list: &[StackBytes], depth: Option<usize>) {
     for s in list {
-        let first = s.frames.first().map_or("<no stack>", |f| short_frame(f));
+        // The user's frame and its callers, or with --depth the innermost frames.
+        let (from, n) = match depth {
+            Some(d) => (0, d.max(1)),
+            None => (s.site_index, 1 + CALLERS_SHOWN),
+        };
+        let mut shown = s.frames.iter().skip(from).take(n);
+        let first = shown.next().map_or("<no stack>", |f| short_frame(f));
         let _ = writeln!(
             o,
             "    {:>12} {:>8}×  {first}",
             bytes(s.bytes),
             count(s.count)
         );
-        for fr in s.frames.iter().skip(1).take(FRAMES_SHOWN - 1) {
+        for fr in shown {
             let _ = writeln!(o, "    {:>12} {:>8}   {}", "", "", short_frame(fr));
         }
     }

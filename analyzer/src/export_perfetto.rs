@@ -55,7 +55,7 @@ pub fn write<W: Write>(
     extra: &[CounterSeries],
     mut out: W,
 ) -> io::Result<PerfettoReport> {
-    let names = StackNames::new(&trace.tables);
+    let names = StackNames::new(&trace.tables, true);
     let t0 = trace.events().next().map_or(0, |e| e.time_ns);
     let ts = |t: u64| t.saturating_sub(t0) as f64 / 1000.0;
     let mut report = PerfettoReport::default();

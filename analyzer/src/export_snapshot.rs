@@ -20,8 +20,8 @@
 //! Containers shared by many entries (a stack's frame list, a frame dict) are created once, so
 //! the pickle references them through the memo as PyTorch's own snapshots do.
 
-use crate::import_snapshot::python_frame;
 use crate::summary::{Change, Ledger, Object, StackNames};
+use crate::symbolize::NamedFrame;
 use std::collections::{BTreeMap, HashMap};
 use vramtrace_format::pickle::{Document, Value};
 use vramtrace_format::{Event, MemoryKind, NO_STACK, Op, Trace};
@@ -44,7 +44,7 @@ struct Out<'t> {
     doc: Document,
     names: StackNames<'t>,
     stacks: HashMap<u32, Value>,
-    frames: HashMap<u64, Value>,
+    frames: HashMap<String, Value>,
     empty_frames: Value,
     traces: Vec<Value>,
     report: SnapshotReport,
@@ -59,30 +59,29 @@ impl Out<'_> {
             return v.clone();
         }
         let list = self.doc.new_list();
-        for address in self.names.addresses(stack) {
-            let f = self.frame(address);
+        for named in self.names.named(stack) {
+            let f = self.frame(&named);
             self.doc.push(&list, f);
         }
         self.stacks.insert(stack, list.clone());
         list
     }
 
-    fn frame(&mut self, address: u64) -> Value {
-        if let Some(v) = self.frames.get(&address) {
+    fn frame(&mut self, named: &NamedFrame) -> Value {
+        let key = named.text();
+        if let Some(v) = self.frames.get(&key) {
             return v.clone();
         }
-        let (file, line, name) = match self.names.module_of(address) {
-            Some((path, offset)) => match python_frame(path, offset) {
-                Some((file, line, name)) => (file.to_string(), line, name.to_string()),
-                None => (path.to_string(), 0, self.names.frame(address)),
-            },
-            None => ("??".to_string(), 0, format!("{address:#x}")),
+        let (file, line, name) = if named.python {
+            (named.file.clone(), named.line, named.function.clone())
+        } else {
+            (named.module.clone(), 0, key.clone())
         };
         let d = self.doc.new_dict();
         self.doc.set(&d, "filename", Value::str(&file));
-        self.doc.set(&d, "line", Value::int(line));
+        self.doc.set(&d, "line", Value::int(i64::from(line)));
         self.doc.set(&d, "name", Value::str(&name));
-        self.frames.insert(address, d.clone());
+        self.frames.insert(key, d.clone());
         d
     }
 
@@ -130,7 +129,7 @@ pub fn snapshot(trace: &Trace) -> (Document, SnapshotReport) {
         .map_or(0, |d| d as usize + 1);
     let mut out = Out {
         doc: Document::new(),
-        names: StackNames::new(&trace.tables),
+        names: StackNames::new(&trace.tables, true),
         stacks: HashMap::new(),
         frames: HashMap::new(),
         empty_frames: Value::None,

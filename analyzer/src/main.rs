@@ -38,8 +38,9 @@ fn main() -> ExitCode {
         Command::Summary {
             trace,
             json,
+            depth,
             salvage,
-        } => cmd_summary::run(&trace, json, salvage),
+        } => cmd_summary::run(&trace, json, depth, salvage),
         Command::Diff { a, b, json } => cmd_diff::run(&a, &b, json),
         Command::Replay {
             trace,

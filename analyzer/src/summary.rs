@@ -6,8 +6,10 @@
 //! "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
 //! event is shared with `diff` and the exporters.
 
-use crate::import_snapshot::{ALLOCATOR_SEGMENT, python_frame};
+use crate::import_snapshot::ALLOCATOR_SEGMENT;
+use crate::symbolize::{NamedFrame, Symbolizer};
 use serde::Serialize;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
 
@@ -190,18 +192,20 @@ fn is_host(kind: MemoryKind) -> bool {
     matches!(kind, MemoryKind::PinnedHost | MemoryKind::RegisteredHost)
 }
 
-/// Readable stack frames: Python frames of imported snapshots as `file:line name`, native
-/// frames as `module+0xoffset` (stable across runs of the same binaries), else the address.
+/// Readable stack frames for the views that work on text (summary, diff, the exporters): the
+/// [`Symbolizer`]'s names, so every view names a frame the same way.
 pub struct StackNames<'a> {
     tables: &'a Tables,
     stacks: HashMap<u32, &'a [u32]>,
     frames: HashMap<u32, u64>,
     /// Modules sorted by load address.
     modules: Vec<(u64, u64, &'a str)>,
+    symbolizer: RefCell<Symbolizer<'a>>,
 }
 
 impl<'a> StackNames<'a> {
-    pub fn new(tables: &'a Tables) -> StackNames<'a> {
+    /// `resolve: false` names native frames `module+0xoffset` without reading any file.
+    pub fn new(tables: &'a Tables, resolve: bool) -> StackNames<'a> {
         let mut modules: Vec<_> = tables
             .modules
             .iter()
@@ -217,6 +221,7 @@ impl<'a> StackNames<'a> {
                 .collect(),
             frames: tables.frames.iter().map(|f| (f.id, f.address)).collect(),
             modules,
+            symbolizer: RefCell::new(Symbolizer::new(tables, resolve)),
         }
     }
 
@@ -224,7 +229,7 @@ impl<'a> StackNames<'a> {
         self.tables
     }
 
-    /// The instruction addresses of a stack, innermost first.
+    /// The native instruction addresses of a stack, innermost first (Python frames left out).
     pub fn addresses(&self, stack: u32) -> Vec<u64> {
         self.stacks
             .get(&stack)
@@ -243,29 +248,17 @@ impl<'a> StackNames<'a> {
         (address - base < size.max(1)).then_some((path, address - base))
     }
 
-    /// One frame as text.
-    pub fn frame(&self, address: u64) -> String {
-        match self.module_of(address) {
-            Some((path, offset)) => match python_frame(path, offset) {
-                Some((file, line, name)) => format!("{file}:{line} {name}"),
-                None => {
-                    let base = path.rsplit('/').next().unwrap_or(path);
-                    format!("{base}+{offset:#x}")
-                }
-            },
-            None => format!("{address:#x}"),
+    /// A stack's frames, named, innermost first; empty for [`NO_STACK`] or an unknown id.
+    pub fn named(&self, stack: u32) -> Vec<NamedFrame> {
+        if stack == NO_STACK {
+            return Vec::new();
         }
+        self.symbolizer.borrow_mut().frames(stack)
     }
 
     /// A stack as text frames, innermost first; empty for [`NO_STACK`] or an unknown id.
     pub fn frames(&self, stack: u32) -> Vec<String> {
-        if stack == NO_STACK {
-            return Vec::new();
-        }
-        self.addresses(stack)
-            .into_iter()
-            .map(|a| self.frame(a))
-            .collect()
+        self.named(stack).iter().map(NamedFrame::text).collect()
     }
 }
 
@@ -284,7 +277,12 @@ pub fn short_frame(frame: &str) -> &str {
 pub struct StackBytes {
     pub bytes: u64,
     pub count: u64,
-    /// Frames, innermost first; empty when the events carried no stack.
+    /// The user's frame: the innermost outside the allocator plumbing
+    /// ([`Symbolizer::site_index`]); empty when the events carried no stack.
+    pub site: String,
+    /// Index of `site` in `frames`.
+    pub site_index: usize,
+    /// Every frame, innermost first; empty when the events carried no stack.
     pub frames: Vec<String>,
 }
 
@@ -304,10 +302,19 @@ pub fn top_stacks<'o>(
     v.sort_unstable_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
     v.into_iter()
         .take(n)
-        .map(|(stack, (bytes, count))| StackBytes {
-            bytes,
-            count,
-            frames: names.frames(stack),
+        .map(|(stack, (bytes, count))| {
+            let named = names.named(stack);
+            let site_index = Symbolizer::site_index(&named).unwrap_or(0);
+            StackBytes {
+                bytes,
+                count,
+                site: named
+                    .get(site_index)
+                    .map(NamedFrame::text)
+                    .unwrap_or_default(),
+                site_index,
+                frames: named.iter().map(NamedFrame::text).collect(),
+            }
         })
         .collect()
 }
@@ -461,7 +468,7 @@ impl Summary {
 
     /// Like [`Summary::of`], ranking `top` stacks at each peak (`diff` wants them all).
     pub fn with_top(trace: &Trace, top: usize) -> Summary {
-        let names = StackNames::new(&trace.tables);
+        let names = StackNames::new(&trace.tables, true);
         let mut ledger = Ledger::for_trace(trace);
         let mut groups: BTreeMap<(u32, i32), GroupAcc> = BTreeMap::new();
         let (mut events, mut failed_allocations, mut unmatched_frees) = (0u64, 0u64, 0u64);

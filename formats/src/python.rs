@@ -8,7 +8,10 @@
 /// package; otherwise the file's stem (`/work/train.py` → `train`). Empty for names that are
 /// not files (`<string>`, `<frozen importlib._bootstrap>` keeps its inner name).
 pub fn module_of_file(file: &str) -> String {
-    if let Some(inner) = file.strip_prefix("<frozen ").and_then(|f| f.strip_suffix('>')) {
+    if let Some(inner) = file
+        .strip_prefix("<frozen ")
+        .and_then(|f| f.strip_suffix('>'))
+    {
         return inner.to_string();
     }
     if file.starts_with('<') {
@@ -58,7 +61,10 @@ mod tests {
             ),
             ("/usr/lib/python3/dist-packages/numpy/__init__.py", "numpy"),
             ("/usr/lib/python3.12/threading.py", "threading"),
-            ("/root/.pyenv/versions/3.13.0t/lib/python3.13t/json/decoder.py", "json.decoder"),
+            (
+                "/root/.pyenv/versions/3.13.0t/lib/python3.13t/json/decoder.py",
+                "json.decoder",
+            ),
             ("/work/train.py", "train"),
             ("train.py", "train"),
             ("<string>", ""),

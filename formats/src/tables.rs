@@ -196,8 +196,14 @@ impl Tables {
 
     /// Frame id → what it names, for looking up many stacks' frames.
     pub fn frame_index(&self) -> std::collections::HashMap<u32, FrameRef<'_>> {
-        let native = self.frames.iter().map(|f| (f.id, FrameRef::Native(f.address)));
-        let python = self.python_frames.iter().map(|f| (f.id, FrameRef::Python(f)));
+        let native = self
+            .frames
+            .iter()
+            .map(|f| (f.id, FrameRef::Native(f.address)));
+        let python = self
+            .python_frames
+            .iter()
+            .map(|f| (f.id, FrameRef::Python(f)));
         native.chain(python).collect()
     }
 

@@ -255,7 +255,10 @@ fn fuzzer_regressions_give_errors_not_panics() {
 #[test]
 fn a_version_1_file_still_reads_with_an_empty_python_frame_table() {
     // Recorded on an H200 by the version-1 recorder (a copy of an earlier bundled sample).
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/v1-torch-mlp-native.vramtrace");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/v1-torch-mlp-native.vramtrace"
+    );
     let trace = Trace::open(std::path::Path::new(path), ReadOptions::default()).unwrap();
     assert_eq!(trace.layout.version, 1);
     assert!(trace.layout.complete);

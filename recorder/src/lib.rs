@@ -37,6 +37,7 @@ mod dlsym;
 mod exit;
 mod hooks;
 mod modules;
+mod python;
 mod resolve;
 mod ring;
 mod session;
