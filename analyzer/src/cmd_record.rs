@@ -22,7 +22,7 @@ pub struct Options {
     pub output: Option<PathBuf>,
     pub requests: bool,
     pub preload: Option<PathBuf>,
-    /// `native`, `fp` or `none` (`VRAMTRACE_STACKS`).
+    /// `python`, `mixed`, `native`, `fp` or `none` (`VRAMTRACE_STACKS`).
     pub stacks: String,
     /// Frames kept per stack (`VRAMTRACE_MAX_DEPTH`).
     pub max_depth: u16,
