@@ -61,10 +61,11 @@ pub fn is_plumbing(frame: &NamedFrame) -> bool {
     if frame.python {
         let m = frame.module.as_str();
         let top = m.split('.').next().unwrap_or(m);
+        // By module, not by path: a virtual environment may well live in `/opt/torch/`.
         return matches!(
             top,
             "torch" | "ctypes" | "threading" | "runpy" | "importlib" | "contextlib" | "functools"
-        ) || frame.file.contains("/torch/");
+        );
     }
     let m = frame.module.as_str();
     const PREFIXES: [&str; 14] = [

@@ -5,7 +5,7 @@ that `vramtrace summary` of the same program is checked against (pyframes_h200.s
 
 Replays the snapshot's device trace (`alloc`, `free_completed`) to the moment the most bytes
 were allocated, then groups the allocations live then by their innermost frame outside
-PyTorch's own code (a file not under `torch/`), as vramtrace's namer does, and writes the ten
+PyTorch's own code (a file not in the `torch/` package), as vramtrace's namer does, and writes the ten
 largest with their bytes and counts.
 """
 
@@ -15,10 +15,18 @@ import pickle
 import sys
 
 
+def in_torch(name):
+    # By the path inside the package directory: a virtual environment may live in /opt/torch/.
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in name:
+            return name.rsplit(marker, 1)[1].startswith("torch/")
+    return False
+
+
 def site(frames):
     for f in frames:
         name = f.get("filename", "")
-        if "/torch/" not in name and not name.startswith("??") and name.endswith(".py"):
+        if not in_torch(name) and not name.startswith("??") and name.endswith(".py"):
             return f"{name}:{f.get('line')} {f.get('name')}"
     return frames[0]["filename"] + ":" + str(frames[0].get("line")) if frames else "<no stack>"
 
