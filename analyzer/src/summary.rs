@@ -2,15 +2,15 @@
 //! the peak, leaks and failed allocations, per process and device, as the trace itself saw them.
 //!
 //! Sans-IO: [`Summary::of`] takes a decoded trace and returns data. No allocator is modelled:
-//! *requested* and *reserved* here are what the recorded program and driver did (DESIGN.md,
-//! "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
+//! *requested* and *reserved* here are what the recorded program and driver did
+//! (docs/architecture.md, "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
 //! event is shared with `diff` and the exporters.
 
-use crate::import_snapshot::ALLOCATOR_SEGMENT;
-use crate::symbolize::{NamedFrame, Symbolizer};
+use crate::symbolize::{ModuleFiles, NamedFrame, NoFiles, Symbolizer};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
 
 /// How many stacks a ranked list keeps, and how many failures are described in full.
@@ -194,18 +194,18 @@ fn is_host(kind: MemoryKind) -> bool {
 
 /// Readable stack frames for the views that work on text (summary, diff, the exporters): the
 /// [`Symbolizer`]'s names, so every view names a frame the same way.
-pub struct StackNames<'a> {
+pub struct StackNames<'a, 'f> {
     tables: &'a Tables,
     stacks: HashMap<u32, &'a [u32]>,
     frames: HashMap<u32, u64>,
     /// Modules sorted by load address.
     modules: Vec<(u64, u64, &'a str)>,
-    symbolizer: RefCell<Symbolizer<'a>>,
+    symbolizer: RefCell<Symbolizer<'a, 'f>>,
 }
 
-impl<'a> StackNames<'a> {
-    /// `resolve: false` names native frames `module+0xoffset` without reading any file.
-    pub fn new(tables: &'a Tables, resolve: bool) -> StackNames<'a> {
+impl<'a, 'f> StackNames<'a, 'f> {
+    /// Names the frames of `tables`, reading native modules' files through `files`.
+    pub fn new(tables: &'a Tables, files: &'f mut dyn ModuleFiles) -> StackNames<'a, 'f> {
         let mut modules: Vec<_> = tables
             .modules
             .iter()
@@ -221,7 +221,7 @@ impl<'a> StackNames<'a> {
                 .collect(),
             frames: tables.frames.iter().map(|f| (f.id, f.address)).collect(),
             modules,
-            symbolizer: RefCell::new(Symbolizer::new(tables, resolve)),
+            symbolizer: RefCell::new(Symbolizer::new(tables, files)),
         }
     }
 
@@ -468,7 +468,13 @@ impl Summary {
 
     /// Like [`Summary::of`], ranking `top` stacks at each peak (`diff` wants them all).
     pub fn with_top(trace: &Trace, top: usize) -> Summary {
-        let names = StackNames::new(&trace.tables, true);
+        Summary::with_files(trace, top, &mut NoFiles)
+    }
+
+    /// Like [`Summary::with_top`], naming native frames from the modules' files as `report`
+    /// does (the binary passes its ELF reader).
+    pub fn with_files(trace: &Trace, top: usize, files: &mut dyn ModuleFiles) -> Summary {
+        let names = StackNames::new(&trace.tables, files);
         let mut ledger = Ledger::for_trace(trace);
         let mut groups: BTreeMap<(u32, i32), GroupAcc> = BTreeMap::new();
         let (mut events, mut failed_allocations, mut unmatched_frees) = (0u64, 0u64, 0u64);

@@ -112,7 +112,7 @@ pub struct PythonFrame {
     /// 1-based source line; 0 when unknown.
     pub line: u32,
     /// The dotted module name the file belongs to, derived from its path
-    /// ([`crate::python::module_of_file`]); empty when the path says nothing.
+    /// ([`crate::conventions::module_of_file`]); empty when the path says nothing.
     pub module: String,
 }
 

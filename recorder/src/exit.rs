@@ -8,12 +8,12 @@
 //! the journal covers it (`ring`).
 
 use crate::clock;
+use crate::lifecycle;
 use crate::ring;
-use crate::session;
-use crate::writer;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use vramtrace_format::conventions::{Heartbeat, env, heartbeat_name};
 
 const FATAL: [libc::c_int; 3] = [libc::SIGABRT, libc::SIGSEGV, libc::SIGBUS];
 
@@ -46,8 +46,7 @@ extern "C" fn in_fork_child() {
     clock::after_fork_in_child();
     crate::hooks::context::after_fork_in_child();
     ring::detach();
-    writer::after_fork_in_child();
-    session::after_fork_in_child();
+    lifecycle::after_fork_in_child();
 }
 
 extern "C" fn on_fatal_signal(
@@ -55,8 +54,8 @@ extern "C" fn on_fatal_signal(
     info: *mut libc::siginfo_t,
     _ctx: *mut libc::c_void,
 ) {
-    if session::running_here() {
-        writer::finalize_and_wait(Duration::from_secs(3));
+    if lifecycle::running_here() {
+        lifecycle::finalize_and_wait(Duration::from_secs(3));
     }
     let Some(i) = FATAL.iter().position(|&s| s == sig) else {
         return;
@@ -76,16 +75,16 @@ extern "C" fn on_fatal_signal(
 }
 
 extern "C" fn on_unload() {
-    if session::running_here() {
-        writer::finalize_and_wait(Duration::from_secs(10));
+    if lifecycle::running_here() {
+        lifecycle::finalize_and_wait(Duration::from_secs(10));
     }
 }
 
 extern "C" fn on_load() {
     // Tells `vramtrace record` that the preload was loaded at all (a process that never makes
     // a CUDA lookup leaves only this mark).
-    if let Some(dir) = std::env::var_os("VRAMTRACE_HEARTBEAT") {
-        let mark = std::path::Path::new(&dir).join(format!("{}.loaded", clock::pid()));
+    if let Some(dir) = std::env::var_os(env::HEARTBEAT) {
+        let mark = std::path::Path::new(&dir).join(heartbeat_name(clock::pid(), Heartbeat::Loaded));
         let _ = std::fs::write(mark, "");
     }
 }

@@ -28,11 +28,10 @@
 //! snapshot once no block announces it.
 
 use crate::clock;
+use crate::lifecycle;
 use crate::modules::{self, Loaded};
 use crate::python;
-use crate::session;
 use crate::unwind::{self, Bounds, Cache, Mode, Snapshot};
-use crate::writer;
 use std::cell::{Cell, UnsafeCell};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{
@@ -249,10 +248,10 @@ pub fn capture(api: Option<Api>) -> u32 {
         return NO_STACK;
     }
     let mut mode = MODE.load(Ordering::Acquire);
-    if mode == OFF && session::may_start() {
+    if mode == OFF && lifecycle::may_start() {
         // A program linked with -lcuda makes its first call without a lookup before it: start
         // now, so its first event has a stack too.
-        session::ensure_started();
+        lifecycle::ensure_started();
         mode = MODE.load(Ordering::Acquire);
     }
     if mode == OFF {
@@ -352,7 +351,7 @@ fn thread_block() -> Option<&'static Block> {
             BLOCK.with(|c| c.set(b));
             return Some(b);
         }
-        if !writer::alive() || clock::now() > deadline {
+        if !lifecycle::writer_alive() || clock::now() > deadline {
             return None;
         }
         STARVED.store(true, Ordering::Release);
@@ -692,7 +691,7 @@ impl TableWriter {
                 self.next_frame += 1;
                 tables.python_frames.push(PythonFrame {
                     id,
-                    module: vramtrace_format::python::module_of_file(&key.0),
+                    module: vramtrace_format::conventions::module_of_file(&key.0),
                     file: key.0.clone(),
                     function: key.1.clone(),
                     line: key.2,

@@ -2,11 +2,9 @@
 //! deterministic, and results are collected in input order, so any thread count gives the same
 //! answer.
 
-use super::driver::DriverModel;
-use super::engine::{Outcome, ReplayOptions, Timeline, address_map_at, replay};
-use super::policy::AddressMap;
+use super::engine::{Outcome, ReplayOptions, replay};
 use crate::model::RequestStream;
-use crate::policy::{BuildContext, PolicySpec, build};
+use crate::policy::{BuildContext, DriverModel, PolicyError, PolicySpec, build};
 use rayon::prelude::*;
 
 /// One policy on one stream.
@@ -23,7 +21,7 @@ pub fn replay_all(
     streams: &[RequestStream],
     specs: &[PolicySpec],
     capacities: &[u64],
-) -> Result<Vec<RunResult>, String> {
+) -> Result<Vec<RunResult>, PolicyError> {
     let jobs: Vec<(usize, usize)> = (0..streams.len())
         .flat_map(|s| (0..specs.len()).map(move |p| (s, p)))
         .collect();
@@ -40,7 +38,11 @@ pub fn replay_all(
 }
 
 /// One policy on one stream at one capacity.
-pub fn run(stream: &RequestStream, spec: &PolicySpec, capacity: u64) -> Result<Outcome, String> {
+pub fn run(
+    stream: &RequestStream,
+    spec: &PolicySpec,
+    capacity: u64,
+) -> Result<Outcome, PolicyError> {
     let ctx = BuildContext { stream, capacity };
     let mut policy = build(spec, &ctx)?;
     let options = ReplayOptions {
@@ -54,49 +56,6 @@ pub fn run(stream: &RequestStream, spec: &PolicySpec, capacity: u64) -> Result<O
         &mut (),
     )
     .0)
-}
-
-/// One replay with everything a report draws: the figures, the usage after every request, and
-/// the address map at the moment reserved memory first peaked.
-#[derive(Debug, Clone)]
-pub struct Detailed {
-    pub outcome: Outcome,
-    pub timeline: Timeline,
-    pub peak_map: AddressMap,
-}
-
-/// [`run`], plus the timeline and the address map at peak (replays the prefix up to the peak
-/// a second time, which is exact since replays are deterministic).
-pub fn run_detailed(
-    stream: &RequestStream,
-    spec: &PolicySpec,
-    capacity: u64,
-) -> Result<Detailed, String> {
-    let ctx = BuildContext { stream, capacity };
-    let options = ReplayOptions {
-        driver: DriverModel { capacity },
-        stop_after: None,
-    };
-    let mut timeline = Timeline::default();
-    let mut policy = build(spec, &ctx)?;
-    let (outcome, _) = replay(
-        policy.as_mut(),
-        stream.requests.iter().copied(),
-        &options,
-        &mut timeline,
-    );
-    let mut fresh = build(spec, &ctx)?;
-    let peak_map = address_map_at(
-        fresh.as_mut(),
-        &stream.requests,
-        outcome.peak_reserved_index,
-        &options,
-    );
-    Ok(Detailed {
-        outcome,
-        timeline,
-        peak_map,
-    })
 }
 
 /// The smallest capacity at which a policy serves a stream without OOM.
@@ -119,7 +78,10 @@ pub struct FitResult {
 /// byte below it run and failed. Policies whose placement depends on the capacity (the address
 /// space of expandable segments, a memory fraction) are not monotone in it, so a smaller
 /// capacity may exist off the bisection path.
-pub fn fit_all(streams: &[RequestStream], specs: &[PolicySpec]) -> Result<Vec<FitResult>, String> {
+pub fn fit_all(
+    streams: &[RequestStream],
+    specs: &[PolicySpec],
+) -> Result<Vec<FitResult>, PolicyError> {
     let jobs: Vec<(usize, usize)> = (0..streams.len())
         .flat_map(|s| (0..specs.len()).map(move |p| (s, p)))
         .collect();
@@ -138,13 +100,16 @@ pub fn fit_all(streams: &[RequestStream], specs: &[PolicySpec]) -> Result<Vec<Fi
 
 /// Bisection for one pair: (smallest capacity without OOM, replays made); `None` when even an
 /// unlimited device does not fit.
-pub fn fit_one(stream: &RequestStream, spec: &PolicySpec) -> Result<(Option<u64>, u32), String> {
+pub fn fit_one(
+    stream: &RequestStream,
+    spec: &PolicySpec,
+) -> Result<(Option<u64>, u32), PolicyError> {
     let unlimited = run(stream, spec, u64::MAX)?;
     let mut replays = 1;
     if unlimited.oom.is_some() {
         return Ok((None, replays));
     }
-    let fits = |c: u64, replays: &mut u32| -> Result<Option<u64>, String> {
+    let fits = |c: u64, replays: &mut u32| -> Result<Option<u64>, PolicyError> {
         *replays += 1;
         let o = run(stream, spec, c)?;
         Ok(o.oom.is_none().then_some(o.peak_reserved))
@@ -175,36 +140,4 @@ pub fn fit_one(stream: &RequestStream, spec: &PolicySpec) -> Result<(Option<u64>
         }
     }
     Ok((Some(hi), replays))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::Request;
-    use crate::policy::parse_specs;
-
-    #[test]
-    fn the_detailed_replay_maps_memory_at_the_peak() {
-        const MIB: u64 = 1 << 20;
-        let stream = RequestStream::from_requests(vec![
-            Request::alloc(0, 30 * MIB, 0),
-            Request::alloc(1, 30 * MIB, 0),
-            Request::free(0, 30 * MIB),
-            Request::free(1, 30 * MIB),
-        ]);
-        let spec = &parse_specs("pytorch").unwrap()[0];
-        let d = run_detailed(&stream, spec, u64::MAX).unwrap();
-        assert_eq!(d.outcome.peak_reserved_index, 1);
-        assert_eq!(d.timeline.usage.len(), 4);
-        let reserved: u64 = d.peak_map.segments.iter().map(|s| s.size).sum();
-        assert_eq!(reserved, d.outcome.peak_reserved);
-        assert_eq!(
-            d.peak_map
-                .blocks
-                .iter()
-                .filter(|b| b.slot.is_some())
-                .count(),
-            2
-        );
-    }
 }

@@ -1,0 +1,214 @@
+//! `vramtrace summary`.
+
+use crate::args::TraceView;
+use crate::load::load_trace;
+use anyhow::Result;
+use std::fmt::Write as _;
+use std::path::Path;
+use crate::elf_files::ElfFiles;
+use vramtrace::summary::{GroupSummary, StackBytes, Summary, TOP_STACKS, short_frame};
+use vramtrace::units::{bytes, count, duration};
+
+/// Peaks, counts, size classes, the stacks holding memory at the peak, leaks and failed
+/// allocations, per process, device, stream and memory kind.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace summary run.vramtrace
+  vramtrace summary --depth 20 run.vramtrace      # each stack's 20 innermost frames
+  vramtrace summary --json run.vramtrace | jq '.groups[0].leaks'
+
+Each stack is named by the user's frame: the innermost one outside the allocator plumbing
+(CUDA libraries, libtorch and torch/ internals, ctypes, the interpreter).")]
+pub struct Args {
+    #[command(flatten)]
+    view: TraceView,
+    /// Show each stack's N innermost frames, plumbing included, instead of the user's frame
+    /// and its two callers.
+    #[arg(long, value_name = "N")]
+    depth: Option<usize>,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let v = &self.view;
+        let trace = load_trace(&v.trace, v.salvage)?;
+        // Native frames named from the modules' files, as `report` names them.
+        let summary = Summary::with_files(&trace, TOP_STACKS, &mut ElfFiles::new());
+        let first = trace.events().next().map_or(0, |e| e.time_ns);
+        let depth = self.depth;
+        crate::output::json_or_text(v.json, &summary, |s| render(&v.trace, s, first, depth))
+    }
+}
+
+/// Frames shown of a failed allocation's stack in text output; `--json` has them all.
+const FRAMES_SHOWN: usize = 4;
+/// Callers shown after a stack's user frame, without `--depth`.
+const CALLERS_SHOWN: usize = 2;
+
+/// The text summary; `depth`: show each stack's innermost frames instead of its user frame.
+pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>) -> String {
+    let mut o = String::new();
+    let level = match (s.capture_level.as_str(), s.has_allocator_segments) {
+        (_, true) => "request (imported snapshot: requests and the allocator's segments)",
+        ("", _) => "unknown",
+        (l, _) => l,
+    };
+    let _ = writeln!(o, "trace    {}", path.display());
+    let _ = writeln!(
+        o,
+        "level    {level}; {} events, {} failed allocations, {} frees of unknown memory",
+        count(s.events),
+        count(s.failed_allocations),
+        count(s.unmatched_frees)
+    );
+    if s.capture_level == "segment" {
+        let _ = writeln!(
+            o,
+            "note     segment level: a caching allocator hid the program's requests, so \
+             requested = reserved here"
+        );
+    }
+    for g in &s.groups {
+        group(&mut o, g, t0, depth);
+    }
+    o
+}
+
+fn group(o: &mut String, g: &GroupSummary, t0: u64, depth: Option<usize>) {
+    let place = if g.device < 0 {
+        "host memory".to_string()
+    } else {
+        format!("device {}", g.device)
+    };
+    let _ = writeln!(o, "\nprocess {} · {place}", g.pid);
+    let at = |t: u64| duration(t.saturating_sub(t0));
+    let _ = writeln!(
+        o,
+        "  peak requested  {:>12}  at {}",
+        bytes(g.peak_requested),
+        at(g.peak_requested_time_ns)
+    );
+    let _ = writeln!(
+        o,
+        "  peak reserved   {:>12}  at {}   (as the driver saw it)",
+        bytes(g.peak_reserved),
+        at(g.peak_reserved_time_ns)
+    );
+    let _ = writeln!(
+        o,
+        "  calls           {} allocations, {} frees, {} failed",
+        count(g.allocations),
+        count(g.frees),
+        count(g.failed)
+    );
+    let _ = writeln!(
+        o,
+        "  {:<26} {:>12} {:>10} {:>10} {:>7}",
+        "memory kind", "peak live", "allocs", "frees", "failed"
+    );
+    for k in &g.by_kind {
+        let name = format!(
+            "{:?}{}",
+            k.kind,
+            if k.allocator_segments {
+                " (allocator segments)"
+            } else {
+                ""
+            }
+        )
+        .to_lowercase();
+        let _ = writeln!(
+            o,
+            "  {name:<26} {:>12} {:>10} {:>10} {:>7}",
+            bytes(k.peak_live),
+            count(k.allocations),
+            count(k.frees),
+            count(k.failed)
+        );
+        for c in &k.size_classes {
+            let _ = writeln!(
+                o,
+                "      {:<22} {:>10} allocations {:>12}",
+                c.class,
+                count(c.count),
+                bytes(c.bytes)
+            );
+        }
+    }
+    if g.by_stream.len() > 1 || g.by_stream.first().is_some_and(|s| s.stream != 0) {
+        let _ = writeln!(o, "  {:<26} {:>12} {:>10}", "stream", "peak live", "allocs");
+        for st in &g.by_stream {
+            let _ = writeln!(
+                o,
+                "  {:<26} {:>12} {:>10}",
+                format!("{:#x}", st.stream),
+                bytes(st.peak_live),
+                count(st.allocations)
+            );
+        }
+    }
+    if !g.top_stacks_at_peak.is_empty() {
+        let _ = writeln!(o, "  top stacks at the requested peak");
+        stacks(o, &g.top_stacks_at_peak, depth);
+    }
+    if g.leaks.count > 0 {
+        let _ = writeln!(
+            o,
+            "  live at the end: {} in {} allocations",
+            bytes(g.leaks.bytes),
+            count(g.leaks.count)
+        );
+        stacks(o, &g.leaks.stacks, depth);
+    } else {
+        let _ = writeln!(o, "  live at the end: nothing");
+    }
+    for f in &g.failures {
+        let _ = writeln!(
+            o,
+            "  FAILED {} of {} at {} (CUresult {}); live then: {} requested, {} reserved",
+            f.api,
+            bytes(f.size),
+            at(f.time_ns),
+            f.result,
+            bytes(f.live_requested),
+            bytes(f.live_reserved)
+        );
+        for fr in f.frames.iter().take(FRAMES_SHOWN) {
+            let _ = writeln!(o, "      at {}", short_frame(fr));
+        }
+        if !f.top_live_stacks.is_empty() {
+            let _ = writeln!(o, "    largest live then:");
+            stacks(o, &f.top_live_stacks, depth);
+        }
+    }
+    if g.failed > g.failures.len() as u64 {
+        let _ = writeln!(
+            o,
+            "  ... and {} more failed allocations (see --json for the first {})",
+            count(g.failed - g.failures.len() as u64),
+            g.failures.len()
+        );
+    }
+}
+
+fn stacks(o: &mut String, list: &[StackBytes], depth: Option<usize>) {
+    for s in list {
+        // The user's frame and its callers, or with --depth the innermost frames.
+        let (from, n) = match depth {
+            Some(d) => (0, d.max(1)),
+            None => (s.site_index, 1 + CALLERS_SHOWN),
+        };
+        let mut shown = s.frames.iter().skip(from).take(n);
+        let first = shown.next().map_or("<no stack>", |f| short_frame(f));
+        let _ = writeln!(
+            o,
+            "    {:>12} {:>8}×  {first}",
+            bytes(s.bytes),
+            count(s.count)
+        );
+        for fr in shown {
+            let _ = writeln!(o, "    {:>12} {:>8}   {}", "", "", short_frame(fr));
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! The end-to-end tests, one binary: the recorder against the fake driver, its stacks, and the
+//! traces recorded on a real H200, Python frames. Shared helpers are in `src/lib.rs`.
+
+mod pyframes;
+mod real_traces;
+mod recorder;
+mod stacks;
