@@ -53,14 +53,13 @@ pub struct NamedFrame {
 }
 
 impl NamedFrame {
-    /// One line: `file:line function` for Python, `function (module)` or `module+0xoffset`.
+    /// One line: `file:line function` for Python; the function, else `module+0xoffset`.
     pub fn text(&self) -> String {
         if self.python {
             return format!("{}:{} {}", self.file, self.line, self.function);
         }
         match (self.function.is_empty(), self.module.is_empty()) {
-            (false, false) => format!("{} ({})", self.function, self.module),
-            (false, true) => self.function.clone(),
+            (false, _) => self.function.clone(),
             (true, false) => format!("{}+{:#x}", self.module, self.offset),
             (true, true) => format!("{:#x}", self.offset),
         }

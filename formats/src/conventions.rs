@@ -208,7 +208,6 @@ mod tests {
         assert_eq!(Heartbeat::of_file("7.journal"), None);
     }
 
-
     #[test]
     fn module_names_come_from_the_path() {
         let cases = [

@@ -44,9 +44,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use vramtrace_format::conventions::{
-    ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER,
-};
+use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER};
 use vramtrace_format::pickle::{Document, Id, Value};
 use vramtrace_format::{
     Api, Event, Metadata, NO_STACK, Pool, Process, PythonFrame, Stack, Stream, Tables, Thread,

@@ -1,11 +1,11 @@
 //! `vramtrace summary`.
 
 use crate::args::TraceView;
+use crate::elf_files::ElfFiles;
 use crate::load::load_trace;
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
-use crate::elf_files::ElfFiles;
 use vramtrace::summary::{GroupSummary, StackBytes, Summary, TOP_STACKS, short_frame};
 use vramtrace::units::{bytes, count, duration};
 
