@@ -15,23 +15,10 @@ Each step ends with torch.cuda.synchronize(); warm-up steps are left out of the 
 import json
 import statistics
 import sys
-import time
 
 import torch
 import torch.nn as nn
-
-
-def timed(step, warmup, steps):
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return times
+from stacks_overhead import timed
 
 
 def build_mlp():
