@@ -355,4 +355,53 @@ mod tests {
         drop(s);
         assert_eq!(files.0, 0);
     }
+
+    #[test]
+    fn the_site_is_the_innermost_frame_outside_the_plumbing() {
+        let mut t = tables("/usr/lib/libcudart.so.13", Vec::new());
+        let py = |id, file: &str, function: &str, line| PythonFrame {
+            id,
+            file: file.into(),
+            function: function.into(),
+            line,
+            module: module_of_file(file),
+        };
+        t.python_frames = vec![
+            py(
+                10,
+                "/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/linear.py",
+                "forward",
+                134,
+            ),
+            py(
+                11,
+                "/opt/torch/.venv/lib/python3.12/site-packages/transformers/gpt2.py",
+                "Block.forward",
+                7,
+            ),
+            py(12, "/work/train.py", "step", 57),
+        ];
+        // libcudart frame, torch's Python frame, then the model and the script.
+        t.stacks = vec![Stack {
+            id: 1,
+            frames: vec![1, 10, 11, 12],
+        }];
+        let mut files = NoFiles;
+        let mut s = Symbolizer::new(&t, &mut files);
+        let frames = s.frames(1);
+        assert_eq!(
+            frames.iter().map(|f| f.plumbing).collect::<Vec<_>>(),
+            [true, true, false, false]
+        );
+        assert_eq!(Symbolizer::site_index(&frames), Some(2));
+        assert_eq!(
+            s.site(1).unwrap().text(),
+            "/opt/torch/.venv/lib/python3.12/site-packages/transformers/gpt2.py:7 Block.forward"
+        );
+        assert_eq!(s.site(77), None);
+        // A stack of plumbing alone is named by its innermost frame.
+        t.stacks[0].frames = vec![1, 10];
+        let mut s = Symbolizer::new(&t, &mut files);
+        assert_eq!(s.site(1).unwrap().text(), "libcudart.so.13+0x1234");
+    }
 }
