@@ -46,6 +46,7 @@ pub mod synthetic;
 mod tables;
 #[cfg(test)]
 mod testing;
+mod torch_trace;
 mod writer;
 
 pub use api::{Api, MemoryKind, Op};
@@ -57,4 +58,5 @@ pub use reader::{EventChunks, Layout, MappedFile, ReadOptions, Trace};
 pub use tables::{
     Device, Frame, FrameRef, Module, Pool, Process, PythonFrame, Stack, Stream, Tables, Thread,
 };
+pub use torch_trace::{TORCH_LAYOUTS, TorchLayout, parse_torch_version};
 pub use writer::{TraceWriter, WriterOptions};

@@ -43,5 +43,6 @@ mod resolve;
 mod ring;
 mod session;
 mod stacks;
+mod torch;
 mod unwind;
 mod writer;
