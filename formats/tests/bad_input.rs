@@ -291,7 +291,7 @@ fn python_frames_round_trip_through_a_version_2_file() {
     }
     let trace = read(&w.finish().unwrap()).unwrap();
     assert_eq!(trace.layout.version, vramtrace_format::chunk::VERSION);
-    assert_eq!(trace.tables.python_frames, [frame.clone()]);
+    assert_eq!(trace.tables.python_frames, std::slice::from_ref(&frame));
     let index = trace.tables.frame_index();
     assert_eq!(index[&9_000], vramtrace_format::FrameRef::Python(&frame));
     assert!(matches!(index[&1], vramtrace_format::FrameRef::Native(_)));
