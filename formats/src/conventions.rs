@@ -167,7 +167,7 @@ pub mod env {
     pub const JOURNAL_SLOTS: &str = "VRAMTRACE_JOURNAL_SLOTS";
     /// The launcher's heartbeat directory.
     pub const HEARTBEAT: &str = "VRAMTRACE_HEARTBEAT";
-    /// `native`, `fp` or `none`.
+    /// `python` (default), `mixed`, `native`, `fp` or `none`.
     pub const STACKS: &str = "VRAMTRACE_STACKS";
     /// Frames kept per stack.
     pub const MAX_DEPTH: &str = "VRAMTRACE_MAX_DEPTH";

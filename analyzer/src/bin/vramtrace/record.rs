@@ -55,7 +55,7 @@ pub struct Args {
     /// in a process without Python), the native frames down to the interpreter then the
     /// Python frames (mixed), DWARF unwinding (native), frame-pointer walking for programs
     /// built with frame pointers (fp), or not at all. Default: VRAMTRACE_STACKS, else python.
-    #[arg(long, value_name = "MODE", env = "VRAMTRACE_STACKS", default_value = "python",
+    #[arg(long, value_name = "MODE", env = env::STACKS, default_value = "python",
           value_parser = ["python", "mixed", "native", "fp", "none"])]
     stacks: String,
     /// The most frames kept per stack (1 to 256).
