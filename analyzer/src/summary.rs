@@ -312,7 +312,7 @@ pub fn top_stacks<'o>(
     let mut by: HashMap<u32, (u64, u64)> = HashMap::new();
     for o in objects {
         let e = by.entry(o.stack).or_default();
-        e.0 += o.size;
+        e.0 = e.0.saturating_add(o.size);
         e.1 += 1;
     }
     let mut v: Vec<_> = by.into_iter().collect();
@@ -541,12 +541,12 @@ impl Summary {
             if alloc {
                 g.allocations += u64::from(obj.requested);
                 k.allocations += 1;
-                k.bytes += obj.size;
-                k.live += obj.size;
+                k.bytes = k.bytes.saturating_add(obj.size);
+                k.live = k.live.saturating_add(obj.size);
                 k.peak = k.peak.max(k.live);
                 let c = &mut k.classes[size_class(obj.size)];
                 c.0 += 1;
-                c.1 += obj.size;
+                c.1 = c.1.saturating_add(obj.size);
             } else {
                 g.frees += u64::from(obj.requested);
                 k.frees += 1;
@@ -555,7 +555,7 @@ impl Summary {
             if obj.requested {
                 let s = g.streams.entry(obj.stream).or_default();
                 if alloc {
-                    s.0 += obj.size;
+                    s.0 = s.0.saturating_add(obj.size);
                     s.1 = s.1.max(s.0);
                     s.2 += 1;
                 } else {

@@ -270,7 +270,7 @@ fn finish(b: Builder) -> RequestStream {
         match r.kind {
             RequestKind::Alloc => {
                 outside.allocations += 1;
-                live += r.size;
+                live = live.saturating_add(r.size);
                 outside.peak_bytes = outside.peak_bytes.max(live);
             }
             RequestKind::Free => live = live.saturating_sub(r.size),
