@@ -163,24 +163,28 @@ Examples:
         #[arg(long)]
         json: bool,
     },
-    /// Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) into a trace.
+    /// Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) or an RMM memory-event
+    /// log (LoggingResourceAdaptor's CSV) into a trace.
     #[command(after_help = "\
 Examples:
   vramtrace import snapshot.pickle -o run.vramtrace
+  vramtrace import rmm_log.csv -o run.vramtrace      # Thread,Time,Action,Pointer,Size,Stream
   vramtrace summary run.vramtrace")]
     Import {
-        /// The snapshot pickle (protocols 2 to 5).
+        /// The snapshot pickle (protocols 2 to 5) or RMM log (told apart by its first line).
         snapshot: PathBuf,
         /// The trace to write.
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Write a trace in another tool's format: Perfetto (Chrome trace-event JSON) or a PyTorch
-    /// memory snapshot for pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`.
+    /// Write a trace in another tool's format: Perfetto (Chrome trace-event JSON), a PyTorch
+    /// memory snapshot for pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`, or
+    /// RMM's memory-event log.
     #[command(after_help = "\
 Examples:
   vramtrace export run.vramtrace --to perfetto -o run.json         # open in ui.perfetto.dev
-  vramtrace export run.vramtrace --to pytorch-snapshot -o run.pickle")]
+  vramtrace export run.vramtrace --to pytorch-snapshot -o run.pickle
+  vramtrace export run.vramtrace --to rmm-csv -o run.csv            # RMM's REPLAY_BENCHMARK log")]
     Export {
         /// The .vramtrace file.
         trace: PathBuf,
@@ -229,4 +233,7 @@ pub enum ExportFormat {
     Perfetto,
     /// A PyTorch memory snapshot pickle, for pytorch.org/memory_viz.
     PytorchSnapshot,
+    /// RMM's memory-event log (Thread,Time,Action,Pointer,Size,Stream) of the trace's requests,
+    /// for RMM's replay benchmark.
+    RmmCsv,
 }

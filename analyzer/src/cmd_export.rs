@@ -1,12 +1,13 @@
-//! `vramtrace export`: Perfetto JSON or a PyTorch memory snapshot.
+//! `vramtrace export`: Perfetto JSON, a PyTorch memory snapshot, or RMM's memory-event log.
 
 use crate::cli::ExportFormat;
 use crate::load::load_trace;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use vramtrace::model::Model;
 use vramtrace::units::{bytes, count};
-use vramtrace::{export_perfetto, export_snapshot};
+use vramtrace::{export_perfetto, export_snapshot, rmm_log};
 use vramtrace_format::pickle;
 
 pub fn run(path: &Path, to: ExportFormat, output: &Path, salvage: bool) -> Result<()> {
@@ -64,6 +65,27 @@ fn export(
                 r.devices,
                 count(r.segments),
                 count(r.blocks)
+            )
+        }
+        ExportFormat::RmmCsv => {
+            let model = Model::from_events(trace.events(), &trace.metadata);
+            let stream = match &model.streams[..] {
+                [one] => one,
+                [] => bail!("{}: no device allocations to write", name),
+                many => bail!(
+                    "the trace holds {} allocator instances (process, device); an RMM log holds one",
+                    many.len()
+                ),
+            };
+            let mut text = String::new();
+            let w = rmm_log::write(stream, &mut text);
+            std::fs::write(tmp, text.as_bytes()).with_context(|| name.clone())?;
+            format!(
+                "wrote {name} ({}): {} allocations, {} frees, {} failed allocations (RMM log)",
+                bytes(text.len() as u64),
+                count(w.allocations),
+                count(w.frees),
+                count(w.failures)
             )
         }
     };

@@ -1,40 +1,69 @@
-//! `vramtrace import`: a PyTorch memory snapshot (pickle) to a `.vramtrace` trace.
+//! `vramtrace import`: a PyTorch memory snapshot (pickle) or an RMM memory-event log (CSV) to a
+//! `.vramtrace` trace.
 
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::import_snapshot::{self, Imported};
+use vramtrace::rmm_log;
 use vramtrace::units::count;
-use vramtrace_format::{TraceWriter, WriterOptions, pickle};
+use vramtrace_format::{Event, Metadata, Tables, TraceWriter, WriterOptions, pickle};
 
-pub fn run(snapshot: &Path, output: &Path) -> Result<()> {
-    let name = snapshot.display().to_string();
-    let bytes = std::fs::read(snapshot).with_context(|| name.clone())?;
+pub fn run(input: &Path, output: &Path) -> Result<()> {
+    let name = input.display().to_string();
+    let bytes = std::fs::read(input).with_context(|| name.clone())?;
+    if rmm_log::looks_like(&bytes) {
+        let text = std::str::from_utf8(&bytes).with_context(|| format!("{name}: not UTF-8"))?;
+        let log = rmm_log::read(text).with_context(|| name.clone())?;
+        write_trace(&log.metadata, &Tables::default(), &log.events, output)
+            .with_context(|| output.display().to_string())?;
+        return crate::output::print(&format!(
+            "imported an RMM log from {name}: {} allocations, {} frees, {} failed allocations\n\
+             wrote {}: {} events\n",
+            count(log.allocations),
+            count(log.frees),
+            count(log.failures),
+            output.display(),
+            count(log.events.len() as u64)
+        ));
+    }
     let doc = pickle::read(&bytes).with_context(|| name.clone())?;
     let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
-    write_trace(&imported, output).with_context(|| output.display().to_string())?;
+    write_trace(
+        &imported.metadata,
+        &imported.tables,
+        &imported.events,
+        output,
+    )
+    .with_context(|| output.display().to_string())?;
     crate::output::print(&render(&name, output, &imported))
 }
 
 /// Writes through a temporary file beside `output`, so a failed import leaves no half trace.
-fn write_trace(imp: &Imported, output: &Path) -> Result<()> {
+fn write_trace(
+    metadata: &Metadata,
+    tables: &Tables,
+    events: &[Event],
+    output: &Path,
+) -> Result<()> {
     let tmp = output.with_extension("vramtrace.partial");
-    let result = write_to(imp, &tmp).and_then(|()| Ok(std::fs::rename(&tmp, output)?));
+    let result =
+        write_to(metadata, tables, events, &tmp).and_then(|()| Ok(std::fs::rename(&tmp, output)?));
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
 }
 
-fn write_to(imp: &Imported, tmp: &Path) -> Result<()> {
+fn write_to(metadata: &Metadata, tables: &Tables, events: &[Event], tmp: &Path) -> Result<()> {
     let file = std::fs::File::create(tmp)?;
     let mut w = TraceWriter::new(
         std::io::BufWriter::new(file),
-        &imp.metadata,
+        metadata,
         WriterOptions::default(),
     )?;
-    w.tables_mut().extend(imp.tables.clone());
-    for e in &imp.events {
+    w.tables_mut().extend(tables.clone());
+    for e in events {
         w.push(e)?;
     }
     let out = w.finish()?;

@@ -16,6 +16,7 @@ pub mod model;
 pub mod policy;
 pub mod replay;
 pub mod report;
+pub mod rmm_log;
 pub mod summary;
 pub mod symbolize;
 pub mod units;
