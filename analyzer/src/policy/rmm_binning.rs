@@ -21,9 +21,9 @@
 //! bins lazily and reserved −10% to +68% of what RMM's statistics showed; with it, exactly.
 
 use super::rmm_pool::{ALIGNMENT, Pool};
+use super::support::slots::SlotTable;
+use super::{AddressMap, BlockSpan, Device, Policy, Refused};
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
-use crate::policy::grow_to;
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused};
 
 const BLOCKS_TO_PREALLOCATE: u64 = 128;
 
@@ -87,8 +87,7 @@ pub struct RmmBinning {
     /// first request, which a replay cannot tell apart).
     primed: bool,
     pool: Pool,
-    live: Vec<Live>,
-    allocated: u64,
+    live: SlotTable<Live>,
 }
 
 impl RmmBinning {
@@ -102,13 +101,12 @@ impl RmmBinning {
                 .collect(),
             primed: false,
             pool: Pool::new(initial_pool, None),
-            live: Vec::new(),
-            allocated: 0,
+            live: SlotTable::default(),
         }
     }
 
     /// Carves 128 new blocks of bin `b` out of the pool into `stream`'s list.
-    fn refill(&mut self, b: usize, stream: u32, driver: &mut Driver) -> Option<()> {
+    fn refill(&mut self, b: usize, stream: u32, driver: &mut Device) -> Option<()> {
         let block = self.bins[b].block;
         let chunk = self
             .pool
@@ -123,7 +121,7 @@ impl RmmBinning {
         Some(())
     }
 
-    fn bin_alloc(&mut self, b: usize, stream: u32, driver: &mut Driver) -> Option<u64> {
+    fn bin_alloc(&mut self, b: usize, stream: u32, driver: &mut Device) -> Option<u64> {
         let s = stream as usize;
         let bin = &mut self.bins[b];
         if bin.free.len() <= s {
@@ -146,7 +144,7 @@ impl Policy for RmmBinning {
         slot: u32,
         size: u64,
         stream: u32,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> Result<(), Refused> {
         if !self.primed {
             for b in 0..self.bins.len() {
@@ -173,16 +171,12 @@ impl Policy for RmmBinning {
                 bin: POOL,
             }
         };
-        let slot = slot as usize;
-        grow_to(&mut self.live, slot);
-        self.live[slot] = live;
-        self.allocated += live.size;
+        self.live.insert(slot, live, live.size);
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, _: &mut Driver) {
-        let l = std::mem::take(&mut self.live[slot as usize]);
-        self.allocated -= l.size;
+    fn free(&mut self, slot: u32, _: &mut Device) {
+        let l = self.live.remove(slot);
         if l.bin == POOL {
             self.pool.deallocate(l.addr, l.size, l.stream);
         } else {
@@ -196,12 +190,12 @@ impl Policy for RmmBinning {
     }
 
     fn allocated(&self) -> u64 {
-        self.allocated
+        self.live.allocated()
     }
 
     fn address_map(&self) -> AddressMap {
         let (segments, mut blocks) = self.pool.layout();
-        for (slot, l) in self.live.iter().enumerate() {
+        for (slot, l) in self.live.iter() {
             if l.size > 0 {
                 blocks.push(BlockSpan {
                     address: l.addr,
@@ -227,7 +221,7 @@ impl Policy for RmmBinning {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::DriverModel;
+    use crate::policy::{Driver, DriverModel};
 
     const KIB: u64 = 1 << 10;
     const MIB: u64 = 1 << 20;
@@ -236,7 +230,7 @@ mod tests {
     fn the_bins_preallocate_128_blocks_each_then_refill_by_128() {
         let mut p = RmmBinning::new(18, 22, 0);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 1, 0, &mut d).unwrap();
+        p.malloc(0, 1, 0, &mut d.device()).unwrap();
         // 128 × (256 KiB + … + 4 MiB) = 992 MiB in five pool growths (32, 64, 128, 256, 512),
         // what real RMM 26.10 took from upstream before its first request.
         assert_eq!(d.reserved(), 992 * MIB);
@@ -246,10 +240,10 @@ mod tests {
         // 127 more come from the preallocated blocks; the 129th refills the bin from the pool,
         // which doubles (max(32 MiB, 992 MiB)).
         for slot in 1..128 {
-            p.malloc(slot, 200 * KIB, 0, &mut d).unwrap();
+            p.malloc(slot, 200 * KIB, 0, &mut d.device()).unwrap();
         }
         assert_eq!(d.reserved(), 992 * MIB);
-        p.malloc(128, 256 * KIB, 0, &mut d).unwrap();
+        p.malloc(128, 256 * KIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 1984 * MIB);
     }
 
@@ -257,11 +251,11 @@ mod tests {
     fn requests_above_the_largest_bin_go_to_the_pool() {
         let mut p = RmmBinning::new(18, 22, 0);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 5 * MIB, 0, &mut d).unwrap();
+        p.malloc(0, 5 * MIB, 0, &mut d.device()).unwrap();
         // The bins' 992 MiB, then the pool doubles for the 5 MiB request.
         assert_eq!(d.reserved(), 1984 * MIB);
-        p.free(0, &mut d);
-        p.malloc(1, 5 * MIB, 0, &mut d).unwrap();
+        p.free(0, &mut d.device());
+        p.malloc(1, 5 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 1984 * MIB);
     }
 }
