@@ -195,6 +195,32 @@ def _():
             "more_mib": [(x.data_ptr() - base) / MiB for x in more], "reserved": res()}
 
 
+for busy in (False, True):
+    @probe(f"pending_vs_completed_{'busy' if busy else 'idle'}")
+    def _():
+        # A completed free of exactly the request's size and a larger free still pending on the
+        # stream: best fit takes the first, a preference for pending (stream-ordered) frees the
+        # second. Then the same with two 16 MiB blocks, one completed, one pending.
+        c, s1_, a, s2_ = t(16), t(8), t(32), t(8)
+        e, s3_, f = t(16), t(8), t(16)
+        base = c.data_ptr()
+        off = lambda x: (x.data_ptr() - base) / MiB  # noqa: E731
+        c = None
+        e = None
+        torch.cuda.synchronize()  # the frees of c and e are complete
+        if busy:
+            torch.cuda._sleep(SPIN)
+        a.zero_()
+        f.zero_()
+        a = None  # pending while busy
+        f = None
+        x = t(16)
+        y = t(16)
+        z = t(16)
+        return {"x": off(x), "y": off(y), "z": off(z), "completed_16mib_at": [0, 64],
+                "pending_32mib_at": 24, "pending_16mib_at": 88, "reserved": res()}
+
+
 @probe("trim_and_threshold")
 def _():
     xs = [t(100) for _ in range(4)]

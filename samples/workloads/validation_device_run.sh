@@ -3,8 +3,8 @@
 #   sh validation_device_run.sh DIR OUT
 # DIR holds bin/vramtrace + bin/libvramtrace_preload.so (release, stripped), whl/*.whl (rmm-cu13
 # 26.10, librmm-cu13, rapids-logger), w/ (validation_workloads.py, torch_train.py,
-# async_probes.py, jax_validate.py, rmm_replay.py) and logs/*.rmm.csv.gz (RMM logs exported from
-# samples/traces/h200-torch/*.native.vramtrace). Everything lands in OUT/validation.tar.gz.
+# async_probes.py, jax_validate.py, rmm_replay.py) and logs/*.rmm.csv.gz (RMM logs). Everything
+# lands in OUT/validation.tar.gz.
 #
 # 1. the seven PyTorch workloads of validation_workloads.py, each as four processes:
 #    `vramtrace record --requests` (backend:cudaMallocAsync: the request trace and the real pool
@@ -14,7 +14,9 @@
 # 2. async_probes.py (the pool with kernels running);
 # 3. jax_validate.py: mlp and varshape under the default BFC, PREALLOCATE=false (also with BFC's
 #    own log, TF_CPP_VMODULE=bfc_allocator=4) and `record --requests` (platform allocator);
-# 4. rmm_replay.py over the carried logs and the RMM logs of step 1's traces.
+# 4. rmm_replay.py over the carried logs (exported beforehand with `vramtrace export --to rmm-csv`
+#    from samples/traces/h200-torch/*.native.vramtrace and from step 1's request traces), alone
+#    on the GPU but for the JAX runs without preallocation.
 set -u
 dir=$(cd "${1:?usage: validation_device_run.sh DIR OUT}" && pwd)
 out=${2:?usage: validation_device_run.sh DIR OUT}
@@ -44,7 +46,7 @@ torch_run() { # NAME CONF [extra env]
 stamp torch async + native
 torch_run async "" PYTORCH_CUDA_ALLOC_CONF=
 torch_run native ""
-wait_torch() { for p in $(jobs -p); do [ "$p" = "$pip_pid" ] || wait "$p"; done; }
+wait_torch() { wait; }  # every child: the pip install ends long before the workloads
 wait_torch
 stamp torch blocking + expandable
 torch_run async_blocking "" PYTORCH_CUDA_ALLOC_CONF= CUDA_LAUNCH_BLOCKING=1
@@ -57,30 +59,22 @@ PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync timeout 40 python3 "$w/async_pro
 tail -3 "$raw/async_probes.log"
 
 stamp rmm + jax
-wait "$pip_pid"
-for t in "$raw"/*.async.vramtrace; do
-  "$vt" export "$t" --to rmm-csv -o "${t%.vramtrace}.rmm.csv" > /dev/null 2>> "$raw/export.err"
-done
 (export PYTHONPATH=/tmp/site; timeout 150 python3 "$w/rmm_replay.py" "$raw/rmm_replay.json" \
-   "$dir"/logs/*.rmm.csv.gz "$raw"/*.async.rmm.csv > "$raw/rmm_replay.log" 2>&1) &
-rmm_pid=$!
+   "$dir"/logs/*.rmm.csv.gz > "$raw/rmm_replay.log" 2>&1) &
 for j in mlp varshape; do
-  XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 60 python3 "$w/jax_validate.py" $j "$raw/jax_$j.growth.json" > "$raw/jax_$j.growth.log" 2>&1 &
-  timeout 60 "$vt" record --requests -o "$raw/jax_$j.platform.vramtrace" -- \
+  XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 120 python3 "$w/jax_validate.py" $j "$raw/jax_$j.growth.json" > "$raw/jax_$j.growth.log" 2>&1 &
+  timeout 120 "$vt" record --requests -o "$raw/jax_$j.platform.vramtrace" -- \
     python3 "$w/jax_validate.py" $j "$raw/jax_$j.platform.json" > "$raw/jax_$j.platform.log" 2>&1 &
-  XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=bfc_allocator=4 timeout 60 \
+  XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=0 TF_CPP_VMODULE=bfc_allocator=4 timeout 120 \
     python3 "$w/jax_validate.py" $j "$raw/jax_$j.bfclog.json" > "$raw/jax_$j.bfclog.out" 2> "$raw/jax_$j.bfclog.err" &
 done
-for p in $(jobs -p); do [ "$p" = "$rmm_pid" ] || wait "$p"; done
+wait  # the JAX runs and the RMM replay
 for j in mlp varshape; do  # the default preallocates 75% of the device: one at a time
   timeout 60 python3 "$w/jax_validate.py" $j "$raw/jax_$j.default.json" > "$raw/jax_$j.default.log" 2>&1
 done
 grep -h -o '"peak_bytes_in_use": [0-9]*\|"peak_pool_bytes": [0-9]*\|"pool_bytes": [0-9]*' "$raw"/jax_*.json | head -20
 gzip -f "$raw"/jax_*.bfclog.err
-stamp waiting for rmm
-wait "$rmm_pid"
 tail -5 "$raw/rmm_replay.log"
-rm -f "$raw"/*.async.rmm.csv
 stamp tar
 tar -czf "$out/validation.tar.gz" -C "$out" validation
 ls -la "$out"
