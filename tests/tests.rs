@@ -1,0 +1,6 @@
+//! The end-to-end tests, one binary: the recorder against the fake driver, its stacks, and the
+//! traces recorded on a real H200. Shared helpers are in `src/lib.rs`.
+
+mod real_traces;
+mod recorder;
+mod stacks;
