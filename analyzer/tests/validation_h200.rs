@@ -3,17 +3,17 @@
 //! `samples/README.md`), each replayed and compared with what the real allocator reported in the
 //! same run (`truth.json`).
 
-use std::path::{Path, PathBuf};
+use crate::util::{only_stream, repo};
+use std::path::PathBuf;
 use vramtrace::interop::rmm_log;
 use vramtrace::model::{Model, RequestStream};
 use vramtrace::policy::{BuildContext, Driver, DriverModel, build, parse_specs};
 use vramtrace::replay::{Outcome, replay_on, run};
-use vramtrace_format::{ReadOptions, Trace};
 
 const H200: u64 = 150_109_880_320;
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/traces/h200-validation")
+    repo("samples/traces/h200-validation")
 }
 
 fn truth() -> serde_json::Value {
@@ -21,10 +21,7 @@ fn truth() -> serde_json::Value {
 }
 
 fn trace_stream(name: &str) -> RequestStream {
-    let trace = Trace::open(&dir().join(name), ReadOptions::default()).unwrap();
-    let model = Model::from_events(trace.events(), &trace.metadata);
-    assert_eq!(model.streams.len(), 1, "{name}");
-    model.streams.into_iter().next().unwrap()
+    only_stream(&dir().join(name))
 }
 
 fn log_stream(name: &str) -> RequestStream {
