@@ -2,7 +2,7 @@
 # The H200 run of issue 16 (docs/validation.md, "Part 3"), one call of the device tool.
 #   sh validation_device_run.sh DIR OUT
 # DIR holds bin/vramtrace + bin/libvramtrace_preload.so (release, stripped), whl/*.whl (rmm-cu13
-# 26.10, librmm-cu13, rapids-logger), w/ (validation_workloads.py, torch_train.py,
+# 26.10, librmm-cu13, rapids-logger), w/ (validation_workloads.py, torch_truth.py, torch_train.py,
 # async_probes.py, jax_validate.py, rmm_replay.py) and logs/*.rmm.csv.gz (RMM logs). Everything
 # lands in OUT/validation.tar.gz.
 #

@@ -25,7 +25,6 @@ Workloads:
   transformer     the TransformerEncoder loop of torch_train.py (the -4.5% native case of
                   docs/validation.md)
 """
-import gzip
 import json
 import os
 import random
@@ -35,6 +34,9 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_truth  # noqa: E402
 
 BACKEND = torch.cuda.get_allocator_backend()
 HISTORY = BACKEND == "native"
@@ -185,7 +187,6 @@ def lstm_varlen():
 
 
 def transformer():
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import torch_train
 
     torch.manual_seed(0)
@@ -208,32 +209,16 @@ def main():
     seconds = time.time() - start
     entries = 0
     if HISTORY:
-        snap = torch.cuda.memory._snapshot()
-        trace = snap["device_traces"][torch.cuda.current_device()]
-        entries = len(trace)
-        with gzip.open(os.path.join(out, name + ".requests.csv.gz"), "wt") as f:
-            f.write("action,addr,size,stream,time_us\n")
-            for e in trace:
-                f.write(
-                    f"{e['action']},{e.get('addr', 0)},{e.get('size', 0)},{e.get('stream', 0)},{e.get('time_us', 0)}\n"
-                )
+        entries = torch_truth.write_history(os.path.join(out, name + ".requests.csv.gz"))
         torch.cuda.memory._dump_snapshot(os.path.join(out, name + ".pickle"))
-    props = torch.cuda.get_device_properties(dev)
     truth = {
         "workload": workload,
         "name": name,
-        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
         "allocator_backend": BACKEND,
         "cuda_launch_blocking": os.environ.get("CUDA_LAUNCH_BLOCKING", ""),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "device": props.name,
-        "total_memory": props.total_memory,
         "seconds": seconds,
         "trace_entries": entries,
-        "max_memory_reserved": torch.cuda.max_memory_reserved(),
-        "max_memory_allocated": torch.cuda.max_memory_allocated(),
-        "memory_stats": dict(torch.cuda.memory_stats()),
+        **torch_truth.figures(),
     }
     with open(os.path.join(out, name + ".truth.json"), "w") as f:
         json.dump(truth, f, indent=1, sort_keys=True)
