@@ -60,15 +60,20 @@ fn cuda_async_keeps_frees_per_stream_while_the_other_stream_is_busy() {
 /// replay is 4.5% low with the model's own segment addresses and exact, with the same 82
 /// `cudaMalloc`s, once the driver returns the addresses the real one did, in order. What differs
 /// is which of two equal-size cached blocks is reused: PyTorch takes the one at the lower
-/// address, and the addresses are the driver's.
+/// address, and the addresses are the driver's. A replay of an imported snapshot does this by
+/// itself (`RequestStream::recorded_segments`); a configuration whose segments differ drops the
+/// script at the first size that differs.
 #[test]
 fn the_transformer_native_miss_is_the_drivers_addresses() {
     let s = trace_stream("transformer.native.vramtrace");
-    let addresses: Vec<u64> =
-        std::fs::read_to_string(dir().join("transformer.native.segment_addresses.txt"))
+    let segments: Vec<(u64, u64)> =
+        std::fs::read_to_string(dir().join("transformer.native.segments.csv"))
             .unwrap()
             .lines()
-            .map(|l| l.parse().unwrap())
+            .map(|l| {
+                let (a, s) = l.split_once(',').unwrap();
+                (a.parse().unwrap(), s.parse().unwrap())
+            })
             .collect();
     let t = truth();
     let real = &t["torch"]["transformer.native"];
@@ -85,7 +90,7 @@ fn the_transformer_native_miss_is_the_drivers_addresses() {
         .unwrap();
         let mut d = Driver::new(DriverModel { capacity: H200 });
         if scripted {
-            d.script_addresses(addresses.iter().copied());
+            d.script_segments(segments.iter().copied());
         }
         let (o, d) = replay_on(p.as_mut(), s.requests.iter().copied(), d, None, &mut ());
         got.push((o.peak_reserved, d.device_allocs()));
@@ -96,6 +101,22 @@ fn the_transformer_native_miss_is_the_drivers_addresses() {
     );
     assert_eq!(got[1], (reserved, allocs));
     assert_eq!(got[0], (1_243_611_136, 80));
+    // A configuration whose segments differ from the first one on gets the model's addresses.
+    let spec = &parse_specs("pytorch:max_split_size_mb=64,roundup_power2_divisions=4").unwrap()[0];
+    let ctx = BuildContext {
+        stream: &s,
+        capacity: H200,
+    };
+    let mut outcomes = Vec::new();
+    for scripted in [false, true] {
+        let mut p = build(spec, &ctx).unwrap();
+        let mut d = Driver::new(DriverModel { capacity: H200 });
+        if scripted {
+            d.script_segments(segments.iter().copied());
+        }
+        outcomes.push(replay_on(p.as_mut(), s.requests.iter().copied(), d, None, &mut ()).0);
+    }
+    assert_eq!(outcomes[0].peak_reserved, outcomes[1].peak_reserved);
 }
 
 /// BFC's own request stream (XLA's `bfc_allocator` log of a JAX MLP, 771 requests) against
