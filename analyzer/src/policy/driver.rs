@@ -383,6 +383,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn scripted_segments_give_their_addresses_until_a_size_differs() {
+        let mut d = Driver::new(DriverModel::default());
+        d.script_segments([
+            (0x7000_0000, 20 * MIB),
+            (0x6000_0000, 2 * MIB),
+            (0x5000_0000, 4 * MIB),
+        ]);
+        assert_eq!(d.malloc(20 * MIB), Some(0x7000_0000));
+        assert_eq!(d.malloc(2 * MIB), Some(0x6000_0000));
+        // Another size than recorded: the model's own address, and the rest of the script goes.
+        let own = d.malloc(6 * MIB).unwrap();
+        assert_ne!(own, 0x5000_0000);
+        assert_ne!(d.malloc(4 * MIB), Some(0x5000_0000));
+    }
+
+    #[test]
     fn small_cuda_mallocs_share_one_2mib_page() {
         let mut d = Driver::new(DriverModel::default());
         let addrs: Vec<u64> = (0..256).map(|_| d.malloc(512).unwrap()).collect();
