@@ -77,6 +77,10 @@ pub struct RequestStream {
     /// the trace records them (an imported PyTorch snapshot); empty otherwise. A replay hands
     /// these addresses out while its own segment sizes follow them.
     pub recorded_segments: Vec<(u64, u64)>,
+    /// The peak of what the process's own allocator reported holding from the driver
+    /// (PyTorch's `torch.segment_*` events), when the trace has it: what a replay with the
+    /// policy of the recorded allocator should reproduce.
+    pub recorded_peak_reserved: Option<u64>,
 }
 
 /// Plain driver allocations made beside a stream-ordered-pool request stream (see
@@ -101,6 +105,7 @@ impl RequestStream {
             slots,
             outside: Outside::default(),
             recorded_segments: Vec::new(),
+            recorded_peak_reserved: None,
         }
     }
 
