@@ -771,7 +771,7 @@ fn in_the_browser_the_page_hovers_zooms_toggles_and_searches() {
     let v = &b.values;
     let tip = v[3].as_str().unwrap();
     assert!(
-        tip.starts_with("block|load_weights (/src/model.py:"),
+        tip.starts_with("block|/src/model.py:20 load_weights"),
         "{tip}"
     );
     assert!(tip.contains("512.00 MiB on stream 0"), "{tip}");
@@ -922,7 +922,7 @@ fn a_pytorch_snapshot_is_read_directly() {
     assert!(html.contains("fp32.pickle"));
     // Its Python frames are on the page, named as the importer names them.
     assert!(
-        html.contains("(/work/main/.dev-interop/interop_snapshot.py:"),
+        html.contains("interop_snapshot.py:44 \\u003cmodule>"),
         "Python frames"
     );
     assert!(html.contains("\"mode\":\"single\""));
