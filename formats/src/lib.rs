@@ -53,6 +53,6 @@ pub use column::{COLUMN_NAMES, COLUMNS, Column, ColumnBuilder, EventBatch};
 pub use error::{Error, Result};
 pub use event::{CUDA_SUCCESS, Event, NO_DEVICE, NO_STACK};
 pub use metadata::{ALLOCATOR_ENV_VARS, Metadata};
-pub use reader::{EventChunks, Layout, MappedFile, ReadOptions, Trace};
+pub use reader::{EventChunks, Layout, MappedFile, ReadOptions, Trace, TraceHead};
 pub use tables::{Device, Frame, Module, Pool, Process, Stack, Stream, Tables, Thread};
 pub use writer::{TraceWriter, WriterOptions};

@@ -40,95 +40,128 @@ struct Live {
 struct Builder {
     key: StreamKey,
     requests: Vec<Request>,
+    /// CUDA stream handles in the order first seen; a request's `stream` indexes this until
+    /// [`finish`] renumbers them in handle order.
     handles: Vec<u64>,
-    /// The memory kind of each request's call, to set aside what bypassed the allocator.
-    kinds: Vec<MemoryKind>,
+    stream_ids: HashMap<u64, u32, foldhash::fast::RandomState>,
+    /// The last handle seen and its index: requests come in runs on one stream.
+    last_handle: Option<(u64, u32)>,
+    /// Per request: whether its call was a plain `cuMemAlloc*`/`cuMemFree`, to set aside what
+    /// bypassed the allocator.
+    plain: Vec<bool>,
+    through_pool: bool,
     slots: Slots,
 }
 
 impl Model {
     /// Builds the model from events in call order.
     pub fn from_events(events: impl IntoIterator<Item = Event>, metadata: &Metadata) -> Model {
-        let mut model = Model::default();
-        let mut live: HashMap<ObjectId, Live> = HashMap::new();
-        let mut builders: BTreeMap<StreamKey, Builder> = BTreeMap::new();
-        let mut stats = LevelStats::default();
+        let mut b = ModelBuilder::default();
         for e in events {
-            if e.flags & ALLOCATOR_SEGMENT != 0 {
-                // An imported snapshot's record of what the real caching allocator did: the
-                // replay predicts these, it must not replay them as requests.
-                continue;
+            b.push(&e);
+        }
+        b.finish(metadata)
+    }
+}
+
+/// Builds a [`Model`] from events pushed one at a time in call order, for callers that stream
+/// the events ([`Model::from_events`] when they are at hand).
+#[derive(Default)]
+pub struct ModelBuilder {
+    model: Model,
+    live: HashMap<ObjectId, Live, foldhash::fast::RandomState>,
+    builders: BTreeMap<StreamKey, Builder>,
+    stats: LevelStats,
+}
+
+impl ModelBuilder {
+    /// Takes the next event in call order.
+    pub fn push(&mut self, e: &Event) {
+        let Self {
+            model,
+            live,
+            builders,
+            stats,
+        } = self;
+        if e.flags & ALLOCATOR_SEGMENT != 0 {
+            // An imported snapshot's record of what the real caching allocator did: the
+            // replay predicts these, it must not replay them as requests.
+            return;
+        }
+        let op = e.api.op();
+        let kind = e.api.kind();
+        if !e.succeeded() {
+            model.failed_calls += 1;
+            if e.result == CUDA_ERROR_OUT_OF_MEMORY
+                && op == Op::Alloc
+                && matches!(kind, MemoryKind::Device | MemoryKind::Pool)
+            {
+                let b = Builder::of(builders, e);
+                let slot = b.slots.take();
+                b.slots.give_back(slot);
+                b.push(e, kind, e.size, slot, RequestKind::Attempt);
             }
-            let op = e.api.op();
-            let kind = e.api.kind();
-            if !e.succeeded() {
-                model.failed_calls += 1;
-                if e.result == CUDA_ERROR_OUT_OF_MEMORY
-                    && op == Op::Alloc
-                    && matches!(kind, MemoryKind::Device | MemoryKind::Pool)
-                {
-                    let b = Builder::of(&mut builders, &e);
-                    let slot = b.slots.take();
-                    b.slots.give_back(slot);
-                    b.push(&e, kind, e.size, slot, RequestKind::Attempt);
-                }
-                continue;
-            }
-            stats.see(&e, op, kind);
-            let vmm = kind == MemoryKind::Vmm;
-            let (births, ends) = match (op, vmm) {
-                (Op::Alloc, false) => (true, false),
-                (Op::Free, false) => (false, true),
-                (Op::Create, true) => (true, false),
-                (Op::Release, true) => (false, true),
-                _ => (false, false),
-            };
-            let id = ObjectId {
-                pid: e.pid,
-                by_handle: vmm,
-                value: if vmm { e.handle } else { e.address },
-            };
-            let device_memory = matches!(
-                kind,
-                MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm
-            );
-            if births {
-                let request = device_memory.then(|| {
-                    let b = Builder::of(&mut builders, &e);
-                    let slot = b.slots.take();
-                    b.push(&e, kind, e.size, slot, RequestKind::Alloc);
-                    slot
-                });
-                // The same address born twice without a free: the first free was not recorded,
-                // and the first allocation is forgotten here.
-                live.insert(
-                    id,
-                    Live {
-                        key: StreamKey {
-                            pid: e.pid,
-                            device: e.device,
-                        },
-                        size: e.size,
-                        kind,
-                        request,
+            return;
+        }
+        stats.see(e, op, kind);
+        let vmm = kind == MemoryKind::Vmm;
+        let (births, ends) = match (op, vmm) {
+            (Op::Alloc, false) => (true, false),
+            (Op::Free, false) => (false, true),
+            (Op::Create, true) => (true, false),
+            (Op::Release, true) => (false, true),
+            _ => (false, false),
+        };
+        let id = ObjectId {
+            pid: e.pid,
+            by_handle: vmm,
+            value: if vmm { e.handle } else { e.address },
+        };
+        let device_memory = matches!(
+            kind,
+            MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm
+        );
+        if births {
+            let request = device_memory.then(|| {
+                let b = Builder::of(builders, e);
+                let slot = b.slots.take();
+                b.push(e, kind, e.size, slot, RequestKind::Alloc);
+                slot
+            });
+            // The same address born twice without a free: the first free was not recorded,
+            // and the first allocation is forgotten here.
+            live.insert(
+                id,
+                Live {
+                    key: StreamKey {
+                        pid: e.pid,
+                        device: e.device,
                     },
-                );
-            } else if ends {
-                let Some(object) = live.remove(&id) else {
-                    model.unmatched_frees += 1;
-                    continue;
-                };
-                if let Some(slot) = object.request {
-                    let b = builders
-                        .get_mut(&object.key)
-                        .expect("a live request has a builder");
-                    b.slots.give_back(slot);
-                    b.push(&e, object.kind, object.size, slot, RequestKind::Free);
-                }
+                    size: e.size,
+                    kind,
+                    request,
+                },
+            );
+        } else if ends {
+            let Some(object) = live.remove(&id) else {
+                model.unmatched_frees += 1;
+                return;
+            };
+            if let Some(slot) = object.request {
+                let b = builders
+                    .get_mut(&object.key)
+                    .expect("a live request has a builder");
+                b.slots.give_back(slot);
+                b.push(e, object.kind, object.size, slot, RequestKind::Free);
             }
         }
-        model.streams = builders.into_values().map(finish).collect();
-        model.level = detect_level(metadata, &stats.into_facts());
+    }
+
+    /// The model of every event pushed; `metadata` is the trace's, for its capture level.
+    pub fn finish(self, metadata: &Metadata) -> Model {
+        let mut model = self.model;
+        model.streams = self.builders.into_values().map(finish).collect();
+        model.level = detect_level(metadata, &self.stats.into_facts());
         model
     }
 }
@@ -139,7 +172,10 @@ impl Builder {
             key,
             requests: Vec::new(),
             handles: Vec::new(),
-            kinds: Vec::new(),
+            stream_ids: HashMap::default(),
+            last_handle: None,
+            plain: Vec::new(),
+            through_pool: false,
             slots: Slots::default(),
         }
     }
@@ -153,18 +189,30 @@ impl Builder {
         builders.entry(key).or_insert_with(|| Builder::new(key))
     }
 
-    /// Adds the request of `size` bytes in `slot` that `e`, a call of `kind`, made. Keeps the
-    /// stream handle aside: requests store a stream index, known only once every handle has
-    /// been seen (indices follow the handles' numeric order, as PyTorch's block comparator
-    /// orders streams by handle value).
+    /// Adds the request of `size` bytes in `slot` that `e`, a call of `kind`, made. Its stream
+    /// is numbered in first-seen order here; the final indices follow the handles' numeric
+    /// order (as PyTorch's block comparator orders streams by handle value), known only once
+    /// every handle has been seen.
     fn push(&mut self, e: &Event, kind: MemoryKind, size: u64, slot: u32, what: RequestKind) {
-        self.handles.push(e.stream);
-        self.kinds.push(kind);
+        let stream = match self.last_handle {
+            Some((h, i)) if h == e.stream => i,
+            _ => {
+                let next = self.handles.len() as u32;
+                let i = *self.stream_ids.entry(e.stream).or_insert(next);
+                if i == next {
+                    self.handles.push(e.stream);
+                }
+                self.last_handle = Some((e.stream, i));
+                i
+            }
+        };
+        self.through_pool |= kind == MemoryKind::Pool;
+        self.plain.push(kind == MemoryKind::Device);
         self.requests.push(Request {
             time_ns: e.time_ns,
             size,
             slot,
-            stream: 0,
+            stream,
             stack: e.stack,
             kind: what,
         });
@@ -181,18 +229,28 @@ impl Builder {
 /// count them as tensors and misplace everything after them, so they are set aside as
 /// [`Outside`] memory (measured on the H200: six such calls, 134,481,920 bytes, in every
 /// PyTorch run, outside `memory_stats()`; samples/README.md).
+///
+/// Works in place: the requests are the bulk of a model's memory.
 fn finish(b: Builder) -> RequestStream {
-    let through_pool = b.kinds.contains(&MemoryKind::Pool);
-    let bypass = |k: &MemoryKind| through_pool && *k == MemoryKind::Device;
+    let Builder {
+        key,
+        mut requests,
+        handles,
+        plain,
+        through_pool,
+        slots,
+        ..
+    } = b;
     let mut outside = Outside::default();
     let mut live = 0u64;
-    let mut handles = Vec::with_capacity(b.handles.len());
-    let mut requests = Vec::with_capacity(b.requests.len());
-    for ((r, h), k) in b.requests.into_iter().zip(b.handles).zip(&b.kinds) {
-        if !bypass(k) {
-            requests.push(r);
-            handles.push(h);
-            continue;
+    // The streams the kept requests use; a stream only bypassing requests used is dropped.
+    let mut used = vec![false; handles.len()];
+    let mut plain = plain.into_iter();
+    requests.retain(|r| {
+        let bypass = through_pool && plain.next().expect("one flag per request");
+        if !bypass {
+            used[r.stream as usize] = true;
+            return true;
         }
         match r.kind {
             RequestKind::Alloc => {
@@ -203,20 +261,28 @@ fn finish(b: Builder) -> RequestStream {
             RequestKind::Free => live = live.saturating_sub(r.size),
             RequestKind::Attempt => {}
         }
-    }
-    let mut sorted = handles.clone();
+        false
+    });
+    requests.shrink_to_fit();
+    let mut sorted: Vec<u64> = handles
+        .iter()
+        .zip(&used)
+        .filter(|&(_, &u)| u)
+        .map(|(&h, _)| h)
+        .collect();
     sorted.sort_unstable();
-    sorted.dedup();
-    for (r, h) in requests.iter_mut().zip(&handles) {
-        r.stream = sorted
-            .binary_search(h)
-            .expect("every handle is in the table") as u32;
+    let index: Vec<u32> = handles
+        .iter()
+        .map(|h| sorted.binary_search(h).map_or(u32::MAX, |i| i as u32))
+        .collect();
+    for r in &mut requests {
+        r.stream = index[r.stream as usize];
     }
     RequestStream {
-        key: Some(b.key),
+        key: Some(key),
         requests,
         cuda_streams: sorted,
-        slots: b.slots.high_water(),
+        slots: slots.high_water(),
         outside,
     }
 }
