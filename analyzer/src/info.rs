@@ -1,5 +1,6 @@
 //! What `vramtrace info` reports about a trace: its shape, not its analysis.
 
+use crate::model::allocator_as_run;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use vramtrace_format::{Api, CUDA_SUCCESS, Column, EventBatch, MemoryKind, Op, Trace, TraceHead};
@@ -15,8 +16,12 @@ pub struct TraceInfo {
     pub writer: String,
     pub host: String,
     pub driver_version: u32,
-    /// `request`, `segment`, or empty when the writer did not say.
+    /// `request`, `segment`, or empty when the writer did not say; `request` too when
+    /// PyTorch's trace tracker reported the program's tensors (`torch.alloc` events).
     pub capture_level: String,
+    /// The allocator the program ran under with its configuration, as far as the trace tells
+    /// (`pytorch native expandable_segments:True`); empty when unknown.
+    pub allocator: String,
     pub environment: BTreeMap<String, String>,
     pub events: u64,
     pub failed_calls: u64,
@@ -174,7 +179,7 @@ impl TraceInfo {
             first,
             last,
         } = tally;
-        let by_api = api_counts
+        let by_api: BTreeMap<String, u64> = api_counts
             .iter()
             .enumerate()
             .filter(|&(_, &n)| n > 0)
@@ -184,6 +189,7 @@ impl TraceInfo {
                 (api.name().to_string(), n)
             })
             .collect();
+        let torch_tracker = by_api.contains_key(Api::TorchAlloc.name());
         tids.extend(t.threads.iter().map(|th| th.tid));
         streams.extend(t.streams.iter().map(|s| s.handle));
         let mut processes: Vec<ProcessInfo> = t
@@ -214,7 +220,11 @@ impl TraceInfo {
             writer: m.writer.clone(),
             host: m.host.clone(),
             driver_version: m.driver_version,
-            capture_level: m.capture_level.clone(),
+            capture_level: match m.capture_level.as_str() {
+                "" if torch_tracker => "request".to_string(),
+                l => l.to_string(),
+            },
+            allocator: allocator_as_run(m, torch_tracker),
             environment: m.environment.iter().cloned().collect(),
             events,
             failed_calls,

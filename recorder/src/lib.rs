@@ -42,5 +42,6 @@ mod resolve;
 mod ring;
 mod session;
 mod stacks;
+mod torch;
 mod unwind;
 mod writer;

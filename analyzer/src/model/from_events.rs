@@ -3,7 +3,11 @@
 
 use super::level::{LevelReport, detect_level};
 use super::request::{Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The hasher of the model's maps: a fast one (SipHash was a fifth of the load time), seeded
+/// at random so that a crafted trace cannot aim at collisions.
+type Hasher = foldhash::fast::RandomState;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Event, MemoryKind, Metadata, Op};
 
@@ -40,16 +44,24 @@ struct Live {
 struct Builder {
     key: StreamKey,
     requests: Vec<Request>,
-    /// CUDA stream handles in the order first seen; a request's `stream` indexes this until
-    /// [`finish`] renumbers them in handle order.
+    /// CUDA stream handles (see [`stream_of`]) in the order first seen; a request's `stream`
+    /// indexes this until [`finish`] renumbers them in handle order.
     handles: Vec<u64>,
-    stream_ids: HashMap<u64, u32, foldhash::fast::RandomState>,
+    stream_ids: HashMap<u64, u32, Hasher>,
     /// The last handle seen and its index: requests come in runs on one stream.
     last_handle: Option<(u64, u32)>,
-    /// Per request: whether its call was a plain `cuMemAlloc*`/`cuMemFree`, to set aside what
-    /// bypassed the allocator.
-    plain: Vec<bool>,
-    through_pool: bool,
+    /// The memory kind of each request's call, to set aside what bypassed the allocator.
+    kinds: Vec<MemoryKind>,
+    /// The address each driver call (`cuMemAlloc*`, VMM) among the requests named, in order:
+    /// only those can be PyTorch's segments.
+    driver_addresses: Vec<u64>,
+    /// Segments PyTorch's tracker reported (their driver calls are no requests).
+    torch_segments: HashSet<u64, Hasher>,
+    /// True when the tracker reported expandable-segment mappings.
+    torch_maps: bool,
+    /// Bytes PyTorch reported holding from the driver, now and at most.
+    torch_reserved: u64,
+    torch_peak_reserved: Option<u64>,
     slots: Slots,
 }
 
@@ -69,7 +81,7 @@ impl Model {
 #[derive(Default)]
 pub struct ModelBuilder {
     model: Model,
-    live: HashMap<ObjectId, Live, foldhash::fast::RandomState>,
+    live: HashMap<ObjectId, Live, Hasher>,
     builders: BTreeMap<StreamKey, Builder>,
     stats: LevelStats,
 }
@@ -90,11 +102,22 @@ impl ModelBuilder {
         }
         let op = e.api.op();
         let kind = e.api.kind();
+        if kind == MemoryKind::TorchSegment || op == Op::FreeRequested {
+            // PyTorch's own word on its segments (what the replay predicts), or a free that
+            // takes effect at `torch.free_completed`.
+            if kind == MemoryKind::TorchSegment {
+                Builder::of(builders, e).see_torch_segment(e, op);
+            }
+            return;
+        }
         if !e.succeeded() {
             model.failed_calls += 1;
             if e.result == CUDA_ERROR_OUT_OF_MEMORY
                 && op == Op::Alloc
-                && matches!(kind, MemoryKind::Device | MemoryKind::Pool)
+                && matches!(
+                    kind,
+                    MemoryKind::Device | MemoryKind::Pool | MemoryKind::TorchBlock
+                )
             {
                 let b = Builder::of(builders, e);
                 let slot = b.slots.take();
@@ -119,7 +142,7 @@ impl ModelBuilder {
         };
         let device_memory = matches!(
             kind,
-            MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm
+            MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm | MemoryKind::TorchBlock
         );
         if births {
             let request = device_memory.then(|| {
@@ -174,10 +197,32 @@ impl Builder {
             handles: Vec::new(),
             stream_ids: HashMap::default(),
             last_handle: None,
-            plain: Vec::new(),
-            through_pool: false,
+            kinds: Vec::new(),
+            driver_addresses: Vec::new(),
+            torch_segments: HashSet::default(),
+            torch_maps: false,
+            torch_reserved: 0,
+            torch_peak_reserved: None,
             slots: Slots::default(),
         }
+    }
+
+    /// A `torch.segment_*` event: its address marks the driver call that made it as PyTorch's,
+    /// and its bytes move what the process really reserved.
+    fn see_torch_segment(&mut self, e: &Event, op: Op) {
+        match op {
+            Op::Alloc | Op::Map => {
+                self.torch_segments.insert(e.address);
+                self.torch_maps |= op == Op::Map;
+                self.torch_reserved += e.size;
+            }
+            _ => self.torch_reserved = self.torch_reserved.saturating_sub(e.size),
+        }
+        let peak = self
+            .torch_peak_reserved
+            .unwrap_or(0)
+            .max(self.torch_reserved);
+        self.torch_peak_reserved = Some(peak);
     }
 
     /// The builder of the stream `e` belongs to.
@@ -194,20 +239,23 @@ impl Builder {
     /// order (as PyTorch's block comparator orders streams by handle value), known only once
     /// every handle has been seen.
     fn push(&mut self, e: &Event, kind: MemoryKind, size: u64, slot: u32, what: RequestKind) {
+        let handle = stream_of(e);
         let stream = match self.last_handle {
-            Some((h, i)) if h == e.stream => i,
+            Some((h, i)) if h == handle => i,
             _ => {
                 let next = self.handles.len() as u32;
-                let i = *self.stream_ids.entry(e.stream).or_insert(next);
+                let i = *self.stream_ids.entry(handle).or_insert(next);
                 if i == next {
-                    self.handles.push(e.stream);
+                    self.handles.push(handle);
                 }
-                self.last_handle = Some((e.stream, i));
+                self.last_handle = Some((handle, i));
                 i
             }
         };
-        self.through_pool |= kind == MemoryKind::Pool;
-        self.plain.push(kind == MemoryKind::Device);
+        self.kinds.push(kind);
+        if is_driver(kind) {
+            self.driver_addresses.push(e.address);
+        }
         self.requests.push(Request {
             time_ns: e.time_ns,
             size,
@@ -217,6 +265,17 @@ impl Builder {
             kind: what,
         });
     }
+}
+
+/// The stream a request is served on. A block of one of PyTorch's private memory pools (a CUDA
+/// graph capture, `torch.cuda.MemPool`) counts as a stream of its own: PyTorch never hands a
+/// block of one pool to a request of another, just as it never shares blocks between streams.
+fn stream_of(e: &Event) -> u64 {
+    if e.api.kind() != MemoryKind::TorchBlock || (e.pool == 0 && e.handle == 0) {
+        return e.stream;
+    }
+    let pool = e.pool.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ e.handle.rotate_left(32);
+    e.stream ^ pool | 1 << 63
 }
 
 /// Orders the stream's requests for replay.
@@ -230,32 +289,56 @@ impl Builder {
 /// [`Outside`] memory (measured on the H200: six such calls, 134,481,920 bytes, in every
 /// PyTorch run, outside `memory_stats()`; samples/README.md).
 ///
+/// When PyTorch's trace tracker reported the process's requests (`torch.alloc`), its driver
+/// allocations are PyTorch's segments, which the replay predicts and must not replay, or
+/// memory taken past PyTorch (set aside as [`Outside`], as above). A driver allocation is a
+/// segment when the tracker reported a segment at its address; with expandable segments,
+/// every VMM allocation is taken as PyTorch's.
+///
 /// Works in place: the requests are the bulk of a model's memory.
 fn finish(b: Builder) -> RequestStream {
     let Builder {
         key,
         mut requests,
         handles,
-        plain,
-        through_pool,
+        kinds,
+        driver_addresses,
+        torch_segments,
+        torch_maps,
+        torch_peak_reserved,
         slots,
         ..
     } = b;
+    let through_pool = kinds.contains(&MemoryKind::Pool);
+    let through_tracker = kinds.contains(&MemoryKind::TorchBlock);
     let mut outside = Outside::default();
     let mut live = 0u64;
-    // The streams the kept requests use; a stream only bypassing requests used is dropped.
+    // The streams the kept requests use: a stream that only set-aside requests used is dropped.
     let mut used = vec![false; handles.len()];
-    let mut plain = plain.into_iter();
+    let mut kinds = kinds.into_iter();
+    let mut addresses = driver_addresses.into_iter();
     requests.retain(|r| {
-        let bypass = through_pool && plain.next().expect("one flag per request");
+        let k = kinds.next().expect("one kind per request");
+        let address = is_driver(k).then(|| addresses.next().expect("one address per driver call"));
+        let bypass = if through_tracker {
+            is_driver(k)
+        } else {
+            through_pool && k == MemoryKind::Device
+        };
         if !bypass {
             used[r.stream as usize] = true;
             return true;
         }
+        if through_tracker
+            && (address.is_some_and(|a| torch_segments.contains(&a))
+                || k == MemoryKind::Vmm && torch_maps)
+        {
+            return false;
+        }
         match r.kind {
             RequestKind::Alloc => {
                 outside.allocations += 1;
-                live += r.size;
+                live = live.saturating_add(r.size);
                 outside.peak_bytes = outside.peak_bytes.max(live);
             }
             RequestKind::Free => live = live.saturating_sub(r.size),
@@ -271,6 +354,7 @@ fn finish(b: Builder) -> RequestStream {
         .map(|(&h, _)| h)
         .collect();
     sorted.sort_unstable();
+    // Set-aside requests' streams are not in `sorted`; no kept request names them.
     let index: Vec<u32> = handles
         .iter()
         .map(|h| sorted.binary_search(h).map_or(u32::MAX, |i| i as u32))
@@ -284,7 +368,13 @@ fn finish(b: Builder) -> RequestStream {
         cuda_streams: sorted,
         slots: slots.high_water(),
         outside,
+        recorded_peak_reserved: torch_peak_reserved,
     }
+}
+
+/// A plain driver allocation (`cuMemAlloc*`, VMM), as opposed to a pool's or PyTorch's.
+fn is_driver(kind: MemoryKind) -> bool {
+    matches!(kind, MemoryKind::Device | MemoryKind::Vmm)
 }
 
 /// Facts about the events that tell a request-level trace from a segment-level one.
@@ -295,6 +385,8 @@ pub struct LevelFacts {
     pub vmm_maps: u64,
     /// `cuMemAlloc*` sizes that are whole multiples of 2 MiB.
     pub device_allocs_2mib_multiple: u64,
+    /// `torch.alloc` events: PyTorch's tracker reported the program's tensors.
+    pub torch_allocs: u64,
 }
 
 #[derive(Default)]
@@ -310,6 +402,7 @@ impl LevelStats {
                 }
             }
             (Op::Alloc, MemoryKind::Pool) => self.0.pool_allocs += 1,
+            (Op::Alloc, MemoryKind::TorchBlock) => self.0.torch_allocs += 1,
             (Op::Map, MemoryKind::Vmm) => self.0.vmm_maps += 1,
             _ => {}
         }
@@ -383,6 +476,54 @@ mod tests {
         assert_eq!(r.len(), 1);
         assert_eq!((r[0].kind, r[0].size), (RequestKind::Attempt, 1 << 30));
         assert_eq!(m.streams[0].lower_bound(), 0);
+    }
+
+    #[test]
+    fn pytorch_tracker_events_are_the_requests_and_its_segments_no_requests() {
+        let torch = |api: Api, address: u64, size: u64| Event {
+            pid: 1,
+            device: 0,
+            address,
+            size,
+            ..Event::new(api)
+        };
+        let events = vec![
+            ev(Api::CuMemAlloc_v2, 1, 0x1000_0000, 2 << 20, 0),
+            torch(Api::TorchSegmentAlloc, 0x1000_0000, 2 << 20),
+            torch(Api::TorchAlloc, 0x1000_0000, 1000),
+            // cuBLAS's workspace: past PyTorch's allocator.
+            ev(Api::CuMemAlloc_v2, 1, 0x2000_0000, 4 << 20, 0),
+            Event {
+                pool: 7,
+                ..torch(Api::TorchAlloc, 0x1000_0400, 512)
+            },
+            torch(Api::TorchFreeRequested, 0x1000_0000, 1000),
+            torch(Api::TorchFreeCompleted, 0x1000_0000, 1000),
+            ev(Api::CuMemFree_v2, 1, 0x1000_0000, 0, 0),
+            torch(Api::TorchSegmentFree, 0x1000_0000, 2 << 20),
+        ];
+        let m = Model::from_events(events, &Metadata::default());
+        assert_eq!(m.streams.len(), 1);
+        let s = &m.streams[0];
+        let kinds: Vec<_> = s.requests.iter().map(|r| (r.kind, r.size)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (RequestKind::Alloc, 1000),
+                (RequestKind::Alloc, 512),
+                (RequestKind::Free, 1000)
+            ]
+        );
+        // The graph-pool block is served on a stream of its own.
+        assert_ne!(s.requests[0].stream, s.requests[1].stream);
+        assert_eq!(
+            s.outside,
+            Outside {
+                allocations: 1,
+                peak_bytes: 4 << 20
+            }
+        );
+        assert_eq!(m.level.level, super::super::CaptureLevel::Request);
     }
 
     #[test]

@@ -97,11 +97,8 @@ pub const INFO: PolicyInfo = PolicyInfo {
 };
 
 fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
-    let chunk = o.u64_opt("chunk_mb")?.unwrap_or(32).max(1) * MIB;
-    let alignment = o.size_opt("alignment")?.unwrap_or(512);
-    if !alignment.is_power_of_two() {
-        return Err(format!("alignment={alignment}: not a power of two").into());
-    }
+    let chunk = o.u64_opt("chunk_mb", 1 << 30)?.unwrap_or(32).max(1) * MIB;
+    let alignment = o.alignment_opt("alignment")?.unwrap_or(512);
     o.bool("reuse_follow_event_dependencies", true)?;
     Ok(Box::new(CudaAsync::new(Config {
         chunk,
@@ -116,7 +113,7 @@ fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> 
             "last" => Fit::Last,
             other => return Err(format!("fit={other}: not best, first, worst or last").into()),
         },
-        large_alignment: o.size_opt("large_alignment")?.unwrap_or(alignment),
+        large_alignment: o.alignment_opt("large_alignment")?.unwrap_or(alignment),
         small_max: o.size_opt("small_max")?.unwrap_or(MIB),
     })))
 }

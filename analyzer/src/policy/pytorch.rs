@@ -201,7 +201,7 @@ impl Config {
             total_memory,
             ..Config::default()
         };
-        if let Some(mb) = o.u64_opt("max_split_size_mb")? {
+        if let Some(mb) = o.u64_opt("max_split_size_mb", 1 << 30)? {
             if mb < K_LARGE_BUFFER / MIB {
                 return Err(format!(
                     "max_split_size_mb={mb} is too small, PyTorch requires at least 20"
@@ -210,7 +210,7 @@ impl Config {
             }
             c.max_split_size = mb.saturating_mul(MIB);
         }
-        if let Some(mb) = o.u64_opt("max_non_split_rounding_mb")? {
+        if let Some(mb) = o.u64_opt("max_non_split_rounding_mb", 1 << 30)? {
             if mb < K_LARGE_BUFFER / MIB {
                 return Err(format!(
                     "max_non_split_rounding_mb={mb} is too small, PyTorch requires at least 20"
@@ -230,7 +230,7 @@ impl Config {
         if !(0.0..=1.0).contains(&c.memory_fraction) {
             return Err("memory_fraction must be in [0, 1]".into());
         }
-        if let Some(mb) = o.u64_opt("large_segment_size_mb")? {
+        if let Some(mb) = o.u64_opt("large_segment_size_mb", 1 << 30)? {
             c.large_segment_size = mb.max(1).saturating_mul(MIB);
         }
         Ok(c)

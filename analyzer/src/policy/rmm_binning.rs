@@ -44,8 +44,8 @@ pub const INFO: PolicyInfo = PolicyInfo {
 };
 
 fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
-    let min = o.u64_opt("min_size_exponent")?.unwrap_or(18);
-    let max = o.u64_opt("max_size_exponent")?.unwrap_or(22);
+    let min = o.u64_opt("min_size_exponent", 63)?.unwrap_or(18);
+    let max = o.u64_opt("max_size_exponent", 63)?.unwrap_or(22);
     if min > max || max > 40 {
         return Err(format!(
             "bins 2^{min}..2^{max}: need min_size_exponent <= max_size_exponent <= 40"

@@ -1,8 +1,10 @@
 //! What a replay of a trace runs on: its request streams, each with the device capacity it
 //! replays under.
 
-use crate::model::Model;
-use vramtrace_format::{Device, Trace};
+use crate::model::{Model, pytorch_alloc_conf};
+use crate::policy::PolicySpec;
+use crate::policy::pytorch::spec_from_alloc_conf;
+use vramtrace_format::{Device, Metadata, Trace};
 
 /// Where a stream's capacity came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,14 +22,18 @@ pub struct ReplayInput {
     pub model: Model,
     /// Per stream: the capacity, and where it came from.
     pub capacities: Vec<(u64, CapacitySource)>,
+    /// The policy of the allocator as it ran, when the trace holds that allocator's own
+    /// segments (PyTorch's tracker): the row a replay is checked against.
+    pub recorded_policy: Option<PolicySpec>,
 }
 
 impl ReplayInput {
-    /// The input of the `model` of a trace with these `devices`; `capacity` overrides the
-    /// traced devices' memory. `None` when the trace holds no device-memory allocation to
-    /// replay.
+    /// The input of the `model` of a trace with this `metadata` and these `devices`;
+    /// `capacity` overrides the traced devices' memory. `None` when the trace holds no
+    /// device-memory allocation to replay.
     pub fn of_model(
         model: Model,
+        metadata: &Metadata,
         devices: &[Device],
         capacity: Option<u64>,
     ) -> Option<ReplayInput> {
@@ -42,7 +48,16 @@ impl ReplayInput {
                 capacity_among(devices, device, capacity)
             })
             .collect();
-        Some(ReplayInput { model, capacities })
+        let recorded_policy = model
+            .streams
+            .iter()
+            .any(|s| s.recorded_peak_reserved.is_some())
+            .then(|| spec_from_alloc_conf(&pytorch_alloc_conf(metadata), None));
+        Some(ReplayInput {
+            model,
+            capacities,
+            recorded_policy,
+        })
     }
 }
 

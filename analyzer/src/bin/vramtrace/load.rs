@@ -54,6 +54,6 @@ pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<ReplayInput> {
         |b| b.iter().for_each(|e| builder.push(&e)),
     )?;
     let model = builder.finish(&head.metadata);
-    ReplayInput::of_model(model, &head.tables.devices, capacity)
+    ReplayInput::of_model(model, &head.metadata, &head.tables.devices, capacity)
         .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
 }
