@@ -296,3 +296,73 @@ pub fn peak_live_device_bytes(trace: &Trace) -> u64 {
     }
     peak
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vramtrace_format::{
+        Event, Metadata, ReadOptions, TraceWriter, WriterOptions, synthetic::pytorch_like,
+    };
+
+    fn info_with_chunks(events: &[Event], chunk_events: u32) -> TraceInfo {
+        let options = WriterOptions {
+            chunk_events,
+            ..WriterOptions::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), &Metadata::default(), options).unwrap();
+        for e in events {
+            w.push(e).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let mut tally = EventTally::default();
+        let head = TraceHead::stream(
+            &bytes,
+            ReadOptions::default(),
+            |b| EventTally::of(&b),
+            |t| tally.add(t),
+        )
+        .unwrap();
+        TraceInfo::of(&head, tally)
+    }
+
+    #[test]
+    fn counts_do_not_depend_on_chunking_and_match_the_events_one_by_one() {
+        let mut events = pytorch_like(40, 3).events;
+        // A failed call, another process and a late long call, so every count is exercised.
+        events[5].result = 2;
+        events[9].pid = 77;
+        events[9].tid = 78;
+        events[20].duration_ns = 1 << 40;
+        let whole = info_with_chunks(&events, 1 << 16);
+        let small = info_with_chunks(&events, 7);
+        assert!(small.chunks > whole.chunks);
+        let facts = |i: &TraceInfo| {
+            let pids: Vec<_> = i.processes.iter().map(|p| (p.pid, p.events)).collect();
+            let span = (i.first_time_ns, i.duration_ns, i.threads, i.streams);
+            (i.events, i.failed_calls, i.by_api.clone(), pids, span)
+        };
+        assert_eq!(facts(&whole), facts(&small));
+        let mut by_api = BTreeMap::new();
+        for e in &events {
+            *by_api.entry(e.api.name().to_string()).or_insert(0u64) += 1;
+        }
+        let first = events.iter().map(|e| e.time_ns).min().unwrap();
+        let last = events
+            .iter()
+            .map(|e| e.time_ns + e.duration_ns)
+            .max()
+            .unwrap();
+        let tids: BTreeSet<u32> = events.iter().map(|e| e.tid).collect();
+        let streams: BTreeSet<u64> = events.iter().map(|e| e.stream).collect();
+        assert_eq!(whole.by_api, by_api);
+        assert_eq!(whole.failed_calls, 1);
+        assert_eq!(
+            (whole.first_time_ns, whole.duration_ns),
+            (first, last - first)
+        );
+        assert_eq!(whole.threads, tids.len() as u64);
+        assert_eq!(whole.streams, streams.len() as u64);
+        let others = whole.processes.iter().find(|p| p.pid == 77).unwrap();
+        assert_eq!(others.events, 1);
+    }
+}
