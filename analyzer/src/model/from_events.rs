@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// The hasher of the model's maps: a fast one (SipHash was a fifth of the load time), seeded
 /// at random so that a crafted trace cannot aim at collisions.
 type Hasher = foldhash::fast::RandomState;
-use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
-use vramtrace_format::{Event, MemoryKind, Metadata, Op};
+use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER};
+use vramtrace_format::{Api, Event, MemoryKind, Metadata, Op};
 
 /// Everything the replay and the reports derive from a trace's events.
 #[derive(Debug, Clone, Default)]
@@ -63,6 +63,7 @@ struct Builder {
     torch_reserved: u64,
     torch_peak_reserved: Option<u64>,
     slots: Slots,
+    segments: Vec<(u64, u64)>,
 }
 
 impl Model {
@@ -97,7 +98,14 @@ impl ModelBuilder {
         } = self;
         if e.flags & ALLOCATOR_SEGMENT != 0 {
             // An imported snapshot's record of what the real caching allocator did: the
-            // replay predicts these, it must not replay them as requests.
+            // replay predicts these, it must not replay them as requests. The addresses of
+            // its `cudaMalloc`s are the real driver's, which the replay reuses.
+            if e.api == Api::CuMemAlloc_v2
+                && e.succeeded()
+                && e.flags & (BEFORE_HISTORY | REMAINDER) == 0
+            {
+                Builder::of(builders, e).segments.push((e.address, e.size));
+            }
             return;
         }
         let op = e.api.op();
@@ -183,7 +191,13 @@ impl ModelBuilder {
     /// The model of every event pushed; `metadata` is the trace's, for its capture level.
     pub fn finish(self, metadata: &Metadata) -> Model {
         let mut model = self.model;
-        model.streams = self.builders.into_values().map(finish).collect();
+        model.streams = self
+            .builders
+            .into_values()
+            // A stream of recorded segments alone (no request) is nothing to replay.
+            .filter(|b| !b.requests.is_empty() || b.segments.is_empty())
+            .map(finish)
+            .collect();
         model.level = detect_level(metadata, &self.stats.into_facts());
         model
     }
@@ -204,6 +218,7 @@ impl Builder {
             torch_reserved: 0,
             torch_peak_reserved: None,
             slots: Slots::default(),
+            segments: Vec::new(),
         }
     }
 
@@ -307,6 +322,7 @@ fn finish(b: Builder) -> RequestStream {
         torch_maps,
         torch_peak_reserved,
         slots,
+        segments,
         ..
     } = b;
     let through_pool = kinds.contains(&MemoryKind::Pool);
@@ -368,6 +384,7 @@ fn finish(b: Builder) -> RequestStream {
         cuda_streams: sorted,
         slots: slots.high_water(),
         outside,
+        recorded_segments: segments,
         recorded_peak_reserved: torch_peak_reserved,
     }
 }
