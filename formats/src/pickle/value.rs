@@ -136,7 +136,9 @@ const SCAN_LIMIT: usize = 16;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Dict {
     pub(crate) entries: Vec<(Value, Value)>,
-    index: Option<HashMap<Key, usize>>,
+    /// Boxed: most dicts never get one, and a million small dicts each paying for an empty map
+    /// inline would double the arena.
+    index: Option<Box<HashMap<Key, usize>>>,
 }
 
 impl Dict {
@@ -161,13 +163,13 @@ impl Dict {
         }
         self.entries.push((key, value));
         if self.index.is_none() && self.entries.len() > SCAN_LIMIT {
-            self.index = Some(
+            self.index = Some(Box::new(
                 self.entries
                     .iter()
                     .enumerate()
                     .map(|(i, (k, _))| (Key::of(k), i))
                     .collect(),
-            );
+            ));
         }
     }
 
