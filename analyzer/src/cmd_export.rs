@@ -3,37 +3,28 @@
 use crate::cli::ExportFormat;
 use crate::load::load_trace;
 use anyhow::{Context, Result};
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 use vramtrace::units::{bytes, count};
 use vramtrace::{export_perfetto, export_snapshot};
 use vramtrace_format::pickle;
+use vramtrace_format::replace::write_replacing;
 
 pub fn run(path: &Path, to: ExportFormat, output: &Path, salvage: bool) -> Result<()> {
+    crate::output::refuse_overwriting_input(path, output)?;
     let trace = load_trace(path, salvage)?;
-    // Written beside the output and renamed at the end, so a failure leaves no half file.
-    let tmp = output.with_extension("partial");
-    let result = export(&trace, to, output, &tmp);
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    crate::output::print(&(result? + "\n"))
+    crate::output::print(&(export(&trace, to, output)? + "\n"))
 }
 
-fn export(
-    trace: &vramtrace_format::Trace,
-    to: ExportFormat,
-    output: &Path,
-    tmp: &Path,
-) -> Result<String> {
+/// Written beside the output and renamed at the end, so a failure leaves no half file.
+fn export(trace: &vramtrace_format::Trace, to: ExportFormat, output: &Path) -> Result<String> {
     let name = output.display().to_string();
     let line = match to {
         ExportFormat::Perfetto => {
-            let file = std::fs::File::create(tmp).with_context(|| name.clone())?;
             // Per-policy reserved tracks join here once the replay engine exists
             // (`export_perfetto::CounterSeries`, one per policy and device).
             let extra = [];
-            let r = export_perfetto::write(trace, &extra, BufWriter::new(file))
+            let r = write_replacing(output, |file| export_perfetto::write(trace, &extra, file))
                 .with_context(|| name.clone())?;
             format!(
                 "wrote {name}: {} counter points, {} OOM instants, {} processes \
@@ -46,8 +37,7 @@ fn export(
         ExportFormat::PytorchSnapshot => {
             let (doc, r) = export_snapshot::snapshot(trace);
             let bytes_out = pickle::write(&doc).with_context(|| name.clone())?;
-            let mut f = std::fs::File::create(tmp).with_context(|| name.clone())?;
-            f.write_all(&bytes_out).with_context(|| name.clone())?;
+            write_replacing(output, |f| f.write_all(&bytes_out)).with_context(|| name.clone())?;
             let skipped = if r.host_events_skipped > 0 {
                 format!(
                     "; {} host-memory events left out",
@@ -67,6 +57,5 @@ fn export(
             )
         }
     };
-    std::fs::rename(tmp, output).with_context(|| name.clone())?;
     Ok(line)
 }

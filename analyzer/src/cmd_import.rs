@@ -5,9 +5,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::import_snapshot::{self, Imported};
 use vramtrace::units::count;
+use vramtrace_format::replace::write_replacing;
 use vramtrace_format::{TraceWriter, WriterOptions, pickle};
 
 pub fn run(snapshot: &Path, output: &Path) -> Result<()> {
+    crate::output::refuse_overwriting_input(snapshot, output)?;
     let name = snapshot.display().to_string();
     let bytes = std::fs::read(snapshot).with_context(|| name.clone())?;
     let doc = pickle::read(&bytes).with_context(|| name.clone())?;
@@ -18,28 +20,15 @@ pub fn run(snapshot: &Path, output: &Path) -> Result<()> {
 
 /// Writes through a temporary file beside `output`, so a failed import leaves no half trace.
 fn write_trace(imp: &Imported, output: &Path) -> Result<()> {
-    let tmp = output.with_extension("vramtrace.partial");
-    let result = write_to(imp, &tmp).and_then(|()| Ok(std::fs::rename(&tmp, output)?));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-fn write_to(imp: &Imported, tmp: &Path) -> Result<()> {
-    let file = std::fs::File::create(tmp)?;
-    let mut w = TraceWriter::new(
-        std::io::BufWriter::new(file),
-        &imp.metadata,
-        WriterOptions::default(),
-    )?;
-    w.tables_mut().extend(imp.tables.clone());
-    for e in &imp.events {
-        w.push(e)?;
-    }
-    let out = w.finish()?;
-    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-    Ok(())
+    write_replacing(output, |file| -> Result<()> {
+        let mut w = TraceWriter::new(file, &imp.metadata, WriterOptions::default())?;
+        w.tables_mut().extend(imp.tables.clone());
+        for e in &imp.events {
+            w.push(e)?;
+        }
+        w.finish()?;
+        Ok(())
+    })
 }
 
 fn render(source: &str, output: &Path, imp: &Imported) -> String {

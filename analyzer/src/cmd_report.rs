@@ -2,12 +2,13 @@
 
 use crate::load::load_trace;
 use anyhow::{Context, Result};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::policy::PolicySpec;
 use vramtrace::report::generate::{Options as ReportOptions, generate};
 use vramtrace::units::bytes;
+use vramtrace_format::replace::write_replacing;
 
 pub struct Options {
     pub trace: PathBuf,
@@ -34,7 +35,7 @@ pub fn run(o: &Options) -> Result<()> {
     std::fs::create_dir_all(&out)
         .with_context(|| format!("cannot create the output directory {}", out.display()))?;
     let probe = out.join(".vramtrace-write-test");
-    std::fs::write(&probe, b"")
+    write_replacing(&probe, |_| std::io::Result::Ok(()))
         .with_context(|| format!("cannot write in the output directory {}", out.display()))?;
     let _ = std::fs::remove_file(&probe);
 
@@ -50,12 +51,18 @@ pub fn run(o: &Options) -> Result<()> {
         .map_err(anyhow::Error::msg)
         .with_context(|| o.trace.display().to_string())?;
     progress("writing files");
-    for c in &report.charts {
-        let path = out.join(&c.file);
-        std::fs::write(&path, &c.svg).with_context(|| format!("writing {}", path.display()))?;
+    // Each file is written whole or not at all (a full disk leaves no truncated chart), and a
+    // link at its name is replaced, never written through.
+    let files = report
+        .charts
+        .iter()
+        .map(|c| (out.join(&c.file), c.svg.as_bytes()))
+        .chain([(out.join("index.html"), report.html.as_bytes())]);
+    for (path, bytes) in files {
+        write_replacing(&path, |f| f.write_all(bytes))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     let index = out.join("index.html");
-    std::fs::write(&index, &report.html).with_context(|| format!("writing {}", index.display()))?;
     progress("done");
     let peak = report
         .data

@@ -7,14 +7,32 @@ use vramtrace_format::{EventBatch, ReadOptions, Trace, journal};
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
 ///
 /// A crash journal left beside the trace (the recording process was killed before it could
-/// finish the file, and no `vramtrace record` launcher was there to merge it) is read too, and
-/// its events that the file lacks are added in memory. The files are left as they are: the
-/// journal may still belong to a running process.
+/// finish the file, and no `vramtrace record` launcher was there to merge it) is merged into
+/// the file first when its process no longer runs, and the finished trace is read. When the
+/// process still runs, or the file cannot be rewritten, the journal's events that the file lacks
+/// are added in memory only and the files are left as they are.
 pub fn load_trace(path: &Path, salvage: bool) -> Result<Trace> {
+    let journal_path = journal::path_for(path);
+    let bytes = journal::load(&journal_path).with_context(|| journal_path.display().to_string())?;
+    let note = match &bytes {
+        Some(b) if !journal::owner_running(b) => match journal::recover(path) {
+            Ok(Some(r)) => {
+                eprintln!(
+                    "vramtrace: {}: merged {} events from its crash journal into the file",
+                    path.display(),
+                    r.from_journal
+                );
+                None
+            }
+            Ok(None) => None,
+            Err(e) => Some(format!("the journal could not be merged ({e})")),
+        },
+        Some(_) => Some("its process still runs".to_string()),
+        None => None,
+    };
     let mut trace = Trace::open(path, ReadOptions { salvage })
         .with_context(|| format!("{}", path.display()))?;
-    let journal_path = journal::path_for(path);
-    let Ok(bytes) = std::fs::read(&journal_path) else {
+    let (Some(why), Some(bytes)) = (note, bytes) else {
         return Ok(trace);
     };
     let (_, events) =
@@ -26,7 +44,7 @@ pub fn load_trace(path: &Path, salvage: bool) -> Result<Trace> {
     }
     extra.sort_by_key(|e| e.seq);
     let note = format!(
-        "{} more events read from the crash journal {} (not merged into the file)",
+        "{} more events read from the crash journal {} (not merged into the file: {why})",
         extra.len(),
         journal_path.display()
     );

@@ -110,15 +110,15 @@ fn help_shows_examples() {
     assert!(text.contains("Examples:") && text.contains("vramtrace info --json"));
 }
 
-/// A journal as the recorder leaves it after `SIGKILL` (formats/JOURNAL.md): records of seq
-/// `seqs`, each in its own slot of a 16-slot ring, allocations of 4 KiB.
-fn journal(seqs: &[u64]) -> Vec<u8> {
+/// A journal as the recorder of process `pid` leaves it after `SIGKILL` (formats/JOURNAL.md):
+/// records of seq `seqs`, each in its own slot of a 16-slot ring, allocations of 4 KiB.
+fn journal(pid: u32, seqs: &[u64]) -> Vec<u8> {
     use vramtrace_format::journal::{HEADER_LEN, MAGIC, RECORD_LEN};
     let capacity = 16u64;
     let mut b = vec![0u8; HEADER_LEN + capacity as usize * RECORD_LEN];
     b[..8].copy_from_slice(&MAGIC);
     b[8..12].copy_from_slice(&(RECORD_LEN as u32).to_le_bytes());
-    b[12..16].copy_from_slice(&4242u32.to_le_bytes());
+    b[12..16].copy_from_slice(&pid.to_le_bytes());
     b[16..24].copy_from_slice(&capacity.to_le_bytes());
     for &seq in seqs {
         let at = HEADER_LEN + ((seq - 1) % capacity) as usize * RECORD_LEN;
@@ -130,13 +130,14 @@ fn journal(seqs: &[u64]) -> Vec<u8> {
 }
 
 #[test]
-fn a_crash_journal_beside_a_trace_is_read_without_touching_either_file() {
+fn a_crash_journal_of_a_running_process_is_read_without_touching_either_file() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("run.vramtrace");
     std::fs::copy(sample(), &trace).unwrap();
     let journal_path = dir.path().join("run.vramtrace.journal");
-    // 2,406 events are in the file; 2,405 and 2,406 are also still in the journal.
-    let bytes = journal(&[2405, 2406, 2407, 2408]);
+    // 2,406 events are in the file; 2,405 and 2,406 are also still in the journal, whose owner
+    // (this test process) still runs.
+    let bytes = journal(std::process::id(), &[2405, 2406, 2407, 2408]);
     std::fs::write(&journal_path, &bytes).unwrap();
     let text = stdout(vramtrace().arg("info").arg(&trace).arg("--json"));
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -149,9 +150,67 @@ fn a_crash_journal_beside_a_trace_is_read_without_touching_either_file() {
             .unwrap()
             .contains("2 more events read from the crash journal")
     );
+    assert!(v["damage"].as_str().unwrap().contains("still runs"));
     assert_eq!(std::fs::read(&journal_path).unwrap(), bytes);
     assert_eq!(
         std::fs::read(&trace).unwrap(),
         std::fs::read(sample()).unwrap()
     );
+}
+
+#[test]
+fn a_crash_journal_left_by_a_dead_process_is_merged_on_the_next_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("run.vramtrace");
+    std::fs::copy(sample(), &trace).unwrap();
+    let journal_path = dir.path().join("run.vramtrace.journal");
+    // A pid above the kernel's largest (2^22): no such process runs.
+    std::fs::write(
+        &journal_path,
+        journal(0x7fff_fff0, &[2405, 2406, 2407, 2408]),
+    )
+    .unwrap();
+    let out = vramtrace()
+        .arg("info")
+        .arg(&trace)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("merged 2 events from its crash journal"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["events"].as_u64(), v["complete"].as_bool()),
+        (Some(2408), Some(true))
+    );
+    assert!(!journal_path.exists());
+    // Read again: nothing left to merge, the same finished trace.
+    let again: serde_json::Value =
+        serde_json::from_str(&stdout(vramtrace().arg("info").arg(&trace).arg("--json"))).unwrap();
+    assert_eq!(again["events"], 2408);
+}
+
+#[test]
+fn a_fifo_or_device_named_like_a_journal_is_refused_not_read_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("run.vramtrace");
+    std::fs::copy(sample(), &trace).unwrap();
+    let journal_path = dir.path().join("run.vramtrace.journal");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&journal_path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (code, err) = failure(vramtrace().arg("info").arg(&trace));
+    assert_eq!(code, 1);
+    assert!(err.contains("not a regular file"), "{err}");
+    std::fs::remove_file(&journal_path).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &journal_path).unwrap();
+    let (code, err) = failure(vramtrace().arg("info").arg(&trace));
+    assert_eq!(code, 1);
+    assert!(err.contains("not a regular file"), "{err}");
 }

@@ -39,6 +39,7 @@ pub mod journal;
 mod metadata;
 pub mod pickle;
 mod reader;
+pub mod replace;
 pub mod synthetic;
 mod tables;
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use vramtrace_format::journal;
 
 /// Ring slots when `VRAMTRACE_JOURNAL_SLOTS` is not set: 8 MiB of journal per process.
 pub const DEFAULT_SLOTS: u64 = 1 << 16;
@@ -41,7 +42,7 @@ pub fn get() -> &'static Config {
             requests: flag("VRAMTRACE_REQUESTS"),
             slots: var("VRAMTRACE_JOURNAL_SLOTS")
                 .and_then(|v| v.to_str()?.parse::<u64>().ok())
-                .map(|n| n.clamp(1 << 10, 1 << 24).next_power_of_two())
+                .map(|n| n.clamp(1 << 10, journal::MAX_CAPACITY).next_power_of_two())
                 .unwrap_or(DEFAULT_SLOTS),
             heartbeat: var("VRAMTRACE_HEARTBEAT").map(PathBuf::from),
             stacks: crate::stacks::parse_mode(

@@ -41,5 +41,6 @@ mod resolve;
 mod ring;
 mod session;
 mod stacks;
+mod tracefile;
 mod unwind;
 mod writer;

@@ -7,11 +7,11 @@ use crate::config::{self, Config};
 use crate::exit;
 use crate::ring;
 use crate::stacks;
+use crate::tracefile::{self, Create, TraceFile};
 use crate::writer::{self, Job};
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use vramtrace_format::journal::{self, HEADER_LEN, MAGIC, RECORD_LEN};
@@ -113,7 +113,9 @@ fn open() -> bool {
     }
     match open_session(cfg) {
         Ok(path) => {
-            heartbeat(cfg, "trace", &path.to_string_lossy());
+            // Named after the trace too: every image of a process that execs has its own.
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            heartbeat(cfg, &format!("{name}.trace"), &path.to_string_lossy());
             true
         }
         Err(e) => {
@@ -133,8 +135,16 @@ fn open_session(cfg: &Config) -> Result<PathBuf, String> {
     let pid = clock::pid();
     let (path, file) = trace_file(cfg, pid)?;
     let journal_path = journal::path_for(&path);
-    let base = create_journal(&journal_path, cfg.slots, pid)
-        .map_err(|e| format!("{}: {e}", journal_path.display()))?;
+    let base = match create_journal(&journal_path, cfg.slots, pid) {
+        Ok(base) => base,
+        Err(e) => {
+            // No empty trace beside the warning.
+            let _ = std::fs::remove_file(&path);
+            return Err(format!("{}: {e}", journal_path.display()));
+        }
+    };
+    let file =
+        TraceFile::new(file, path.clone()).map_err(|e| format!("{}: {e}", path.display()))?;
 
     let metadata = Metadata {
         writer: format!("vramtrace-recorder {}", env!("CARGO_PKG_VERSION")),
@@ -186,25 +196,31 @@ fn open_session(cfg: &Config) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// The trace file of this process, opened for writing.
+/// The trace file of this process, opened for writing, empty.
 ///
 /// A directory gets `PROGRAM-PID.vramtrace`. A file name goes to the first process that claims
 /// it (an exclusive `flock` held for the process's life, so a stale file from an earlier run is
 /// reused); any other process, and every fork child, writes `STEM-PID.vramtrace` beside it.
+/// A name that exists is never truncated, except the claimed file: a process that execs keeps
+/// its pid, so each later image writes `NAME.2.vramtrace`, `NAME.3.vramtrace`, ... and the
+/// earlier image's unfinished trace and journal stay for `vramtrace record` (or the next read)
+/// to merge. Nothing is written through a symbolic link, into a FIFO or a device.
 fn trace_file(cfg: &Config, pid: u32) -> Result<(PathBuf, File), String> {
     let output = match &cfg.output {
         Some(p) => p.clone(),
         None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
     };
     let as_dir = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
-    let path = if as_dir {
+    let base = if as_dir {
         std::fs::create_dir_all(&output).map_err(|e| format!("{}: {e}", output.display()))?;
-        output.join(format!("{}-{pid}.vramtrace", program_name()))
+        output.join(format!("{}-{pid}", program_name()))
     } else {
-        if !FORK_CHILD.load(Ordering::Relaxed)
-            && let Some(f) = claim(&output)
-        {
-            return Ok((output, f));
+        if !FORK_CHILD.load(Ordering::Relaxed) && !earlier_image_claimed(&output, pid) {
+            match claim(&output) {
+                Ok(Some(f)) => return Ok((output, f)),
+                Ok(None) => {}
+                Err(e) => return Err(format!("{}: {e}", output.display())),
+            }
         }
         let stem = output
             .file_name()
@@ -214,43 +230,60 @@ fn trace_file(cfg: &Config, pid: u32) -> Result<(PathBuf, File), String> {
                     .to_string()
             })
             .unwrap_or_else(|| "trace".into());
-        output.with_file_name(format!("{stem}-{pid}.vramtrace"))
+        output.with_file_name(format!("{stem}-{pid}"))
     };
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((path, file))
+    for n in 1..=1000 {
+        let mut name = base.clone().into_os_string();
+        if n > 1 {
+            name.push(format!(".{n}"));
+        }
+        name.push(".vramtrace");
+        let path = PathBuf::from(name);
+        match tracefile::open(&path, Create::New) {
+            Ok(f) => return Ok((path, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+    Err(format!(
+        "{}: a thousand traces of this name exist",
+        base.display()
+    ))
 }
 
-fn claim(path: &Path) -> Option<File> {
-    let f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .ok()?;
-    // SAFETY: flock on a file descriptor this function owns.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return None;
+/// The named output file, locked and emptied; `None` when another process holds it.
+fn claim(path: &Path) -> std::io::Result<Option<File>> {
+    let f = tracefile::open(path, Create::Reuse)?;
+    if !tracefile::lock(f.as_raw_fd()) {
+        return Ok(None);
     }
-    f.set_len(0).ok()?;
-    Some(f)
+    f.set_len(0)?;
+    Ok(Some(f))
+}
+
+/// True when the journal beside `path` belongs to `pid`: an earlier image of this process
+/// (before an `exec`, which releases the claim's lock) wrote it and left it unfinished.
+fn earlier_image_claimed(path: &Path, pid: u32) -> bool {
+    let mut header = [0u8; 16];
+    tracefile::open_regular(&journal::path_for(path), OpenOptions::new().read(true))
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok()
+        && header[..8] == MAGIC
+        && header[12..16] == pid.to_le_bytes()
 }
 
 /// Creates the journal with all its blocks allocated (a store into a hole of a full disk would
 /// be a SIGBUS in the program) and maps it.
 fn create_journal(path: &Path, slots: u64, pid: u32) -> std::io::Result<*mut u8> {
     let len = HEADER_LEN + slots as usize * RECORD_LEN;
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o644)
-        .open(path)?;
+    let f = tracefile::open_regular(
+        path,
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true),
+    )?;
     // SAFETY: a valid descriptor; posix_fallocate writes zeros where the file system lacks
     // fallocate.
     let r = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len as libc::off_t) };
@@ -322,7 +355,8 @@ fn hostname() -> String {
         .unwrap_or_default()
 }
 
-/// Tells the launcher (through `VRAMTRACE_HEARTBEAT`) what this process did.
+/// Tells the launcher (through `VRAMTRACE_HEARTBEAT`, in a file `PID.WHAT`) what this process
+/// did: `PID.NAME.trace` holds the path of a trace it writes, `PID.failed` why it could not.
 pub fn heartbeat(cfg: &Config, what: &str, detail: &str) {
     if let Some(dir) = &cfg.heartbeat {
         let _ = std::fs::write(dir.join(format!("{}.{what}", clock::pid())), detail);

@@ -9,8 +9,8 @@ use crate::hooks::context;
 use crate::ring;
 use crate::session;
 use crate::stacks::TableWriter;
+use crate::tracefile::TraceFile;
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -79,7 +79,7 @@ unsafe impl Send for Base {}
 pub struct Job {
     base: Base,
     capacity: u64,
-    trace: Option<TraceWriter<BufWriter<File>>>,
+    trace: Option<TraceWriter<BufWriter<TraceFile>>>,
     trace_path: PathBuf,
     journal_path: PathBuf,
     pid: u32,
@@ -97,7 +97,7 @@ impl Job {
     pub fn new(
         base: *mut u8,
         capacity: u64,
-        trace: TraceWriter<BufWriter<File>>,
+        trace: TraceWriter<BufWriter<TraceFile>>,
         trace_path: PathBuf,
         journal_path: PathBuf,
         pid: u32,
@@ -300,7 +300,7 @@ impl Job {
     /// from then on events are discarded (the program is never disturbed).
     fn write(
         &mut self,
-        op: impl FnOnce(&mut TraceWriter<BufWriter<File>>) -> vramtrace_format::Result<()>,
+        op: impl FnOnce(&mut TraceWriter<BufWriter<TraceFile>>) -> vramtrace_format::Result<()>,
     ) {
         let Some(trace) = self.trace.as_mut().filter(|_| !self.broken) else {
             return;
@@ -310,16 +310,18 @@ impl Job {
         }
     }
 
-    /// The first failure warns once; from then on the hooks record nothing and the journal is
-    /// deleted (merging it into the damaged trace later would leave a gap in the middle).
+    /// The first failure warns once; from then on the hooks record nothing. The journal stays:
+    /// it holds every event not yet in a complete chunk of the trace (the hooks stopped, so no
+    /// slot is reused), which `vramtrace record` or the next read merges.
     fn fail(&mut self, e: vramtrace_format::Error) {
         self.broken = true;
         ring::detach();
-        let _ = std::fs::remove_file(&self.journal_path);
         let msg = format!(
-            "vramtrace: cannot write {} ({e}); process {} runs on, no longer recorded\n",
+            "vramtrace: cannot write {} ({e}); process {} runs on, no longer recorded (the \
+             events so far are kept in {})\n",
             self.trace_path.display(),
-            self.pid
+            self.pid,
+            self.journal_path.display()
         );
         // SAFETY: write(2) of a valid buffer.
         unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
