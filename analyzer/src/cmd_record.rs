@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
@@ -80,12 +80,25 @@ pub fn run(opts: Options) -> Result<()> {
             cmd.env(k, v);
         }
     }
+    // The terminal's Ctrl-C and Ctrl-\ go to the program (same process group), which decides
+    // what they mean; the launcher outlives them to merge what the program's processes left.
+    // Ignored from before the program starts (no window where they end the launcher first),
+    // and given back to the program as the launcher found them.
+    let ignoring = IgnoreTerminalSignals::new();
+    let found = ignoring.0;
+    // SAFETY: the closure runs in the child between fork and exec and only calls signal(2),
+    // which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            for (s, old) in TERMINAL_SIGNALS.iter().zip(found) {
+                libc::signal(*s, old);
+            }
+            Ok(())
+        })
+    };
     let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot run {}", opts.command[0].to_string_lossy()))?;
-    // The terminal's Ctrl-C and Ctrl-\ go to the program (same process group), which decides
-    // what they mean; the launcher outlives them to merge what the program's processes left.
-    let _ignoring = IgnoreTerminalSignals::new();
     let status = child
         .wait()
         .with_context(|| format!("waiting for {}", opts.command[0].to_string_lossy()))?;
@@ -137,8 +150,8 @@ fn check_output_file(output: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `SIGINT` and `SIGQUIT` ignored in the launcher while it lives (not in the program: it was
-/// started before, with the launcher's dispositions).
+/// `SIGINT` and `SIGQUIT` ignored in the launcher while it lives; holds the dispositions it
+/// found.
 struct IgnoreTerminalSignals([libc::sighandler_t; 2]);
 
 const TERMINAL_SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGQUIT];

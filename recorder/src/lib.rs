@@ -41,6 +41,7 @@ mod resolve;
 mod ring;
 mod session;
 mod stacks;
+mod threadnames;
 mod tracefile;
 mod unwind;
 mod writer;

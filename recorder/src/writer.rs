@@ -9,6 +9,7 @@ use crate::hooks::context;
 use crate::ring;
 use crate::session;
 use crate::stacks::TableWriter;
+use crate::threadnames;
 use crate::tracefile::TraceFile;
 use std::collections::HashSet;
 use std::io::BufWriter;
@@ -245,9 +246,7 @@ impl Job {
         let tables = trace.tables_mut();
         let mut new_metadata = false;
         if self.threads.insert(e.tid) {
-            let name = std::fs::read_to_string(format!("/proc/self/task/{}/comm", e.tid))
-                .map(|n| n.trim_end().to_string())
-                .unwrap_or_default();
+            let name = threadnames::get(e.tid);
             tables.threads.push(Thread {
                 tid: e.tid,
                 pid,

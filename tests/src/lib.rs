@@ -25,6 +25,8 @@ pub struct Artifacts {
     pub client_linked: PathBuf,
     /// A program whose library looks itself up with `dlsym(RTLD_NEXT, ...)`.
     pub rtld_next: PathBuf,
+    /// The fault matrix's programs (`c/faults.c`), linked with `-lcuda`.
+    pub faults: PathBuf,
 }
 
 fn target_dir() -> PathBuf {
@@ -123,6 +125,16 @@ pub fn artifacts() -> &'static Artifacts {
                 .arg(format!("-Wl,-rpath,{}", c_dir.display())),
             "cc rtld_next.c",
         );
+        let faults = c_dir.join("faults");
+        run_ok(
+            Command::new(&cc)
+                .args(["-O1", "-o"])
+                .arg(&faults)
+                .arg(c_source("faults.c"))
+                .arg(format!("-L{}", c_dir.display()))
+                .args(["-l:libcuda.so.1", "-lpthread"]),
+            "cc faults.c",
+        );
         Artifacts {
             vramtrace: target.join("vramtrace"),
             preload: target.join("libvramtrace_preload.so"),
@@ -130,6 +142,7 @@ pub fn artifacts() -> &'static Artifacts {
             client,
             client_linked,
             rtld_next,
+            faults,
         }
     })
 }
