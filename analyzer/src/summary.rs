@@ -6,9 +6,9 @@
 //! "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
 //! event is shared with `diff` and the exporters.
 
-use crate::import_snapshot::{ALLOCATOR_SEGMENT, python_frame};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, python_frame};
 use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
 
 /// How many stacks a ranked list keeps, and how many failures are described in full.

@@ -14,6 +14,9 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use vramtrace_format::conventions::{
+    Heartbeat, heartbeat_name, process_trace_name, trace_heartbeat_name, trace_stem,
+};
 use vramtrace_format::journal::{self, HEADER_LEN, MAGIC, RECORD_LEN};
 use vramtrace_format::{ALLOCATOR_ENV_VARS, Metadata, Process, TraceWriter, WriterOptions};
 
@@ -113,9 +116,8 @@ fn open() -> bool {
     }
     match open_session(cfg) {
         Ok(path) => {
-            // Named after the trace too: every image of a process that execs has its own.
-            let name = path.file_name().unwrap_or_default().to_string_lossy();
-            heartbeat(cfg, &format!("{name}.trace"), &path.to_string_lossy());
+            let mark = trace_heartbeat_name(clock::pid(), &path);
+            heartbeat(cfg, &mark, &path.to_string_lossy());
             true
         }
         Err(e) => {
@@ -125,7 +127,7 @@ fn open() -> bool {
             );
             // SAFETY: write(2) of a valid buffer; the result is irrelevant.
             unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-            heartbeat(cfg, "failed", &e);
+            heartbeat(cfg, &heartbeat_name(clock::pid(), Heartbeat::Failed), &e);
             false
         }
     }
@@ -202,7 +204,7 @@ fn open_session(cfg: &Config) -> Result<PathBuf, String> {
 /// it (an exclusive `flock` held for the process's life, so a stale file from an earlier run is
 /// reused); any other process, and every fork child, writes `STEM-PID.vramtrace` beside it.
 /// A name that exists is never truncated, except the claimed file: a process that execs keeps
-/// its pid, so each later image writes `NAME.2.vramtrace`, `NAME.3.vramtrace`, ... and the
+/// its pid, so each later image writes `STEM-PID.2.vramtrace`, `STEM-PID.3.vramtrace`, ... and the
 /// earlier image's unfinished trace and journal stay for `vramtrace record` (or the next read)
 /// to merge. Nothing is written through a symbolic link, into a FIFO or a device.
 fn trace_file(cfg: &Config, pid: u32) -> Result<(PathBuf, File), String> {
@@ -211,9 +213,9 @@ fn trace_file(cfg: &Config, pid: u32) -> Result<(PathBuf, File), String> {
         None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
     };
     let as_dir = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
-    let base = if as_dir {
+    let (dir, stem) = if as_dir {
         std::fs::create_dir_all(&output).map_err(|e| format!("{}: {e}", output.display()))?;
-        output.join(format!("{}-{pid}", program_name()))
+        (output.clone(), program_name())
     } else {
         if !FORK_CHILD.load(Ordering::Relaxed) && !earlier_image_claimed(&output, pid) {
             match claim(&output) {
@@ -222,23 +224,11 @@ fn trace_file(cfg: &Config, pid: u32) -> Result<(PathBuf, File), String> {
                 Err(e) => return Err(format!("{}: {e}", output.display())),
             }
         }
-        let stem = output
-            .file_name()
-            .map(|n| {
-                n.to_string_lossy()
-                    .trim_end_matches(".vramtrace")
-                    .to_string()
-            })
-            .unwrap_or_else(|| "trace".into());
-        output.with_file_name(format!("{stem}-{pid}"))
+        let dir = output.parent().unwrap_or(Path::new("/")).to_path_buf();
+        (dir, trace_stem(&output))
     };
-    for n in 1..=1000 {
-        let mut name = base.clone().into_os_string();
-        if n > 1 {
-            name.push(format!(".{n}"));
-        }
-        name.push(".vramtrace");
-        let path = PathBuf::from(name);
+    for image in 1..=1000 {
+        let path = dir.join(process_trace_name(&stem, pid, image));
         match tracefile::open(&path, Create::New) {
             Ok(f) => return Ok((path, f)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -246,8 +236,8 @@ fn trace_file(cfg: &Config, pid: u32) -> Result<(PathBuf, File), String> {
         }
     }
     Err(format!(
-        "{}: a thousand traces of this name exist",
-        base.display()
+        "{}: a thousand traces of process {pid} exist",
+        dir.join(process_trace_name(&stem, pid, 1)).display()
     ))
 }
 
@@ -355,10 +345,10 @@ fn hostname() -> String {
         .unwrap_or_default()
 }
 
-/// Tells the launcher (through `VRAMTRACE_HEARTBEAT`, in a file `PID.WHAT`) what this process
-/// did: `PID.NAME.trace` holds the path of a trace it writes, `PID.failed` why it could not.
-pub fn heartbeat(cfg: &Config, what: &str, detail: &str) {
+/// Tells the launcher (through `VRAMTRACE_HEARTBEAT`, in the file `mark`) what this process
+/// did.
+pub fn heartbeat(cfg: &Config, mark: &str, detail: &str) {
     if let Some(dir) = &cfg.heartbeat {
-        let _ = std::fs::write(dir.join(format!("{}.{what}", clock::pid())), detail);
+        let _ = std::fs::write(dir.join(mark), detail);
     }
 }

@@ -1,19 +1,51 @@
 //! `vramtrace export`: Perfetto JSON or a PyTorch memory snapshot.
 
-use crate::cli::ExportFormat;
 use crate::load::load_trace;
 use anyhow::{Context, Result};
+use clap::ValueEnum;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use vramtrace::interop::{export_perfetto, export_snapshot};
 use vramtrace::units::{bytes, count};
-use vramtrace::{export_perfetto, export_snapshot};
 use vramtrace_format::pickle;
 use vramtrace_format::replace::write_replacing;
 
-pub fn run(path: &Path, to: ExportFormat, output: &Path, salvage: bool) -> Result<()> {
-    crate::output::refuse_overwriting_input(path, output)?;
-    let trace = load_trace(path, salvage)?;
-    crate::output::print(&(export(&trace, to, output)? + "\n"))
+/// Write a trace in another tool's format: Perfetto (Chrome trace-event JSON) or a PyTorch
+/// memory snapshot for pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace export run.vramtrace --to perfetto -o run.json         # open in ui.perfetto.dev
+  vramtrace export run.vramtrace --to pytorch-snapshot -o run.pickle")]
+pub struct Args {
+    /// The .vramtrace file.
+    trace: PathBuf,
+    /// The format to write.
+    #[arg(long, value_enum)]
+    to: ExportFormat,
+    /// The file to write.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Keep what precedes a corrupt chunk instead of failing.
+    #[arg(long)]
+    salvage: bool,
+}
+
+/// Formats `vramtrace export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Chrome trace-event JSON: counter tracks and OOM instants, for ui.perfetto.dev.
+    Perfetto,
+    /// A PyTorch memory snapshot pickle, for pytorch.org/memory_viz.
+    PytorchSnapshot,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        crate::output::refuse_overwriting_input(&self.trace, &self.output)?;
+        let trace = load_trace(&self.trace, self.salvage)?;
+        crate::output::print(&(export(&trace, self.to, &self.output)? + "\n"))
+    }
 }
 
 /// Written beside the output and renamed at the end, so a failure leaves no half file.
@@ -21,10 +53,7 @@ fn export(trace: &vramtrace_format::Trace, to: ExportFormat, output: &Path) -> R
     let name = output.display().to_string();
     let line = match to {
         ExportFormat::Perfetto => {
-            // Per-policy reserved tracks join here once the replay engine exists
-            // (`export_perfetto::CounterSeries`, one per policy and device).
-            let extra = [];
-            let r = write_replacing(output, |file| export_perfetto::write(trace, &extra, file))
+            let r = write_replacing(output, |file| export_perfetto::write(trace, file))
                 .with_context(|| name.clone())?;
             format!(
                 "wrote {name}: {} counter points, {} OOM instants, {} processes \

@@ -1,7 +1,10 @@
-//! Writing command output to stdout, treating a closed pipe (`| head`) as success.
+//! Writing command output: text to stdout, treating a closed pipe (`| head`) as success, errors
+//! as one line, and never over the command's own input. Files are written whole or not at all
+//! by `vramtrace_format::replace::write_replacing`.
 
 use anyhow::Result;
 use std::io::Write;
+use std::path::Path;
 
 pub fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -37,7 +40,7 @@ pub fn error_line(e: &anyhow::Error) -> String {
 }
 
 /// Fails when `output` names the same file as `input` (a command would replace its own input).
-pub fn refuse_overwriting_input(input: &std::path::Path, output: &std::path::Path) -> Result<()> {
+pub fn refuse_overwriting_input(input: &Path, output: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     if let (Ok(a), Ok(b)) = (std::fs::metadata(input), std::fs::metadata(output))
         && (a.dev(), a.ino()) == (b.dev(), b.ino())
