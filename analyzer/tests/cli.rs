@@ -214,3 +214,96 @@ fn a_fifo_or_device_named_like_a_journal_is_refused_not_read_forever() {
     assert_eq!(code, 1);
     assert!(err.contains("not a regular file"), "{err}");
 }
+
+#[test]
+fn export_onto_its_own_input_is_refused_and_the_input_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("run.vramtrace");
+    std::fs::copy(sample(), &trace).unwrap();
+    let (code, err) = failure(
+        vramtrace()
+            .args(["export", "--to", "perfetto", "-o"])
+            .arg(&trace)
+            .arg(&trace),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("is the input file"), "{err}");
+    assert_eq!(
+        std::fs::read(&trace).unwrap(),
+        std::fs::read(sample()).unwrap()
+    );
+}
+
+#[test]
+fn report_replaces_an_index_html_link_instead_of_writing_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "someone else's file").unwrap();
+    let out = dir.path().join("report");
+    std::fs::create_dir(&out).unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("index.html")).unwrap();
+    stdout(
+        vramtrace()
+            .args(["report", "--policy", "pytorch", "--no-symbolize", "-o"])
+            .arg(&out)
+            .arg(sample()),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "someone else's file"
+    );
+    let index = out.join("index.html");
+    assert!(!std::fs::symlink_metadata(&index).unwrap().is_symlink());
+    assert!(std::fs::read_to_string(&index).unwrap().contains("<html"));
+    // No temporary file is left behind.
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+}
+
+#[test]
+fn an_error_naming_a_path_with_a_newline_stays_on_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("a\nb.vramtrace");
+    let (code, err) = failure(vramtrace().arg("info").arg(&odd));
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("a\\nb.vramtrace"), "{err}");
+}
+
+#[test]
+fn a_report_on_a_full_disk_leaves_no_truncated_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    // A file size limit stands in for a full disk: writes past 16 KiB fail (EFBIG, with
+    // SIGXFSZ ignored).
+    let bin = assert_cmd::cargo::cargo_bin("vramtrace");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 32; exec \"$@\"")
+        .arg("sh")
+        .arg(bin)
+        .args(["report", "--policy", "pytorch", "--no-symbolize", "-o"])
+        .arg(&out)
+        .arg(sample())
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&status.stderr);
+    assert!(err.contains("writing"), "{err}");
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.ends_with(".tmp"), "{name} left behind");
+        let text = std::fs::read_to_string(&path).unwrap();
+        if name.ends_with(".svg") {
+            assert!(text.trim_end().ends_with("</svg>"), "{name} is truncated");
+        }
+        assert_ne!(
+            name, "index.html",
+            "the page was written in full despite the limit"
+        );
+    }
+}
