@@ -21,7 +21,7 @@ pub struct Limits {
 pub const MEMORY_BASE: usize = 64 << 20;
 /// Memory the reader may spend per byte of pickle, beyond [`MEMORY_BASE`].
 ///
-/// One opcode byte can make a container (about 70 bytes of memory with its stack slot) or a
+/// One opcode byte can make a container (about 110 bytes of memory with its stack slot) or a
 /// copy of a value (`DUP`, 32 bytes), so without a budget 50 MB of `EMPTY_LIST`s took 5 GB.
 /// The recorded PyTorch snapshots under `samples/snapshots/` spend about 21 bytes per pickle
 /// byte (most of it the values that memo references push, two bytes each); the test

@@ -136,9 +136,7 @@ const SCAN_LIMIT: usize = 16;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Dict {
     pub(crate) entries: Vec<(Value, Value)>,
-    /// Boxed: most dicts never get one, and a million small dicts each paying for an empty map
-    /// inline would double the arena.
-    index: Option<Box<HashMap<Key, usize>>>,
+    index: Option<HashMap<Key, usize>>,
 }
 
 impl Dict {
@@ -163,13 +161,13 @@ impl Dict {
         }
         self.entries.push((key, value));
         if self.index.is_none() && self.entries.len() > SCAN_LIMIT {
-            self.index = Some(Box::new(
+            self.index = Some(
                 self.entries
                     .iter()
                     .enumerate()
                     .map(|(i, (k, _))| (Key::of(k), i))
                     .collect(),
-            ));
+            );
         }
     }
 
