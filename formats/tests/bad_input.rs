@@ -167,11 +167,16 @@ fn an_empty_file_and_a_directory_give_clear_errors() {
     assert!(err.contains("directory"), "{err}");
 }
 
-/// A file whose only chunk is `kind` with `payload`, correctly checksummed.
-fn file_with_chunk(kind: ChunkKind, payload: &[u8], raw_len: u32, event_count: u32) -> Vec<u8> {
-    let mut bytes = vramtrace_format::chunk::file_header().to_vec();
-    let h = ChunkHeader {
-        offset: bytes.len() as u64,
+/// The header of an uncompressed chunk at `offset` holding `payload`, correctly checksummed.
+fn header(
+    offset: u64,
+    kind: ChunkKind,
+    payload: &[u8],
+    raw_len: u32,
+    event_count: u32,
+) -> ChunkHeader {
+    ChunkHeader {
+        offset,
         kind,
         compression: Compression::None,
         payload_len: payload.len() as u32,
@@ -181,7 +186,13 @@ fn file_with_chunk(kind: ChunkKind, payload: &[u8], raw_len: u32, event_count: u
         first_time_ns: 0,
         last_time_ns: 0,
         payload_crc: checksum(payload),
-    };
+    }
+}
+
+/// A file whose only chunk is `kind` with `payload`, correctly checksummed.
+fn file_with_chunk(kind: ChunkKind, payload: &[u8], raw_len: u32, event_count: u32) -> Vec<u8> {
+    let mut bytes = vramtrace_format::chunk::file_header().to_vec();
+    let h = header(bytes.len() as u64, kind, payload, raw_len, event_count);
     bytes.extend_from_slice(&h.to_bytes());
     bytes.extend_from_slice(payload);
     bytes
@@ -258,18 +269,13 @@ fn with_index(bytes: &[u8], body_end: usize, extra: &[u8], entries: &[ChunkHeade
     let mut out = bytes[..body_end].to_vec();
     out.extend_from_slice(extra);
     let payload: Vec<u8> = entries.iter().flat_map(|h| h.index_entry()).collect();
-    let index = ChunkHeader {
-        offset: out.len() as u64,
-        kind: ChunkKind::Index,
-        compression: Compression::None,
-        payload_len: payload.len() as u32,
-        raw_len: payload.len() as u32,
-        event_count: 0,
-        first_seq: 0,
-        first_time_ns: 0,
-        last_time_ns: 0,
-        payload_crc: checksum(&payload),
-    };
+    let index = header(
+        out.len() as u64,
+        ChunkKind::Index,
+        &payload,
+        payload.len() as u32,
+        0,
+    );
     out.extend_from_slice(&index.to_bytes());
     out.extend_from_slice(&payload);
     out.extend_from_slice(&vramtrace_format::chunk::trailer(index.offset));
@@ -282,18 +288,7 @@ fn an_index_that_lists_an_index_chunk_is_corruption_not_a_panic() {
     let layout = read(&bytes).unwrap().layout;
     let body_end = layout.chunks.last().unwrap().end() as usize;
     // An empty index-kind chunk among the data chunks, listed by the index like any other.
-    let inner = ChunkHeader {
-        offset: body_end as u64,
-        kind: ChunkKind::Index,
-        compression: Compression::None,
-        payload_len: 0,
-        raw_len: 0,
-        event_count: 0,
-        first_seq: 0,
-        first_time_ns: 0,
-        last_time_ns: 0,
-        payload_crc: checksum(&[]),
-    };
+    let inner = header(body_end as u64, ChunkKind::Index, &[], 0, 0);
     let mut entries = layout.chunks.clone();
     entries.push(inner);
     let forged = with_index(&bytes, body_end, &inner.to_bytes(), &entries);
@@ -348,18 +343,13 @@ fn a_chunk_of_linear_columns_cannot_declare_more_events_than_its_bytes_justify()
     // Twenty such chunks: a few kilobytes that once decoded to twenty million events.
     let mut file = vramtrace_format::chunk::file_header().to_vec();
     for _ in 0..20 {
-        let h = ChunkHeader {
-            offset: file.len() as u64,
-            kind: ChunkKind::Events,
-            compression: Compression::None,
-            payload_len: payload.len() as u32,
-            raw_len: payload.len() as u32,
-            event_count: 1 << 20,
-            first_seq: 0,
-            first_time_ns: 0,
-            last_time_ns: 0,
-            payload_crc: checksum(&payload),
-        };
+        let h = header(
+            file.len() as u64,
+            ChunkKind::Events,
+            &payload,
+            payload.len() as u32,
+            1 << 20,
+        );
         file.extend_from_slice(&h.to_bytes());
         file.extend_from_slice(&payload);
     }
