@@ -242,6 +242,21 @@ fn a_low_descriptor_limit_changes_nothing_the_program_sees() {
     identical("lowfd", &["lowfd"], false);
 }
 
+/// `vramtrace record -o output -- faults fds` in a fresh working directory named `name`.
+fn record_fds(name: &str, output: &Path) -> std::process::Output {
+    let a = artifacts();
+    command(&a.vramtrace)
+        .arg("record")
+        .arg("-o")
+        .arg(output)
+        .arg("--")
+        .arg(&a.faults)
+        .arg("fds")
+        .current_dir(scratch(&format!("faults-{name}-cwd")))
+        .output()
+        .unwrap()
+}
+
 /// `faults fds` preloaded directly, writing to `output`: the run and what it printed.
 fn preloaded_to(name: &str, output: &Path) -> Run {
     let cwd = scratch(&format!("faults-{name}-preloaded"));
@@ -311,7 +326,7 @@ fn a_symbolic_link_output_is_never_written_through() {
     let link = dir.join("link.vramtrace");
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     // The launcher refuses before running anything.
-    let r = recorded(&link, &artifacts().faults, &["fds"]);
+    let r = record_fds("link", &link);
     assert_eq!(r.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert!(stderr.contains("symbolic link"), "{stderr}");
@@ -330,7 +345,7 @@ fn a_symbolic_link_output_is_never_written_through() {
 #[test]
 fn an_output_name_without_the_suffix_is_reported_as_a_trace() {
     let dir = scratch("faults-suffix");
-    let out = recorded(&dir.join("run.bin"), &artifacts().faults, &["fds"]);
+    let out = record_fds("suffix", &dir.join("run.bin"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("run.bin: 8 events"), "{stderr}");
@@ -388,7 +403,7 @@ fn two_launchers_sharing_an_output_directory_touch_only_their_own_traces() {
     let go = dir.join("go");
     let long = start_waiting(&dir, &go);
     // The long run's trace is live in the same directory while the short one ends.
-    let short = recorded(&dir.join(""), &artifacts().faults, &["fds"]);
+    let short = record_fds("shared", &dir.join(""));
     let short_err = String::from_utf8_lossy(&short.stderr).into_owned();
     assert!(short.status.success(), "{short_err}");
     assert_eq!(short_err.lines().count(), 1, "{short_err}");

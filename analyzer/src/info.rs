@@ -4,7 +4,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use vramtrace_format::{MemoryKind, Op, Trace};
 
-/// The facts `info` prints. Field names are a contract (DESIGN.md, "Command line").
+/// The facts `info` prints. Field names are a contract (docs/architecture.md, "Output contracts").
 #[derive(Debug, Clone, Serialize)]
 pub struct TraceInfo {
     pub format_version: u16,

@@ -1,6 +1,6 @@
 //! The hooked CUDA driver functions, by their exact exported names.
 //!
-//! The list follows the hook set of `shared/research/interposition.md` §7. Each function has a
+//! The list follows the hook set of `docs/interposition.md` §7. Each function has a
 //! stable numeric id that the file format stores; the table is append-only: ids are never reused
 //! or renumbered, and a reader refuses an id it does not know (the file was written by a newer
 //! recorder).

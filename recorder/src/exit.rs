@@ -16,9 +16,8 @@
 //! leaves the journal, which `vramtrace record` merges.
 
 use crate::clock;
+use crate::lifecycle;
 use crate::ring;
-use crate::session;
-use crate::writer;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -55,8 +54,7 @@ extern "C" fn in_fork_child() {
     clock::after_fork_in_child();
     crate::hooks::context::after_fork_in_child();
     ring::detach();
-    writer::after_fork_in_child();
-    session::after_fork_in_child();
+    lifecycle::after_fork_in_child();
 }
 
 extern "C" fn on_fatal_signal(
@@ -98,8 +96,8 @@ extern "C" fn on_fatal_signal(
 }
 
 fn finish_before_death() {
-    if session::running_here() {
-        writer::finalize_and_wait(Duration::from_secs(3));
+    if lifecycle::running_here() {
+        lifecycle::finalize_and_wait(Duration::from_secs(3));
     }
 }
 
@@ -165,8 +163,8 @@ unsafe fn chain(
 }
 
 extern "C" fn on_unload() {
-    if session::running_here() {
-        writer::finalize_and_wait(Duration::from_secs(10));
+    if lifecycle::running_here() {
+        lifecycle::finalize_and_wait(Duration::from_secs(10));
     }
 }
 

@@ -67,25 +67,10 @@ impl Model {
                     && op == Op::Alloc
                     && matches!(kind, MemoryKind::Device | MemoryKind::Pool)
                 {
-                    let key = StreamKey {
-                        pid: e.pid,
-                        device: e.device,
-                    };
-                    let b = builders.entry(key).or_insert_with(|| Builder::new(key));
+                    let b = Builder::of(&mut builders, &e);
                     let slot = b.slots.take();
                     b.slots.give_back(slot);
-                    b.push(
-                        e.stream,
-                        kind,
-                        Request {
-                            time_ns: e.time_ns,
-                            size: e.size,
-                            slot,
-                            stream: 0,
-                            stack: e.stack,
-                            kind: RequestKind::Attempt,
-                        },
-                    );
+                    b.push(&e, kind, e.size, slot, RequestKind::Attempt);
                 }
                 continue;
             }
@@ -107,26 +92,11 @@ impl Model {
                 kind,
                 MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm
             );
-            let key = StreamKey {
-                pid: e.pid,
-                device: e.device,
-            };
             if births {
                 let request = device_memory.then(|| {
-                    let b = builders.entry(key).or_insert_with(|| Builder::new(key));
+                    let b = Builder::of(&mut builders, &e);
                     let slot = b.slots.take();
-                    b.push(
-                        e.stream,
-                        kind,
-                        Request {
-                            time_ns: e.time_ns,
-                            size: e.size,
-                            slot,
-                            stream: 0,
-                            stack: e.stack,
-                            kind: RequestKind::Alloc,
-                        },
-                    );
+                    b.push(&e, kind, e.size, slot, RequestKind::Alloc);
                     slot
                 });
                 // The same address born twice without a free: the first free was not recorded,
@@ -134,7 +104,10 @@ impl Model {
                 live.insert(
                     id,
                     Live {
-                        key,
+                        key: StreamKey {
+                            pid: e.pid,
+                            device: e.device,
+                        },
                         size: e.size,
                         kind,
                         request,
@@ -150,18 +123,7 @@ impl Model {
                         .get_mut(&object.key)
                         .expect("a live request has a builder");
                     b.slots.give_back(slot);
-                    b.push(
-                        e.stream,
-                        object.kind,
-                        Request {
-                            time_ns: e.time_ns,
-                            size: object.size,
-                            slot,
-                            stream: 0,
-                            stack: e.stack,
-                            kind: RequestKind::Free,
-                        },
-                    );
+                    b.push(&e, object.kind, object.size, slot, RequestKind::Free);
                 }
             }
         }
@@ -182,13 +144,30 @@ impl Builder {
         }
     }
 
-    /// Keeps the stream handle aside: requests store a stream index, known only once every
-    /// handle has been seen (indices follow the handles' numeric order, as PyTorch's block
-    /// comparator orders streams by handle value).
-    fn push(&mut self, stream: u64, kind: MemoryKind, request: Request) {
-        self.handles.push(stream);
+    /// The builder of the stream `e` belongs to.
+    fn of<'b>(builders: &'b mut BTreeMap<StreamKey, Builder>, e: &Event) -> &'b mut Builder {
+        let key = StreamKey {
+            pid: e.pid,
+            device: e.device,
+        };
+        builders.entry(key).or_insert_with(|| Builder::new(key))
+    }
+
+    /// Adds the request of `size` bytes in `slot` that `e`, a call of `kind`, made. Keeps the
+    /// stream handle aside: requests store a stream index, known only once every handle has
+    /// been seen (indices follow the handles' numeric order, as PyTorch's block comparator
+    /// orders streams by handle value).
+    fn push(&mut self, e: &Event, kind: MemoryKind, size: u64, slot: u32, what: RequestKind) {
+        self.handles.push(e.stream);
         self.kinds.push(kind);
-        self.requests.push(request);
+        self.requests.push(Request {
+            time_ns: e.time_ns,
+            size,
+            slot,
+            stream: 0,
+            stack: e.stack,
+            kind: what,
+        });
     }
 }
 

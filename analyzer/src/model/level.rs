@@ -1,5 +1,5 @@
-//! Request level or segment level (DESIGN.md, "Two levels of capture"), and the warning a what-if
-//! replay of a segment-level trace deserves.
+//! Request level or segment level (docs/architecture.md, "Two levels of capture"), and the
+//! warning a what-if replay of a segment-level trace deserves.
 
 pub use super::from_events::LevelFacts;
 use serde::Serialize;
@@ -14,6 +14,17 @@ pub enum CaptureLevel {
     Segment,
     #[default]
     Unknown,
+}
+
+impl CaptureLevel {
+    /// The level's name, as the JSON outputs spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureLevel::Request => "request",
+            CaptureLevel::Segment => "segment",
+            CaptureLevel::Unknown => "unknown",
+        }
+    }
 }
 
 /// The level, how it was known, and what to tell the user.

@@ -1,11 +1,11 @@
 //! `best-fit`: one coalescing arena, best fit, never returns memory.
 //!
-//! The reference point between no caching and an offline planner (allocator-policies.md §8):
+//! The reference point between no caching and an offline planner (docs/allocators.md §8):
 //! every request is rounded to `alignment` and placed in the smallest free range that holds it
 //! (lowest address among equals); a freed block merges with free neighbours at once. When
 //! nothing fits, the block goes at the top of the arena (starting inside a free range that
 //! ends there, if any), and the arena's physical backing grows to the new top in whole 2 MiB
-//! pages (the VMM granularity, research/h200-measurements.md). So the only waste is external
+//! pages (the VMM granularity, `docs/h200-measurements.md`). So the only waste is external
 //! fragmentation plus the last partial page: no rounding classes, no streams, no segments.
 
 use super::driver::PAGE;

@@ -4,7 +4,7 @@
 //! `RoundedBytes`, `AllocateRawInternal`, `FindChunkPtr`, `SplitChunk`, `Extend`,
 //! `DeallocateRawInternal` / `TryToCoalesce`, `DeallocateFreeRegions`); options as
 //! `tensorflow/core/common_runtime/gpu/gpu_bfc_allocator.h` and `openxla/xla`
-//! `xla/pjrt/gpu/gpu_helpers.cc` (`CreateBFCAllocator`) set them; allocator-policies.md §4.
+//! `xla/pjrt/gpu/gpu_helpers.cc` (`CreateBFCAllocator`) set them; docs/allocators.md §4.
 //!
 //! - Every request is rounded up to a multiple of 256 B (`kMinAllocationSize`).
 //! - Free chunks sit in 21 bins by size (`[256·2^b, 256·2^(b+1))`, the last open-ended), each

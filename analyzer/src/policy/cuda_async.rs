@@ -2,7 +2,7 @@
 //! pool), as PyTorch's `backend:cudaMallocAsync` uses it.
 //!
 //! The pool's published behaviour (CUDA Programming Guide, "Stream-Ordered Memory Allocator";
-//! `cudaMemPoolSetAttribute`; allocator-policies.md §3 and §6): per-request allocation of the raw
+//! `cudaMemPoolSetAttribute`; docs/allocators.md §3 and §6): per-request allocation of the raw
 //! size, reuse of freed memory in stream order on the same stream, across streams when
 //! `ReuseAllowOpportunistic` sees the free completed or, under `ReuseAllowInternalDependencies`,
 //! after the driver inserts a wait; memory above `ReleaseThreshold` goes back at synchronization.

@@ -5,7 +5,7 @@
 //! (`malloc`: best fit, then `get_fused_fragmented_blocks`, then new physical blocks, then
 //! release of cached blocks and stitching again) and `GMLake/include/cuda_vmm_allocator.h`
 //! (`granularitySize` 2 MiB physical blocks); knobs from `GMLake/docs/GMLake-tutorial.md`
-//! (`fragLimit`, `reuseLimit`); allocator-policies.md §7. A model of the algorithm, not of the
+//! (`fragLimit`, `reuseLimit`); docs/allocators.md §7. A model of the algorithm, not of the
 //! whole file:
 //!
 //! - Requests are rounded up to 512 B. Those of at most 1 MiB use PyTorch's small pool

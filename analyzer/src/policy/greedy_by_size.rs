@@ -3,7 +3,7 @@
 //!
 //! Follows TensorFlow Lite's `GreedyBySizeAssignment`
 //! (`tensorflow/tensorflow` `tensorflow/lite/delegates/gpu/common/memory_management/
-//! greedy_by_size_assignment.cc`; Pisarchyk & Lee, arXiv 2001.03288; allocator-policies.md §8):
+//! greedy_by_size_assignment.cc`; Pisarchyk & Lee, arXiv 2001.03288; docs/allocators.md §8):
 //! records sorted by size, largest first; each goes into the smallest gap between the
 //! already placed records whose lifetimes intersect its own, or after the last of them. Two
 //! records conflict when their request-index intervals intersect (inclusive). Reserved memory

@@ -1,6 +1,6 @@
 //! `lower-bound`: a perfect allocator that holds exactly the live requested bytes.
 //!
-//! No real allocator can reserve less (allocator-policies.md §8: `LB = max_t Σ size(live at
+//! No real allocator can reserve less (docs/allocators.md §8: `LB = max_t Σ size(live at
 //! t)`); its `fit` is the smallest device any allocator could run the trace on.
 
 use super::{AddressMap, BlockSpan, Device, Policy, Refused};

@@ -10,7 +10,7 @@
 //! `find_expandable_block`, `try_allocate_expandable_block`, `map_block`, `unmap_block`,
 //! `release_blocks`; options as `c10/core/AllocatorConfig.cpp` parses them
 //! (`parseRoundUpPower2Divisions`, `parseMaxSplitSize`, `parseGarbageCollectionThreshold`).
-//! Rules summarised with sources in `shared/research/allocator-policies.md` §1 and §2.
+//! Rules summarised with sources in `docs/allocators.md` §1 and §2.
 //!
 //! Where the code and the documentation (`docs/source/notes/cuda.rst`) disagree, this model
 //! follows the code:

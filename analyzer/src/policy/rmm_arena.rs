@@ -2,7 +2,7 @@
 //!
 //! Follows `rapidsai/rmm` `cpp/include/rmm/mr/detail/arena.hpp` (`global_arena`, `arena`,
 //! `superblock`, `byte_span`; `superblock::minimum_size` = 1 MiB) and
-//! `arena_memory_resource` (`do_allocate`, `do_deallocate`, `get_arena`); allocator-policies.md §5.
+//! `arena_memory_resource` (`do_allocate`, `do_deallocate`, `get_arena`); docs/allocators.md §5.
 //!
 //! - One upstream allocation of `arena_size` bytes (default half the device, RMM's
 //!   `free / 2`, aligned down to 256 B) at the first request; the global arena never grows.

@@ -5,7 +5,7 @@
 //! `min_size_exponent`/`max_size_exponent`, `get_resource`: `lower_bound` over the bins, else
 //! upstream) and `fixed_size_memory_resource.hpp` (`default_blocks_to_preallocate = 128`,
 //! `expand_pool`: one upstream allocation of 128 blocks, split into blocks; free lists per
-//! stream, no splitting, no coalescing); allocator-policies.md §5.
+//! stream, no splitting, no coalescing); docs/allocators.md §5.
 //!
 //! A request goes to the smallest bin at least its size (a 1 B request takes a whole block of
 //! the smallest bin), or, above the largest bin, straight to the upstream pool

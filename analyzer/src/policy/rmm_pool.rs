@@ -3,7 +3,7 @@
 //! Follows `rapidsai/rmm` `cpp/include/rmm/mr/detail/stream_ordered_memory_resource.hpp`
 //! (`do_allocate`, `get_block`, `get_block_from_other_stream`, `do_deallocate`),
 //! `cpp/include/rmm/mr/detail/coalescing_free_list.hpp` (`insert`, `get_block`: best fit) and
-//! `pool_memory_resource` (`size_to_grow`, `try_to_expand`, `expand_pool`); allocator-policies.md
+//! `pool_memory_resource` (`size_to_grow`, `try_to_expand`, `expand_pool`); docs/allocators.md
 //! §5.
 //!
 //! - Sizes are aligned up to 256 B.

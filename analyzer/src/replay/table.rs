@@ -5,7 +5,7 @@
 use super::input::ReplayInput;
 use super::{FitResult, Oom, Outcome, fit_all, replay_all};
 use crate::model::{CaptureLevel, Outside};
-use crate::policy::PolicySpec;
+use crate::policy::{PolicyError, PolicySpec};
 use serde::Serialize;
 
 /// One policy's figures.
@@ -75,7 +75,11 @@ fn ratio(a: u64, b: u64) -> f64 {
 impl ReplayReport {
     /// Replays every stream of `input` through every policy of `specs` and assembles the table;
     /// `trace` names the trace in it.
-    pub fn build(trace: &str, specs: &[PolicySpec], input: &ReplayInput) -> Result<Self, String> {
+    pub fn build(
+        trace: &str,
+        specs: &[PolicySpec],
+        input: &ReplayInput,
+    ) -> Result<Self, PolicyError> {
         let streams = &input.model.streams;
         let capacities: Vec<u64> = input.capacities.iter().map(|c| c.0).collect();
         let results = replay_all(streams, specs, &capacities)?;
@@ -176,7 +180,11 @@ pub struct FitReport {
 impl FitReport {
     /// Bisects the capacity of every stream of `input` under every policy of `specs` (the
     /// capacities of `input` are not used) and assembles the table.
-    pub fn build(trace: &str, specs: &[PolicySpec], input: &ReplayInput) -> Result<Self, String> {
+    pub fn build(
+        trace: &str,
+        specs: &[PolicySpec],
+        input: &ReplayInput,
+    ) -> Result<Self, PolicyError> {
         let streams = &input.model.streams;
         let fits = fit_all(streams, specs)?;
         let per_stream: Vec<StreamFit> = streams

@@ -14,6 +14,19 @@ pub fn print(text: &str) -> Result<()> {
     }
 }
 
+/// Prints `value` as pretty JSON with `json`, else the text `render` makes.
+pub fn json_or_text<T: serde::Serialize>(
+    json: bool,
+    value: &T,
+    render: impl FnOnce(&T) -> String,
+) -> Result<()> {
+    if json {
+        print(&(serde_json::to_string_pretty(value)? + "\n"))
+    } else {
+        print(&render(value))
+    }
+}
+
 /// An error as one line: the context chain joined most general first, a cause that an outer
 /// message already ends with left out ("X: is a directory" over "is a directory"), and control
 /// characters (a newline in a path, terminal escapes) written as escapes.

@@ -2,10 +2,9 @@
 
 use crate::args::{PolicyList, policies};
 use crate::load::load_streams;
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use vramtrace::model::CaptureLevel;
 use vramtrace::policy::REGISTRY;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
 use vramtrace::units::{bytes, count, duration, parse_size};
@@ -58,8 +57,7 @@ impl Args {
             .as_deref()
             .expect("clap requires TRACE unless --list-policies");
         let input = load_streams(path, self.capacity)?;
-        let report = ReplayReport::build(&path.display().to_string(), &self.policy.0, &input)
-            .map_err(|e| anyhow!(e))?;
+        let report = ReplayReport::build(&path.display().to_string(), &self.policy.0, &input)?;
         if let Some(w) = &report.warning
             && !self.json
         {
@@ -89,14 +87,6 @@ fn render_policy_list() -> String {
     s
 }
 
-fn level_name(l: CaptureLevel) -> &'static str {
-    match l {
-        CaptureLevel::Request => "request",
-        CaptureLevel::Segment => "segment",
-        CaptureLevel::Unknown => "unknown",
-    }
-}
-
 fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
     let mut s = String::new();
     let how = if r.capture_level_declared {
@@ -105,7 +95,7 @@ fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
         "inferred"
     };
     let _ = writeln!(s, "trace        {}", r.trace);
-    let _ = writeln!(s, "level        {} ({how})", level_name(r.capture_level));
+    let _ = writeln!(s, "level        {} ({how})", r.capture_level.name());
     if let Some(w) = &r.warning {
         let _ = writeln!(s, "WARNING      {w}");
     }

@@ -1,12 +1,14 @@
 //! `vramtrace report`: writes `DIR/index.html` and each chart as its own `.svg`.
 
 use crate::args::{PolicyList, policies};
+use crate::elf_files::ElfFiles;
 use crate::load::load_trace;
 use anyhow::{Context, Result};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::report::generate::{Options as ReportOptions, generate};
+use vramtrace::symbolize::{ModuleFiles, NoFiles};
 use vramtrace::units::{bytes, parse_size};
 use vramtrace_format::replace::write_replacing;
 
@@ -79,8 +81,13 @@ fn run(o: &Args) -> Result<()> {
     progress(&format!("opening {}", o.trace.display()));
     let trace = load_trace(&o.trace, false)?;
     let options = ReportOptions::from(o);
-    let report = generate(&trace, &options, &mut progress)
-        .map_err(anyhow::Error::msg)
+    let mut elf = ElfFiles::new();
+    let files: &mut dyn ModuleFiles = if o.no_symbolize {
+        &mut NoFiles
+    } else {
+        &mut elf
+    };
+    let report = generate(&trace, &options, files, &mut progress)
         .with_context(|| o.trace.display().to_string())?;
     progress("writing files");
     // Each file is written whole or not at all (a full disk leaves no truncated chart), and a

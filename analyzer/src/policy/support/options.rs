@@ -1,5 +1,6 @@
 //! Policy specifications: `NAME` or `NAME:KEY=VALUE,...`, several separated by commas.
 
+use crate::policy::SpecSyntax;
 use std::fmt;
 
 /// One policy and the options given to it, as the user wrote them.
@@ -40,7 +41,7 @@ fn split_outside_brackets(text: &str, sep: char) -> Vec<&str> {
 
 /// Parses `pytorch:max_split_size_mb=128,roundup_power2_divisions=4,cuda-malloc`: an item with
 /// `=` and no `:` before it continues the options of the policy before it.
-pub fn parse_specs(text: &str) -> Result<Vec<PolicySpec>, String> {
+pub fn parse_specs(text: &str) -> Result<Vec<PolicySpec>, SpecSyntax> {
     let mut specs: Vec<PolicySpec> = Vec::new();
     for item in split_outside_brackets(text, ',') {
         let item = item.trim();
@@ -58,7 +59,7 @@ pub fn parse_specs(text: &str) -> Result<Vec<PolicySpec>, String> {
         if continues {
             let spec = specs
                 .last_mut()
-                .ok_or_else(|| format!("`{item}` is an option but no policy comes before it"))?;
+                .ok_or_else(|| SpecSyntax::OptionWithoutPolicy(item.to_string()))?;
             spec.options.push(key_value(item)?);
             continue;
         }
@@ -72,15 +73,15 @@ pub fn parse_specs(text: &str) -> Result<Vec<PolicySpec>, String> {
         specs.push(spec);
     }
     if specs.is_empty() {
-        return Err("no policy named".into());
+        return Err(SpecSyntax::Empty);
     }
     Ok(specs)
 }
 
-fn key_value(text: &str) -> Result<(String, String), String> {
+fn key_value(text: &str) -> Result<(String, String), SpecSyntax> {
     let (k, v) = text
         .split_once('=')
-        .ok_or_else(|| format!("`{text}` is not KEY=VALUE"))?;
+        .ok_or_else(|| SpecSyntax::NotKeyValue(text.to_string()))?;
     Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
