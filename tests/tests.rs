@@ -1,7 +1,9 @@
-//! The end-to-end tests, one binary: the recorder against the fake driver, its fault matrix, its stacks, and the
-//! traces recorded on a real H200. Shared helpers are in `src/lib.rs`.
+//! The end-to-end tests, one binary: the recorder against the fake driver, its fault matrix,
+//! its stacks, its PyTorch tracker, and the traces recorded on a real H200. Shared helpers are in
+//! `src/lib.rs`.
 
 mod faults;
 mod real_traces;
 mod recorder;
 mod stacks;
+mod torch_tracker;

@@ -43,6 +43,7 @@ mod ring;
 mod session;
 mod stacks;
 mod threadnames;
+mod torch;
 mod tracefile;
 mod unwind;
 mod writer;

@@ -13,6 +13,7 @@ use crate::clock;
 use crate::hooks::{HOOKS, Hook, context};
 use crate::lifecycle;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering, compiler_fence};
+use vramtrace_format::Api;
 use vramtrace_format::journal::{DRAINED_OFFSET, HEADER_LEN, NEXT_OFFSET, RECORD_LEN, Record};
 
 /// Base of the journal mapping; null when not recording.
@@ -69,14 +70,22 @@ pub fn wanted() -> bool {
 #[inline]
 pub fn record(hook: Hook, t0: u64, t1: u64, result: u32) -> Record {
     Record {
+        device: context::current_device(),
+        ..record_of(HOOKS[hook as usize].api, t0, t1, result)
+    }
+}
+
+/// A record of an event of `api` (the device left to the caller), with its stack.
+#[inline]
+pub fn record_of(api: Option<Api>, t0: u64, t1: u64, result: u32) -> Record {
+    Record {
         time_ns: t0,
         duration_ns: t1.wrapping_sub(t0),
         pid: clock::pid(),
         tid: clock::tid(),
-        device: context::current_device(),
         result,
-        api: HOOKS[hook as usize].api.map_or(0, |a| a.id()),
-        stack: crate::stacks::capture(HOOKS[hook as usize].api),
+        api: api.map_or(0, |a| a.id()),
+        stack: crate::stacks::capture(api),
         ..Record::default()
     }
 }

@@ -8,5 +8,5 @@ mod level;
 mod request;
 
 pub use from_events::Model;
-pub use level::{CaptureLevel, LevelReport, detect_level};
+pub use level::{CaptureLevel, LevelReport, allocator_as_run, detect_level, pytorch_alloc_conf};
 pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};

@@ -10,7 +10,7 @@ use super::Driver;
 use super::driver::PAGE;
 use super::support::slots::SlotTable;
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, Options, PolicyInfo};
+use super::{BuildContext, OptionError, Options, PolicyInfo};
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "cuda-malloc",
@@ -19,7 +19,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(_: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build(_: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     Ok(Box::new(CudaMalloc::default()))
 }
 

@@ -33,7 +33,7 @@ pub mod support;
 pub use allocator::{Policy, Refused};
 pub use device::Device;
 pub use driver::{Driver, DriverCall, DriverModel};
-pub use error::{PolicyError, SpecSyntax};
+pub use error::{OptionError, PolicyError, SpecSyntax};
 pub use layout::{AddressMap, BlockSpan, Span};
 pub use support::options::{Options, PolicySpec, parse_divisions, parse_specs};
 
@@ -70,7 +70,7 @@ impl BuildContext<'_> {
 }
 
 /// Makes a policy from its options, or says which option is wrong.
-pub type Builder = fn(&Options, &BuildContext) -> Result<Box<dyn Policy>, String>;
+pub type Builder = fn(&Options, &BuildContext) -> Result<Box<dyn Policy>, OptionError>;
 
 /// A registered policy.
 #[derive(Clone, Copy)]
@@ -144,9 +144,9 @@ pub fn build(spec: &PolicySpec, ctx: &BuildContext) -> Result<Box<dyn Policy>, P
         name: spec.name.clone(),
         known: REGISTRY.iter().map(|p| p.name).collect(),
     })?;
-    let rejected = |reason| PolicyError::Option {
+    let rejected = |source| PolicyError::Option {
         spec: spec.to_string(),
-        reason,
+        source,
     };
     let options = Options::new(&spec.options, info.keys).map_err(rejected)?;
     (info.build)(&options, ctx).map_err(rejected)

@@ -34,7 +34,7 @@
 use super::driver::H200_TOTAL_MEMORY;
 use super::support::options::{Options, parse_divisions};
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, PolicyInfo, PolicySpec};
+use super::{BuildContext, KeyInfo, OptionError, PolicyInfo, PolicySpec};
 use std::collections::BTreeMap;
 
 const fn keys(expandable_default: &'static str) -> [KeyInfo; 7] {
@@ -135,12 +135,12 @@ pub fn spec_from_alloc_conf(conf: &str, memory_fraction: Option<&str>) -> Policy
     spec
 }
 
-fn build_native(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build_native(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let cfg = Config::from_options(o, false, ctx.device_memory())?;
     Ok(Box::new(PyTorchCaching::new(cfg)))
 }
 
-fn build_expandable(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build_expandable(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let cfg = Config::from_options(o, true, ctx.device_memory())?;
     Ok(Box::new(PyTorchCaching::new(cfg)))
 }
@@ -191,7 +191,11 @@ impl Default for Config {
 
 impl Config {
     /// Reads the policy's options; `total_memory` comes from the replay's capacity.
-    pub fn from_options(o: &Options, expandable: bool, total_memory: u64) -> Result<Self, String> {
+    pub fn from_options(
+        o: &Options,
+        expandable: bool,
+        total_memory: u64,
+    ) -> Result<Self, OptionError> {
         let mut c = Config {
             expandable_segments: o.bool("expandable_segments", expandable)?,
             total_memory,
@@ -201,7 +205,8 @@ impl Config {
             if mb < K_LARGE_BUFFER / MIB {
                 return Err(format!(
                     "max_split_size_mb={mb} is too small, PyTorch requires at least 20"
-                ));
+                )
+                .into());
             }
             c.max_split_size = mb.saturating_mul(MIB);
         }
@@ -209,7 +214,8 @@ impl Config {
             if mb < K_LARGE_BUFFER / MIB {
                 return Err(format!(
                     "max_non_split_rounding_mb={mb} is too small, PyTorch requires at least 20"
-                ));
+                )
+                .into());
             }
             c.max_non_split_rounding = mb.saturating_mul(MIB);
         }

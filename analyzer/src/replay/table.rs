@@ -21,6 +21,9 @@ pub struct PolicyRow {
     pub device_frees: u64,
     pub est_alloc_time_us: f64,
     pub oom: Option<Oom>,
+    /// `(peak_reserved - recorded) / recorded` for a policy that models the allocator the
+    /// program ran under, when the trace holds what that allocator really reserved.
+    pub error_vs_recorded: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -36,6 +39,9 @@ pub struct StreamReport {
     /// Plain driver allocations beside a stream-ordered-pool request stream: libraries that
     /// bypass the framework's allocator. Not replayed; the process holds them under any policy.
     pub outside_allocator: Outside,
+    /// What the process's allocator really reserved at its peak, from its own segment events
+    /// (PyTorch's tracker); `null` when the trace does not say.
+    pub recorded_peak_reserved: Option<u64>,
     pub policies: Vec<PolicyRow>,
 }
 
@@ -55,6 +61,7 @@ pub struct ReplayReport {
 
 fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64) -> PolicyRow {
     PolicyRow {
+        error_vs_recorded: None,
         name: spec.to_string(),
         peak_requested: o.peak_requested,
         peak_allocated: o.peak_allocated,
@@ -83,11 +90,19 @@ impl ReplayReport {
         let streams = &input.model.streams;
         let capacities: Vec<u64> = input.capacities.iter().map(|c| c.0).collect();
         let results = replay_all(streams, specs, &capacities)?;
+        let models_recorded = |spec: &PolicySpec| {
+            input
+                .recorded_policy
+                .as_ref()
+                .is_some_and(|r| r.name == spec.name)
+        };
         let mut stream_reports = Vec::new();
         for (s, stream) in streams.iter().enumerate() {
             let lb = stream.lower_bound();
             let key = stream.key.expect("model streams have keys");
+            let recorded = stream.recorded_peak_reserved;
             stream_reports.push(StreamReport {
+                recorded_peak_reserved: recorded,
                 pid: key.pid,
                 device: key.device,
                 requests: stream.requests.len(),
@@ -99,7 +114,14 @@ impl ReplayReport {
                 policies: results
                     .iter()
                     .filter(|r| r.stream == s)
-                    .map(|r| row(&specs[r.policy], &r.outcome, lb))
+                    .map(|r| {
+                        let spec = &specs[r.policy];
+                        let mut row = row(spec, &r.outcome, lb);
+                        row.error_vs_recorded = recorded
+                            .filter(|&t| t > 0 && models_recorded(spec))
+                            .map(|t| (r.outcome.peak_reserved as f64 - t as f64) / t as f64);
+                        row
+                    })
                     .collect(),
             });
         }

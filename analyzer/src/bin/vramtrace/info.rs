@@ -57,6 +57,9 @@ fn render(path: &Path, i: &TraceInfo) -> String {
         l => l,
     };
     let _ = writeln!(s, "level        {level}");
+    if !i.allocator.is_empty() {
+        let _ = writeln!(s, "allocator    {}", i.allocator);
+    }
     let _ = writeln!(
         s,
         "events       {} ({} failed) over {}, {:.2} bytes/event in {} chunks",

@@ -57,7 +57,14 @@ impl Args {
             .as_deref()
             .expect("clap requires TRACE unless --list-policies");
         let input = load_streams(path, self.capacity)?;
-        let report = ReplayReport::build(&path.display().to_string(), &self.policy.0, &input)?;
+        // The configuration the program ran under leads, whatever else was asked for.
+        let mut specs = self.policy.0.clone();
+        if let Some(r) = &input.recorded_policy
+            && !specs.iter().any(|s| s.to_string() == r.to_string())
+        {
+            specs.insert(0, r.clone());
+        }
+        let report = ReplayReport::build(&path.display().to_string(), &specs, &input)?;
         if let Some(w) = &report.warning
             && !self.json
         {
@@ -136,6 +143,18 @@ fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
         }
         s.push('\n');
         render_table(&mut s, &st.policies);
+        if let Some(t) = st.recorded_peak_reserved {
+            for p in st.policies.iter().filter(|p| p.error_vs_recorded.is_some()) {
+                let _ = writeln!(
+                    s,
+                    "recorded     {}: predicted {}, this run reserved {} ({:+.2}%)",
+                    p.name,
+                    bytes(p.peak_reserved),
+                    bytes(t),
+                    100.0 * p.error_vs_recorded.unwrap_or(0.0)
+                );
+            }
+        }
     }
     if r.streams.len() > 1 {
         let _ = writeln!(

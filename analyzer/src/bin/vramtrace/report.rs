@@ -53,11 +53,12 @@ impl From<&Args> for ReportOptions {
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        run(&self)
+        write_report(&self)
     }
 }
 
-fn run(o: &Args) -> Result<()> {
+/// Checks the output directory, makes the report and writes its files.
+fn write_report(o: &Args) -> Result<()> {
     // Stage messages on stderr, only when a person is watching it.
     let tty = std::io::stderr().is_terminal();
     let start = Instant::now();
