@@ -34,8 +34,8 @@ pub fn install() {
     if INSTALLED.swap(true, Ordering::AcqRel) {
         return;
     }
-    // SAFETY: registering a plain function; it runs in the child's only thread.
-    unsafe { libc::pthread_atfork(None, None, Some(in_fork_child)) };
+    // SAFETY: registering plain functions; the child's runs in the child's only thread.
+    unsafe { libc::pthread_atfork(Some(before_fork), Some(in_fork_parent), Some(in_fork_child)) };
     for (i, &sig) in FATAL.iter().enumerate() {
         // SAFETY: a zeroed sigaction is valid; PREVIOUS is written here, before our handler can
         // run, and afterwards only by that handler.
@@ -50,7 +50,16 @@ pub fn install() {
     }
 }
 
+extern "C" fn before_fork() {
+    crate::modules::before_fork();
+}
+
+extern "C" fn in_fork_parent() {
+    crate::modules::after_fork(false);
+}
+
 extern "C" fn in_fork_child() {
+    crate::modules::after_fork(true);
     clock::after_fork_in_child();
     crate::hooks::context::after_fork_in_child();
     ring::detach();
