@@ -27,4 +27,5 @@ pub mod replay;
 pub mod report;
 pub mod summary;
 pub mod symbolize;
+pub mod terminal;
 pub mod units;

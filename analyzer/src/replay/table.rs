@@ -96,6 +96,8 @@ impl ReplayReport {
                 .as_ref()
                 .is_some_and(|r| r.name == spec.name)
         };
+        // Results come in (stream, policy) order: stream `s` owns one contiguous run of them.
+        let n = specs.len();
         let mut stream_reports = Vec::new();
         for (s, stream) in streams.iter().enumerate() {
             let lb = stream.lower_bound();
@@ -111,9 +113,8 @@ impl ReplayReport {
                 capacity_bytes: Some(capacities[s]).filter(|&c| c != u64::MAX),
                 lower_bound_bytes: lb,
                 outside_allocator: stream.outside,
-                policies: results
+                policies: results[s * n..(s + 1) * n]
                     .iter()
-                    .filter(|r| r.stream == s)
                     .map(|r| {
                         let spec = &specs[r.policy];
                         let mut row = row(spec, &r.outcome, lb);
@@ -209,6 +210,8 @@ impl FitReport {
     ) -> Result<Self, PolicyError> {
         let streams = &input.model.streams;
         let fits = fit_all(streams, specs)?;
+        // Fits come in (stream, policy) order, as replays do.
+        let n = specs.len();
         let per_stream: Vec<StreamFit> = streams
             .iter()
             .enumerate()
@@ -219,9 +222,8 @@ impl FitReport {
                     pid: key.pid,
                     device: key.device,
                     lower_bound_bytes: lb,
-                    policies: fits
+                    policies: fits[s * n..(s + 1) * n]
                         .iter()
-                        .filter(|f| f.stream == s)
                         .map(|f| FitRow {
                             name: specs[f.policy].to_string(),
                             min_capacity_bytes: f.min_capacity_bytes,
