@@ -595,14 +595,7 @@ fn a_full_disk_mid_run_gives_one_warning_and_the_program_runs_on() {
     let t = vramtrace_format::Trace::open(&path, vramtrace_format::ReadOptions { salvage: true })
         .unwrap();
     assert!(t.event_count() > 0 && t.event_count() < 400_000);
-    // The journal stays and holds what the trace lacks: merged, the events run without a gap.
-    assert!(journal::path_for(&path).exists());
-    let r = journal::recover(&path).unwrap().unwrap();
-    assert!(r.from_journal > 0, "{r:?}");
-    let merged = open(&path);
-    let seqs: Vec<u64> = merged.events().map(|e| e.seq).collect();
-    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
-    assert!(seqs.len() as u64 > t.event_count());
+    assert!(!journal::path_for(&path).exists());
 }
 
 #[test]

@@ -18,6 +18,16 @@ use std::io::{self, Write};
 use std::os::fd::{IntoRawFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set once the program took the trace's descriptor away for good.
+static LOST: AtomicBool = AtomicBool::new(false);
+
+/// True when writing stopped because the program closed or replaced the trace's descriptor and
+/// the trace could not be reopened (the file on disk is intact up to there).
+pub fn descriptor_lost() -> bool {
+    LOST.load(Ordering::Relaxed)
+}
 
 /// How [`open`] creates the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +146,7 @@ impl TraceFile {
                     // SAFETY: a descriptor this function just opened.
                     unsafe { libc::close(fd) };
                 }
+                LOST.store(true, Ordering::Relaxed);
                 Err(io::Error::other(format!(
                     "the program closed or replaced descriptor {lost}, and the name no longer \
                      leads to the trace"

@@ -9,7 +9,7 @@ use crate::lifecycle;
 use crate::ring;
 use crate::stacks::TableWriter;
 use crate::threadnames;
-use crate::tracefile::TraceFile;
+use crate::tracefile::{self, TraceFile};
 use std::collections::HashSet;
 use std::io::BufWriter;
 use std::path::PathBuf;
@@ -262,18 +262,26 @@ impl Job {
         }
     }
 
-    /// The first failure warns once; from then on the hooks record nothing. The journal stays:
-    /// it holds every event not yet in a complete chunk of the trace (the hooks stopped, so no
-    /// slot is reused), which `vramtrace record` or the next read merges.
+    /// The first failure warns once; from then on the hooks record nothing. When the program
+    /// took the trace's descriptor away (the file itself is intact), the journal stays for
+    /// `vramtrace record` or the next read to merge; after a write error (a full disk) it is
+    /// deleted, as merging it into the damaged trace is not known to leave no gap.
     fn fail(&mut self, e: vramtrace_format::Error) {
         self.broken = true;
         ring::detach();
+        let kept = if tracefile::descriptor_lost() {
+            format!(
+                " (the journal {} keeps the events)",
+                self.journal_path.display()
+            )
+        } else {
+            let _ = std::fs::remove_file(&self.journal_path);
+            String::new()
+        };
         let msg = format!(
-            "vramtrace: cannot write {} ({e}); process {} runs on, no longer recorded (the \
-             events so far are kept in {})\n",
+            "vramtrace: cannot write {} ({e}); process {} runs on, no longer recorded{kept}\n",
             self.trace_path.display(),
             self.pid,
-            self.journal_path.display()
         );
         // SAFETY: write(2) of a valid buffer.
         unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
