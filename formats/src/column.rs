@@ -76,6 +76,23 @@ impl Column {
             Column::Narrow(v) => u64::from(v[i]),
         }
     }
+
+    /// Hands the first `len` values to `f` in order, matching the representation once rather
+    /// than once per value as [`Self::get`] does: the fast way through a whole column.
+    #[inline]
+    pub fn for_each(&self, len: usize, mut f: impl FnMut(u64)) {
+        match self {
+            Column::Linear { start, step } => {
+                let mut v = *start;
+                for _ in 0..len {
+                    f(v);
+                    v = v.wrapping_add(*step as u64);
+                }
+            }
+            Column::Values(v) => v[..len].iter().for_each(|&x| f(x)),
+            Column::Narrow(v) => v[..len].iter().for_each(|&x| f(u64::from(x))),
+        }
+    }
 }
 
 /// A run of events stored column by column: what one event chunk decodes to.
@@ -100,6 +117,18 @@ impl EventBatch {
 
     /// The column at storage index `c` (see [`COLUMN_NAMES`]).
     pub fn column(&self, c: usize) -> &Column {
+        &self.columns[c]
+    }
+
+    /// The column named `name` (one of [`COLUMN_NAMES`]).
+    ///
+    /// # Panics
+    /// On a name that is not a column's.
+    pub fn column_named(&self, name: &str) -> &Column {
+        let c = COLUMN_NAMES
+            .iter()
+            .position(|&n| n == name)
+            .unwrap_or_else(|| panic!("no event column named {name}"));
         &self.columns[c]
     }
 

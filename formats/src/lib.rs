@@ -55,7 +55,7 @@ pub use column::{COLUMN_NAMES, COLUMNS, Column, ColumnBuilder, EventBatch};
 pub use error::{Error, Result};
 pub use event::{CUDA_SUCCESS, Event, NO_DEVICE, NO_STACK};
 pub use metadata::{ALLOCATOR_ENV_VARS, Metadata};
-pub use reader::{EventChunks, Layout, MappedFile, ReadOptions, Trace};
+pub use reader::{EventChunks, Layout, MappedFile, ReadOptions, Trace, TraceHead};
 pub use tables::{
     Device, Frame, FrameRef, Module, Pool, Process, PythonFrame, Stack, Stream, Tables, Thread,
 };

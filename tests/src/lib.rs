@@ -5,6 +5,8 @@
 //! Everything is built from the tests themselves with `cargo` and `cc`, so plain
 //! `cargo test --workspace` on a machine with Rust and a C compiler runs them.
 
+pub mod torch_complete;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

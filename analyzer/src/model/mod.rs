@@ -7,6 +7,6 @@ mod from_events;
 mod level;
 mod request;
 
-pub use from_events::Model;
+pub use from_events::{Model, ModelBuilder};
 pub use level::{CaptureLevel, LevelReport, allocator_as_run, detect_level, pytorch_alloc_conf};
 pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};

@@ -2,8 +2,9 @@
 
 use anyhow::{Context, Result, anyhow};
 use std::path::Path;
+use vramtrace::model::ModelBuilder;
 use vramtrace::replay::ReplayInput;
-use vramtrace_format::{ReadOptions, Trace, journal};
+use vramtrace_format::{EventBatch, MappedFile, ReadOptions, Trace, TraceHead, journal};
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
 ///
@@ -41,9 +42,37 @@ pub fn load_trace(path: &Path, salvage: bool) -> Result<Trace> {
     Ok(trace)
 }
 
-/// Reads the trace and builds its request streams; `capacity` overrides the traced devices'.
+/// Streams the trace's event batches through `map` (in parallel) and `sink` (in order), holding
+/// only a few chunks at a time ([`TraceHead::stream`]); returns the rest of the trace.
+///
+/// With a crash journal beside the trace the whole trace is read as [`load_trace`] reads it, so
+/// the journal's events stream too.
+pub fn stream_trace<T: Send>(
+    path: &Path,
+    salvage: bool,
+    map: impl Fn(EventBatch) -> T + Sync,
+    mut sink: impl FnMut(T),
+) -> Result<TraceHead> {
+    if journal::path_for(path).exists() {
+        let (head, batches) = load_trace(path, salvage)?.into_parts();
+        batches.into_iter().for_each(|b| sink(map(b)));
+        return Ok(head);
+    }
+    let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
+    TraceHead::stream(file.bytes(), ReadOptions { salvage }, map, sink)
+        .with_context(|| format!("{}", path.display()))
+}
+
+/// Streams the trace into its request streams; `capacity` overrides the traced devices'.
 pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<ReplayInput> {
-    let trace = load_trace(path, false)?;
-    ReplayInput::from_trace(&trace, capacity)
+    let mut builder = ModelBuilder::default();
+    let head = stream_trace(
+        path,
+        false,
+        |b| b,
+        |b| b.iter().for_each(|e| builder.push(&e)),
+    )?;
+    let model = builder.finish(&head.metadata);
+    ReplayInput::of_model(model, &head.metadata, &head.tables.devices, capacity)
         .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
 }
