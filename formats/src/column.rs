@@ -405,17 +405,22 @@ impl ColumnBuilder {
         }
     }
 
-    /// Smallest and largest value of column `c` (time and seq ranges for the chunk index).
-    pub fn first_last(&self, c: usize) -> Option<(u64, u64)> {
-        let col = &self.columns[c];
-        Some((*col.first()?, *col.last()?))
+    /// Appends the raw chunk payload for the buffered events `range` to `out`.
+    pub fn encode_into(&self, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+        put_uvarint(out, range.len() as u64);
+        for column in &self.columns {
+            encode_column(&column[range.clone()], out);
+        }
     }
 
-    /// Appends the raw chunk payload for the buffered events to `out` and clears the buffer.
-    pub fn encode_into(&mut self, out: &mut Vec<u8>) {
-        put_uvarint(out, self.len() as u64);
+    /// Value `i` of column `c`.
+    pub fn value(&self, c: usize, i: usize) -> u64 {
+        self.columns[c][i]
+    }
+
+    /// Forgets the buffered events.
+    pub fn clear(&mut self) {
         for column in &mut self.columns {
-            encode_column(column, out);
             column.clear();
         }
     }
@@ -548,8 +553,7 @@ mod tests {
         let mut b = ColumnBuilder::default();
         events.iter().for_each(|e| b.push(e));
         let mut raw = Vec::new();
-        b.encode_into(&mut raw);
-        assert!(b.is_empty());
+        b.encode_into(0..b.len(), &mut raw);
         EventBatch::decode(&raw, events.len()).unwrap()
     }
 
@@ -600,7 +604,7 @@ mod tests {
         let mut b = ColumnBuilder::default();
         events.iter().for_each(|e| b.push(e));
         let mut raw = Vec::new();
-        b.encode_into(&mut raw);
+        b.encode_into(0..b.len(), &mut raw);
         assert_eq!(column_modes(&raw)[1], MODE_DELTA_PLANES);
         let batch = EventBatch::decode(&raw, events.len()).unwrap();
         assert_eq!(batch.iter().collect::<Vec<_>>(), events);

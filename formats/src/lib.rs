@@ -41,6 +41,7 @@ mod metadata;
 #[cfg(feature = "pickle")]
 pub mod pickle;
 mod reader;
+pub mod replace;
 #[cfg(feature = "synthetic")]
 pub mod synthetic;
 mod tables;

@@ -39,10 +39,21 @@ impl Layout {
     /// Finds the chunks of `bytes`.
     pub fn scan(bytes: &[u8], options: ReadOptions) -> Result<Layout> {
         let version = chunk::parse_file_header(bytes)?;
-        if let Some(layout) = Self::from_index(bytes, version)? {
-            return Ok(layout);
+        match Self::from_index(bytes, version) {
+            Ok(Some(layout)) => Ok(layout),
+            Ok(None) => Self::sequential(bytes, version, options),
+            // A damaged index or trailer says nothing about the chunks before it: salvage walks
+            // them from the start instead.
+            Err(e) if options.salvage => {
+                let mut layout = Self::sequential(bytes, version, options)?;
+                layout.damage = Some(format!(
+                    "{e}; read the chunks in file order instead ({})",
+                    layout.damage.take().unwrap_or_default()
+                ));
+                Ok(layout)
+            }
+            Err(e) => Err(e),
         }
-        Self::sequential(bytes, version, options)
     }
 
     /// The event chunks whose time range overlaps `[from_ns, to_ns]`, through the index: random
@@ -95,6 +106,12 @@ impl Layout {
                 )));
             }
             let h = header_at(bytes, entry.offset, header.offset)?;
+            if h.kind == ChunkKind::Index {
+                return Err(Error::Corrupt {
+                    offset: entry.offset,
+                    what: "the index lists an index chunk".into(),
+                });
+            }
             if h.kind as u8 != entry.kind || h.event_count != entry.event_count {
                 return Err(Error::Corrupt {
                     offset: entry.offset,
@@ -366,7 +383,12 @@ fn decode_payload(
         }
         ChunkKind::Tables => Decoded::Tables(codec::decode_value(raw, at)?),
         ChunkKind::Events => Decoded::Events(decode_events(raw, h)?),
-        ChunkKind::Index => unreachable!("layouts never list the index chunk"),
+        ChunkKind::Index => {
+            return Err(Error::Corrupt {
+                offset: h.offset,
+                what: "an index chunk among the data chunks".into(),
+            });
+        }
     })
 }
 

@@ -234,11 +234,6 @@ impl Document {
         self.root = root;
     }
 
-    /// Makes room for `n` more containers.
-    pub(crate) fn reserve(&mut self, n: usize) {
-        self.nodes.reserve(n);
-    }
-
     /// Number of containers in the arena.
     pub fn containers(&self) -> usize {
         self.nodes.len()

@@ -8,13 +8,14 @@ use crate::args::{PolicyList, policies};
 use crate::elf_files::ElfFiles;
 use crate::load::load_trace_or_snapshot;
 use anyhow::{Context, Result};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::report::generate::{Options as ReportOptions, Report, generate, page};
 use vramtrace::report::page::Mode;
 use vramtrace::symbolize::{ModuleFiles, NoFiles};
 use vramtrace::units::{bytes, parse_size};
+use vramtrace_format::replace::write_replacing;
 
 /// Write one self-contained interactive HTML page: memory over time per allocation and per
 /// policy, what is live when and from where, each policy's allocator state, sites, failures
@@ -91,7 +92,7 @@ fn write_report(o: &Args) -> Result<()> {
     std::fs::create_dir_all(&out)
         .with_context(|| format!("cannot create the output directory {}", out.display()))?;
     let probe = out.join(".vramtrace-write-test");
-    std::fs::write(&probe, b"")
+    write_replacing(&probe, |_| std::io::Result::Ok(()))
         .with_context(|| format!("cannot write in the output directory {}", out.display()))?;
     let _ = std::fs::remove_file(&probe);
 
@@ -115,12 +116,17 @@ fn write_report(o: &Args) -> Result<()> {
     progress("writing files");
     let html = page(&reports, mode);
     let charts = &reports[0].charts;
-    for c in charts {
-        let path = out.join(&c.file);
-        std::fs::write(&path, &c.svg).with_context(|| format!("writing {}", path.display()))?;
+    // Each file is written whole or not at all (a full disk leaves no truncated chart), and a
+    // link at its name is replaced, never written through.
+    let files = charts
+        .iter()
+        .map(|c| (out.join(&c.file), c.svg.as_bytes()))
+        .chain([(out.join("index.html"), html.as_bytes())]);
+    for (path, bytes) in files {
+        write_replacing(&path, |f| f.write_all(bytes))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     let index = out.join("index.html");
-    std::fs::write(&index, &html).with_context(|| format!("writing {}", index.display()))?;
     progress("done");
     let peak = reports[0]
         .data
