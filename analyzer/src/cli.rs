@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use vramtrace::policy::{PolicySpec, resolve};
-use vramtrace::units::parse_size;
+use vramtrace::units::{parse_gpu_size, parse_size};
 
 /// The `--policy` list, checked (names and options) while parsing the command line.
 #[derive(Debug, Clone)]
@@ -159,6 +159,38 @@ Examples:
         /// Policies: `all`, or NAME[:KEY=VALUE,...] separated by commas.
         #[arg(long, default_value = "all", value_parser = policies)]
         policy: PolicyList,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The allocator setting to run with: every selectable setting of the trace's framework
+    /// replayed, ranked by process peak, against the configuration the trace was recorded with.
+    #[command(after_help = "\
+Examples:
+  vramtrace tune run.vramtrace
+  vramtrace tune run.vramtrace --gpu 24GB
+  vramtrace tune run.vramtrace --capacity 20GiB --json | jq '.ranked[0].select'
+
+Sizes: --gpu 24GB means a board sold as 24 GB (24 GiB); --capacity is exact bytes for the
+allocator (123, 512MiB, 20GiB, 21GB).")]
+    Tune {
+        /// The .vramtrace file.
+        trace: PathBuf,
+        /// The GPU to fit (board size: 16GB, 24GB, 80GB, ...): replays run at its memory less
+        /// the CUDA context and the memory outside the pool, and a column says what fits.
+        #[arg(long, value_name = "SIZE", value_parser = parse_gpu_size, conflicts_with = "capacity")]
+        gpu: Option<u64>,
+        /// Exact device memory the allocator may take in the replays (default: the traced
+        /// device's, less the context and the memory outside the pool).
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        capacity: Option<u64>,
+        /// The CUDA context's share of the device (default: the estimate in
+        /// docs/definitions.md).
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        context: Option<u64>,
+        /// Ranked settings shown (all in --json).
+        #[arg(long, default_value_t = 8)]
+        top: usize,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

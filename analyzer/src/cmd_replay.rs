@@ -13,6 +13,8 @@ use vramtrace::units::{bytes, count, duration};
 /// A trace's request streams with the capacity each replays under.
 pub struct Loaded {
     pub model: Model,
+    pub metadata: vramtrace_format::Metadata,
+    pub tables: vramtrace_format::Tables,
     /// Per stream: the capacity, and where it came from.
     pub capacities: Vec<(u64, &'static str)>,
 }
@@ -43,7 +45,12 @@ pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<Loaded> {
             }
         })
         .collect();
-    Ok(Loaded { model, capacities })
+    Ok(Loaded {
+        model,
+        capacities,
+        metadata: trace.metadata,
+        tables: trace.tables,
+    })
 }
 
 /// One policy's figures (DESIGN.md, "replay --json").
@@ -155,6 +162,7 @@ pub fn build_report(path: &Path, specs: &[PolicySpec], loaded: &Loaded) -> Resul
                 device_allocs: sum(|o| o.device_allocs),
                 device_frees: sum(|o| o.device_frees),
                 est_alloc_time_us: outs.iter().map(|o| o.est_alloc_time_us).sum(),
+                costs: outs.iter().map(|o| o.costs).sum(),
                 oom: outs
                     .iter()
                     .filter_map(|o| o.oom.clone())

@@ -18,4 +18,5 @@ pub mod replay;
 pub mod report;
 pub mod summary;
 pub mod symbolize;
+pub mod tune;
 pub mod units;

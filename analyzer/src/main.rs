@@ -14,6 +14,7 @@ mod cmd_record;
 mod cmd_replay;
 mod cmd_report;
 mod cmd_summary;
+mod cmd_tune;
 mod load;
 mod output;
 
@@ -68,6 +69,21 @@ fn main() -> ExitCode {
             policy,
             json,
         } => cmd_fit::run(&trace, &policy.0, json),
+        Command::Tune {
+            trace,
+            gpu,
+            capacity,
+            context,
+            top,
+            json,
+        } => cmd_tune::run(&cmd_tune::Options {
+            trace: &trace,
+            gpu,
+            capacity,
+            context: context.unwrap_or(vramtrace::model::device::CUDA_CONTEXT_BYTES),
+            json,
+            top,
+        }),
         Command::Import { snapshot, output } => cmd_import::run(&snapshot, &output),
         Command::Export {
             trace,

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use vramtrace::model::{Model, RequestStream};
 use vramtrace::policy::PolicySpec;
-use vramtrace::policy::pytorch::spec_from_alloc_conf;
+use vramtrace::policy::alloc_conf::spec_from_alloc_conf;
 use vramtrace::replay::run;
 use vramtrace_format::{ReadOptions, Trace};
 
@@ -26,6 +26,7 @@ fn policy_of(stats: &serde_json::Value) -> PolicySpec {
         stats["alloc_conf"].as_str().unwrap(),
         stats["memory_fraction"].as_str(),
     )
+    .unwrap()
 }
 
 fn stream_of(name: &str) -> RequestStream {

@@ -3,6 +3,7 @@
 //!
 //! Sans-IO: everything here takes decoded events and returns data.
 
+pub mod device;
 mod level;
 mod objects;
 mod request;

@@ -5,6 +5,7 @@
 //! Nothing else changes: the commands, the parallel engine and `--list-policies` read the
 //! registry.
 
+pub mod alloc_conf;
 pub mod best_fit;
 pub mod bfc;
 pub mod buddy;
@@ -93,7 +94,8 @@ pub fn find(name: &str) -> Option<&'static PolicyInfo> {
     REGISTRY.iter().find(|p| p.name == name)
 }
 
-/// `all`, or a list of specs; checks names and options so errors come before any work.
+/// `all`, or a list of specs (in the policy syntax or the `PYTORCH_CUDA_ALLOC_CONF` syntax,
+/// [`alloc_conf::parse_policy_list`]); checks names and options so errors come before any work.
 pub fn resolve(text: &str) -> Result<Vec<PolicySpec>, String> {
     let specs = if text.trim() == "all" {
         REGISTRY
@@ -104,7 +106,7 @@ pub fn resolve(text: &str) -> Result<Vec<PolicySpec>, String> {
             })
             .collect()
     } else {
-        parse_specs(text)?
+        alloc_conf::parse_policy_list(text)?
     };
     let empty = RequestStream::default();
     for spec in &specs {

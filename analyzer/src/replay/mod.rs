@@ -10,7 +10,7 @@ mod policy;
 
 pub use driver::{Driver, DriverCall, DriverModel};
 pub use engine::{
-    LiveObject, OOM_LIVE_SHOWN, Observer, Oom, Outcome, ReplayOptions, Timeline, Usage,
+    Costs, LiveObject, OOM_LIVE_SHOWN, Observer, Oom, Outcome, ReplayOptions, Timeline, Usage,
     address_map_at, replay, replay_on,
 };
 pub use parallel::{

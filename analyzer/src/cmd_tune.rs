@@ -1,0 +1,198 @@
+//! `vramtrace tune`: the allocator setting to run with, against the recorded one.
+
+use crate::cmd_replay::load_streams;
+use anyhow::{Result, anyhow};
+use std::fmt::Write as _;
+use std::io::IsTerminal as _;
+use std::path::Path;
+use std::time::Instant;
+use vramtrace::model::CaptureLevel;
+use vramtrace::model::device::pool_capacity;
+use vramtrace::tune::{Row, Tune, TuneOptions, recorded_of, tune};
+use vramtrace::units::{bytes, count};
+
+/// What the command line asked.
+pub struct Options<'a> {
+    pub trace: &'a Path,
+    pub gpu: Option<u64>,
+    pub capacity: Option<u64>,
+    pub context: u64,
+    pub json: bool,
+    /// Ranked rows shown in text (all in `--json`).
+    pub top: usize,
+}
+
+pub fn run(o: &Options) -> Result<()> {
+    let loaded = load_streams(o.trace, o.capacity)?;
+    let streams = &loaded.model.streams;
+    let recorded = recorded_of(&loaded.model, &loaded.metadata, &loaded.tables);
+    let capacities = streams
+        .iter()
+        .zip(&loaded.capacities)
+        .map(|(s, &(device, _))| match (o.capacity, o.gpu) {
+            (Some(c), _) => c,
+            (None, Some(g)) => pool_capacity(g, o.context, s.outside.peak_bytes),
+            (None, None) => pool_capacity(device, o.context, s.outside.peak_bytes),
+        })
+        .collect();
+    let options = TuneOptions {
+        capacities,
+        gpu_bytes: o.gpu,
+        context_bytes: o.context,
+    };
+    let started = Instant::now();
+    if std::io::stderr().is_terminal() && !o.json {
+        let requests: usize = streams.iter().map(|s| s.requests.len()).sum();
+        eprintln!(
+            "vramtrace: replaying {} requests under every {} setting...",
+            count(requests as u64),
+            recorded.framework.name()
+        );
+    }
+    let t = tune(streams, &loaded.model.level, &recorded, &options).map_err(|e| anyhow!(e))?;
+    let took = started.elapsed().as_secs_f64();
+    let out = if o.json {
+        serde_json::to_string_pretty(&t)? + "\n"
+    } else {
+        render(o.trace, &t, &loaded.model.level.level, o.top, took)
+    };
+    crate::output::print(&out)
+}
+
+fn signed(n: i64) -> String {
+    if n < 0 {
+        format!("+{}", bytes(n.unsigned_abs()))
+    } else if n == 0 {
+        "0".into()
+    } else {
+        format!("-{}", bytes(n as u64))
+    }
+}
+
+fn saving(r: &Row) -> String {
+    if r.recorded {
+        "(recorded)".into()
+    } else {
+        format!(
+            "{} ({:+.1}%)",
+            signed(r.saving_bytes),
+            -100.0 * r.saving_fraction
+        )
+    }
+}
+
+fn level_name(l: &CaptureLevel) -> &'static str {
+    match l {
+        CaptureLevel::Request => "request level",
+        CaptureLevel::Segment => "segment level",
+        CaptureLevel::Unknown => "level unknown",
+    }
+}
+
+fn render(path: &Path, t: &Tune, level: &CaptureLevel, top: usize, took: f64) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "trace      {} ({})", path.display(), level_name(level));
+    let _ = writeln!(s, "framework  {} ({})", t.framework.name(), t.evidence);
+    let r = &t.recorded;
+    let _ = writeln!(
+        s,
+        "recorded   {}\n           process peak {} = pool {} + outside the pool {} + CUDA context {}",
+        r.select,
+        bytes(r.process_peak),
+        bytes(r.pool_peak_reserved),
+        bytes(t.outside_bytes),
+        bytes(t.context_bytes),
+    );
+    for n in &t.notes {
+        let _ = writeln!(s, "note       {n}");
+    }
+    if !t.judged {
+        let _ = writeln!(s, "\nno setting ranked:");
+        for u in &t.not_judged {
+            let _ = writeln!(s, "  {}: {}", u.setting, u.why);
+        }
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "tried      {} settings in {took:.2} s\n",
+        count(t.tried as u64)
+    );
+    let fits = t.gpu_bytes.map(|g| format!("fits {}", bytes(g)));
+    let _ = writeln!(
+        s,
+        "{:>3}  {:>12}  {:>20}  {:>10}  {:>7}  {:>12}{}  setting",
+        "#",
+        "process peak",
+        "vs recorded",
+        "sync frees",
+        "retries",
+        "driver calls",
+        fits.as_ref()
+            .map_or(String::new(), |f| format!("  {f:>12}"))
+    );
+    let shown: Vec<(usize, &Row)> = t
+        .ranked
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| *i < top || r.recorded)
+        .collect();
+    for (i, r) in shown {
+        let fit = r.fits_gpu.map_or(String::new(), |f| {
+            format!("  {:>12}", if f { "yes" } else { "no" })
+        });
+        let mut tags = Vec::new();
+        if r.oom {
+            tags.push("runs out of memory".to_string());
+        }
+        if r.preallocates {
+            tags.push("preallocates".into());
+        }
+        if !r.equivalent.is_empty() {
+            tags.push(format!("same as {} other(s)", r.equivalent.len()));
+        }
+        let tags = if tags.is_empty() {
+            String::new()
+        } else {
+            format!("  [{}]", tags.join("; "))
+        };
+        let _ = writeln!(
+            s,
+            "{:>3}  {:>12}  {:>20}  {:>10}  {:>7}  {:>12}{fit}  {}{tags}",
+            i + 1,
+            bytes(r.process_peak),
+            saving(r),
+            count(r.sync_frees),
+            count(r.retries),
+            count(r.device_allocs + r.device_frees),
+            r.select,
+        );
+    }
+    let _ = writeln!(s, "\nthe best any allocator could do (not selectable):");
+    for b in &t.bounds {
+        let _ = writeln!(
+            s,
+            "     {:>12}  {:>20}  {}",
+            bytes(b.process_peak),
+            saving(b),
+            b.setting
+        );
+    }
+    if !t.not_judged.is_empty() {
+        let _ = writeln!(s, "\nnot judged from this trace:");
+        for u in &t.not_judged {
+            let _ = writeln!(s, "  {}: {}", u.setting, u.why);
+        }
+    }
+    if let Some(best) = t.best() {
+        if best.recorded {
+            let _ = writeln!(
+                s,
+                "\nthe recorded setting is already the best of those tried"
+            );
+        } else {
+            let _ = writeln!(s, "\nto apply the best setting:\n  {}", best.select);
+        }
+    }
+    s
+}
