@@ -54,7 +54,7 @@ fn main() {
     let trace = Trace::open(&path, ReadOptions::default()).expect("the bundled trace");
     let model = Model::from_events(trace.events(), &trace.metadata);
     let stream = doubled(&model.streams[0]);
-    let recorded = recorded_of(&model, &trace.metadata, &trace.tables);
+    let recorded = recorded_of(&trace);
     let options = TuneOptions {
         capacities: vec![150_109_880_320],
         gpu_bytes: None,

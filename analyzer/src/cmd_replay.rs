@@ -13,8 +13,6 @@ use vramtrace::units::{bytes, count, duration};
 /// A trace's request streams with the capacity each replays under.
 pub struct Loaded {
     pub model: Model,
-    pub metadata: vramtrace_format::Metadata,
-    pub tables: vramtrace_format::Tables,
     /// Per stream: the capacity, and where it came from.
     pub capacities: Vec<(u64, &'static str)>,
 }
@@ -45,12 +43,7 @@ pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<Loaded> {
             }
         })
         .collect();
-    Ok(Loaded {
-        model,
-        capacities,
-        metadata: trace.metadata,
-        tables: trace.tables,
-    })
+    Ok(Loaded { model, capacities })
 }
 
 /// One policy's figures (DESIGN.md, "replay --json").

@@ -1,6 +1,7 @@
 //! `vramtrace tune`: the allocator setting to run with, against the recorded one.
 
 use crate::cmd_replay::load_streams;
+use crate::load::load_trace;
 use anyhow::{Result, anyhow};
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
@@ -25,7 +26,7 @@ pub struct Options<'a> {
 pub fn run(o: &Options) -> Result<()> {
     let loaded = load_streams(o.trace, o.capacity)?;
     let streams = &loaded.model.streams;
-    let recorded = recorded_of(&loaded.model, &loaded.metadata, &loaded.tables);
+    let recorded = recorded_of(&load_trace(o.trace, false)?);
     let capacities = streams
         .iter()
         .zip(&loaded.capacities)

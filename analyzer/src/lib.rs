@@ -10,6 +10,7 @@ pub mod device_replay;
 pub mod diff;
 pub mod export_perfetto;
 pub mod export_snapshot;
+pub mod failures;
 pub mod import_snapshot;
 pub mod info;
 pub mod model;

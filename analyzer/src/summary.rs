@@ -6,14 +6,14 @@
 //! "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
 //! event is shared with `diff` and the exporters.
 
+use crate::failures::{FailureSite, FailureSites};
 use crate::import_snapshot::{ALLOCATOR_SEGMENT, python_frame};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
+use vramtrace_format::{Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
 
-/// How many stacks a ranked list keeps, and how many failures are described in full.
+/// How many stacks a ranked list keeps.
 pub const TOP_STACKS: usize = 10;
-pub const DESCRIBED_FAILURES: usize = 20;
 
 /// One live allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,7 +186,7 @@ impl Ledger {
     }
 }
 
-fn is_host(kind: MemoryKind) -> bool {
+pub(crate) fn is_host(kind: MemoryKind) -> bool {
     matches!(kind, MemoryKind::PinnedHost | MemoryKind::RegisteredHost)
 }
 
@@ -366,7 +366,8 @@ pub struct GroupSummary {
     /// Stacks holding the most requested bytes at the moment requested bytes peaked.
     pub top_stacks_at_peak: Vec<StackBytes>,
     pub leaks: Leaks,
-    pub failures: Vec<Failure>,
+    /// Failed allocations grouped by site, in the order they first failed.
+    pub failures: Vec<FailureSite>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -398,20 +399,6 @@ pub struct Leaks {
     pub stacks: Vec<StackBytes>,
 }
 
-/// A failed allocation and what was live at that moment.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Failure {
-    pub time_ns: u64,
-    pub api: Api,
-    pub result: u32,
-    pub size: u64,
-    pub stream: u64,
-    pub frames: Vec<String>,
-    pub live_requested: u64,
-    pub live_reserved: u64,
-    pub top_live_stacks: Vec<StackBytes>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,7 +427,6 @@ struct GroupAcc {
     failed: u64,
     kinds: BTreeMap<(MemoryKind, bool), KindAcc>,
     streams: BTreeMap<u64, (u64, u64, u64)>,
-    failures: Vec<Failure>,
 }
 
 #[derive(Default)]
@@ -465,6 +451,8 @@ impl Summary {
         let mut ledger = Ledger::for_trace(trace);
         let mut groups: BTreeMap<(u32, i32), GroupAcc> = BTreeMap::new();
         let (mut events, mut failed_allocations, mut unmatched_frees) = (0u64, 0u64, 0u64);
+        let start = trace.events().next().map_or(0, |e| e.time_ns);
+        let mut sites = FailureSites::new(start);
         for (i, e) in trace.events().enumerate() {
             events += 1;
             let change = ledger.apply(&e);
@@ -473,30 +461,14 @@ impl Summary {
                 Change::Failed => {
                     failed_allocations += 1;
                     let kind = e.api.kind();
-                    let device = if is_host(kind) { NO_DEVICE } else { e.device };
+                    let device = FailureSites::device_of(&e);
                     let g = groups.entry((e.pid, device)).or_default();
                     g.failed += 1;
                     g.kinds
                         .entry((kind, e.flags & ALLOCATOR_SEGMENT != 0))
                         .or_default()
                         .failed += 1;
-                    if g.failures.len() < DESCRIBED_FAILURES {
-                        let t = ledger.totals(e.pid, device);
-                        let live = ledger
-                            .live()
-                            .filter(|o| o.pid == e.pid && o.device == device && o.requested);
-                        g.failures.push(Failure {
-                            time_ns: e.time_ns,
-                            api: e.api,
-                            result: e.result,
-                            size: e.size,
-                            stream: e.stream,
-                            frames: names.frames(e.stack),
-                            live_requested: t.requested,
-                            live_reserved: t.reserved,
-                            top_live_stacks: top_stacks(live, &names, 5),
-                        });
-                    }
+                    sites.see(&e, &ledger, &names);
                     continue;
                 }
                 Change::UnmatchedFree => {
@@ -548,6 +520,11 @@ impl Summary {
         let mut leaks: HashMap<(u32, i32), Vec<Object>> = HashMap::new();
         for o in ledger.live().filter(|o| o.requested) {
             leaks.entry((o.pid, o.device)).or_default().push(*o);
+        }
+
+        let mut failures: HashMap<(u32, i32), Vec<FailureSite>> = HashMap::new();
+        for f in sites.finish() {
+            failures.entry((f.pid, f.device)).or_default().push(f);
         }
 
         // Second pass: the live set at each group's peak.
@@ -606,7 +583,7 @@ impl Summary {
                         count: leaked.len() as u64,
                         stacks: top_stacks(leaked.iter(), &names, TOP_STACKS),
                     },
-                    failures: g.failures,
+                    failures: failures.remove(&(pid, device)).unwrap_or_default(),
                 }
             })
             .collect();

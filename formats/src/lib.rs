@@ -33,6 +33,7 @@ mod api;
 pub mod chunk;
 pub mod codec;
 mod column;
+pub mod cuda_result;
 mod error;
 mod event;
 pub mod journal;

@@ -89,6 +89,10 @@ pub const REGISTRY: &[PolicyInfo] = &[
     buddy::INFO,
 ];
 
+/// The bounds: policies that plan with the whole stream known (or hold exactly what is live),
+/// so no program can select them and their placement does not depend on the capacity.
+pub const BOUNDS: &[&str] = &["lower-bound", "greedy-by-size"];
+
 /// The registered policy called `name`.
 pub fn find(name: &str) -> Option<&'static PolicyInfo> {
     REGISTRY.iter().find(|p| p.name == name)

@@ -6,7 +6,7 @@ use super::driver::DriverModel;
 use super::engine::{Outcome, ReplayOptions, Timeline, address_map_at, replay};
 use super::policy::AddressMap;
 use crate::model::RequestStream;
-use crate::policy::{BuildContext, PolicySpec, build};
+use crate::policy::{BOUNDS, BuildContext, PolicySpec, build};
 use rayon::prelude::*;
 
 /// One policy on one stream.
@@ -152,6 +152,13 @@ pub fn fit_one(stream: &RequestStream, spec: &PolicySpec) -> Result<(Option<u64>
     // Invariant: capacity `lo` fails (below the lower bound it must); `hi` was run and fits.
     let mut lo = stream.lower_bound().saturating_sub(1);
     let mut hi = unlimited.peak_reserved.max(lo + 1);
+    if BOUNDS.contains(&spec.name.as_str()) {
+        // A plan made with every lifetime known does not change with the capacity: it fits
+        // exactly from its own peak up. Checked at the peak and one byte below.
+        if fits(hi, &mut replays)?.is_some() && fits(hi - 1, &mut replays)?.is_none() {
+            return Ok((Some(hi), replays));
+        }
+    }
     while fits(hi, &mut replays)?.is_none() {
         lo = hi;
         hi = hi.saturating_mul(2);

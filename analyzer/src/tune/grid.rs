@@ -10,8 +10,8 @@
 //! then grows reserved memory without bound, pytorch/pytorch PR #193400).
 
 use super::framework::Framework;
-use crate::policy::PolicySpec;
 use crate::policy::alloc_conf::alloc_conf_of;
+use crate::policy::{BOUNDS, PolicySpec};
 use crate::units::bytes;
 use serde::Serialize;
 
@@ -180,7 +180,7 @@ pub fn settings(framework: Framework, ctx: &GridContext) -> Vec<Candidate> {
 /// The bounds: what no allocator can beat, and what an offline planner knowing every lifetime
 /// reaches.
 pub fn bounds() -> Vec<Candidate> {
-    ["lower-bound", "greedy-by-size"]
+    BOUNDS
         .iter()
         .map(|name| Candidate {
             framework: Framework::Cuda,

@@ -12,14 +12,12 @@ pub use framework::{Framework, Recorded, recorded};
 pub use grid::{Candidate, Role};
 pub use search::{Row, Tune, TuneOptions, Unjudged, tune};
 
-use crate::model::{Model, ObjectKind};
-use vramtrace_format::{MemoryKind, Metadata, Tables};
+use vramtrace_format::{MemoryKind, Trace};
 
-/// The recorded configuration of a loaded trace.
-pub fn recorded_of(model: &Model, metadata: &Metadata, tables: &Tables) -> Recorded {
-    let uses_pool = model
-        .objects
-        .iter()
-        .any(|o| o.kind == ObjectKind::Device(MemoryKind::Pool));
-    recorded(metadata, tables, uses_pool)
+/// The recorded configuration of a trace.
+pub fn recorded_of(trace: &Trace) -> Recorded {
+    let uses_pool = trace
+        .events()
+        .any(|e| e.succeeded() && e.api.kind() == MemoryKind::Pool);
+    recorded(&trace.metadata, &trace.tables, uses_pool)
 }
