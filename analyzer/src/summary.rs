@@ -7,9 +7,9 @@
 //! event is shared with `diff` and the exporters.
 
 use crate::failures::{FailureSite, FailureSites};
-use crate::import_snapshot::{ALLOCATOR_SEGMENT, python_frame};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, python_frame};
 use vramtrace_format::{Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
 
 /// How many stacks a ranked list keeps.

@@ -1,13 +1,13 @@
-//! From API events to what a replay needs: memory objects and, per (process, device), the
-//! request stream an allocator policy serves.
+//! From API events to what a replay needs: per (process, device), the request stream an
+//! allocator policy serves.
 //!
 //! Sans-IO: everything here takes decoded events and returns data.
 
 pub mod device;
+mod from_events;
 mod level;
-mod objects;
 mod request;
 
+pub use from_events::Model;
 pub use level::{CaptureLevel, LevelReport, detect_level};
-pub use objects::{MemoryObject, Model, ObjectKind};
 pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};

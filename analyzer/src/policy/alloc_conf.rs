@@ -11,7 +11,7 @@
 //! (`release_lock_on_cudamalloc`, `pinned_*`, `graph_capture_record_stream_reuse`) are
 //! accepted and ignored; any other key is an error, as it is for PyTorch.
 
-use super::options::split_outside_brackets;
+use super::support::options::split_outside_brackets;
 use super::{PolicySpec, find};
 
 /// The policy PyTorch's native allocator is, without and with expandable segments.

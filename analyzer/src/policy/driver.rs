@@ -25,6 +25,9 @@ pub const PAGE: u64 = 2 * MIB;
 pub const SMALL_PACKED: u64 = MIB;
 /// Address alignment of packed small allocations.
 pub const SMALL_ALIGN: u64 = 512;
+/// `totalGlobalMem` of the H200: the device memory of a replay without a capacity (for the
+/// expandable segments' address reservation and the options defined as a fraction of it).
+pub const H200_TOTAL_MEMORY: u64 = 150_754_820_096;
 /// No request larger than this (256 TiB) can be served by any device; the engine refuses it
 /// before a policy sees it, which keeps every size computation far from overflow.
 pub const MAX_REQUEST: u64 = 1 << 48;

@@ -9,9 +9,7 @@
 //! - per process and device one counter track (`C`) with two series, `requested` and
 //!   `reserved` bytes (the [`Ledger`] definitions), a point at every change;
 //! - an instant event (`i`, process scope) at every failed allocation, with its size, result,
-//!   the live bytes at that moment and the stack;
-//! - any extra counter series the caller adds: the per-policy *reserved* tracks of a replay.
-//!   This module needs no replay engine; `vramtrace export` passes the series it has.
+//!   the live bytes at that moment and the stack.
 //!
 //! `analyzer/tests/perfetto.schema.json` is the schema the output is checked against in CI.
 
@@ -20,18 +18,6 @@ use serde_json::json;
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 use vramtrace_format::Trace;
-
-/// An extra counter track, such as a replayed policy's reserved bytes over time.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CounterSeries {
-    /// Track name, e.g. `GPU 0 reserved (pytorch)`.
-    pub name: String,
-    /// Series name inside the track, e.g. `reserved`.
-    pub series: String,
-    pub pid: u32,
-    /// `(time_ns, value)` points in time order, on the trace's clock.
-    pub points: Vec<(u64, u64)>,
-}
 
 /// What an export wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -49,12 +35,8 @@ fn track_name(device: i32) -> String {
     }
 }
 
-/// Writes `trace` (and `extra` tracks) as trace-event JSON to `out`.
-pub fn write<W: Write>(
-    trace: &Trace,
-    extra: &[CounterSeries],
-    mut out: W,
-) -> io::Result<PerfettoReport> {
+/// Writes `trace` as trace-event JSON to `out`.
+pub fn write<W: Write>(trace: &Trace, mut out: W) -> io::Result<PerfettoReport> {
     let names = StackNames::new(&trace.tables);
     let t0 = trace.events().next().map_or(0, |e| e.time_ns);
     let ts = |t: u64| t.saturating_sub(t0) as f64 / 1000.0;
@@ -77,8 +59,7 @@ pub fn write<W: Write>(
     )?;
     out.write_all(b",\"traceEvents\":[")?;
 
-    let mut pids: BTreeSet<u32> = trace.events().map(|e| e.pid).collect();
-    pids.extend(extra.iter().map(|s| s.pid));
+    let pids: BTreeSet<u32> = trace.events().map(|e| e.pid).collect();
     for &pid in &pids {
         let cmd = trace
             .tables
@@ -135,16 +116,6 @@ pub fn write<W: Write>(
             Change::None | Change::UnmatchedFree => {}
         }
     }
-    for s in extra {
-        for &(t, v) in &s.points {
-            emit(
-                &mut out,
-                json!({"name": s.name, "ph": "C", "ts": ts(t), "pid": s.pid, "tid": 0,
-                       "args": {s.series.as_str(): v}}),
-            )?;
-            report.counter_points += 1;
-        }
-    }
     out.write_all(b"\n]}\n")?;
     out.flush()?;
     Ok(report)
@@ -182,17 +153,11 @@ mod tests {
             ev(3, Api::CuMemFree_v2, 0x1000, 0, 0),
         ]);
         let mut buf = Vec::new();
-        let extra = [CounterSeries {
-            name: "GPU 0 reserved (test)".into(),
-            series: "reserved".into(),
-            pid: 7,
-            points: vec![(1_001_500, 2 << 20)],
-        }];
-        let r = write(&t, &extra, &mut buf).unwrap();
+        let r = write(&t, &mut buf).unwrap();
         assert_eq!(
             r,
             PerfettoReport {
-                counter_points: 3,
+                counter_points: 2,
                 instants: 1,
                 processes: 1
             }
@@ -204,6 +169,6 @@ mod tests {
         assert_eq!(events[2]["ph"], "i");
         assert_eq!(events[2]["ts"], 1.5);
         assert_eq!(events[3]["args"]["reserved"], 0);
-        assert_eq!(events[4]["args"]["reserved"], 2 << 20);
+        assert_eq!(events.len(), 4);
     }
 }

@@ -1,23 +1,60 @@
 //! `vramtrace report`: writes `DIR/index.html` and each chart as its own `.svg`.
 
+use crate::args::{PolicyList, policies};
 use crate::load::load_trace;
 use anyhow::{Context, Result};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use vramtrace::policy::PolicySpec;
 use vramtrace::report::generate::{Options as ReportOptions, generate};
-use vramtrace::units::bytes;
+use vramtrace::units::{bytes, parse_size};
 
-pub struct Options {
-    pub trace: PathBuf,
-    pub out: Option<PathBuf>,
-    pub policies: Vec<PolicySpec>,
-    pub capacity: Option<u64>,
-    pub symbolize: bool,
+/// Write SVG charts and one self-contained HTML page: memory over time per policy, what is
+/// live at the peak and from where, fragmentation, address maps, histograms, a timeline.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace report run.vramtrace
+  vramtrace report run.vramtrace -o report/ --capacity 80GiB
+  vramtrace report run.vramtrace --policy pytorch,pytorch-expandable
+  vramtrace report run.vramtrace --no-symbolize")]
+pub struct Args {
+    /// The .vramtrace file.
+    trace: PathBuf,
+    /// Directory for index.html and the .svg files (created if missing); default
+    /// TRACE-NAME-report in the current directory.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Policies to replay and compare: `all`, or NAME[:KEY=VALUE,...] separated by commas.
+    #[arg(long, default_value = "all", value_parser = policies)]
+    policy: PolicyList,
+    /// Device capacity for the replays, drawn as a line (default: the traced device's
+    /// memory, else unlimited).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    capacity: Option<u64>,
+    /// Show frames as module+0xoffset without reading the traced program's files.
+    #[arg(long)]
+    no_symbolize: bool,
 }
 
-pub fn run(o: &Options) -> Result<()> {
+impl From<&Args> for ReportOptions {
+    fn from(a: &Args) -> ReportOptions {
+        ReportOptions {
+            file: a.trace.display().to_string(),
+            policies: a.policy.0.clone(),
+            capacity: a.capacity,
+            symbolize: !a.no_symbolize,
+        }
+    }
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        run(&self)
+    }
+}
+
+fn run(o: &Args) -> Result<()> {
     // Stage messages on stderr, only when a person is watching it.
     let tty = std::io::stderr().is_terminal();
     let start = Instant::now();
@@ -40,12 +77,7 @@ pub fn run(o: &Options) -> Result<()> {
 
     progress(&format!("opening {}", o.trace.display()));
     let trace = load_trace(&o.trace, false)?;
-    let options = ReportOptions {
-        file: o.trace.display().to_string(),
-        policies: o.policies.clone(),
-        capacity: o.capacity,
-        symbolize: o.symbolize,
-    };
+    let options = ReportOptions::from(o);
     let report = generate(&trace, &options, &mut progress)
         .map_err(anyhow::Error::msg)
         .with_context(|| o.trace.display().to_string())?;

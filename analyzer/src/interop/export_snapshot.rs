@@ -20,9 +20,9 @@
 //! Containers shared by many entries (a stack's frame list, a frame dict) are created once, so
 //! the pickle references them through the memo as PyTorch's own snapshots do.
 
-use crate::import_snapshot::python_frame;
 use crate::summary::{Change, Ledger, Object, StackNames};
 use std::collections::{BTreeMap, HashMap};
+use vramtrace_format::conventions::python_frame;
 use vramtrace_format::pickle::{Document, Value};
 use vramtrace_format::{Event, MemoryKind, NO_STACK, Op, Trace};
 
@@ -397,12 +397,12 @@ fn segment_dict(out: &mut Out, s: &Segment, blocks: &[(u64, u64, u32)]) -> Value
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::import_snapshot::import;
+    use crate::interop::import_snapshot::import;
     use vramtrace_format::pickle;
     use vramtrace_format::{Metadata, ReadOptions, TraceWriter, WriterOptions};
 
     const SNAPSHOT: &[u8] =
-        include_bytes!("../../formats/src/pickle/testdata/snapshot-like-p4.pickle");
+        include_bytes!("../../../formats/src/pickle/testdata/snapshot-like-p4.pickle");
 
     fn imported_trace() -> Trace {
         let imp = import(&pickle::read(SNAPSHOT).unwrap(), "s").unwrap();

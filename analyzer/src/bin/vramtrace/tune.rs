@@ -1,63 +1,91 @@
 //! `vramtrace tune`: the allocator setting to run with, against the recorded one.
 
-use crate::cmd_replay::load_streams;
 use crate::load::load_trace;
 use anyhow::{Result, anyhow};
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::model::CaptureLevel;
-use vramtrace::model::device::pool_capacity;
+use vramtrace::model::device::{CUDA_CONTEXT_BYTES, pool_capacity};
+use vramtrace::replay::ReplayInput;
 use vramtrace::tune::{Row, Tune, TuneOptions, recorded_of, tune};
-use vramtrace::units::{bytes, count};
+use vramtrace::units::{bytes, count, parse_gpu_size, parse_size};
 
-/// What the command line asked.
-pub struct Options<'a> {
-    pub trace: &'a Path,
-    pub gpu: Option<u64>,
-    pub capacity: Option<u64>,
-    pub context: u64,
-    pub json: bool,
-    /// Ranked rows shown in text (all in `--json`).
-    pub top: usize,
+/// The allocator setting to run with: every selectable setting of the trace's framework
+/// replayed, ranked by process peak, against the configuration the trace was recorded with.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace tune run.vramtrace
+  vramtrace tune run.vramtrace --gpu 24GB
+  vramtrace tune run.vramtrace --capacity 20GiB --json | jq -r '.ranked[0].select'
+
+Sizes: --gpu 24GB means a board sold as 24 GB (taken as 24 GiB); --capacity is exact (123,
+512MiB, 20GiB, 21GB). docs/definitions.md defines every figure.")]
+pub struct Args {
+    /// The .vramtrace file.
+    trace: PathBuf,
+    /// The GPU to fit (board size: 16GB, 24GB, 80GB, ...): replays run at its memory less the
+    /// CUDA context and the memory outside the pool, and a column says what fits.
+    #[arg(long, value_name = "SIZE", value_parser = parse_gpu_size, conflicts_with = "capacity")]
+    gpu: Option<u64>,
+    /// Exact device memory the allocator may take in the replays (default: the traced device's,
+    /// less the CUDA context and the memory outside the pool).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    capacity: Option<u64>,
+    /// The CUDA context's share of the device (default: the estimate in docs/definitions.md).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    context: Option<u64>,
+    /// Ranked settings shown (all in --json).
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    top: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
-pub fn run(o: &Options) -> Result<()> {
-    let loaded = load_streams(o.trace, o.capacity)?;
-    let streams = &loaded.model.streams;
-    let recorded = recorded_of(&load_trace(o.trace, false)?);
-    let capacities = streams
-        .iter()
-        .zip(&loaded.capacities)
-        .map(|(s, &(device, _))| match (o.capacity, o.gpu) {
-            (Some(c), _) => c,
-            (None, Some(g)) => pool_capacity(g, o.context, s.outside.peak_bytes),
-            (None, None) => pool_capacity(device, o.context, s.outside.peak_bytes),
-        })
-        .collect();
-    let options = TuneOptions {
-        capacities,
-        gpu_bytes: o.gpu,
-        context_bytes: o.context,
-    };
-    let started = Instant::now();
-    if std::io::stderr().is_terminal() && !o.json {
-        let requests: usize = streams.iter().map(|s| s.requests.len()).sum();
-        eprintln!(
-            "vramtrace: replaying {} requests under every {} setting...",
-            count(requests as u64),
-            recorded.framework.name()
-        );
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let path = &self.trace;
+        let trace = load_trace(path, false)?;
+        let input = ReplayInput::from_trace(&trace, None)
+            .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
+        let streams = &input.model.streams;
+        let recorded = recorded_of(&trace);
+        let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
+        let capacities = streams
+            .iter()
+            .zip(&input.capacities)
+            .map(|(s, &(device, _))| match (self.capacity, self.gpu) {
+                (Some(c), _) => c,
+                (None, Some(g)) => pool_capacity(g, context, s.outside.peak_bytes),
+                (None, None) => pool_capacity(device, context, s.outside.peak_bytes),
+            })
+            .collect();
+        let options = TuneOptions {
+            capacities,
+            gpu_bytes: self.gpu,
+            context_bytes: context,
+        };
+        let started = Instant::now();
+        if std::io::stderr().is_terminal() && !self.json {
+            let requests: usize = streams.iter().map(|s| s.requests.len()).sum();
+            eprintln!(
+                "vramtrace: replaying {} requests under every {} setting...",
+                count(requests as u64),
+                recorded.framework.name()
+            );
+        }
+        let t = tune(streams, &input.model.level, &recorded, &options).map_err(|e| anyhow!(e))?;
+        let took = started.elapsed().as_secs_f64();
+        let out = if self.json {
+            serde_json::to_string_pretty(&t)? + "\n"
+        } else {
+            render(path, &t, &input.model.level.level, self.top, took)
+        };
+        crate::output::print(&out)
     }
-    let t = tune(streams, &loaded.model.level, &recorded, &options).map_err(|e| anyhow!(e))?;
-    let took = started.elapsed().as_secs_f64();
-    let out = if o.json {
-        serde_json::to_string_pretty(&t)? + "\n"
-    } else {
-        render(o.trace, &t, &loaded.model.level.level, o.top, took)
-    };
-    crate::output::print(&out)
 }
 
 fn signed(n: i64) -> String {

@@ -2,28 +2,39 @@
 
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
-use std::path::Path;
-use vramtrace::import_snapshot::{self, Imported};
+use std::path::{Path, PathBuf};
+use vramtrace::interop::import_snapshot::{self, Imported};
 use vramtrace::units::count;
 use vramtrace_format::{TraceWriter, WriterOptions, pickle};
 
-pub fn run(snapshot: &Path, output: &Path) -> Result<()> {
-    let name = snapshot.display().to_string();
-    let bytes = std::fs::read(snapshot).with_context(|| name.clone())?;
-    let doc = pickle::read(&bytes).with_context(|| name.clone())?;
-    let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
-    write_trace(&imported, output).with_context(|| output.display().to_string())?;
-    crate::output::print(&render(&name, output, &imported))
+/// Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) into a trace.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace import snapshot.pickle -o run.vramtrace
+  vramtrace summary run.vramtrace")]
+pub struct Args {
+    /// The snapshot pickle (protocols 2 to 5).
+    snapshot: PathBuf,
+    /// The trace to write.
+    #[arg(short, long)]
+    output: PathBuf,
 }
 
-/// Writes through a temporary file beside `output`, so a failed import leaves no half trace.
-fn write_trace(imp: &Imported, output: &Path) -> Result<()> {
-    let tmp = output.with_extension("vramtrace.partial");
-    let result = write_to(imp, &tmp).and_then(|()| Ok(std::fs::rename(&tmp, output)?));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let (snapshot, output) = (&self.snapshot, &self.output);
+        let name = snapshot.display().to_string();
+        let bytes = std::fs::read(snapshot).with_context(|| name.clone())?;
+        let doc = pickle::read(&bytes).with_context(|| name.clone())?;
+        let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
+        // A failed import leaves no half trace.
+        let tmp = output.with_extension("vramtrace.partial");
+        crate::output::write_via(output, &tmp, |tmp| {
+            write_to(&imported, tmp).with_context(|| output.display().to_string())
+        })?;
+        crate::output::print(&render(&name, output, &imported))
     }
-    result
 }
 
 fn write_to(imp: &Imported, tmp: &Path) -> Result<()> {

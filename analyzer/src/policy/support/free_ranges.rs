@@ -10,7 +10,7 @@
 //! Invariants: ranges never overlap; no two ranges of one region touch (they would have merged);
 //! the size index holds exactly the ranges of the address index.
 
-use crate::replay::BlockSpan;
+use crate::policy::BlockSpan;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

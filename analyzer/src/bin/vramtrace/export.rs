@@ -1,23 +1,54 @@
 //! `vramtrace export`: Perfetto JSON or a PyTorch memory snapshot.
 
-use crate::cli::ExportFormat;
 use crate::load::load_trace;
 use anyhow::{Context, Result};
+use clap::ValueEnum;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use vramtrace::interop::{export_perfetto, export_snapshot};
 use vramtrace::units::{bytes, count};
-use vramtrace::{export_perfetto, export_snapshot};
 use vramtrace_format::pickle;
 
-pub fn run(path: &Path, to: ExportFormat, output: &Path, salvage: bool) -> Result<()> {
-    let trace = load_trace(path, salvage)?;
-    // Written beside the output and renamed at the end, so a failure leaves no half file.
-    let tmp = output.with_extension("partial");
-    let result = export(&trace, to, output, &tmp);
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+/// Write a trace in another tool's format: Perfetto (Chrome trace-event JSON) or a PyTorch
+/// memory snapshot for pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace export run.vramtrace --to perfetto -o run.json         # open in ui.perfetto.dev
+  vramtrace export run.vramtrace --to pytorch-snapshot -o run.pickle")]
+pub struct Args {
+    /// The .vramtrace file.
+    trace: PathBuf,
+    /// The format to write.
+    #[arg(long, value_enum)]
+    to: ExportFormat,
+    /// The file to write.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Keep what precedes a corrupt chunk instead of failing.
+    #[arg(long)]
+    salvage: bool,
+}
+
+/// Formats `vramtrace export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Chrome trace-event JSON: counter tracks and OOM instants, for ui.perfetto.dev.
+    Perfetto,
+    /// A PyTorch memory snapshot pickle, for pytorch.org/memory_viz.
+    PytorchSnapshot,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let trace = load_trace(&self.trace, self.salvage)?;
+        // Written beside the output and renamed at the end, so a failure leaves no half file.
+        let tmp = self.output.with_extension("partial");
+        let line = crate::output::write_via(&self.output, &tmp, |tmp| {
+            export(&trace, self.to, &self.output, tmp)
+        })?;
+        crate::output::print(&(line + "\n"))
     }
-    crate::output::print(&(result? + "\n"))
 }
 
 fn export(
@@ -30,10 +61,7 @@ fn export(
     let line = match to {
         ExportFormat::Perfetto => {
             let file = std::fs::File::create(tmp).with_context(|| name.clone())?;
-            // Per-policy reserved tracks join here once the replay engine exists
-            // (`export_perfetto::CounterSeries`, one per policy and device).
-            let extra = [];
-            let r = export_perfetto::write(trace, &extra, BufWriter::new(file))
+            let r = export_perfetto::write(trace, BufWriter::new(file))
                 .with_context(|| name.clone())?;
             format!(
                 "wrote {name}: {} counter points, {} OOM instants, {} processes \
@@ -67,6 +95,5 @@ fn export(
             )
         }
     };
-    std::fs::rename(tmp, output).with_context(|| name.clone())?;
     Ok(line)
 }

@@ -19,10 +19,11 @@
 //! | `oom` | `cuMemAllocAsync` that failed with `CUDA_ERROR_OUT_OF_MEMORY`; `aux` = `device_free` |
 //! | `segment_alloc` / `segment_free` | `cuMemAlloc_v2` / `cuMemFree_v2`, flagged [`ALLOCATOR_SEGMENT`] |
 //! | `segment_map` / `segment_unmap` | `cuMemCreate`+`cuMemMap` / `cuMemUnmap`+`cuMemRelease`, flagged |
+//! | `snapshot`, `annotate` | none: counted in the report |
 //!
 //! Memory live before the history began also carries [`BEFORE_HISTORY`]; the parts of a
-//! mapping that a partial unmap leaves mapped are re-mapped with [`REMAINDER`].
-//! | `snapshot`, `annotate` | none: counted in the report |
+//! mapping that a partial unmap leaves mapped are re-mapped with [`REMAINDER`] (the flags are
+//! defined in [`vramtrace_format::conventions`]).
 //!
 //! The flagged events are what the real caching allocator did, so a replay of the requests can
 //! be compared with them; the rest of vramtrace counts them as *reserved*, never as requests.
@@ -37,52 +38,26 @@
 //! Trace frames are instruction addresses grouped into modules. A snapshot frame is
 //! `(filename, line, name)`, so each distinct `(filename, name)` becomes a synthetic module
 //! whose path is `py:{filename}\t{name}`, loaded at an address no user-space program uses, and
-//! each frame the address `load_address + line`. [`python_frame`] reads them back. This needs no
-//! format change: old readers see ordinary modules.
+//! each frame the address `load_address + line`
+//! ([`vramtrace_format::conventions::python_module_path`]; `python_frame` there reads them
+//! back). This needs no format change: old readers see ordinary modules.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
+use vramtrace_format::conventions::{
+    ALLOCATOR_SEGMENT, BEFORE_HISTORY, PY_BASE, PY_STRIDE, REMAINDER, python_module_path,
+};
 use vramtrace_format::pickle::{Document, Id, Value};
 use vramtrace_format::{
     Api, Event, Frame, Metadata, Module, NO_STACK, Pool, Process, Stack, Stream, Tables, Thread,
 };
-
-/// `Event::flags` bit marking an allocator segment of an imported snapshot (as opposed to a
-/// program request). No driver call's flags use bit 63.
-pub const ALLOCATOR_SEGMENT: u64 = 1 << 63;
-
-/// `Event::flags` bit of an allocation added for memory that was live before the snapshot's
-/// history began (a `max_entries` ring buffer): not something the allocator did while recorded.
-pub const BEFORE_HISTORY: u64 = 1 << 62;
-
-/// `Event::flags` bit of a mapping re-created for the part of an earlier mapping that a
-/// partial `segment_unmap` left mapped: bookkeeping of the import, not an allocator call.
-pub const REMAINDER: u64 = 1 << 61;
 
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 pub const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
 
 /// The process and thread id of imported events: a snapshot does not say which process made it.
 pub const SNAPSHOT_PID: u32 = 1;
-
-const PY_PREFIX: &str = "py:";
-/// Synthetic Python modules live above every canonical user-space address.
-const PY_BASE: u64 = 0xfff0_0000_0000_0000;
-/// Lines per synthetic module.
-const PY_STRIDE: u64 = 1 << 24;
-
-/// The module path of Python function `name` in `filename`.
-pub fn python_module_path(filename: &str, name: &str) -> String {
-    format!("{PY_PREFIX}{filename}\t{name}")
-}
-
-/// `(filename, line, name)` when `path` is a synthetic Python module and `offset` the offset of
-/// a frame into it.
-pub fn python_frame(path: &str, offset: u64) -> Option<(&str, u64, &str)> {
-    let (file, name) = path.strip_prefix(PY_PREFIX)?.split_once('\t')?;
-    Some((file, offset, name))
-}
 
 /// One segment the recorded caching allocator obtained from the driver: a `cudaMalloc`
 /// (`segment_alloc`) or, with expandable segments, one mapping (`segment_map`).
@@ -749,17 +724,7 @@ mod tests {
     use vramtrace_format::pickle;
 
     const SNAPSHOT: &[u8] =
-        include_bytes!("../../formats/src/pickle/testdata/snapshot-like-p4.pickle");
-
-    #[test]
-    fn python_frames_round_trip_through_module_paths() {
-        let path = python_module_path("/a/train.py", "forward");
-        assert_eq!(
-            python_frame(&path, 42),
-            Some(("/a/train.py", 42, "forward"))
-        );
-        assert_eq!(python_frame("/usr/lib/libc.so.6", 42), None);
-    }
+        include_bytes!("../../../formats/src/pickle/testdata/snapshot-like-p4.pickle");
 
     #[test]
     fn a_snapshot_maps_requests_segments_and_ooms() {

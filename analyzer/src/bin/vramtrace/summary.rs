@@ -3,21 +3,41 @@
 use crate::load::load_trace;
 use anyhow::Result;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use vramtrace::failures::FailureSite;
 use vramtrace::summary::{GroupSummary, StackBytes, Summary, short_frame};
 use vramtrace::units::{bytes, count, duration};
 
-pub fn run(path: &Path, json: bool, salvage: bool) -> Result<()> {
-    let trace = load_trace(path, salvage)?;
-    let summary = Summary::of(&trace);
-    let first = trace.events().next().map_or(0, |e| e.time_ns);
-    let out = if json {
-        serde_json::to_string_pretty(&summary)? + "\n"
-    } else {
-        render(path, &summary, first)
-    };
-    crate::output::print(&out)
+/// Peaks, counts, size classes, the stacks holding memory at the peak, leaks and failed
+/// allocations, per process, device, stream and memory kind.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace summary run.vramtrace
+  vramtrace summary --json run.vramtrace | jq '.groups[0].leaks'")]
+pub struct Args {
+    /// The .vramtrace file.
+    trace: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Keep what precedes a corrupt chunk instead of failing.
+    #[arg(long)]
+    salvage: bool,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let trace = load_trace(&self.trace, self.salvage)?;
+        let summary = Summary::of(&trace);
+        let first = trace.events().next().map_or(0, |e| e.time_ns);
+        let out = if self.json {
+            serde_json::to_string_pretty(&summary)? + "\n"
+        } else {
+            render(&self.trace, &summary, first)
+        };
+        crate::output::print(&out)
+    }
 }
 
 /// Frames shown per stack in text output; `--json` has them all.

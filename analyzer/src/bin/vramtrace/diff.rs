@@ -3,24 +3,43 @@
 use crate::load::load_trace;
 use anyhow::Result;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use vramtrace::diff::{Diff, Pair, StackDelta};
 use vramtrace::summary::{Summary, short_frame};
 use vramtrace::units::{bytes, count};
 
-pub fn run(a: &Path, b: &Path, json: bool) -> Result<()> {
-    let (ta, tb) = (load_trace(a, false)?, load_trace(b, false)?);
-    let (sa, sb) = rayon::join(
-        || Summary::with_top(&ta, usize::MAX),
-        || Summary::with_top(&tb, usize::MAX),
-    );
-    let diff = Diff::of(&sa, &sb);
-    let out = if json {
-        serde_json::to_string_pretty(&diff)? + "\n"
-    } else {
-        render(a, b, &diff)
-    };
-    crate::output::print(&out)
+/// Two runs side by side: peaks, and the stacks whose bytes at the peak grew or shrank most.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace diff fp32.vramtrace amp.vramtrace
+  vramtrace diff --json before.vramtrace after.vramtrace")]
+pub struct Args {
+    /// The baseline trace.
+    a: PathBuf,
+    /// The trace compared with it.
+    b: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let (a, b) = (&self.a, &self.b);
+        let (ta, tb) = (load_trace(a, false)?, load_trace(b, false)?);
+        let (sa, sb) = rayon::join(
+            || Summary::with_top(&ta, usize::MAX),
+            || Summary::with_top(&tb, usize::MAX),
+        );
+        let diff = Diff::of(&sa, &sb);
+        let out = if self.json {
+            serde_json::to_string_pretty(&diff)? + "\n"
+        } else {
+            render(a, b, &diff)
+        };
+        crate::output::print(&out)
+    }
 }
 
 fn signed_bytes(d: i128) -> String {

@@ -98,7 +98,10 @@ pub struct Options<'a> {
 }
 
 impl<'a> Options<'a> {
-    pub fn new(given: &'a [(String, String)], known: &[super::KeyInfo]) -> Result<Self, String> {
+    pub fn new(
+        given: &'a [(String, String)],
+        known: &[crate::policy::KeyInfo],
+    ) -> Result<Self, String> {
         for (k, _) in given {
             if !known.iter().any(|i| i.key == k) {
                 let keys: Vec<&str> = known.iter().map(|i| i.key).collect();

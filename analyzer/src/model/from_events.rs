@@ -1,48 +1,15 @@
-//! Memory objects: one per successful allocation, with its lifetime, streams and stacks.
+//! The model of a trace: per (process, device) the request stream of its device memory, from
+//! the events in call order.
 
 use super::level::{LevelReport, detect_level};
 use super::request::{Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
-use crate::import_snapshot::ALLOCATOR_SEGMENT;
-use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Event, MemoryKind, Metadata, Op};
-
-/// What an object is, for the replay: device memory an allocator would serve, or something no
-/// device allocator places (pinned host memory, arrays, imported memory, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ObjectKind {
-    /// Device memory: `cuMemAlloc*`, stream-ordered pools, VMM physical allocations. These form
-    /// the request streams.
-    Device(MemoryKindName),
-    /// Anything else the trace recorded; kept for reports, never replayed.
-    Other(MemoryKindName),
-}
-
-/// [`MemoryKind`] for serialization.
-pub type MemoryKindName = MemoryKind;
-
-/// One allocation from birth to death.
-#[derive(Debug, Clone, Serialize)]
-pub struct MemoryObject {
-    pub kind: ObjectKind,
-    pub pid: u32,
-    pub device: i32,
-    pub address: u64,
-    pub size: u64,
-    pub birth_ns: u64,
-    /// `None` while still live when the trace ends.
-    pub death_ns: Option<u64>,
-    pub alloc_stream: u64,
-    pub free_stream: Option<u64>,
-    pub alloc_stack: u32,
-    pub free_stack: Option<u32>,
-}
 
 /// Everything the replay and the reports derive from a trace's events.
 #[derive(Debug, Clone, Default)]
 pub struct Model {
-    pub objects: Vec<MemoryObject>,
     /// One stream per (process, device) that allocated device memory, in key order.
     pub streams: Vec<RequestStream>,
     pub level: LevelReport,
@@ -54,12 +21,20 @@ pub struct Model {
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
 
-/// How an object is found again by its free: by address, or by handle for VMM.
+/// How an allocation is found again by its free: by address, or by handle for VMM.
 #[derive(Hash, PartialEq, Eq, Clone, Copy)]
 struct ObjectId {
     pid: u32,
     by_handle: bool,
     value: u64,
+}
+
+/// A live allocation: its stream and size, and its request's slot when it made one.
+struct Live {
+    key: StreamKey,
+    size: u64,
+    kind: MemoryKind,
+    request: Option<u32>,
 }
 
 struct Builder {
@@ -75,7 +50,7 @@ impl Model {
     /// Builds the model from events in call order.
     pub fn from_events(events: impl IntoIterator<Item = Event>, metadata: &Metadata) -> Model {
         let mut model = Model::default();
-        let mut live: HashMap<ObjectId, (usize, Option<u32>)> = HashMap::new();
+        let mut live: HashMap<ObjectId, Live> = HashMap::new();
         let mut builders: BTreeMap<StreamKey, Builder> = BTreeMap::new();
         let mut stats = LevelStats::default();
         for e in events {
@@ -132,29 +107,12 @@ impl Model {
                 kind,
                 MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm
             );
+            let key = StreamKey {
+                pid: e.pid,
+                device: e.device,
+            };
             if births {
-                let object = MemoryObject {
-                    kind: if device_memory {
-                        ObjectKind::Device(kind)
-                    } else {
-                        ObjectKind::Other(kind)
-                    },
-                    pid: e.pid,
-                    device: e.device,
-                    address: e.address,
-                    size: e.size,
-                    birth_ns: e.time_ns,
-                    death_ns: None,
-                    alloc_stream: e.stream,
-                    free_stream: None,
-                    alloc_stack: e.stack,
-                    free_stack: None,
-                };
                 let request = device_memory.then(|| {
-                    let key = StreamKey {
-                        pid: e.pid,
-                        device: e.device,
-                    };
                     let b = builders.entry(key).or_insert_with(|| Builder::new(key));
                     let slot = b.slots.take();
                     b.push(
@@ -171,36 +129,30 @@ impl Model {
                     );
                     slot
                 });
-                if let Some((old, _)) = live.insert(id, (model.objects.len(), request)) {
-                    // The same address born twice without a free: the first free was not
-                    // recorded. End the old object where the new one starts.
-                    model.objects[old].death_ns = Some(e.time_ns);
-                }
-                model.objects.push(object);
+                // The same address born twice without a free: the first free was not recorded,
+                // and the first allocation is forgotten here.
+                live.insert(
+                    id,
+                    Live {
+                        key,
+                        size: e.size,
+                        kind,
+                        request,
+                    },
+                );
             } else if ends {
-                let Some((index, request)) = live.remove(&id) else {
+                let Some(object) = live.remove(&id) else {
                     model.unmatched_frees += 1;
                     continue;
                 };
-                let object = &mut model.objects[index];
-                object.death_ns = Some(e.time_ns);
-                object.free_stream = Some(e.stream);
-                object.free_stack = Some(e.stack);
-                if let Some(slot) = request {
-                    let key = StreamKey {
-                        pid: object.pid,
-                        device: object.device,
-                    };
+                if let Some(slot) = object.request {
                     let b = builders
-                        .get_mut(&key)
+                        .get_mut(&object.key)
                         .expect("a live request has a builder");
                     b.slots.give_back(slot);
-                    let ObjectKind::Device(kind) = object.kind else {
-                        unreachable!("only device memory makes requests")
-                    };
                     b.push(
                         e.stream,
-                        kind,
+                        object.kind,
                         Request {
                             time_ns: e.time_ns,
                             size: object.size,
@@ -368,14 +320,8 @@ mod tests {
         // Stream indices follow the handles' numeric order: 3 < 7.
         assert_eq!(s.cuda_streams, vec![3, 7]);
         assert_eq!((s.requests[0].stream, s.requests[2].stream), (1, 0));
-        // Pinned host memory is an object but no request.
-        assert_eq!(m.objects.len(), 4);
-        assert!(matches!(
-            m.objects[3].kind,
-            ObjectKind::Other(MemoryKind::PinnedHost)
-        ));
-        assert_eq!(m.objects[0].death_ns, Some(0));
-        assert_eq!(m.objects[1].death_ns, None);
+        // Pinned host memory makes no request: process 1's stream has only its three.
+        assert_eq!(s.requests.len(), 3);
     }
 
     #[test]
@@ -388,7 +334,6 @@ mod tests {
         let m = Model::from_events(events, &Metadata::default());
         assert_eq!(m.failed_calls, 2);
         assert_eq!(m.unmatched_frees, 1);
-        assert!(m.objects.is_empty());
         let r = &m.streams[0].requests;
         assert_eq!(r.len(), 1);
         assert_eq!((r[0].kind, r[0].size), (RequestKind::Attempt, 1 << 30));

@@ -1,7 +1,7 @@
 //! The one trait every allocator model implements.
 
-use super::driver::Driver;
-use serde::Serialize;
+use super::device::Device;
+use super::layout::AddressMap;
 
 /// The driver refused and the policy's own retry path (freeing its cache, unmapping pages, ...)
 /// could not make room: the program would see an out-of-memory error here.
@@ -10,8 +10,9 @@ pub struct Refused;
 
 /// An allocator model, driven one request at a time by the engine.
 ///
-/// A policy gets physical memory only through the [`Driver`] it is handed, so reserved bytes,
-/// call counts and their cost are measured the same way for every policy. Objects are named by
+/// A policy gets physical memory only through the [`Device`] it is handed (the allocation calls
+/// of the replay's [`super::Driver`], never its controls), so reserved bytes, call counts and
+/// their cost are measured the same way for every policy. Objects are named by
 /// slot ([`crate::model::Request`]); a policy's state must stay proportional to the live set.
 /// Implementations must be deterministic: the same requests give the same placements.
 pub trait Policy: Send {
@@ -22,17 +23,17 @@ pub trait Policy: Send {
         slot: u32,
         size: u64,
         stream: u32,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> Result<(), Refused>;
 
     /// Ends the object in `slot`, which this policy served.
-    fn free(&mut self, slot: u32, driver: &mut Driver);
+    fn free(&mut self, slot: u32, driver: &mut Device);
 
     /// An allocation the program tried and survived failing
     /// ([`crate::model::RequestKind::Attempt`]): by default served and given back at once, so
     /// a refusal runs the policy's retry path as it did in the program. Returns whether it was
     /// served.
-    fn attempt(&mut self, slot: u32, size: u64, stream: u32, driver: &mut Driver) -> bool {
+    fn attempt(&mut self, slot: u32, size: u64, stream: u32, driver: &mut Device) -> bool {
         let served = self.malloc(slot, size, stream, driver).is_ok();
         if served {
             self.free(slot, driver);
@@ -45,28 +46,4 @@ pub trait Policy: Send {
 
     /// Where everything is now: the ranges held from the driver and the blocks inside them.
     fn address_map(&self) -> AddressMap;
-}
-
-/// A contiguous range of virtual addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Span {
-    pub address: u64,
-    pub size: u64,
-}
-
-/// A block inside a segment: handed out to `slot`, or free (cached) when `slot` is `None`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct BlockSpan {
-    pub address: u64,
-    pub size: u64,
-    pub slot: Option<u32>,
-}
-
-/// A policy's layout at one moment (for the address-space map at peak).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct AddressMap {
-    /// Physically backed ranges held from the driver.
-    pub segments: Vec<Span>,
-    /// Blocks, allocated or cached, sorted by address.
-    pub blocks: Vec<BlockSpan>,
 }

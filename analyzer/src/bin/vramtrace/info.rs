@@ -3,19 +3,39 @@
 use crate::load::load_trace;
 use anyhow::Result;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use vramtrace::info::TraceInfo;
 use vramtrace::units::{bytes, count, duration};
 
-pub fn run(path: &Path, json: bool, salvage: bool) -> Result<()> {
-    let trace = load_trace(path, salvage)?;
-    let info = TraceInfo::of(&trace);
-    let out = if json {
-        serde_json::to_string_pretty(&info)? + "\n"
-    } else {
-        render(path, &info)
-    };
-    crate::output::print(&out)
+/// Describe a trace file: what wrote it, how many calls of which function, its size.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace info run.vramtrace
+  vramtrace info --json run.vramtrace
+  vramtrace info --salvage damaged.vramtrace")]
+pub struct Args {
+    /// The .vramtrace file.
+    trace: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Keep what precedes a corrupt chunk instead of failing.
+    #[arg(long)]
+    salvage: bool,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let trace = load_trace(&self.trace, self.salvage)?;
+        let info = TraceInfo::of(&trace);
+        let out = if self.json {
+            serde_json::to_string_pretty(&info)? + "\n"
+        } else {
+            render(&self.trace, &info)
+        };
+        crate::output::print(&out)
+    }
 }
 
 fn render(path: &Path, i: &TraceInfo) -> String {

@@ -12,24 +12,61 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
+use vramtrace::info::peak_live_device_bytes;
 use vramtrace::units::{bytes, count};
-use vramtrace_format::{MemoryKind, Op, ReadOptions, Trace, journal};
+use vramtrace_format::conventions::{
+    Heartbeat, TRACE_EXTENSION, env, is_process_trace_name, trace_stem,
+};
+use vramtrace_format::{ReadOptions, Trace, journal};
 
 /// The preload library's file name.
-pub const PRELOAD_NAME: &str = "libvramtrace_preload.so";
+const PRELOAD_NAME: &str = "libvramtrace_preload.so";
 
-pub struct Options {
-    pub output: Option<PathBuf>,
-    pub requests: bool,
-    pub preload: Option<PathBuf>,
-    /// `native`, `fp` or `none` (`VRAMTRACE_STACKS`).
-    pub stacks: String,
-    /// Frames kept per stack (`VRAMTRACE_MAX_DEPTH`).
-    pub max_depth: u16,
-    pub command: Vec<OsString>,
+/// Run a program and record every CUDA allocation it makes (one trace per process).
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace record -- python train.py
+  vramtrace record -o traces/ -- torchrun --nproc-per-node 2 train.py
+  vramtrace record --requests -o mlp.vramtrace -- python train.py
+
+Environment variables (VRAMTRACE_OUTPUT, VRAMTRACE_DISABLE, ...) work without the launcher;
+see recorder/README.md.")]
+pub struct Args {
+    /// Trace file, or a directory (existing, or ending in /) for one file per process.
+    /// Default: the current directory.
+    #[arg(short, long, value_name = "PATH|DIR")]
+    output: Option<PathBuf>,
+    /// Switch PyTorch, JAX and TensorFlow to pass-through allocators: one event per tensor.
+    #[arg(long)]
+    requests: bool,
+    /// The recorder library (default: libvramtrace_preload.so beside vramtrace).
+    #[arg(long, value_name = "PATH")]
+    preload: Option<PathBuf>,
+    /// How to capture the calling stack of each allocation: DWARF unwinding (native),
+    /// frame-pointer walking for programs built with frame pointers (fp), or not at all.
+    #[arg(long, value_name = "MODE", default_value = "native", value_parser = ["native", "fp", "none"])]
+    stacks: String,
+    /// The most frames kept per stack (1 to 256).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=256))]
+    max_depth: u16,
+    /// The program and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<OsString>,
 }
 
-pub fn run(opts: Options) -> Result<()> {
+impl Args {
+    pub fn run(self) -> Result<()> {
+        run(self)
+    }
+}
+
+fn run(opts: Args) -> Result<()> {
     let preload = find_preload(opts.preload.as_deref())?;
     let cwd = std::env::current_dir().context("current directory")?;
     let output = match &opts.output {
@@ -43,15 +80,7 @@ pub fn run(opts: Options) -> Result<()> {
         (output.clone(), None)
     } else {
         let parent = output.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let stem = output
-            .file_name()
-            .map(|n| {
-                n.to_string_lossy()
-                    .trim_end_matches(".vramtrace")
-                    .to_string()
-            })
-            .unwrap_or_default();
-        (parent, Some((output.clone(), stem)))
+        (parent, Some((output.clone(), trace_stem(&output))))
     };
     let before = snapshot(&watch_dir);
     let heartbeat = std::env::temp_dir().join(format!(
@@ -78,10 +107,10 @@ pub fn run(opts: Options) -> Result<()> {
     if as_dir && !out_var.to_string_lossy().ends_with('/') {
         out_var.push("/");
     }
-    cmd.env("VRAMTRACE_OUTPUT", out_var);
-    cmd.env("VRAMTRACE_HEARTBEAT", &heartbeat);
-    cmd.env("VRAMTRACE_STACKS", &opts.stacks);
-    cmd.env("VRAMTRACE_MAX_DEPTH", opts.max_depth.to_string());
+    cmd.env(env::OUTPUT, out_var);
+    cmd.env(env::HEARTBEAT, &heartbeat);
+    cmd.env(env::STACKS, &opts.stacks);
+    cmd.env(env::MAX_DEPTH, opts.max_depth.to_string());
     if opts.requests {
         for (k, v) in request_level_env(|k| std::env::var(k).ok()) {
             cmd.env(k, v);
@@ -154,8 +183,8 @@ fn find_preload(given: Option<&Path>) -> Result<PathBuf> {
 
 /// The variables that switch the frameworks to their pass-through allocators, keeping any
 /// other option the user set in them.
-pub fn request_level_env(get: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
-    let mut env = vec![("VRAMTRACE_REQUESTS".to_string(), "1".to_string())];
+fn request_level_env(get: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    let mut env = vec![(env::REQUESTS.to_string(), "1".to_string())];
     // PyTorch reads PYTORCH_ALLOC_CONF (2.9+) before the older PYTORCH_CUDA_ALLOC_CONF.
     let torch_vars = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
     let mut set_any = false;
@@ -209,11 +238,7 @@ fn new_traces(
             Some((path, stem)) => {
                 path.file_name()
                     .is_some_and(|f| f.to_string_lossy() == name)
-                    || name.strip_prefix(&format!("{stem}-")).is_some_and(|rest| {
-                        rest.trim_end_matches(".vramtrace")
-                            .chars()
-                            .all(|c| c.is_ascii_digit())
-                    })
+                    || is_process_trace_name(&name, stem)
             }
         }
     };
@@ -227,7 +252,7 @@ fn new_traces(
         } else {
             s.to_string()
         };
-        if changed && trace_name.ends_with(".vramtrace") && mine(OsStr::new(&trace_name)) {
+        if changed && trace_name.ends_with(TRACE_EXTENSION) && mine(OsStr::new(&trace_name)) {
             found.insert(dir.join(trace_name));
         }
     }
@@ -264,43 +289,6 @@ fn report(path: &Path) {
     }
 }
 
-/// The most device memory the process held at once, by the driver calls themselves: plain,
-/// managed and stream-ordered allocations by address, VMM physical allocations on a device by
-/// handle. Imported (IPC, external) memory belongs to another owner and is not counted.
-pub fn peak_live_device_bytes(trace: &Trace) -> u64 {
-    let mut live: HashMap<(u32, u64), u64> = HashMap::new();
-    let (mut now, mut peak) = (0u64, 0u64);
-    for e in trace.events().filter(|e| e.succeeded()) {
-        let kind = e.api.kind();
-        let by_address = matches!(
-            kind,
-            MemoryKind::Device | MemoryKind::Managed | MemoryKind::Pool
-        );
-        match e.api.op() {
-            Op::Alloc if by_address => {
-                if let Some(old) = live.insert((e.pid, e.address), e.size) {
-                    now -= old;
-                }
-                now += e.size;
-            }
-            Op::Free if by_address => now -= live.remove(&(e.pid, e.address)).unwrap_or(0),
-            // The location type sits in bits 8-15 of a cuMemCreate's flags; 1 is a device.
-            Op::Create if kind == MemoryKind::Vmm && (e.flags >> 8) & 0xff == 1 => {
-                if let Some(old) = live.insert((e.pid, e.handle), e.size) {
-                    now -= old;
-                }
-                now += e.size;
-            }
-            Op::Release if kind == MemoryKind::Vmm => {
-                now -= live.remove(&(e.pid, e.handle)).unwrap_or(0)
-            }
-            _ => {}
-        }
-        peak = peak.max(now);
-    }
-    peak
-}
-
 /// Why no trace appeared, from the marks the preload left in the heartbeat directory.
 fn why_none(heartbeat: &Path, preload: &Path) -> String {
     let names: Vec<String> = std::fs::read_dir(heartbeat)
@@ -309,13 +297,16 @@ fn why_none(heartbeat: &Path, preload: &Path) -> String {
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    let failed: Vec<String> = names
-        .iter()
-        .filter(|n| n.ends_with(".failed"))
+    let marked = |h: Heartbeat| {
+        names
+            .iter()
+            .filter(move |n| Heartbeat::of_file(n) == Some(h))
+    };
+    let failed: Vec<String> = marked(Heartbeat::Failed)
         .filter_map(|n| std::fs::read_to_string(heartbeat.join(n)).ok())
         .collect();
-    let loaded = names.iter().filter(|n| n.ends_with(".loaded")).count();
-    let traced = names.iter().filter(|n| n.ends_with(".trace")).count();
+    let loaded = marked(Heartbeat::Loaded).count();
+    let traced = marked(Heartbeat::Trace).count();
     if !failed.is_empty() {
         format!("the recorder could not write: {}", failed.join("; "))
     } else if traced > 0 {
@@ -353,7 +344,7 @@ fn why_none(heartbeat: &Path, preload: &Path) -> String {
 fn loader_refusal(lib: &Path) -> Option<String> {
     let out = Command::new("/bin/true")
         .env("LD_PRELOAD", lib)
-        .env_remove("VRAMTRACE_HEARTBEAT")
+        .env_remove(env::HEARTBEAT)
         .output()
         .ok()?;
     let stderr = String::from_utf8_lossy(&out.stderr);

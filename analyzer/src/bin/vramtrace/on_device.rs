@@ -13,7 +13,7 @@ pub fn run(_: Option<&Path>, _: bool) -> Result<()> {
 
 #[cfg(feature = "device")]
 pub fn run(trace: Option<&Path>, json: bool) -> Result<()> {
-    use crate::cmd_replay::load_streams;
+    use crate::load::load_streams;
     use anyhow::{Context, anyhow};
     use vramtrace::device_replay::replay_on_device;
     use vramtrace::units::bytes;
