@@ -9,11 +9,12 @@
 
 /// The CUDA context's share of the device per process, when the user gives none
 /// (`--context`): measured on the H200 this project validates on (driver 580, CUDA 13,
-/// PyTorch 2.11 with lazy module loading), `torch.cuda.mem_get_info()` after the first
-/// allocation, less PyTorch's reserved memory and the library allocations outside it
-/// (samples/workloads/tune_validate.py writes it; docs/validation.md has the run). Other
-/// drivers, GPUs and sets of loaded kernels differ by tens to hundreds of MiB.
-pub const CUDA_CONTEXT_BYTES: u64 = 512 << 20;
+/// PyTorch 2.11 with lazy module loading): the device memory in use
+/// (`torch.cuda.mem_get_info()`) after a process's first one-element tensor, less PyTorch's
+/// reserved memory (one 2 MiB segment): 648,871,936 bytes (618.8 MiB;
+/// `samples/workloads/tune_validate.py context`, docs/validation.md). Other drivers, GPUs and
+/// sets of loaded kernels differ by tens to hundreds of MiB.
+pub const CUDA_CONTEXT_BYTES: u64 = 648_871_936;
 
 /// Nominal board sizes the `fit` table answers for, in GB as boards are sold.
 pub const GPU_SIZES_GB: [u64; 9] = [16, 24, 32, 40, 48, 80, 94, 141, 192];

@@ -20,10 +20,12 @@ use vramtrace_format::{Metadata, Tables};
 #[serde(rename_all = "snake_case")]
 pub enum Framework {
     /// `PYTORCH_CUDA_ALLOC_CONF` (and `set_per_process_memory_fraction`).
+    #[serde(rename = "pytorch")]
     PyTorch,
     /// JAX / XLA: `XLA_PYTHON_CLIENT_PREALLOCATE`, `_MEM_FRACTION`, `_ALLOCATOR`.
     Jax,
     /// TensorFlow: `TF_GPU_ALLOCATOR`, `TF_FORCE_GPU_ALLOW_GROWTH`.
+    #[serde(rename = "tensorflow")]
     TensorFlow,
     /// A program calling CUDA itself: `cudaMalloc` or the stream-ordered pool, or RAPIDS RMM.
     Cuda,

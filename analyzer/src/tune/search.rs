@@ -2,9 +2,10 @@
 //! selectable settings measured against the recorded one.
 //!
 //! Ranking (docs/definitions.md, "tune"): settings that run without running out of memory
-//! first; then the smaller process peak; then the cheaper run (synchronizing frees, retries,
-//! driver calls); then the simpler setting (fewer options). Settings whose replays give the
-//! same figures are one row, named by the simplest.
+//! first; among those within [`ACCURACY`] of the smallest process peak, the cheaper run
+//! (synchronizing frees, retries), then the simpler setting (fewer options), then fewer driver
+//! calls; the rest by process peak. Settings whose replays give the same figures are one row,
+//! named by the simplest.
 
 use super::framework::{Framework, Recorded};
 use super::grid::{Candidate, GridContext, Role, bounds, candidate, settings};
@@ -14,6 +15,10 @@ use crate::policy::PolicySpec;
 use crate::replay::{Outcome, replay_all};
 use serde::Serialize;
 use std::collections::HashMap;
+
+/// The replay's accuracy against real runs (docs/validation.md: within 1% of PyTorch's own
+/// peak reserved): settings this close to the best count as equally good.
+pub const ACCURACY: f64 = 0.01;
 
 /// What the search is given besides the streams.
 #[derive(Debug, Clone)]
@@ -229,22 +234,32 @@ pub fn tune(
             }
         }
     }
+    // Within the model's accuracy of the best peak (ACCURACY), a simpler and cheaper setting
+    // ranks first: the difference is not one the replay can vouch for.
+    let best = rows
+        .iter()
+        .filter(|(_, r)| !r.oom)
+        .map(|(_, r)| r.process_peak)
+        .min()
+        .unwrap_or(u64::MAX);
+    let band = |r: &Row| !r.oom && (r.process_peak as f64) <= best as f64 * (1.0 + ACCURACY);
+    let n_options = |i: usize| candidates[i].spec.options.len();
     let mut ranked: Vec<(usize, Row)> = rows;
     ranked.sort_by(|(ia, a), (ib, b)| {
-        a.oom
-            .cmp(&b.oom)
-            .then(a.process_peak.cmp(&b.process_peak))
-            .then(a.sync_frees.cmp(&b.sync_frees))
+        let by_peak = a.oom.cmp(&b.oom).then(a.process_peak.cmp(&b.process_peak));
+        let by_cost = a
+            .sync_frees
+            .cmp(&b.sync_frees)
             .then(a.retries.cmp(&b.retries))
-            .then(a.device_allocs.cmp(&b.device_allocs))
-            .then(
-                candidates[*ia]
-                    .spec
-                    .options
-                    .len()
-                    .cmp(&candidates[*ib].spec.options.len()),
-            )
-            .then(ia.cmp(ib))
+            .then(n_options(*ia).cmp(&n_options(*ib)))
+            .then(a.device_allocs.cmp(&b.device_allocs));
+        match (band(a), band(b)) {
+            (true, true) => by_cost.then(by_peak),
+            (true, false) => std::cmp::Ordering::Less,
+            (false, true) => std::cmp::Ordering::Greater,
+            (false, false) => by_peak.then(by_cost),
+        }
+        .then(ia.cmp(ib))
     });
     let bounds_rows = candidates
         .iter()
