@@ -3,9 +3,11 @@
 //! "Output contracts"); the insta snapshots of `analyzer/tests` guard it.
 
 use super::input::ReplayInput;
-use super::{FitResult, Oom, Outcome, fit_all, replay_all};
+use super::{FitResult, Oom, Outcome, Progress, fit_all, replay_all};
+use crate::model::RequestStream;
+use crate::model::device::{GPU_SIZES_GB, gpu_bytes, process_peak};
 use crate::model::{CaptureLevel, Outside};
-use crate::policy::PolicySpec;
+use crate::policy::{PolicyRole, PolicySpec, preallocates, role};
 use serde::Serialize;
 
 /// One policy's figures.
@@ -146,14 +148,58 @@ fn summed(outs: &[&Outcome]) -> Outcome {
     }
 }
 
+/// What running at the smallest capacity costs (docs/definitions.md, "Costs").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FitCost {
+    pub device_allocs: u64,
+    pub device_frees: u64,
+    pub sync_frees: u64,
+    pub retries: u64,
+    pub est_alloc_time_us: f64,
+}
+
+impl FitCost {
+    fn of(o: &Outcome) -> FitCost {
+        FitCost {
+            device_allocs: o.device_allocs,
+            device_frees: o.device_frees,
+            sync_frees: o.costs.sync_frees,
+            retries: o.costs.retries,
+            est_alloc_time_us: o.est_alloc_time_us,
+        }
+    }
+}
+
+/// Whether a setting runs on a GPU of one of the common sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GpuFit {
+    /// The board's size as sold, in GB ([`crate::model::device::gpu_bytes`]).
+    pub gb: u64,
+    pub fits: bool,
+}
+
 /// One policy's smallest capacity.
 #[derive(Debug, Clone, Serialize)]
 pub struct FitRow {
     pub name: String,
+    /// Whether a user can select it, or it bounds what any allocator could do.
+    pub role: PolicyRole,
+    pub preallocates: bool,
     /// The largest over streams: every process must fit on its own device. `null` when no
     /// capacity fits (a request larger than any device).
     pub min_capacity_bytes: Option<u64>,
     pub ratio_to_lower_bound: Option<f64>,
+    /// `min_capacity_bytes` + memory outside the pool + the CUDA context: the smallest device
+    /// (docs/definitions.md, "process peak").
+    pub min_gpu_bytes: Option<u64>,
+    /// The pool peak without a capacity limit.
+    pub uncapped_peak_reserved: u64,
+    /// The fit is below the uncapped peak: there the allocator frees its cache under pressure.
+    pub below_uncapped: bool,
+    /// The replay at the fit (summed over streams).
+    pub at_min: Option<FitCost>,
+    /// Which common GPUs it runs on.
+    pub gpus: Vec<GpuFit>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -161,6 +207,8 @@ pub struct StreamFit {
     pub pid: u32,
     pub device: i32,
     pub lower_bound_bytes: u64,
+    /// Plain driver allocations beside the pool, held under any policy.
+    pub outside_allocator: Outside,
     pub policies: Vec<FitRow>,
 }
 
@@ -170,16 +218,79 @@ pub struct FitReport {
     pub trace: String,
     pub warning: Option<String>,
     pub lower_bound_bytes: u64,
+    /// The CUDA context's share counted in `min_gpu_bytes`.
+    pub context_bytes: u64,
     pub policies: Vec<FitRow>,
     pub streams: Vec<StreamFit>,
 }
 
+fn fit_row<'a>(
+    spec: &PolicySpec,
+    fits: impl Iterator<Item = (&'a FitResult, &'a RequestStream)> + Clone,
+    lower_bound: u64,
+    context: u64,
+) -> FitRow {
+    let need = largest_need(fits.clone().map(|(f, _)| f));
+    let min_gpu = fits
+        .clone()
+        .map(|(f, s)| {
+            f.min_capacity_bytes
+                .map(|c| process_peak(c, s.outside.peak_bytes, context))
+        })
+        .try_fold(0u64, |m, c| c.map(|c| m.max(c)));
+    let uncapped = fits
+        .clone()
+        .map(|(f, _)| f.uncapped.peak_reserved)
+        .max()
+        .unwrap_or(0);
+    let below = fits.clone().any(|(f, _)| {
+        f.min_capacity_bytes
+            .is_some_and(|c| c < f.uncapped.peak_reserved)
+    });
+    let at_min: Option<Vec<FitCost>> = fits
+        .clone()
+        .map(|(f, _)| f.at_min.as_ref().map(FitCost::of))
+        .collect();
+    let at_min = at_min.map(|v| FitCost {
+        device_allocs: v.iter().map(|c| c.device_allocs).sum(),
+        device_frees: v.iter().map(|c| c.device_frees).sum(),
+        sync_frees: v.iter().map(|c| c.sync_frees).sum(),
+        retries: v.iter().map(|c| c.retries).sum(),
+        est_alloc_time_us: v.iter().map(|c| c.est_alloc_time_us).sum(),
+    });
+    FitRow {
+        name: spec.to_string(),
+        role: role(spec),
+        preallocates: preallocates(spec),
+        min_capacity_bytes: need,
+        ratio_to_lower_bound: need.map(|c| ratio(c, lower_bound)),
+        min_gpu_bytes: min_gpu,
+        uncapped_peak_reserved: uncapped,
+        below_uncapped: below,
+        at_min,
+        gpus: GPU_SIZES_GB
+            .iter()
+            .map(|&gb| GpuFit {
+                gb,
+                fits: min_gpu.is_some_and(|m| m <= gpu_bytes(gb)),
+            })
+            .collect(),
+    }
+}
+
 impl FitReport {
     /// Bisects the capacity of every stream of `input` under every policy of `specs` (the
-    /// capacities of `input` are not used) and assembles the table.
-    pub fn build(trace: &str, specs: &[PolicySpec], input: &ReplayInput) -> Result<Self, String> {
+    /// capacities of `input` are not used) and assembles the table; `context` is the CUDA
+    /// context's share per process, `progress` hears of each finished bisection.
+    pub fn build(
+        trace: &str,
+        specs: &[PolicySpec],
+        input: &ReplayInput,
+        context: u64,
+        progress: Progress,
+    ) -> Result<Self, String> {
         let streams = &input.model.streams;
-        let fits = fit_all(streams, specs)?;
+        let fits = fit_all(streams, specs, progress)?;
         let per_stream: Vec<StreamFit> = streams
             .iter()
             .enumerate()
@@ -190,14 +301,11 @@ impl FitReport {
                     pid: key.pid,
                     device: key.device,
                     lower_bound_bytes: lb,
+                    outside_allocator: st.outside,
                     policies: fits
                         .iter()
                         .filter(|f| f.stream == s)
-                        .map(|f| FitRow {
-                            name: specs[f.policy].to_string(),
-                            min_capacity_bytes: f.min_capacity_bytes,
-                            ratio_to_lower_bound: f.min_capacity_bytes.map(|c| ratio(c, lb)),
-                        })
+                        .map(|f| fit_row(&specs[f.policy], std::iter::once((f, st)), lb, context))
                         .collect(),
                 }
             })
@@ -211,18 +319,18 @@ impl FitReport {
             .iter()
             .enumerate()
             .map(|(p, spec)| {
-                let need = largest_need(fits.iter().filter(|f| f.policy == p));
-                FitRow {
-                    name: spec.to_string(),
-                    min_capacity_bytes: need,
-                    ratio_to_lower_bound: need.map(|c| ratio(c, lower_bound)),
-                }
+                let of_policy = fits
+                    .iter()
+                    .filter(move |f| f.policy == p)
+                    .map(|f| (f, &streams[f.stream]));
+                fit_row(spec, of_policy, lower_bound, context)
             })
             .collect();
         Ok(FitReport {
             trace: trace.to_string(),
             warning: input.model.level.warning.clone(),
             lower_bound_bytes: lower_bound,
+            context_bytes: context,
             policies,
             streams: per_stream,
         })

@@ -11,7 +11,7 @@
 
 use super::framework::Framework;
 use crate::policy::alloc_conf::alloc_conf_of;
-use crate::policy::{BOUNDS, PolicySpec};
+use crate::policy::{BOUNDS, PolicySpec, preallocates};
 use crate::units::bytes;
 use serde::Serialize;
 
@@ -194,18 +194,7 @@ pub fn bounds() -> Vec<Candidate> {
 
 /// `spec` as a candidate of `framework`, with its selection line.
 pub fn candidate(framework: Framework, spec: PolicySpec) -> Candidate {
-    let opt = |k: &str| {
-        spec.options
-            .iter()
-            .rev()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
-    let preallocates = match spec.name.as_str() {
-        "bfc" => opt("allow_growth") != Some("true"),
-        "rmm-arena" => true,
-        _ => false,
-    };
+    let preallocates = preallocates(&spec);
     Candidate {
         select: select_line(framework, &spec),
         framework,
