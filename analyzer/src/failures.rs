@@ -5,7 +5,8 @@
 //! Sans-IO. Used by `summary` and the report; [`FailureSites`] is fed event by event by a
 //! caller that already follows live memory, [`failures_by_site`] makes its own pass.
 
-use crate::summary::{Change, Ledger, StackBytes, StackNames, is_host, top_stacks};
+use crate::model::live::{Change, Ledger, is_host};
+use crate::summary::{StackBytes, StackNames, top_stacks};
 use serde::Serialize;
 use std::collections::HashMap;
 use vramtrace_format::cuda_result::{describe_result, is_out_of_memory};

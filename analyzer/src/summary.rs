@@ -7,188 +7,15 @@
 //! event is shared with `diff` and the exporters.
 
 use crate::failures::{FailureSite, FailureSites};
+pub use crate::model::live::{Change, Ledger, Object, Totals};
+use crate::model::{CaptureLevel, Model, StreamKey};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, python_frame};
-use vramtrace_format::{Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
+use vramtrace_format::{MemoryKind, NO_STACK, Tables, Trace};
 
 /// How many stacks a ranked list keeps.
 pub const TOP_STACKS: usize = 10;
-
-/// One live allocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Object {
-    pub pid: u32,
-    pub device: i32,
-    pub kind: MemoryKind,
-    pub address: u64,
-    pub size: u64,
-    pub stack: u32,
-    pub stream: u64,
-    pub time_ns: u64,
-    /// An allocator segment of an imported PyTorch snapshot rather than a program request.
-    pub segment: bool,
-    pub requested: bool,
-    pub reserved: bool,
-}
-
-/// What one event did to live memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
-    /// Nothing that holds memory (address reservations, mappings, pool settings).
-    None,
-    Alloc(Object),
-    Free(Object),
-    /// A call that returned an error: it created and ended nothing.
-    Failed,
-    /// A free of an address (or handle) the trace never saw allocated, for example memory
-    /// allocated before recording began.
-    UnmatchedFree,
-}
-
-/// Per-(process, device) running totals.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Totals {
-    pub requested: u64,
-    pub reserved: u64,
-}
-
-/// Live memory, event by event: which objects exist and how many bytes they hold.
-///
-/// Accounting rules, the same in every command:
-/// - Device memory (`cuMemAlloc*`, managed, stream-ordered pools, arrays, graph allocations,
-///   and VMM physical handles from `cuMemCreate`) and pinned or registered host memory (device
-///   [`NO_DEVICE`]) count; memory opened from another process or API (IPC, external,
-///   multicast) is listed by kind but counts in neither total, since another owner holds it.
-/// - In a recorded trace every counted byte is both *requested* and *reserved*: the driver saw
-///   exactly what the program asked for (under a caching allocator those "requests" are its
-///   segments, which `capture_level` says).
-/// - In an imported PyTorch snapshot the program's requests and the allocator's segments are
-///   both present; segments (events flagged [`ALLOCATOR_SEGMENT`]) count only as reserved and
-///   requests only as requested.
-#[derive(Debug, Default)]
-pub struct Ledger {
-    split_levels: bool,
-    live: HashMap<(u32, bool, u64), Object>,
-    handles: HashMap<(u32, u64), Object>,
-    totals: HashMap<(u32, i32), Totals>,
-}
-
-impl Ledger {
-    /// A ledger for `trace`, whose events are then given to [`Ledger::apply`] in file order.
-    pub fn for_trace(trace: &Trace) -> Ledger {
-        Ledger {
-            split_levels: trace.events().any(|e| e.flags & ALLOCATOR_SEGMENT != 0),
-            ..Ledger::default()
-        }
-    }
-
-    /// True when the trace carries both request and allocator-segment events.
-    pub fn split_levels(&self) -> bool {
-        self.split_levels
-    }
-
-    pub fn apply(&mut self, e: &Event) -> Change {
-        let op = e.api.op();
-        let segment = e.flags & ALLOCATOR_SEGMENT != 0;
-        if !e.succeeded() {
-            return if matches!(op, Op::Alloc | Op::Create | Op::Register) {
-                Change::Failed
-            } else {
-                Change::None
-            };
-        }
-        match op {
-            Op::Alloc | Op::Register => {
-                let obj = self.object(e, segment);
-                if let Some(old) = self.live.insert((e.pid, segment, e.address), obj) {
-                    // The address was handed out again without a free we saw: the old object
-                    // is gone.
-                    self.account(&old, false);
-                }
-                self.account(&obj, true);
-                Change::Alloc(obj)
-            }
-            Op::Free | Op::Unregister => match self.live.remove(&(e.pid, segment, e.address)) {
-                Some(obj) => {
-                    self.account(&obj, false);
-                    Change::Free(obj)
-                }
-                None => Change::UnmatchedFree,
-            },
-            Op::Create => {
-                let obj = self.object(e, segment);
-                if let Some(old) = self.handles.insert((e.pid, e.handle), obj) {
-                    self.account(&old, false);
-                }
-                self.account(&obj, true);
-                Change::Alloc(obj)
-            }
-            Op::Release => match self.handles.remove(&(e.pid, e.handle)) {
-                Some(obj) => {
-                    self.account(&obj, false);
-                    Change::Free(obj)
-                }
-                None => Change::UnmatchedFree,
-            },
-            _ => Change::None,
-        }
-    }
-
-    fn object(&self, e: &Event, segment: bool) -> Object {
-        let kind = e.api.kind();
-        let counted = !matches!(
-            kind,
-            MemoryKind::Ipc | MemoryKind::External | MemoryKind::Multicast
-        );
-        Object {
-            pid: e.pid,
-            device: if is_host(kind) { NO_DEVICE } else { e.device },
-            kind,
-            address: if e.api.op() == Op::Create {
-                e.handle
-            } else {
-                e.address
-            },
-            size: e.size,
-            stack: e.stack,
-            stream: e.stream,
-            time_ns: e.time_ns,
-            segment,
-            requested: counted && !(self.split_levels && segment),
-            reserved: counted && (!self.split_levels || segment),
-        }
-    }
-
-    fn account(&mut self, o: &Object, add: bool) {
-        let t = self.totals.entry((o.pid, o.device)).or_default();
-        let apply = |v: &mut u64, on: bool| {
-            if on {
-                *v = if add {
-                    v.saturating_add(o.size)
-                } else {
-                    v.saturating_sub(o.size)
-                };
-            }
-        };
-        apply(&mut t.requested, o.requested);
-        apply(&mut t.reserved, o.reserved);
-    }
-
-    /// Running totals of one process and device.
-    pub fn totals(&self, pid: u32, device: i32) -> Totals {
-        self.totals.get(&(pid, device)).copied().unwrap_or_default()
-    }
-
-    /// Every live object, in no particular order.
-    pub fn live(&self) -> impl Iterator<Item = &Object> {
-        self.live.values().chain(self.handles.values())
-    }
-}
-
-pub(crate) fn is_host(kind: MemoryKind) -> bool {
-    matches!(kind, MemoryKind::PinnedHost | MemoryKind::RegisteredHost)
-}
 
 /// Readable stack frames: Python frames of imported snapshots as `file:line name`, native
 /// frames as `module+0xoffset` (stable across runs of the same binaries), else the address.
@@ -338,7 +165,8 @@ pub struct SizeClass {
 /// Everything `summary` prints.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Summary {
-    /// `request`, `segment`, or empty, from the trace's metadata.
+    /// `request`, `segment`, or empty: the metadata's word, else inferred from the events
+    /// ([`crate::model::detect_level`]).
     pub capture_level: String,
     /// True for an imported snapshot: requests and the allocator's segments both present.
     pub has_allocator_segments: bool,
@@ -354,7 +182,11 @@ pub struct Summary {
 pub struct GroupSummary {
     pub pid: u32,
     pub device: i32,
+    /// Everything requested on the device, memory outside the allocator's pool included.
     pub peak_requested: u64,
+    /// The peak of the requests an allocator serves (the replays' lower bound), when the
+    /// process also allocated outside the pool (docs/definitions.md); `null` otherwise.
+    pub pool_peak_requested: Option<u64>,
     pub peak_requested_time_ns: u64,
     pub peak_reserved: u64,
     pub peak_reserved_time_ns: u64,
@@ -530,7 +362,7 @@ impl Summary {
         // Second pass: the live set at each group's peak.
         let at_peak = stacks_at_peaks(trace, &groups, &names, top);
 
-        let groups = groups
+        let mut groups: Vec<GroupSummary> = groups
             .into_iter()
             .map(|((pid, device), g)| {
                 let leaked = leaks.remove(&(pid, device)).unwrap_or_default();
@@ -538,6 +370,7 @@ impl Summary {
                     pid,
                     device,
                     peak_requested: g.peak.requested,
+                    pool_peak_requested: None,
                     peak_requested_time_ns: g.peak_time.0,
                     peak_reserved: g.peak.reserved,
                     peak_reserved_time_ns: g.peak_time.1,
@@ -587,8 +420,28 @@ impl Summary {
                 }
             })
             .collect();
+        let model = Model::from_events(trace.events(), &trace.metadata);
+        let level = match model.level.level {
+            CaptureLevel::Request => "request",
+            CaptureLevel::Segment => "segment",
+            CaptureLevel::Unknown => "",
+        };
+        for g in &mut groups {
+            g.pool_peak_requested = model
+                .streams
+                .iter()
+                .find(|s| {
+                    s.key
+                        == Some(StreamKey {
+                            pid: g.pid,
+                            device: g.device,
+                        })
+                })
+                .filter(|s| s.outside.allocations > 0)
+                .map(|s| s.lower_bound());
+        }
         Summary {
-            capture_level: trace.metadata.capture_level.clone(),
+            capture_level: level.to_string(),
             has_allocator_segments: ledger.split_levels(),
             events,
             failed_allocations,

@@ -16,6 +16,9 @@ pub struct Model {
     /// Frees of addresses never seen allocated (allocated before recording began).
     pub unmatched_frees: u64,
     pub failed_calls: u64,
+    /// The time of the trace's first event: every time a command shows is taken from it
+    /// (docs/definitions.md, "Time").
+    pub start_ns: u64,
 }
 
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
@@ -53,7 +56,11 @@ impl Model {
         let mut live: HashMap<ObjectId, Live> = HashMap::new();
         let mut builders: BTreeMap<StreamKey, Builder> = BTreeMap::new();
         let mut stats = LevelStats::default();
+        let mut first = true;
         for e in events {
+            if std::mem::take(&mut first) {
+                model.start_ns = e.time_ns;
+            }
             if e.flags & ALLOCATOR_SEGMENT != 0 {
                 // An imported snapshot's record of what the real caching allocator did: the
                 // replay predicts these, it must not replay them as requests.

@@ -6,6 +6,7 @@
 pub mod device;
 mod from_events;
 mod level;
+pub mod live;
 mod request;
 
 pub use from_events::Model;

@@ -13,6 +13,9 @@ pub enum CapacitySource {
     Device,
     /// Neither: no limit (`u64::MAX`).
     Unlimited,
+    /// The limit the recorded process ran under, as its metadata states it (a memory fraction
+    /// of the traced device).
+    Recorded,
 }
 
 /// A trace's request streams with the capacity each replays under.
@@ -39,6 +42,16 @@ impl ReplayInput {
             })
             .collect();
         Some(ReplayInput { model, capacities })
+    }
+
+    /// Replays every stream that took its capacity from the traced device under `fraction` of
+    /// it instead: the limit the recorded process ran under.
+    pub fn limit_to(&mut self, fraction: f64) {
+        for c in &mut self.capacities {
+            if c.1 == CapacitySource::Device {
+                *c = ((c.0 as f64 * fraction) as u64, CapacitySource::Recorded);
+            }
+        }
     }
 }
 

@@ -4,9 +4,9 @@
 
 use super::input::ReplayInput;
 use super::{FitResult, Oom, Outcome, Progress, fit_all, replay_all};
-use crate::model::RequestStream;
 use crate::model::device::{GPU_SIZES_GB, gpu_bytes, process_peak};
 use crate::model::{CaptureLevel, Outside};
+use crate::model::{RequestKind, RequestStream};
 use crate::policy::{PolicyRole, PolicySpec, preallocates, role};
 use serde::Serialize;
 
@@ -38,6 +38,9 @@ pub struct StreamReport {
     /// Plain driver allocations beside a stream-ordered-pool request stream: libraries that
     /// bypass the framework's allocator. Not replayed; the process holds them under any policy.
     pub outside_allocator: Outside,
+    /// Allocations the recorded run's driver refused with `CUDA_ERROR_OUT_OF_MEMORY` (replayed
+    /// as refused again).
+    pub recorded_oom_failures: u64,
     pub policies: Vec<PolicyRow>,
 }
 
@@ -55,7 +58,15 @@ pub struct ReplayReport {
     pub streams: Vec<StreamReport>,
 }
 
-fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64) -> PolicyRow {
+/// `o`'s row, its OOM's times taken from the trace's start `start_ns`.
+fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64, start_ns: u64) -> PolicyRow {
+    let oom = o.oom.clone().map(|mut oom| {
+        oom.time_ns = oom.time_ns.saturating_sub(start_ns);
+        for l in &mut oom.largest_live {
+            l.time_ns = l.time_ns.saturating_sub(start_ns);
+        }
+        oom
+    });
     PolicyRow {
         name: spec.to_string(),
         peak_requested: o.peak_requested,
@@ -66,7 +77,7 @@ fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64) -> PolicyRow {
         device_allocs: o.device_allocs,
         device_frees: o.device_frees,
         est_alloc_time_us: o.est_alloc_time_us,
-        oom: o.oom.clone(),
+        oom,
     }
 }
 
@@ -81,6 +92,7 @@ impl ReplayReport {
         let streams = &input.model.streams;
         let capacities: Vec<u64> = input.capacities.iter().map(|c| c.0).collect();
         let results = replay_all(streams, specs, &capacities)?;
+        let start = input.model.start_ns;
         let mut stream_reports = Vec::new();
         for (s, stream) in streams.iter().enumerate() {
             let lb = stream.lower_bound();
@@ -94,10 +106,15 @@ impl ReplayReport {
                 capacity_bytes: Some(capacities[s]).filter(|&c| c != u64::MAX),
                 lower_bound_bytes: lb,
                 outside_allocator: stream.outside,
+                recorded_oom_failures: stream
+                    .requests
+                    .iter()
+                    .filter(|r| r.kind == RequestKind::Attempt)
+                    .count() as u64,
                 policies: results
                     .iter()
                     .filter(|r| r.stream == s)
-                    .map(|r| row(&specs[r.policy], &r.outcome, lb))
+                    .map(|r| row(&specs[r.policy], &r.outcome, lb, start))
                     .collect(),
             });
         }
@@ -111,7 +128,7 @@ impl ReplayReport {
                     .filter(|r| r.policy == p)
                     .map(|r| &r.outcome)
                     .collect();
-                row(spec, &summed(&outs), lower_bound)
+                row(spec, &summed(&outs), lower_bound, start)
             })
             .collect();
         let level = &input.model.level;

@@ -1,13 +1,14 @@
 //! `vramtrace replay`: every request stream of a trace through every chosen policy.
 
 use crate::args::{PolicyList, policies};
-use crate::load::load_streams;
+use crate::load::load_trace;
 use anyhow::{Result, anyhow};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use vramtrace::model::CaptureLevel;
 use vramtrace::policy::REGISTRY;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
+use vramtrace::tune::recorded_of;
 use vramtrace::units::{bytes, count, duration, parse_size};
 
 /// Replay a trace's requests against allocator policies: peak reserved, fragmentation,
@@ -57,7 +58,13 @@ impl Args {
             .trace
             .as_deref()
             .expect("clap requires TRACE unless --list-policies");
-        let input = load_streams(path, self.capacity)?;
+        let trace = load_trace(path, false)?;
+        let mut input = ReplayInput::from_trace(&trace, self.capacity)
+            .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
+        let limit = recorded_of(&trace).memory_fraction;
+        if let Some(f) = limit {
+            input.limit_to(f);
+        }
         let report = ReplayReport::build(&path.display().to_string(), &self.policy.0, &input)
             .map_err(|e| anyhow!(e))?;
         if let Some(w) = &report.warning
@@ -70,7 +77,7 @@ impl Args {
         } else if self.csv {
             render_csv(&report)
         } else {
-            render_text(&report, &input)
+            render_text(&report, &input, limit)
         };
         crate::output::print(&out)
     }
@@ -97,7 +104,7 @@ fn level_name(l: CaptureLevel) -> &'static str {
     }
 }
 
-fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
+fn render_text(r: &ReplayReport, input: &ReplayInput, limit: Option<f64>) -> String {
     let mut s = String::new();
     let how = if r.capture_level_declared {
         "declared"
@@ -115,6 +122,7 @@ fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
             CapacitySource::Given => "--capacity",
             CapacitySource::Device => "device",
             CapacitySource::Unlimited => "unlimited",
+            CapacitySource::Recorded => "the recorded memory fraction of the device",
         };
         let cap = if cap == u64::MAX {
             "unlimited".to_string()
@@ -142,6 +150,22 @@ fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
                  libraries bypassing the allocator; held under any policy, not replayed",
                 count(st.outside_allocator.allocations),
                 bytes(st.outside_allocator.peak_bytes)
+            );
+        }
+        if st.recorded_oom_failures > 0 {
+            let how = match (limit, source) {
+                (Some(f), _) => format!("replayed under the limit it recorded ({f} of the device)"),
+                (None, "--capacity") => "replayed under --capacity".to_string(),
+                _ => "the trace does not record the limit it ran under: pass --capacity SIZE \
+                      (the memory it had), or --policy 'pytorch:memory_fraction=F' for \
+                      torch.cuda.set_per_process_memory_fraction(F)"
+                    .to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "recorded     {} allocations failed with CUDA_ERROR_OUT_OF_MEMORY in the \
+                 recorded run (replayed as refused again); {how}",
+                count(st.recorded_oom_failures)
             );
         }
         s.push('\n');

@@ -85,9 +85,17 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64) {
         bytes(g.peak_requested),
         at(g.peak_requested_time_ns)
     );
+    if let Some(pool) = g.pool_peak_requested {
+        let _ = writeln!(
+            o,
+            "  pool peak req.  {:>12}  (the allocator's requests alone: the lower bound replay, fit \
+             and tune use; the rest is outside the pool)",
+            bytes(pool)
+        );
+    }
     let _ = writeln!(
         o,
-        "  peak reserved   {:>12}  at {}   (as the driver saw it)",
+        "  peak reserved   {:>12}  at {}   (as the driver saw it: the recorded process peak)",
         bytes(g.peak_reserved),
         at(g.peak_reserved_time_ns)
     );
