@@ -2,8 +2,8 @@
 //! the peak, leaks and failed allocations, per process and device, as the trace itself saw them.
 //!
 //! Sans-IO: [`Summary::of`] takes a decoded trace and returns data. No allocator is modelled:
-//! *requested* and *reserved* here are what the recorded program and driver did (DESIGN.md,
-//! "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
+//! *requested* and *reserved* here are what the recorded program and driver did
+//! (docs/architecture.md, "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
 //! event is shared with `diff` and the exporters.
 
 use crate::failures::{FailureSite, FailureSites};

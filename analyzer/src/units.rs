@@ -1,11 +1,20 @@
 //! Parsing and printing of byte sizes, counts and durations, the same in every command.
 
+/// A size that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("`{0}` is not a size (try 4096, 512MiB, 80GiB or 80GB)")]
+    NotASize(String),
+    #[error("`{0}` is too large")]
+    TooLarge(String),
+}
+
 /// Parses a size: `123`, `4KiB`, `1.5GiB`, `80GB`, `512MB`, `2M` (binary), case-insensitive.
 ///
 /// Decimal suffixes (`KB`, `MB`, `GB`, `TB`) are powers of 1000, binary ones (`KiB`, `MiB`,
 /// `GiB`, `TiB`, and the bare `K`, `M`, `G`, `T` as `nvidia-smi` and PyTorch use them) powers of
 /// 1024.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -22,18 +31,14 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "mb" => 1_000_000,
         "gb" => 1_000_000_000,
         "tb" => 1_000_000_000_000,
-        _ => {
-            return Err(format!(
-                "`{text}` is not a size (try 4096, 512MiB, 80GiB or 80GB)"
-            ));
-        }
+        _ => return Err(SizeError::NotASize(text.to_string())),
     };
     let value: f64 = number
         .parse()
-        .map_err(|_| format!("`{text}` is not a size (try 4096, 512MiB, 80GiB or 80GB)"))?;
+        .map_err(|_| SizeError::NotASize(text.to_string()))?;
     let bytes = value * scale as f64;
     if !bytes.is_finite() || bytes > u64::MAX as f64 {
-        return Err(format!("`{text}` is too large"));
+        return Err(SizeError::TooLarge(text.to_string()));
     }
     Ok(bytes.round() as u64)
 }
@@ -41,7 +46,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 /// Parses a GPU's size as boards are sold: `24GB` or `24` is a board of 24 GB, taken as
 /// 24 GiB ([`crate::model::device::gpu_bytes`]); any other unit is exact, as in
 /// [`parse_size`].
-pub fn parse_gpu_size(text: &str) -> Result<u64, String> {
+pub fn parse_gpu_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let number = t
         .strip_suffix("GB")

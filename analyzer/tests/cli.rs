@@ -1,17 +1,7 @@
 //! The `vramtrace` command line as users meet it: output, exit codes, error lines.
 
+use crate::util::{sample, vramtrace_in_repo as vramtrace};
 use assert_cmd::Command;
-use std::path::{Path, PathBuf};
-
-fn sample() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/traces/synthetic-mlp.vramtrace")
-}
-
-fn vramtrace() -> Command {
-    let mut cmd = Command::cargo_bin("vramtrace").unwrap();
-    cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
-    cmd
-}
 
 fn stdout(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
@@ -37,7 +27,7 @@ fn info_describes_the_bundled_sample() {
 }
 
 #[test]
-fn info_json_has_the_fields_design_md_promises() {
+fn info_json_has_the_contract_fields() {
     let text = stdout(vramtrace().arg("info").arg(sample()).arg("--json"));
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     for field in [
@@ -113,13 +103,11 @@ fn help_shows_examples() {
 /// A journal as the recorder leaves it after `SIGKILL` (formats/JOURNAL.md): records of seq
 /// `seqs`, each in its own slot of a 16-slot ring, allocations of 4 KiB.
 fn journal(seqs: &[u64]) -> Vec<u8> {
-    use vramtrace_format::journal::{HEADER_LEN, MAGIC, RECORD_LEN};
+    use vramtrace_format::journal::{HEADER_LEN, Header, RECORD_LEN};
     let capacity = 16u64;
     let mut b = vec![0u8; HEADER_LEN + capacity as usize * RECORD_LEN];
-    b[..8].copy_from_slice(&MAGIC);
-    b[8..12].copy_from_slice(&(RECORD_LEN as u32).to_le_bytes());
-    b[12..16].copy_from_slice(&4242u32.to_le_bytes());
-    b[16..24].copy_from_slice(&capacity.to_le_bytes());
+    let header = Header::new(4242, capacity).to_bytes();
+    b[..header.len()].copy_from_slice(&header);
     for &seq in seqs {
         let at = HEADER_LEN + ((seq - 1) % capacity) as usize * RECORD_LEN;
         b[at..at + 8].copy_from_slice(&seq.to_le_bytes());

@@ -1,14 +1,10 @@
 //! `vramtrace replay` and `vramtrace fit` from the outside: output contracts, errors, warnings.
 
-use assert_cmd::Command;
+use crate::util::vramtrace;
 use std::path::PathBuf;
 use vramtrace_format::{Api, Event, Metadata, TraceWriter, WriterOptions};
 
 const MLP: &str = "../samples/traces/h200-torch/mlp.native.vramtrace";
-
-fn vramtrace() -> Command {
-    Command::cargo_bin("vramtrace").unwrap()
-}
 
 fn json(args: &[&str]) -> serde_json::Value {
     let out = vramtrace().args(args).output().unwrap();

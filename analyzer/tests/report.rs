@@ -1,21 +1,13 @@
 //! `vramtrace report` as users meet it: the files it writes render, hostile trace strings stay
 //! text, the page is self-contained and opens in a browser, errors are one line.
 
-use assert_cmd::Command;
+use crate::util::{sample, vramtrace};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use vramtrace_format::{
     Api, Device, Event, Frame, Metadata, Module, Process, Stack, Tables, TraceWriter, WriterOptions,
 };
-
-fn sample() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/traces/synthetic-mlp.vramtrace")
-}
-
-fn vramtrace() -> Command {
-    Command::cargo_bin("vramtrace").unwrap()
-}
 
 /// Runs `report` on `trace` into a new temporary directory, which it returns.
 fn report(trace: &Path, extra: &[&str]) -> tempfile::TempDir {

@@ -58,9 +58,15 @@ pub struct Totals {
 /// - In an imported PyTorch snapshot the program's requests and the allocator's segments are
 ///   both present; segments (events flagged [`ALLOCATOR_SEGMENT`]) count only as reserved and
 ///   requests only as requested.
+/// - A trace recorded with PyTorch's tracker is split the same way: `torch.alloc` blocks are
+///   the requests, the driver calls what the process reserved (PyTorch's segments and memory
+///   taken past PyTorch); `torch.segment_*` events repeat those driver calls and count in
+///   neither.
 #[derive(Debug, Default)]
 pub struct Ledger {
     split_levels: bool,
+    /// The requests come from PyTorch's tracker (`torch.alloc` events).
+    tracker: bool,
     live: HashMap<(u32, bool, u64), Object>,
     handles: HashMap<(u32, u64), Object>,
     totals: HashMap<(u32, i32), Totals>,
@@ -69,8 +75,12 @@ pub struct Ledger {
 impl Ledger {
     /// A ledger for `trace`, whose events are then given to [`Ledger::apply`] in file order.
     pub fn for_trace(trace: &Trace) -> Ledger {
+        let tracker = trace
+            .events()
+            .any(|e| e.api.kind() == MemoryKind::TorchBlock);
         Ledger {
-            split_levels: trace.events().any(|e| e.flags & ALLOCATOR_SEGMENT != 0),
+            split_levels: tracker || trace.events().any(|e| e.flags & ALLOCATOR_SEGMENT != 0),
+            tracker,
             ..Ledger::default()
         }
     }
@@ -82,7 +92,14 @@ impl Ledger {
 
     pub fn apply(&mut self, e: &Event) -> Change {
         let op = e.api.op();
-        let segment = e.flags & ALLOCATOR_SEGMENT != 0;
+        if e.api.kind() == MemoryKind::TorchSegment {
+            return Change::None;
+        }
+        let segment = if self.tracker {
+            !e.api.from_framework()
+        } else {
+            e.flags & ALLOCATOR_SEGMENT != 0
+        };
         if !e.succeeded() {
             return if matches!(op, Op::Alloc | Op::Create | Op::Register) {
                 Change::Failed

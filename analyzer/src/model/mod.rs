@@ -10,5 +10,5 @@ pub mod live;
 mod request;
 
 pub use from_events::Model;
-pub use level::{CaptureLevel, LevelReport, detect_level};
+pub use level::{CaptureLevel, LevelReport, allocator_as_run, detect_level, pytorch_alloc_conf};
 pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};

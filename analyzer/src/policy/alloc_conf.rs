@@ -12,7 +12,7 @@
 //! accepted and ignored; any other key is an error, as it is for PyTorch.
 
 use super::support::options::split_outside_brackets;
-use super::{PolicySpec, find};
+use super::{PolicySpec, SpecSyntax, find};
 
 /// The policy PyTorch's native allocator is, without and with expandable segments.
 const NATIVE: &str = "pytorch";
@@ -93,7 +93,7 @@ fn apply(spec: &mut PolicySpec, key: &str, value: &str) -> Result<(), String> {
 /// The policy a `PYTORCH_CUDA_ALLOC_CONF` value configures (an empty value is the default
 /// allocator), with `memory_fraction` set when the process called
 /// `set_per_process_memory_fraction` with `fraction`.
-pub fn spec_from_alloc_conf(conf: &str, fraction: Option<&str>) -> Result<PolicySpec, String> {
+pub fn spec_from_alloc_conf(conf: &str, fraction: Option<&str>) -> Result<PolicySpec, SpecSyntax> {
     let mut spec = PolicySpec {
         name: NATIVE.into(),
         options: Vec::new(),
@@ -103,10 +103,12 @@ pub fn spec_from_alloc_conf(conf: &str, fraction: Option<&str>) -> Result<Policy
         if item.is_empty() {
             continue;
         }
-        let (key, value) = item
-            .split_once(':')
-            .ok_or_else(|| format!("`{item}` in the allocator configuration is not KEY:VALUE"))?;
-        apply(&mut spec, key, value)?;
+        let (key, value) = item.split_once(':').ok_or_else(|| {
+            SpecSyntax::AllocConf(format!(
+                "`{item}` in the allocator configuration is not KEY:VALUE"
+            ))
+        })?;
+        apply(&mut spec, key, value).map_err(SpecSyntax::AllocConf)?;
     }
     if let Some(f) = fraction.map(str::trim).filter(|f| !f.is_empty())
         && spec.name != ASYNC
@@ -147,7 +149,7 @@ pub fn alloc_conf_of(spec: &PolicySpec) -> Option<String> {
 /// - `PYTORCH_CUDA_ALLOC_CONF=VALUE` or `PYTORCH_ALLOC_CONF=VALUE`: one policy;
 /// - `pytorch:max_split_size_mb:128` (a policy, then `key:value` options);
 /// - `expandable_segments:True,max_split_size_mb:128` (an allocator configuration alone).
-pub fn parse_policy_list(text: &str) -> Result<Vec<PolicySpec>, String> {
+pub fn parse_policy_list(text: &str) -> Result<Vec<PolicySpec>, SpecSyntax> {
     let trimmed = text.trim();
     for var in ["PYTORCH_CUDA_ALLOC_CONF=", "PYTORCH_ALLOC_CONF="] {
         if let Some(conf) = trimmed.strip_prefix(var) {
@@ -176,7 +178,7 @@ pub fn parse_policy_list(text: &str) -> Result<Vec<PolicySpec>, String> {
                 });
             }
             let spec = specs.last_mut().expect("pushed above");
-            apply(spec, parts[0], parts[1])?;
+            apply(spec, parts[0], parts[1]).map_err(SpecSyntax::AllocConf)?;
             open = true;
             continue;
         }
@@ -188,7 +190,7 @@ pub fn parse_policy_list(text: &str) -> Result<Vec<PolicySpec>, String> {
                 name: parts[0].trim().into(),
                 options: Vec::new(),
             };
-            apply(&mut spec, parts[1], parts[2])?;
+            apply(&mut spec, parts[1], parts[2]).map_err(SpecSyntax::AllocConf)?;
             specs.push(spec);
             open = true;
             continue;
@@ -198,7 +200,7 @@ pub fn parse_policy_list(text: &str) -> Result<Vec<PolicySpec>, String> {
         if continues {
             let spec = specs
                 .last_mut()
-                .ok_or_else(|| format!("`{item}` is an option but no policy comes before it"))?;
+                .ok_or_else(|| SpecSyntax::OptionWithoutPolicy(item.to_string()))?;
             let (k, v) = item.split_once('=').expect("contains =");
             spec.options.push((k.trim().into(), v.trim().into()));
         } else {
@@ -207,7 +209,7 @@ pub fn parse_policy_list(text: &str) -> Result<Vec<PolicySpec>, String> {
         open = specs.last().is_some_and(|s| is_pytorch(&s.name));
     }
     if specs.is_empty() {
-        return Err("no policy named".into());
+        return Err(SpecSyntax::Empty);
     }
     Ok(specs)
 }

@@ -4,7 +4,7 @@
 
 use super::engine::{Outcome, ReplayOptions, replay};
 use crate::model::RequestStream;
-use crate::policy::{BOUNDS, BuildContext, DriverModel, PolicySpec, build};
+use crate::policy::{BOUNDS, BuildContext, DriverModel, PolicyError, PolicySpec, build};
 use rayon::prelude::*;
 
 /// One policy on one stream.
@@ -21,7 +21,7 @@ pub fn replay_all(
     streams: &[RequestStream],
     specs: &[PolicySpec],
     capacities: &[u64],
-) -> Result<Vec<RunResult>, String> {
+) -> Result<Vec<RunResult>, PolicyError> {
     let jobs: Vec<(usize, usize)> = (0..streams.len())
         .flat_map(|s| (0..specs.len()).map(move |p| (s, p)))
         .collect();
@@ -38,7 +38,11 @@ pub fn replay_all(
 }
 
 /// One policy on one stream at one capacity.
-pub fn run(stream: &RequestStream, spec: &PolicySpec, capacity: u64) -> Result<Outcome, String> {
+pub fn run(
+    stream: &RequestStream,
+    spec: &PolicySpec,
+    capacity: u64,
+) -> Result<Outcome, PolicyError> {
     let ctx = BuildContext { stream, capacity };
     let mut policy = build(spec, &ctx)?;
     let options = ReplayOptions {
@@ -86,7 +90,7 @@ pub fn fit_all(
     streams: &[RequestStream],
     specs: &[PolicySpec],
     progress: Progress,
-) -> Result<Vec<FitResult>, String> {
+) -> Result<Vec<FitResult>, PolicyError> {
     let jobs: Vec<(usize, usize)> = (0..streams.len())
         .flat_map(|s| (0..specs.len()).map(move |p| (s, p)))
         .collect();
@@ -107,7 +111,7 @@ pub fn fit_all(
 
 /// Bisection for one pair (`stream` and `policy` of the result are 0); `min_capacity_bytes` is
 /// `None` when even an unlimited device does not fit.
-pub fn fit_one(stream: &RequestStream, spec: &PolicySpec) -> Result<FitResult, String> {
+pub fn fit_one(stream: &RequestStream, spec: &PolicySpec) -> Result<FitResult, PolicyError> {
     let unlimited = run(stream, spec, u64::MAX)?;
     let mut replays = 1;
     let mut result = FitResult {
@@ -121,7 +125,7 @@ pub fn fit_one(stream: &RequestStream, spec: &PolicySpec) -> Result<FitResult, S
     if unlimited.oom.is_some() {
         return Ok(result);
     }
-    let fits = |c: u64, replays: &mut u32| -> Result<Option<Outcome>, String> {
+    let fits = |c: u64, replays: &mut u32| -> Result<Option<Outcome>, PolicyError> {
         *replays += 1;
         let o = run(stream, spec, c)?;
         Ok(o.oom.is_none().then_some(o))

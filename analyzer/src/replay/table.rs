@@ -7,7 +7,7 @@ use super::{FitResult, Oom, Outcome, Progress, fit_all, replay_all};
 use crate::model::device::{GPU_SIZES_GB, gpu_bytes, process_peak};
 use crate::model::{CaptureLevel, Outside};
 use crate::model::{RequestKind, RequestStream};
-use crate::policy::{PolicyRole, PolicySpec, preallocates, role};
+use crate::policy::{PolicyError, PolicyRole, PolicySpec, preallocates, role};
 use serde::Serialize;
 
 /// One policy's figures.
@@ -23,6 +23,9 @@ pub struct PolicyRow {
     pub device_frees: u64,
     pub est_alloc_time_us: f64,
     pub oom: Option<Oom>,
+    /// `(peak_reserved - recorded) / recorded` for a policy that models the allocator the
+    /// program ran under, when the trace holds what that allocator really reserved.
+    pub error_vs_recorded: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -41,6 +44,9 @@ pub struct StreamReport {
     /// Allocations the recorded run's driver refused with `CUDA_ERROR_OUT_OF_MEMORY` (replayed
     /// as refused again).
     pub recorded_oom_failures: u64,
+    /// What the process's allocator really reserved at its peak, from its own segment events
+    /// (PyTorch's tracker); `null` when the trace does not say.
+    pub recorded_peak_reserved: Option<u64>,
     pub policies: Vec<PolicyRow>,
 }
 
@@ -68,6 +74,7 @@ fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64, start_ns: u64) -> Polic
         oom
     });
     PolicyRow {
+        error_vs_recorded: None,
         name: spec.to_string(),
         peak_requested: o.peak_requested,
         peak_allocated: o.peak_allocated,
@@ -88,16 +95,28 @@ fn ratio(a: u64, b: u64) -> f64 {
 impl ReplayReport {
     /// Replays every stream of `input` through every policy of `specs` and assembles the table;
     /// `trace` names the trace in it.
-    pub fn build(trace: &str, specs: &[PolicySpec], input: &ReplayInput) -> Result<Self, String> {
+    pub fn build(
+        trace: &str,
+        specs: &[PolicySpec],
+        input: &ReplayInput,
+    ) -> Result<Self, PolicyError> {
         let streams = &input.model.streams;
         let capacities: Vec<u64> = input.capacities.iter().map(|c| c.0).collect();
         let results = replay_all(streams, specs, &capacities)?;
         let start = input.model.start_ns;
+        let models_recorded = |spec: &PolicySpec| {
+            input
+                .recorded_policy
+                .as_ref()
+                .is_some_and(|r| r.name == spec.name)
+        };
         let mut stream_reports = Vec::new();
         for (s, stream) in streams.iter().enumerate() {
             let lb = stream.lower_bound();
             let key = stream.key.expect("model streams have keys");
+            let recorded = stream.recorded_peak_reserved;
             stream_reports.push(StreamReport {
+                recorded_peak_reserved: recorded,
                 pid: key.pid,
                 device: key.device,
                 requests: stream.requests.len(),
@@ -114,7 +133,14 @@ impl ReplayReport {
                 policies: results
                     .iter()
                     .filter(|r| r.stream == s)
-                    .map(|r| row(&specs[r.policy], &r.outcome, lb, start))
+                    .map(|r| {
+                        let spec = &specs[r.policy];
+                        let mut row = row(spec, &r.outcome, lb, start);
+                        row.error_vs_recorded = recorded
+                            .filter(|&t| t > 0 && models_recorded(spec))
+                            .map(|t| (r.outcome.peak_reserved as f64 - t as f64) / t as f64);
+                        row
+                    })
                     .collect(),
             });
         }
@@ -305,7 +331,7 @@ impl FitReport {
         input: &ReplayInput,
         context: u64,
         progress: Progress,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PolicyError> {
         let streams = &input.model.streams;
         let fits = fit_all(streams, specs, progress)?;
         let per_stream: Vec<StreamFit> = streams

@@ -11,7 +11,7 @@ use super::framework::{Framework, Recorded};
 use super::grid::{Candidate, GridContext, Role, bounds, candidate, settings};
 use crate::model::device::process_peak;
 use crate::model::{CaptureLevel, LevelReport, RequestKind, RequestStream};
-use crate::policy::PolicySpec;
+use crate::policy::{PolicyError, PolicySpec};
 use crate::replay::{Outcome, replay_all};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -177,7 +177,7 @@ pub fn tune(
     level: &LevelReport,
     recorded: &Recorded,
     options: &TuneOptions,
-) -> Result<Tune, String> {
+) -> Result<Tune, PolicyError> {
     let lower_bound = streams.iter().map(|s| s.lower_bound()).max().unwrap_or(0);
     let ctx = GridContext {
         memory_fraction: recorded.memory_fraction,

@@ -3,7 +3,7 @@
 
 use crate::args::{PolicyList, policies};
 use crate::load::load_streams;
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -64,19 +64,13 @@ impl Args {
             &input,
             context,
             &progress,
-        )
-        .map_err(|e| anyhow!(e))?;
+        )?;
         if let Some(w) = &report.warning
             && !self.json
         {
             eprintln!("vramtrace: warning: {w}");
         }
-        let out = if self.json {
-            serde_json::to_string_pretty(&report)? + "\n"
-        } else {
-            render(&report)
-        };
-        crate::output::print(&out)
+        crate::output::json_or_text(self.json, &report, render)
     }
 }
 

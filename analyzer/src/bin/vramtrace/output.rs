@@ -13,6 +13,19 @@ pub fn print(text: &str) -> Result<()> {
     }
 }
 
+/// Prints `value` as pretty JSON with `json`, else the text `render` makes.
+pub fn json_or_text<T: serde::Serialize>(
+    json: bool,
+    value: &T,
+    render: impl FnOnce(&T) -> String,
+) -> Result<()> {
+    if json {
+        print(&(serde_json::to_string_pretty(value)? + "\n"))
+    } else {
+        print(&render(value))
+    }
+}
+
 /// Runs `write` on `tmp` (a path beside `output`), then renames `tmp` to `output`; on any
 /// error `tmp` is removed and `output` left as it was.
 pub fn write_via<T>(

@@ -5,7 +5,6 @@ use crate::load::load_trace;
 use anyhow::{Result, anyhow};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use vramtrace::model::CaptureLevel;
 use vramtrace::policy::REGISTRY;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
 use vramtrace::tune::recorded_of;
@@ -65,8 +64,14 @@ impl Args {
         if let Some(f) = limit {
             input.limit_to(f);
         }
-        let report = ReplayReport::build(&path.display().to_string(), &self.policy.0, &input)
-            .map_err(|e| anyhow!(e))?;
+        // The configuration the program ran under leads, whatever else was asked for.
+        let mut specs = self.policy.0.clone();
+        if let Some(r) = &input.recorded_policy
+            && !specs.iter().any(|s| s.to_string() == r.to_string())
+        {
+            specs.insert(0, r.clone());
+        }
+        let report = ReplayReport::build(&path.display().to_string(), &specs, &input)?;
         if let Some(w) = &report.warning
             && !self.json
         {
@@ -96,14 +101,6 @@ fn render_policy_list() -> String {
     s
 }
 
-fn level_name(l: CaptureLevel) -> &'static str {
-    match l {
-        CaptureLevel::Request => "request",
-        CaptureLevel::Segment => "segment",
-        CaptureLevel::Unknown => "unknown",
-    }
-}
-
 fn render_text(r: &ReplayReport, input: &ReplayInput, limit: Option<f64>) -> String {
     let mut s = String::new();
     let how = if r.capture_level_declared {
@@ -112,7 +109,7 @@ fn render_text(r: &ReplayReport, input: &ReplayInput, limit: Option<f64>) -> Str
         "inferred"
     };
     let _ = writeln!(s, "trace        {}", r.trace);
-    let _ = writeln!(s, "level        {} ({how})", level_name(r.capture_level));
+    let _ = writeln!(s, "level        {} ({how})", r.capture_level.name());
     if let Some(w) = &r.warning {
         let _ = writeln!(s, "WARNING      {w}");
     }
@@ -170,6 +167,18 @@ fn render_text(r: &ReplayReport, input: &ReplayInput, limit: Option<f64>) -> Str
         }
         s.push('\n');
         render_table(&mut s, &st.policies);
+        if let Some(t) = st.recorded_peak_reserved {
+            for p in st.policies.iter().filter(|p| p.error_vs_recorded.is_some()) {
+                let _ = writeln!(
+                    s,
+                    "recorded     {}: predicted {}, this run reserved {} ({:+.2}%)",
+                    p.name,
+                    bytes(p.peak_reserved),
+                    bytes(t),
+                    100.0 * p.error_vs_recorded.unwrap_or(0.0)
+                );
+            }
+        }
     }
     if r.streams.len() > 1 {
         let _ = writeln!(

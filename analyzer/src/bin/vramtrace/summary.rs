@@ -1,9 +1,10 @@
 //! `vramtrace summary`.
 
+use crate::args::TraceView;
 use crate::load::load_trace;
 use anyhow::Result;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use vramtrace::failures::FailureSite;
 use vramtrace::summary::{GroupSummary, StackBytes, Summary, short_frame};
 use vramtrace::units::{bytes, count, duration};
@@ -16,27 +17,17 @@ Examples:
   vramtrace summary run.vramtrace
   vramtrace summary --json run.vramtrace | jq '.groups[0].leaks'")]
 pub struct Args {
-    /// The .vramtrace file.
-    trace: PathBuf,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
-    /// Keep what precedes a corrupt chunk instead of failing.
-    #[arg(long)]
-    salvage: bool,
+    #[command(flatten)]
+    view: TraceView,
 }
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        let trace = load_trace(&self.trace, self.salvage)?;
+        let v = &self.view;
+        let trace = load_trace(&v.trace, v.salvage)?;
         let summary = Summary::of(&trace);
         let first = trace.events().next().map_or(0, |e| e.time_ns);
-        let out = if self.json {
-            serde_json::to_string_pretty(&summary)? + "\n"
-        } else {
-            render(&self.trace, &summary, first)
-        };
-        crate::output::print(&out)
+        crate::output::json_or_text(v.json, &summary, |s| render(&v.trace, s, first))
     }
 }
 
