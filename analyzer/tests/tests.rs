@@ -15,3 +15,4 @@ mod replay_snapshots;
 mod replay_validation;
 mod report;
 mod streams;
+mod tune;
