@@ -16,6 +16,7 @@
 //! - `replay` (the engine over `policy`, parallel runs, the result tables of `replay` and `fit`);
 //! - the views: `info`, `summary`, `diff`, `symbolize`, `report`.
 
+pub mod answers;
 #[cfg(feature = "device")]
 pub mod device_replay;
 pub mod diff;

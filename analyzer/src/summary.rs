@@ -422,9 +422,8 @@ impl Summary {
             .collect();
         let model = Model::from_events(trace.events(), &trace.metadata);
         let level = match model.level.level {
-            CaptureLevel::Request => "request",
-            CaptureLevel::Segment => "segment",
             CaptureLevel::Unknown => "",
+            known => known.name(),
         };
         for g in &mut groups {
             g.pool_peak_requested = model

@@ -80,6 +80,8 @@ pub struct Tune {
     /// How the framework and its configuration were known.
     pub evidence: String,
     pub notes: Vec<String>,
+    /// The trace's capture level (docs/definitions.md).
+    pub capture_level: CaptureLevel,
     /// False when the trace cannot rank settings at all (a segment-level trace).
     pub judged: bool,
     pub recorded: Row,
@@ -272,6 +274,7 @@ pub fn tune(
         framework: recorded.framework,
         evidence: recorded.evidence.clone(),
         notes: recorded.notes.clone(),
+        capture_level: level.level,
         judged,
         recorded: recorded_row,
         ranked: if judged {

@@ -6,10 +6,8 @@ use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use vramtrace::model::CaptureLevel;
-use vramtrace::model::device::{CUDA_CONTEXT_BYTES, pool_capacity};
-use vramtrace::replay::ReplayInput;
-use vramtrace::tune::{Row, Tune, TuneOptions, recorded_of, tune};
+use vramtrace::model::device::CUDA_CONTEXT_BYTES;
+use vramtrace::tune::{Row, Tune, recorded_of, tune_trace};
 use vramtrace::units::{bytes, count, parse_gpu_size, parse_size};
 
 /// The allocator setting to run with: every selectable setting of the trace's framework
@@ -49,40 +47,22 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let path = &self.trace;
         let trace = load_trace(path, false)?;
-        let input = ReplayInput::from_trace(&trace, None)
-            .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
-        let streams = &input.model.streams;
-        let recorded = recorded_of(&trace);
         let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
-        let capacities = streams
-            .iter()
-            .zip(&input.capacities)
-            .map(|(s, &(device, _))| match (self.capacity, self.gpu) {
-                (Some(c), _) => c,
-                (None, Some(g)) => pool_capacity(g, context, s.outside.peak_bytes),
-                (None, None) => pool_capacity(device, context, s.outside.peak_bytes),
-            })
-            .collect();
-        let options = TuneOptions {
-            capacities,
-            gpu_bytes: self.gpu,
-            context_bytes: context,
-        };
         let started = Instant::now();
         if std::io::stderr().is_terminal() && !self.json {
-            let requests: usize = streams.iter().map(|s| s.requests.len()).sum();
             eprintln!(
-                "vramtrace: replaying {} requests under every {} setting...",
-                count(requests as u64),
-                recorded.framework.name()
+                "vramtrace: replaying {} events under every {} setting...",
+                count(trace.event_count()),
+                recorded_of(&trace).framework.name()
             );
         }
-        let t = tune(streams, &input.model.level, &recorded, &options).map_err(|e| anyhow!(e))?;
+        let t = tune_trace(&trace, self.capacity, self.gpu, context)?
+            .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
         let took = started.elapsed().as_secs_f64();
         let out = if self.json {
             serde_json::to_string_pretty(&t)? + "\n"
         } else {
-            render(path, &t, &input.model.level.level, self.top, took)
+            render(path, &t, self.top, took)
         };
         crate::output::print(&out)
     }
@@ -110,17 +90,14 @@ fn saving(r: &Row) -> String {
     }
 }
 
-fn level_name(l: &CaptureLevel) -> &'static str {
-    match l {
-        CaptureLevel::Request => "request level",
-        CaptureLevel::Segment => "segment level",
-        CaptureLevel::Unknown => "level unknown",
-    }
-}
-
-fn render(path: &Path, t: &Tune, level: &CaptureLevel, top: usize, took: f64) -> String {
+fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "trace      {} ({})", path.display(), level_name(level));
+    let _ = writeln!(
+        s,
+        "trace      {} ({} level)",
+        path.display(),
+        t.capture_level.name()
+    );
     let _ = writeln!(s, "framework  {} ({})", t.framework.name(), t.evidence);
     let r = &t.recorded;
     let _ = writeln!(
