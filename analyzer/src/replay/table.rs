@@ -17,6 +17,9 @@ pub struct PolicyRow {
     pub peak_requested: u64,
     pub peak_allocated: u64,
     pub peak_reserved: u64,
+    /// Allocated bytes at the moment reserved peaked: with `peak_reserved`, what
+    /// `fragmentation_at_peak` is computed from (docs/definitions.md).
+    pub allocated_at_peak_reserved: u64,
     pub fragmentation_at_peak: f64,
     pub ratio_to_lower_bound: f64,
     pub device_allocs: u64,
@@ -79,6 +82,7 @@ fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64, start_ns: u64) -> Polic
         peak_requested: o.peak_requested,
         peak_allocated: o.peak_allocated,
         peak_reserved: o.peak_reserved,
+        allocated_at_peak_reserved: o.allocated_at_peak_reserved,
         fragmentation_at_peak: o.fragmentation_at_peak(),
         ratio_to_lower_bound: ratio(o.peak_reserved, lower_bound),
         device_allocs: o.device_allocs,

@@ -165,7 +165,10 @@ fn render_text(r: &ReplayReport, input: &ReplayInput, limit: Option<f64>) -> Str
                 count(st.recorded_oom_failures)
             );
         }
-        s.push('\n');
+        let _ = writeln!(
+            s,
+            "(requested, reserved: peaks; allocated, frag: when reserved peaked)\n"
+        );
         render_table(&mut s, &st.policies);
         if let Some(t) = st.recorded_peak_reserved {
             for p in st.policies.iter().filter(|p| p.error_vs_recorded.is_some()) {
@@ -191,6 +194,8 @@ fn render_text(r: &ReplayReport, input: &ReplayInput, limit: Option<f64>) -> Str
     s
 }
 
+/// Requested and reserved are peaks; allocated and frag are taken at the moment reserved
+/// peaked, so that frag = 1 - allocated / reserved on each row (docs/definitions.md).
 fn render_table(s: &mut String, rows: &[PolicyRow]) {
     let width = rows.iter().map(|p| p.name.len()).max().unwrap_or(6).max(6);
     let _ = writeln!(
@@ -215,7 +220,7 @@ fn render_table(s: &mut String, rows: &[PolicyRow]) {
             "{:<width$}  {:>12}  {:>12}  {:>12}  {:>5.1}%  {:>6.3}  {:>15}  {:>10}  {oom}",
             p.name,
             bytes(p.peak_requested),
-            bytes(p.peak_allocated),
+            bytes(p.allocated_at_peak_reserved),
             bytes(p.peak_reserved),
             100.0 * p.fragmentation_at_peak,
             p.ratio_to_lower_bound,
