@@ -30,8 +30,8 @@ pub struct Answers {
     /// the trace's start.
     pub peak_bytes: u64,
     pub peak_time_ns: u64,
-    /// The program's own frame (outside installed packages and native libraries) of the stack
-    /// holding the most bytes at the requested peak; `None` when the trace has no stacks.
+    /// The user's frame ([`StackBytes::site`]) of the stack holding the most bytes at the
+    /// requested peak; `None` when the trace has no stacks.
     pub peak_frame: Option<String>,
     /// The line that selects the recorded setting.
     pub recorded_select: String,
@@ -47,22 +47,11 @@ pub struct Answers {
     pub preallocating: Vec<String>,
 }
 
-/// Whether a frame is the program's own: not inside an installed package, not a native
-/// library frame (`module+0xoffset` or a bare address).
-fn own_frame(frame: &str) -> bool {
-    !(frame.contains("site-packages/")
-        || frame.contains("dist-packages/")
-        || frame.contains("+0x")
-        || frame.starts_with("0x"))
-}
-
 fn peak_frame(stacks: &[StackBytes]) -> Option<String> {
-    let top = stacks.first()?;
-    top.frames
-        .iter()
-        .find(|f| own_frame(f))
-        .or(top.frames.first())
-        .cloned()
+    stacks
+        .first()
+        .map(|top| top.site.clone())
+        .filter(|site| !site.is_empty())
 }
 
 impl Answers {
@@ -100,25 +89,5 @@ impl Answers {
                 .map(|r| r.setting.clone())
                 .collect(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_peak_frame_is_the_programs_own() {
-        let s = StackBytes {
-            bytes: 1,
-            count: 1,
-            frames: vec![
-                "/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py:125 forward".into(),
-                "libtorch_cuda.so+0x1234".into(),
-                "/work/train.py:42 step".into(),
-            ],
-        };
-        assert_eq!(peak_frame(&[s]).as_deref(), Some("/work/train.py:42 step"));
-        assert_eq!(peak_frame(&[]), None);
     }
 }

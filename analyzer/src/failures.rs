@@ -7,6 +7,7 @@
 
 use crate::model::live::{Change, Ledger, is_host};
 use crate::summary::{StackBytes, StackNames, top_stacks};
+use crate::symbolize::ModuleFiles;
 use serde::Serialize;
 use std::collections::HashMap;
 use vramtrace_format::cuda_result::{describe_result, is_out_of_memory};
@@ -113,9 +114,10 @@ impl FailureSites {
     }
 }
 
-/// Every failed allocation of `trace`, grouped by site.
-pub fn failures_by_site(trace: &Trace) -> Vec<FailureSite> {
-    let names = StackNames::new(&trace.tables);
+/// Every failed allocation of `trace`, grouped by site; `files` names native frames
+/// ([`crate::symbolize::NoFiles`] for module+offset).
+pub fn failures_by_site(trace: &Trace, files: &mut dyn ModuleFiles) -> Vec<FailureSite> {
+    let names = StackNames::new(&trace.tables, files);
     let mut ledger = Ledger::for_trace(trace);
     let start = trace.events().next().map_or(0, |e| e.time_ns);
     let mut sites = FailureSites::new(start);
@@ -163,7 +165,7 @@ mod tests {
             events.push(ev(Api::CuMemAlloc_v2, 2_000 + i, 0, (1 << 30) + i, 2));
         }
         events.push(ev(Api::CuMemAlloc_v2, 9_000, 0, 64, 201));
-        let sites = failures_by_site(&trace(&events));
+        let sites = failures_by_site(&trace(&events), &mut crate::symbolize::NoFiles);
         assert_eq!(sites.len(), 2);
         let oom = &sites[0];
         assert_eq!(

@@ -71,7 +71,7 @@ impl TraceInfo {
             streams.insert(e.stream);
             *per_pid.entry(e.pid).or_default() += 1;
             first = first.min(e.time_ns);
-            last = last.max(e.time_ns + e.duration_ns);
+            last = last.max(e.time_ns.saturating_add(e.duration_ns));
         }
         let t = &trace.tables;
         tids.extend(t.threads.iter().map(|th| th.tid));

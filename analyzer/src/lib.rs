@@ -29,5 +29,6 @@ pub mod replay;
 pub mod report;
 pub mod summary;
 pub mod symbolize;
+pub mod terminal;
 pub mod tune;
 pub mod units;

@@ -143,3 +143,109 @@ fn a_crash_journal_beside_a_trace_is_read_without_touching_either_file() {
         std::fs::read(sample()).unwrap()
     );
 }
+
+#[test]
+fn trace_strings_reach_the_terminal_escaped_never_as_control_sequences() {
+    // The hostile trace's command line, device name, writer and module paths carry NUL and
+    // an ESC colour sequence; printed raw they would act on the user's terminal.
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::report::hostile_trace(dir.path());
+    for (args, names_it) in [
+        (vec!["info"], true),
+        (vec!["summary"], true),
+        (vec!["diff", path.to_str().unwrap()], false),
+    ] {
+        let text = stdout(vramtrace().args(&args).arg(&path));
+        assert!(!text.contains('\u{1b}'), "{args:?}: {text}");
+        assert!(!text.contains('\0'), "{args:?}: {text}");
+        assert_eq!(text.contains("\\u{1b}[31m"), names_it, "{args:?}: {text}");
+    }
+}
+
+/// Events whose sizes, addresses, times and handles sit at the top of their ranges, as a
+/// crafted or damaged trace can carry them: every sum, rounding and difference over them is
+/// one step from wrapping.
+fn extreme_trace(dir: &std::path::Path) -> std::path::PathBuf {
+    use vramtrace_format::{Api, Event, Metadata, TraceWriter, WriterOptions};
+    let path = dir.join("extreme.vramtrace");
+    let file = std::fs::File::create(&path).unwrap();
+    let metadata = Metadata {
+        capture_level: "request".into(),
+        ..Metadata::default()
+    };
+    let mut w = TraceWriter::new(file, &metadata, WriterOptions::default()).unwrap();
+    let top = u64::MAX;
+    let events = [
+        (Api::CuMemAlloc_v2, 0, 0x1000, 1 << 20, 0),
+        (Api::CuMemAlloc_v2, top - 10, top - 4096, top - 1, 0),
+        (Api::CuMemAlloc_v2, top - 9, top - (1 << 40), top / 2, 0),
+        (Api::CuMemAllocAsync, top - 8, 0x2000, top, top),
+        (Api::CuMemAlloc_v2, top - 7, 0x3000, top, 2),
+        (Api::CuMemFree_v2, top - 6, top - 4096, 0, 0),
+        (Api::CuMemFreeAsync, top - 5, 0x2000, 0, top),
+        (Api::CuMemFree_v2, top, 0x1000, 0, 0),
+    ];
+    for (i, (api, time_ns, address, size, stream)) in events.into_iter().enumerate() {
+        let result = if size == top && stream == 2 { 2 } else { 0 };
+        w.push(&Event {
+            seq: i as u64 + 1,
+            time_ns,
+            duration_ns: top,
+            pid: 1,
+            address,
+            size,
+            stream,
+            result,
+            ..Event::new(api)
+        })
+        .unwrap();
+    }
+    w.finish().unwrap();
+    path
+}
+
+#[test]
+fn every_command_survives_sizes_times_and_addresses_at_the_top_of_their_range() {
+    // The test binary is built with overflow checks on: a wrapping sum panics (exit 101).
+    let dir = tempfile::tempdir().unwrap();
+    let path = extreme_trace(dir.path());
+    let p = path.to_str().unwrap();
+    let out_dir = dir.path().join("out");
+    let perfetto = dir.path().join("x.json");
+    let pickle = dir.path().join("x.pickle");
+    for args in [
+        vec!["info", p],
+        vec!["info", p, "--json"],
+        vec!["summary", p],
+        vec!["summary", p, "--json"],
+        vec!["replay", p],
+        vec!["replay", p, "--json"],
+        vec!["fit", p, "--policy", "cuda-malloc,pytorch"],
+        vec!["diff", p, p],
+        vec!["report", p, "-o", out_dir.to_str().unwrap()],
+        vec![
+            "export",
+            p,
+            "--to",
+            "perfetto",
+            "-o",
+            perfetto.to_str().unwrap(),
+        ],
+        vec![
+            "export",
+            p,
+            "--to",
+            "pytorch-snapshot",
+            "-o",
+            pickle.to_str().unwrap(),
+        ],
+    ] {
+        let out = vramtrace().args(&args).output().unwrap();
+        let code = out.status.code();
+        assert!(
+            code == Some(0) || code == Some(1),
+            "{args:?} exited {code:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

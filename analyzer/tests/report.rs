@@ -119,7 +119,7 @@ fn the_page_is_self_contained() {
 /// UTF-8 becomes when decoded, and characters XML cannot hold.
 const HOSTILE: &str = "<script>alert(\"x\")</script> & 'q' \u{0}\u{1b}[31m";
 
-fn hostile_trace(dir: &Path) -> PathBuf {
+pub(crate) fn hostile_trace(dir: &Path) -> PathBuf {
     let lossy = String::from_utf8_lossy(b"lib\xff\xfe<b>.so").into_owned();
     let metadata = Metadata {
         writer: HOSTILE.into(),

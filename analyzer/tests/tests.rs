@@ -16,3 +16,4 @@ mod replay_validation;
 mod report;
 mod streams;
 mod tune;
+mod validation_h200;

@@ -4,8 +4,8 @@
 use super::level::{LevelReport, detect_level};
 use super::request::{Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
-use vramtrace_format::{Event, MemoryKind, Metadata, Op};
+use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER};
+use vramtrace_format::{Api, Event, MemoryKind, Metadata, Op};
 
 /// Everything the replay and the reports derive from a trace's events.
 #[derive(Debug, Clone, Default)]
@@ -56,6 +56,7 @@ struct Builder {
     torch_reserved: u64,
     torch_peak_reserved: Option<u64>,
     slots: Slots,
+    segments: Vec<(u64, u64)>,
 }
 
 impl Model {
@@ -72,7 +73,16 @@ impl Model {
             }
             if e.flags & ALLOCATOR_SEGMENT != 0 {
                 // An imported snapshot's record of what the real caching allocator did: the
-                // replay predicts these, it must not replay them as requests.
+                // replay predicts these, it must not replay them as requests. The addresses of
+                // its `cudaMalloc`s are the real driver's, which the replay reuses.
+                if e.api == Api::CuMemAlloc_v2
+                    && e.succeeded()
+                    && e.flags & (BEFORE_HISTORY | REMAINDER) == 0
+                {
+                    Builder::of(&mut builders, &e)
+                        .segments
+                        .push((e.address, e.size));
+                }
                 continue;
             }
             let op = e.api.op();
@@ -154,7 +164,12 @@ impl Model {
                 }
             }
         }
-        model.streams = builders.into_values().map(finish).collect();
+        model.streams = builders
+            .into_values()
+            // A stream of recorded segments alone (no request) is nothing to replay.
+            .filter(|b| !b.requests.is_empty() || b.segments.is_empty())
+            .map(finish)
+            .collect();
         model.level = detect_level(metadata, &stats.into_facts());
         model
     }
@@ -173,6 +188,7 @@ impl Builder {
             torch_reserved: 0,
             torch_peak_reserved: None,
             slots: Slots::default(),
+            segments: Vec::new(),
         }
     }
 
@@ -277,7 +293,7 @@ fn finish(b: Builder) -> RequestStream {
         match r.kind {
             RequestKind::Alloc => {
                 outside.allocations += 1;
-                live += r.size;
+                live = live.saturating_add(r.size);
                 outside.peak_bytes = outside.peak_bytes.max(live);
             }
             RequestKind::Free => live = live.saturating_sub(r.size),
@@ -298,6 +314,7 @@ fn finish(b: Builder) -> RequestStream {
         cuda_streams: sorted,
         slots: b.slots.high_water(),
         outside,
+        recorded_segments: b.segments,
         recorded_peak_reserved: b.torch_peak_reserved,
     }
 }

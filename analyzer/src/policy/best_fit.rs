@@ -26,10 +26,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 };
 
 fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
-    let alignment = o.size_opt("alignment")?.unwrap_or(512);
-    if !alignment.is_power_of_two() {
-        return Err(format!("alignment={alignment}: not a power of two").into());
-    }
+    let alignment = o.alignment_opt("alignment")?.unwrap_or(512);
     Ok(Box::new(BestFit::new(alignment)))
 }
 

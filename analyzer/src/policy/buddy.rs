@@ -28,10 +28,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 };
 
 fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
-    let min = o.size_opt("min_block")?.unwrap_or(512);
-    if !min.is_power_of_two() {
-        return Err(format!("min_block={min}: not a power of two").into());
-    }
+    let min = o.alignment_opt("min_block")?.unwrap_or(512);
     Ok(Box::new(Buddy::new(min)))
 }
 

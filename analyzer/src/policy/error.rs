@@ -28,6 +28,14 @@ pub enum OptionError {
     },
     #[error("{key}={value}: not a whole number")]
     NotWhole { key: String, value: String },
+    #[error("{key}={value}: at most {max}")]
+    AboveMaximum {
+        key: String,
+        value: String,
+        max: u64,
+    },
+    #[error("{key}={value}: not a power of two up to 1 GiB")]
+    NotAnAlignment { key: String, value: u64 },
     #[error("{key}={value}: not a number")]
     NotANumber { key: String, value: String },
     #[error("{key}={value}: not true or false")]

@@ -114,6 +114,8 @@ impl ReplayReport {
                 .as_ref()
                 .is_some_and(|r| r.name == spec.name)
         };
+        // Results come in (stream, policy) order: stream `s` owns one contiguous run of them.
+        let n = specs.len();
         let mut stream_reports = Vec::new();
         for (s, stream) in streams.iter().enumerate() {
             let lb = stream.lower_bound();
@@ -134,9 +136,8 @@ impl ReplayReport {
                     .iter()
                     .filter(|r| r.kind == RequestKind::Attempt)
                     .count() as u64,
-                policies: results
+                policies: results[s * n..(s + 1) * n]
                     .iter()
-                    .filter(|r| r.stream == s)
                     .map(|r| {
                         let spec = &specs[r.policy];
                         let mut row = row(spec, &r.outcome, lb, start);
@@ -338,6 +339,8 @@ impl FitReport {
     ) -> Result<Self, PolicyError> {
         let streams = &input.model.streams;
         let fits = fit_all(streams, specs, progress)?;
+        // Fits come in (stream, policy) order, as replays do.
+        let n = specs.len();
         let per_stream: Vec<StreamFit> = streams
             .iter()
             .enumerate()
@@ -349,9 +352,8 @@ impl FitReport {
                     device: key.device,
                     lower_bound_bytes: lb,
                     outside_allocator: st.outside,
-                    policies: fits
+                    policies: fits[s * n..(s + 1) * n]
                         .iter()
-                        .filter(|f| f.stream == s)
                         .map(|f| fit_row(&specs[f.policy], std::iter::once((f, st)), lb, context))
                         .collect(),
                 }

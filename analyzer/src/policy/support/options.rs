@@ -122,13 +122,37 @@ impl<'a> Options<'a> {
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn u64_opt(&self, key: &str) -> Result<Option<u64>, OptionError> {
+    /// A whole number no larger than `max` (options are multiplied and shifted by the policies:
+    /// the bound keeps that arithmetic far from 2^64).
+    pub fn u64_opt(&self, key: &str, max: u64) -> Result<Option<u64>, OptionError> {
         self.str_opt(key)
-            .map(|v| {
-                v.parse::<u64>().map_err(|_| OptionError::NotWhole {
+            .map(|v| match v.parse::<u64>() {
+                Ok(n) if n <= max => Ok(n),
+                Ok(_) => Err(OptionError::AboveMaximum {
                     key: key.into(),
                     value: v.into(),
-                })
+                    max,
+                }),
+                Err(_) => Err(OptionError::NotWhole {
+                    key: key.into(),
+                    value: v.into(),
+                }),
+            })
+            .transpose()
+    }
+
+    /// An alignment in bytes: a power of two (so never 0), at most 1 GiB.
+    pub fn alignment_opt(&self, key: &str) -> Result<Option<u64>, OptionError> {
+        self.size_opt(key)?
+            .map(|a| {
+                if a.is_power_of_two() && a <= 1 << 30 {
+                    Ok(a)
+                } else {
+                    Err(OptionError::NotAnAlignment {
+                        key: key.into(),
+                        value: a,
+                    })
+                }
             })
             .transpose()
     }
