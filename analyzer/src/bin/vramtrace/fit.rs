@@ -1,4 +1,5 @@
-//! `vramtrace fit`: per policy, the smallest capacity with no OOM, by bisection in parallel.
+//! `vramtrace fit`: per policy, the smallest device with no OOM, by bisection in parallel, and
+//! which common GPUs that is.
 
 use crate::args::{PolicyList, policies};
 use crate::load::load_streams;
@@ -6,21 +7,30 @@ use anyhow::Result;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
-use vramtrace::replay::FitReport;
-use vramtrace::units::{bytes, count};
+use vramtrace::model::device::{CUDA_CONTEXT_BYTES, GPU_SIZES_GB};
+use vramtrace::policy::PolicyRole;
+use vramtrace::replay::{FitReport, FitRow};
+use vramtrace::units::{bytes, count, parse_size};
 
-/// The smallest device each policy runs the trace on without running out of memory.
+/// The smallest device each policy runs the trace on without running out of memory: the
+/// allocator's pool, the memory outside it and the CUDA context, and which common GPUs hold it.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
   vramtrace fit run.vramtrace
-  vramtrace fit run.vramtrace --policy pytorch,pytorch-expandable,lower-bound --json")]
+  vramtrace fit run.vramtrace --policy pytorch,pytorch-expandable,lower-bound --json
+  vramtrace fit run.vramtrace --policy 'expandable_segments:True' --context 500MiB
+
+A GPU of N GB is taken as N GiB (docs/definitions.md).")]
 pub struct Args {
     /// The .vramtrace file.
     trace: PathBuf,
-    /// Policies: `all`, or NAME[:KEY=VALUE,...] separated by commas.
+    /// Policies: `all`, NAME[:KEY=VALUE,...] separated by commas, or a PYTORCH_CUDA_ALLOC_CONF.
     #[arg(long, default_value = "all", value_parser = policies)]
     policy: PolicyList,
+    /// The CUDA context's share of the device (default: the estimate in docs/definitions.md).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    context: Option<u64>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -30,7 +40,9 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let specs = &self.policy.0;
         let input = load_streams(&self.trace, None)?;
-        if std::io::stderr().is_terminal() {
+        let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
+        let terminal = std::io::stderr().is_terminal();
+        if terminal {
             let requests: usize = input.model.streams.iter().map(|s| s.requests.len()).sum();
             eprintln!(
                 "vramtrace: bisecting the capacity of {} policies over {} requests...",
@@ -38,7 +50,21 @@ impl Args {
                 count(requests as u64)
             );
         }
-        let report = FitReport::build(&self.trace.display().to_string(), specs, &input)?;
+        let progress = |done: usize, all: usize| {
+            if terminal {
+                eprint!("\rvramtrace: {done}/{all} fits found");
+                if done == all {
+                    eprintln!();
+                }
+            }
+        };
+        let report = FitReport::build(
+            &self.trace.display().to_string(),
+            specs,
+            &input,
+            context,
+            &progress,
+        )?;
         if let Some(w) = &report.warning
             && !self.json
         {
@@ -48,13 +74,50 @@ impl Args {
     }
 }
 
+fn note(p: &FitRow) -> String {
+    let mut notes = Vec::new();
+    match p.role {
+        PolicyRole::Bound => notes.push("bound, not selectable".to_string()),
+        PolicyRole::Model => notes.push("research model".to_string()),
+        PolicyRole::Setting => {}
+    }
+    if p.preallocates {
+        notes.push("preallocates a share of the device".into());
+    }
+    if p.below_uncapped
+        && !p.preallocates
+        && let Some(c) = &p.at_min
+    {
+        notes.push(format!(
+            "fits below its uncapped peak of {}; at the fit: {} retries, {} synchronizing frees, {} driver calls",
+            bytes(p.uncapped_peak_reserved),
+            count(c.retries),
+            count(c.sync_frees),
+            count(c.device_allocs + c.device_frees)
+        ));
+    }
+    notes.join("; ")
+}
+
 fn render(r: &FitReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "trace        {}", r.trace);
     let _ = writeln!(
         s,
-        "lower bound  {} (no allocator fits in less)\n",
+        "lower bound  {} (no allocator fits in less)",
         bytes(r.lower_bound_bytes)
+    );
+    let outside = r
+        .streams
+        .iter()
+        .map(|st| st.outside_allocator.peak_bytes)
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(
+        s,
+        "min GPU      = min pool + outside the pool ({}) + CUDA context ({}, --context)\n",
+        bytes(outside),
+        bytes(r.context_bytes)
     );
     let width = r
         .policies
@@ -63,27 +126,39 @@ fn render(r: &FitReport) -> String {
         .max()
         .unwrap_or(6)
         .max(6);
+    let gpus: String = GPU_SIZES_GB.iter().map(|g| format!(" {g:>4}")).collect();
     let _ = writeln!(
         s,
-        "{:<width$}  {:>14}  {:>12}  {:>6}",
-        "policy", "min capacity", "", "xLB"
+        "{:<width$}  {:>12}  {:>12} {gpus}  (GB: fits?)",
+        "policy", "min pool", "min GPU"
     );
     for p in &r.policies {
-        let _ = match (p.min_capacity_bytes, p.ratio_to_lower_bound) {
-            (Some(c), Some(x)) => writeln!(
-                s,
-                "{:<width$}  {:>14}  {:>12}  {:>6.3}",
-                p.name,
-                bytes(c),
-                c,
-                x
-            ),
-            _ => writeln!(
+        let (Some(c), Some(g)) = (p.min_capacity_bytes, p.min_gpu_bytes) else {
+            let _ = writeln!(
                 s,
                 "{:<width$}  never fits: a request no device can serve",
                 p.name
-            ),
+            );
+            continue;
         };
+        let fits: String = p
+            .gpus
+            .iter()
+            .map(|f| format!(" {:>4}", if f.fits { "yes" } else { "-" }))
+            .collect();
+        let note = note(p);
+        let _ = writeln!(
+            s,
+            "{:<width$}  {:>12}  {:>12} {fits}{}",
+            p.name,
+            bytes(c),
+            bytes(g),
+            if note.is_empty() {
+                String::new()
+            } else {
+                format!("  {note}")
+            }
+        );
     }
     s
 }
