@@ -39,8 +39,15 @@ Examples:
   vramtrace record -o traces/ -- torchrun --nproc-per-node 2 train.py
   vramtrace record --requests -o mlp.vramtrace -- python train.py
 
-Environment variables (VRAMTRACE_OUTPUT, VRAMTRACE_DISABLE, ...) work without the launcher;
-see recorder/README.md.")]
+Without the launcher (a job scheduler, a container entry point), set the variables it sets:
+  LD_PRELOAD=/path/to/libvramtrace_preload.so VRAMTRACE_OUTPUT=traces/ python train.py
+  VRAMTRACE_OUTPUT      a file, or a directory (existing, or ending in /) for PROGRAM-PID.vramtrace
+  VRAMTRACE_STACKS      native (default), fp or none;  VRAMTRACE_MAX_DEPTH  frames kept (64)
+  VRAMTRACE_REQUESTS=1  mark the trace request level (what --requests sets, besides the
+                        PYTORCH_CUDA_ALLOC_CONF / XLA / TF variables that switch allocators)
+  VRAMTRACE_DISABLE=1   load but record nothing
+The library is found by --preload, else VRAMTRACE_PRELOAD, else beside this executable, else in
+the `vramtrace` Python package that `pip install vramtrace` put it in.")]
     Record {
         /// Trace file, or a directory (existing, or ending in /) for one file per process.
         /// Default: the current directory.
@@ -49,7 +56,8 @@ see recorder/README.md.")]
         /// Switch PyTorch, JAX and TensorFlow to pass-through allocators: one event per tensor.
         #[arg(long)]
         requests: bool,
-        /// The recorder library (default: libvramtrace_preload.so beside vramtrace).
+        /// The recorder library (default: $VRAMTRACE_PRELOAD, else libvramtrace_preload.so
+        /// beside vramtrace or in its installed Python package).
         #[arg(long, value_name = "PATH")]
         preload: Option<PathBuf>,
         /// How to capture the calling stack of each allocation: DWARF unwinding (native),

@@ -5,7 +5,8 @@
 //! merges any crash journal into its trace (a process killed by `SIGKILL` or ended by `_exit`
 //! leaves one), and prints one line per trace on stderr. The program's stdout is untouched.
 
-use anyhow::{Context, Result, bail};
+use crate::find_preload::{PRELOAD_NAME, find_preload};
+use anyhow::{Context, Result};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::process::ExitStatusExt;
@@ -14,9 +15,6 @@ use std::process::Command;
 use std::time::SystemTime;
 use vramtrace::units::{bytes, count};
 use vramtrace_format::{MemoryKind, Op, ReadOptions, Trace, journal};
-
-/// The preload library's file name.
-pub const PRELOAD_NAME: &str = "libvramtrace_preload.so";
 
 pub struct Options {
     pub output: Option<PathBuf>,
@@ -131,25 +129,6 @@ fn absolute(cwd: &Path, p: &Path) -> PathBuf {
         abs.push("/");
     }
     PathBuf::from(abs)
-}
-
-/// `--preload`, else the library beside the `vramtrace` executable.
-fn find_preload(given: Option<&Path>) -> Result<PathBuf> {
-    let path = match given {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let exe = std::env::current_exe().context("locating the vramtrace executable")?;
-            exe.parent().unwrap_or(Path::new(".")).join(PRELOAD_NAME)
-        }
-    };
-    if !path.is_file() {
-        bail!(
-            "{}: no such library (build it with `cargo build -p vramtrace-recorder`, or pass --preload PATH)",
-            path.display()
-        );
-    }
-    // The dynamic loader needs an absolute path once the program changes directory.
-    Ok(std::fs::canonicalize(&path).unwrap_or(path))
 }
 
 /// The variables that switch the frameworks to their pass-through allocators, keeping any
@@ -327,7 +306,9 @@ fn why_none(heartbeat: &Path, preload: &Path) -> String {
         match loader_refusal(preload) {
             Some(reason) => format!(
                 "the dynamic loader refused to preload {} ({reason}); for \"version \
-                 `GLIBC_2.N' not found\", use the build for old C libraries (recorder/README.md)",
+                 `GLIBC_2.N' not found\", use a library built for glibc 2.17 (the one \
+                 `pip install vramtrace` installs, or `cargo zigbuild --release -p \
+                 vramtrace-recorder --target x86_64-unknown-linux-gnu.2.17`)",
                 preload.display()
             ),
             None => format!(

@@ -14,6 +14,7 @@ mod cmd_record;
 mod cmd_replay;
 mod cmd_report;
 mod cmd_summary;
+mod find_preload;
 mod load;
 mod output;
 
