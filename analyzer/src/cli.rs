@@ -1,6 +1,6 @@
 //! The command line (clap derive). DESIGN.md, "Command line", is the contract.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use vramtrace::policy::{PolicySpec, resolve};
@@ -12,6 +12,21 @@ pub struct PolicyList(pub Vec<PolicySpec>);
 
 fn policies(text: &str) -> Result<PolicyList, String> {
     resolve(text).map(PolicyList)
+}
+
+/// Ends the process as clap does for bad usage: the message, the usage line, exit code 2.
+pub fn usage_error(message: std::fmt::Arguments) -> ! {
+    Cli::command()
+        .error(clap::error::ErrorKind::ArgumentConflict, message)
+        .exit()
+}
+
+/// [`policies`], or `none` for no replay.
+fn policies_or_none(text: &str) -> Result<PolicyList, String> {
+    if text == "none" {
+        return Ok(PolicyList(Vec::new()));
+    }
+    policies(text)
 }
 
 /// Record every CUDA allocation of any program; replay it offline against real GPU allocators.
@@ -183,24 +198,42 @@ Examples:
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Write a trace in another tool's format: Perfetto (Chrome trace-event JSON) or a PyTorch
-    /// memory snapshot for pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`.
+    /// Write traces in another tool's format: Perfetto (Chrome trace-event JSON), a PyTorch
+    /// memory snapshot for pytorch.org/memory_viz, or Apache Parquet tables for DuckDB, Spark,
+    /// Trino, Polars and pandas.
     #[command(after_help = "\
 Examples:
   vramtrace export run.vramtrace --to perfetto -o run.json         # open in ui.perfetto.dev
-  vramtrace export run.vramtrace --to pytorch-snapshot -o run.pickle")]
+  vramtrace export run.vramtrace --to pytorch-snapshot -o run.pickle
+  vramtrace export traces/*.vramtrace --to parquet -o fleet/
+  vramtrace export job-42/ --to parquet -o fleet/ --policy pytorch,pytorch-expandable --fit
+  duckdb -c \"SELECT host, rank, peak_live_device_bytes FROM 'fleet/traces/*.parquet'\"
+
+Parquet: one directory per table (events, stacks, frames, modules, traces, policy_results), one
+file per trace in each, named by the trace's id; exporting more traces into the same directory
+adds to the tables. The tables and their columns are described in docs/fleet.md of the
+vramtrace repository.")]
     Export {
-        /// The .vramtrace file.
-        trace: PathBuf,
+        /// The .vramtrace files, or directories of them (one job's ranks). Perfetto and
+        /// pytorch-snapshot take exactly one file.
+        #[arg(required = true, value_name = "TRACE")]
+        traces: Vec<PathBuf>,
         /// The format to write.
         #[arg(long, value_enum)]
         to: ExportFormat,
-        /// The file to write.
+        /// The file to write (a directory for parquet, created if missing).
         #[arg(short, long)]
         output: PathBuf,
         /// Keep what precedes a corrupt chunk instead of failing.
         #[arg(long)]
         salvage: bool,
+        /// Parquet: the policies replayed into policy_results: `all`, `none`, or
+        /// NAME[:KEY=VALUE,...] separated by commas.
+        #[arg(long, default_value = "all", value_parser = policies_or_none)]
+        policy: PolicyList,
+        /// Parquet: also bisect each policy's smallest device (policy_results.fit_bytes); slower.
+        #[arg(long)]
+        fit: bool,
     },
     /// Write SVG charts and one self-contained HTML page: memory over time per policy, what is
     /// live at the peak and from where, fragmentation, address maps, histograms, a timeline.
@@ -237,4 +270,6 @@ pub enum ExportFormat {
     Perfetto,
     /// A PyTorch memory snapshot pickle, for pytorch.org/memory_viz.
     PytorchSnapshot,
+    /// Apache Parquet tables in a directory, for DuckDB, Spark, Trino, Polars and pandas.
+    Parquet,
 }

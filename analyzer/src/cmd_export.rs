@@ -1,15 +1,24 @@
-//! `vramtrace export`: Perfetto JSON or a PyTorch memory snapshot.
+//! `vramtrace export`: Perfetto JSON or a PyTorch memory snapshot (Parquet: `cmd_export_parquet`).
 
 use crate::cli::ExportFormat;
 use crate::load::load_trace;
 use anyhow::{Context, Result};
+use clap::ValueEnum;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use vramtrace::units::{bytes, count};
 use vramtrace::{export_perfetto, export_snapshot};
 use vramtrace_format::pickle;
 
-pub fn run(path: &Path, to: ExportFormat, output: &Path, salvage: bool) -> Result<()> {
+pub fn run(paths: &[PathBuf], to: ExportFormat, output: &Path, salvage: bool) -> Result<()> {
+    let [path] = paths else {
+        crate::cli::usage_error(format_args!(
+            "--to {} takes exactly one trace ({} given)",
+            to.to_possible_value()
+                .map_or_else(String::new, |v| v.get_name().to_string()),
+            paths.len()
+        ));
+    };
     let trace = load_trace(path, salvage)?;
     // Written beside the output and renamed at the end, so a failure leaves no half file.
     let tmp = output.with_extension("partial");
@@ -43,6 +52,7 @@ fn export(
                 r.processes
             )
         }
+        ExportFormat::Parquet => unreachable!("main dispatches parquet to cmd_export_parquet"),
         ExportFormat::PytorchSnapshot => {
             let (doc, r) = export_snapshot::snapshot(trace);
             let bytes_out = pickle::write(&doc).with_context(|| name.clone())?;

@@ -11,16 +11,16 @@ use vramtrace::replay::fit_all;
 use vramtrace::units::{bytes, count};
 
 #[derive(Debug, Serialize)]
-struct FitRow {
-    name: String,
+pub struct FitRow {
+    pub name: String,
     /// The largest over streams: every process must fit on its own device. `null` when no
     /// capacity fits (a request larger than any device).
-    min_capacity_bytes: Option<u64>,
+    pub min_capacity_bytes: Option<u64>,
     ratio_to_lower_bound: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
-struct StreamFit {
+pub struct StreamFit {
     pid: u32,
     device: i32,
     lower_bound_bytes: u64,
@@ -28,15 +28,31 @@ struct StreamFit {
 }
 
 #[derive(Debug, Serialize)]
-struct FitReport {
+pub struct FitReport {
     trace: String,
     warning: Option<String>,
     lower_bound_bytes: u64,
-    policies: Vec<FitRow>,
+    pub policies: Vec<FitRow>,
     streams: Vec<StreamFit>,
 }
 
 pub fn run(path: &Path, specs: &[PolicySpec], json: bool) -> Result<()> {
+    let report = build_report(path, specs)?;
+    if let Some(w) = &report.warning
+        && !json
+    {
+        eprintln!("vramtrace: warning: {w}");
+    }
+    let out = if json {
+        serde_json::to_string_pretty(&report)? + "\n"
+    } else {
+        render(&report)
+    };
+    crate::output::print(&out)
+}
+
+/// Bisects every policy's smallest capacity for the trace at `path`.
+pub fn build_report(path: &Path, specs: &[PolicySpec]) -> Result<FitReport> {
     let loaded = load_streams(path, None)?;
     let streams = &loaded.model.streams;
     if std::io::stderr().is_terminal() {
@@ -93,24 +109,13 @@ pub fn run(path: &Path, specs: &[PolicySpec], json: bool) -> Result<()> {
             }
         })
         .collect();
-    let report = FitReport {
+    Ok(FitReport {
         trace: path.display().to_string(),
         warning: loaded.model.level.warning.clone(),
         lower_bound_bytes: lower_bound,
         policies,
         streams: per_stream,
-    };
-    if let Some(w) = &report.warning
-        && !json
-    {
-        eprintln!("vramtrace: warning: {w}");
-    }
-    let out = if json {
-        serde_json::to_string_pretty(&report)? + "\n"
-    } else {
-        render(&report)
-    };
-    crate::output::print(&out)
+    })
 }
 
 fn render(r: &FitReport) -> String {

@@ -13,8 +13,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
+use vramtrace::live_peak::LivePeak;
 use vramtrace::units::{bytes, count};
-use vramtrace_format::{MemoryKind, Op, ReadOptions, Trace, journal};
+use vramtrace_format::{ReadOptions, Trace, journal};
 
 pub struct Options {
     pub output: Option<PathBuf>,
@@ -236,48 +237,11 @@ fn report(path: &Path) {
                 path.display(),
                 count(trace.event_count()),
                 count(failed),
-                bytes(peak_live_device_bytes(&trace)),
+                bytes(LivePeak::of(trace.events())),
             );
         }
         Err(e) => eprintln!("vramtrace: {}: unreadable trace: {e}", path.display()),
     }
-}
-
-/// The most device memory the process held at once, by the driver calls themselves: plain,
-/// managed and stream-ordered allocations by address, VMM physical allocations on a device by
-/// handle. Imported (IPC, external) memory belongs to another owner and is not counted.
-pub fn peak_live_device_bytes(trace: &Trace) -> u64 {
-    let mut live: HashMap<(u32, u64), u64> = HashMap::new();
-    let (mut now, mut peak) = (0u64, 0u64);
-    for e in trace.events().filter(|e| e.succeeded()) {
-        let kind = e.api.kind();
-        let by_address = matches!(
-            kind,
-            MemoryKind::Device | MemoryKind::Managed | MemoryKind::Pool
-        );
-        match e.api.op() {
-            Op::Alloc if by_address => {
-                if let Some(old) = live.insert((e.pid, e.address), e.size) {
-                    now -= old;
-                }
-                now += e.size;
-            }
-            Op::Free if by_address => now -= live.remove(&(e.pid, e.address)).unwrap_or(0),
-            // The location type sits in bits 8-15 of a cuMemCreate's flags; 1 is a device.
-            Op::Create if kind == MemoryKind::Vmm && (e.flags >> 8) & 0xff == 1 => {
-                if let Some(old) = live.insert((e.pid, e.handle), e.size) {
-                    now -= old;
-                }
-                now += e.size;
-            }
-            Op::Release if kind == MemoryKind::Vmm => {
-                now -= live.remove(&(e.pid, e.handle)).unwrap_or(0)
-            }
-            _ => {}
-        }
-        peak = peak.max(now);
-    }
-    peak
 }
 
 /// Why no trace appeared, from the marks the preload left in the heartbeat directory.

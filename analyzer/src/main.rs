@@ -7,6 +7,7 @@ mod cli;
 mod cmd_device_replay;
 mod cmd_diff;
 mod cmd_export;
+mod cmd_export_parquet;
 mod cmd_fit;
 mod cmd_import;
 mod cmd_info;
@@ -19,7 +20,7 @@ mod load;
 mod output;
 
 use clap::Parser;
-use cli::{Cli, Command};
+use cli::{Cli, Command, ExportFormat};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -71,11 +72,20 @@ fn main() -> ExitCode {
         } => cmd_fit::run(&trace, &policy.0, json),
         Command::Import { snapshot, output } => cmd_import::run(&snapshot, &output),
         Command::Export {
-            trace,
+            traces,
+            to: ExportFormat::Parquet,
+            output,
+            salvage,
+            policy,
+            fit,
+        } => cmd_export_parquet::run(&traces, &output, salvage, &policy.0, fit),
+        Command::Export {
+            traces,
             to,
             output,
             salvage,
-        } => cmd_export::run(&trace, to, &output, salvage),
+            ..
+        } => cmd_export::run(&traces, to, &output, salvage),
         Command::Record {
             output,
             requests,

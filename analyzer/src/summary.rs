@@ -9,7 +9,7 @@
 use crate::import_snapshot::{ALLOCATOR_SEGMENT, python_frame};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
+use vramtrace_format::{Api, Event, MemoryKind, Module, NO_DEVICE, NO_STACK, Op, Tables, Trace};
 
 /// How many stacks a ranked list keeps, and how many failures are described in full.
 pub const TOP_STACKS: usize = 10;
@@ -197,17 +197,13 @@ pub struct StackNames<'a> {
     stacks: HashMap<u32, &'a [u32]>,
     frames: HashMap<u32, u64>,
     /// Modules sorted by load address.
-    modules: Vec<(u64, u64, &'a str)>,
+    modules: Vec<&'a Module>,
 }
 
 impl<'a> StackNames<'a> {
     pub fn new(tables: &'a Tables) -> StackNames<'a> {
-        let mut modules: Vec<_> = tables
-            .modules
-            .iter()
-            .map(|m| (m.load_address, m.size, m.path.as_str()))
-            .collect();
-        modules.sort_unstable();
+        let mut modules: Vec<&Module> = tables.modules.iter().collect();
+        modules.sort_unstable_by_key(|m| (m.load_address, m.size, m.path.as_str()));
         StackNames {
             tables,
             stacks: tables
@@ -238,9 +234,16 @@ impl<'a> StackNames<'a> {
 
     /// The module path containing `address` and the offset into it.
     pub fn module_of(&self, address: u64) -> Option<(&'a str, u64)> {
-        let i = self.modules.partition_point(|m| m.0 <= address);
-        let (base, size, path) = *self.modules.get(i.checked_sub(1)?)?;
-        (address - base < size.max(1)).then_some((path, address - base))
+        self.module_at(address)
+            .map(|(m, offset)| (m.path.as_str(), offset))
+    }
+
+    /// The module containing `address` and the offset into it.
+    pub fn module_at(&self, address: u64) -> Option<(&'a Module, u64)> {
+        let i = self.modules.partition_point(|m| m.load_address <= address);
+        let m = *self.modules.get(i.checked_sub(1)?)?;
+        let offset = address - m.load_address;
+        (offset < m.size.max(1)).then_some((m, offset))
     }
 
     /// One frame as text.

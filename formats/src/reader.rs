@@ -203,11 +203,25 @@ impl Trace {
 
     /// Decodes a whole trace held in memory, chunks in parallel.
     pub fn from_bytes(bytes: &[u8], options: ReadOptions) -> Result<Trace> {
+        Self::decode(bytes, options, true)
+    }
+
+    /// Decodes the metadata and tables of a trace held in memory but none of its events
+    /// (`batches` stays empty): for streaming them afterwards, one chunk at a time, with
+    /// [`EventChunks`] over `layout.chunks`.
+    pub fn header_from_bytes(bytes: &[u8], options: ReadOptions) -> Result<Trace> {
+        Self::decode(bytes, options, false)
+    }
+
+    fn decode(bytes: &[u8], options: ReadOptions, events: bool) -> Result<Trace> {
         let mut layout = Layout::scan(bytes, options)?;
         let decoded: Vec<Result<Decoded>> = layout
             .chunks
             .par_iter()
-            .map(|h| decode_chunk(bytes, h))
+            .map(|h| match h.kind {
+                ChunkKind::Events if !events => Ok(Decoded::Skipped),
+                _ => decode_chunk(bytes, h),
+            })
             .collect();
         let mut trace = Trace {
             metadata: Metadata::default(),
@@ -232,6 +246,7 @@ impl Trace {
                 Decoded::Metadata(m) => trace.metadata = m,
                 Decoded::Tables(t) => trace.tables.extend(t),
                 Decoded::Events(b) => trace.batches.push(*b),
+                Decoded::Skipped => {}
             }
         }
         trace.layout = layout;
@@ -253,6 +268,8 @@ enum Decoded {
     Metadata(Metadata),
     Tables(Tables),
     Events(Box<EventBatch>),
+    /// An event chunk left for later ([`Trace::header_from_bytes`]).
+    Skipped,
 }
 
 fn decode_chunk(bytes: &[u8], h: &ChunkHeader) -> Result<Decoded> {

@@ -7,6 +7,6 @@ mod level;
 mod objects;
 mod request;
 
-pub use level::{CaptureLevel, LevelReport, detect_level};
-pub use objects::{MemoryObject, Model, ObjectKind};
+pub use level::{CaptureLevel, LevelFacts, LevelReport, detect_level};
+pub use objects::{LevelStats, MemoryObject, Model, ObjectKind};
 pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};

@@ -300,11 +300,12 @@ pub struct LevelFacts {
     pub device_allocs_2mib_multiple: u64,
 }
 
+/// Gathers [`LevelFacts`] one event at a time.
 #[derive(Default)]
-struct LevelStats(LevelFacts);
+pub struct LevelStats(LevelFacts);
 
 impl LevelStats {
-    fn see(&mut self, e: &Event, op: Op, kind: MemoryKind) {
+    pub fn see(&mut self, e: &Event, op: Op, kind: MemoryKind) {
         match (op, kind) {
             (Op::Alloc, MemoryKind::Device) => {
                 self.0.device_allocs += 1;
@@ -318,7 +319,7 @@ impl LevelStats {
         }
     }
 
-    fn into_facts(self) -> LevelFacts {
+    pub fn into_facts(self) -> LevelFacts {
         self.0
     }
 }
