@@ -219,6 +219,9 @@ impl Stats {
             allocator_config: env("PYTORCH_ALLOC_CONF").or_else(|| env("PYTORCH_CUDA_ALLOC_CONF")),
             environment_json: serde_json::to_string(&environment).expect("a string map serializes"),
             start_time_unix_nano: first_process.map(|p| p.start_unix_ns).filter(|&t| t > 0),
+            start_monotonic_ns: first_process
+                .filter(|p| p.start_unix_ns > 0)
+                .map(|p| p.start_monotonic_ns),
             events: self.events,
             failed_calls: self.failed,
             processes: self.pids.len() as u32,

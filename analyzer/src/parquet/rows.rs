@@ -31,6 +31,8 @@ pub struct TraceRow {
     pub allocator_config: Option<String>,
     pub environment_json: String,
     pub start_time_unix_nano: Option<u64>,
+    /// `CLOCK_MONOTONIC` at the same instant: `ts` converts to wall clock through the pair.
+    pub start_monotonic_ns: Option<u64>,
     pub events: u64,
     pub failed_calls: u64,
     pub processes: u32,
@@ -116,6 +118,7 @@ pub fn traces(rows: &[TraceRow]) -> RecordBatch {
         opt_texts(r().map(|t| t.allocator_config.as_deref())),
         texts(r().map(|t| t.environment_json.as_str())),
         opt_i64s(r().map(|t| t.start_time_unix_nano)),
+        opt_i64s(r().map(|t| t.start_monotonic_ns)),
         i64s(r().map(|t| t.events)),
         i64s(r().map(|t| t.failed_calls)),
         Arc::new(Int32Array::from_iter_values(

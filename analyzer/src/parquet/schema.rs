@@ -142,6 +142,7 @@ pub fn traces() -> &'static Table {
             col("allocator_config", DataType::Utf8, true),
             col("environment_json", DataType::Utf8, false),
             col("start_time_unix_nano", DataType::Int64, true),
+            col("start_monotonic_ns", DataType::Int64, true),
             col("events", DataType::Int64, false),
             col("failed_calls", DataType::Int64, false),
             col("processes", DataType::Int32, false),
