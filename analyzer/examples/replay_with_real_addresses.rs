@@ -9,7 +9,8 @@
 use std::io::BufRead;
 use vramtrace::model::Model;
 use vramtrace::policy::{BuildContext, build, parse_specs};
-use vramtrace::replay::{Driver, DriverModel, replay_on};
+use vramtrace::policy::{Driver, DriverModel};
+use vramtrace::replay::replay_on;
 use vramtrace_format::{ReadOptions, Trace};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

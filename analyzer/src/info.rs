@@ -1,5 +1,6 @@
 //! What `vramtrace info` reports about a trace: its shape, not its analysis.
 
+use crate::live_peak::LivePeak;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use vramtrace_format::Trace;
@@ -135,4 +136,10 @@ impl TraceInfo {
             },
         }
     }
+}
+
+/// The most device memory the process held at once, by the driver calls themselves
+/// ([`LivePeak`]).
+pub fn peak_live_device_bytes(trace: &Trace) -> u64 {
+    LivePeak::of(trace.events())
 }

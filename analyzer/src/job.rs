@@ -5,9 +5,8 @@
 //! `OMPI_COMM_WORLD_RANK`; the job id `TORCHELASTIC_RUN_ID`, else `SLURM_JOB_ID`. Traces that
 //! name no rank are numbered after the named ones in file-name order.
 
-use rayon::prelude::*;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use vramtrace_format::Metadata;
 
 /// Variables that give the global rank, in order of preference.
@@ -15,16 +14,6 @@ const RANK_VARS: [&str; 3] = ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"];
 const LOCAL_RANK_VARS: [&str; 3] = ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"];
 const WORLD_SIZE_VARS: [&str; 3] = ["WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"];
 const JOB_ID_VARS: [&str; 2] = ["TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"];
-
-#[derive(Debug, thiserror::Error)]
-pub enum JobError {
-    #[error("{0}: {1}")]
-    Io(PathBuf, std::io::Error),
-    #[error("{0}: no .vramtrace file in the directory")]
-    Empty(PathBuf),
-    #[error("{0}: {1}")]
-    Load(PathBuf, String),
-}
 
 fn var<'a>(metadata: &'a Metadata, names: &[&str]) -> Option<&'a str> {
     names.iter().find_map(|n| {
@@ -60,49 +49,21 @@ pub fn job_id_of(metadata: &Metadata) -> Option<String> {
     var(metadata, &JOB_ID_VARS).map(str::to_string)
 }
 
-/// The `.vramtrace` files directly in `dir`, sorted by name.
-pub fn trace_files(dir: &Path) -> Result<Vec<PathBuf>, JobError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| JobError::Io(dir.to_path_buf(), e))?;
-    let mut files: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "vramtrace"))
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        return Err(JobError::Empty(dir.to_path_buf()));
-    }
-    Ok(files)
-}
-
 /// One rank's trace and what was loaded from it.
 #[derive(Debug)]
 pub struct Rank<T> {
     pub rank: u32,
-    /// False when the trace named no rank and `rank` is its place in file-name order.
+    /// False when the trace named no rank and `rank` follows the named ones in path order.
     pub rank_known: bool,
     pub path: PathBuf,
     pub value: T,
 }
 
-/// Loads every trace of the job directory `dir` in parallel with `load`, which returns what
-/// the caller needs and the trace's metadata; ranks come back in rank order.
-pub fn load_job<T, E>(
-    dir: &Path,
-    load: impl Fn(&Path) -> Result<(T, Metadata), E> + Sync,
-) -> Result<Vec<Rank<T>>, JobError>
-where
-    T: Send,
-    E: std::fmt::Display,
-{
-    let files = trace_files(dir)?;
-    let loaded: Vec<(PathBuf, T, Option<u32>)> = files
-        .into_par_iter()
-        .map(|path| match load(&path) {
-            Ok((value, metadata)) => Ok((path, value, rank_of(&metadata))),
-            Err(e) => Err(JobError::Load(path, e.to_string())),
-        })
-        .collect::<Result<_, _>>()?;
+/// Orders the loaded traces of one job by rank: `(path, value, rank_of(metadata))` each, in any
+/// order. Traces that name no rank get the numbers after the highest named one, in path order.
+pub fn ranks<T>(loaded: Vec<(PathBuf, T, Option<u32>)>) -> Vec<Rank<T>> {
+    let mut loaded = loaded;
+    loaded.sort_by(|a, b| a.0.cmp(&b.0));
     let mut next = loaded.iter().filter_map(|l| l.2).max().map_or(0, |r| r + 1);
     let mut ranks: Vec<Rank<T>> = loaded
         .into_iter()
@@ -121,7 +82,7 @@ where
         })
         .collect();
     ranks.sort_by(|a, b| (a.rank, &a.path).cmp(&(b.rank, &b.path)));
-    Ok(ranks)
+    ranks
 }
 
 /// How one figure (a peak) spreads over the ranks of a job.
@@ -201,27 +162,14 @@ mod tests {
 
     #[test]
     fn ranks_are_ordered_and_unnamed_ones_follow() {
-        let dir = tempfile::tempdir().unwrap();
-        for name in ["b.vramtrace", "a.vramtrace", "c.vramtrace", "notes.txt"] {
-            std::fs::write(dir.path().join(name), name).unwrap();
-        }
-        let ranks = load_job(dir.path(), |p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            let rank = if name == "c.vramtrace" { "0" } else { "" };
-            Ok::<_, String>((name, meta(&[("RANK", rank)])))
-        })
-        .unwrap();
-        let got: Vec<(u32, bool, &str)> = ranks
-            .iter()
-            .map(|r| (r.rank, r.rank_known, r.value.as_str()))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                (0, true, "c.vramtrace"),
-                (1, false, "a.vramtrace"),
-                (2, false, "b.vramtrace")
-            ]
-        );
+        let got: Vec<(u32, bool, &str)> = ranks(vec![
+            (PathBuf::from("b"), "b", None),
+            (PathBuf::from("a"), "a", None),
+            (PathBuf::from("c"), "c", Some(0)),
+        ])
+        .iter()
+        .map(|r| (r.rank, r.rank_known, r.value))
+        .collect();
+        assert_eq!(got, [(0, true, "c"), (1, false, "a"), (2, false, "b")]);
     }
 }

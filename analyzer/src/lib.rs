@@ -2,20 +2,27 @@
 //!
 //! # Design constraints
 //!
-//! The core (trace facts, models, replay, metrics, chart data) is sans-IO: it takes decoded
-//! traces and returns data. Only the `cmd_*` modules and `main.rs` open files and print.
+//! The library is sans-IO: it takes decoded traces and returns data. The `vramtrace` binary
+//! (`src/bin/vramtrace/`, one file per command) opens files, prints, and maps errors to exit
+//! codes.
+//!
+//! # Layers
+//!
+//! Each module imports only those below it:
+//!
+//! - `units`; then `model` (request streams from events) and `interop` (other tools' formats);
+//! - `policy` (the `Policy` trait, the simulated driver, the allocator models, the registry);
+//! - `replay` (the engine over `policy`, parallel runs, the result tables of `replay` and `fit`);
+//! - the views: `info`, `summary`, `diff`, `symbolize`, `report`.
 
 #[cfg(feature = "device")]
 pub mod device_replay;
 pub mod diff;
-pub mod export_perfetto;
-pub mod export_snapshot;
-pub mod import_snapshot;
 pub mod info;
+pub mod interop;
 pub mod job;
 pub mod live_peak;
 pub mod model;
-pub mod parquet;
 pub mod policy;
 pub mod replay;
 pub mod report;

@@ -6,10 +6,11 @@
 //! "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
 //! event is shared with `diff` and the exporters.
 
-use crate::import_snapshot::{ALLOCATOR_SEGMENT, python_frame};
+use crate::model::ModuleIndex;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use vramtrace_format::{Api, Event, MemoryKind, Module, NO_DEVICE, NO_STACK, Op, Tables, Trace};
+use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, python_frame};
+use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
 
 /// How many stacks a ranked list keeps, and how many failures are described in full.
 pub const TOP_STACKS: usize = 10;
@@ -196,14 +197,11 @@ pub struct StackNames<'a> {
     tables: &'a Tables,
     stacks: HashMap<u32, &'a [u32]>,
     frames: HashMap<u32, u64>,
-    /// Modules sorted by load address.
-    modules: Vec<&'a Module>,
+    modules: ModuleIndex<'a>,
 }
 
 impl<'a> StackNames<'a> {
     pub fn new(tables: &'a Tables) -> StackNames<'a> {
-        let mut modules: Vec<&Module> = tables.modules.iter().collect();
-        modules.sort_unstable_by_key(|m| (m.load_address, m.size, m.path.as_str()));
         StackNames {
             tables,
             stacks: tables
@@ -212,7 +210,7 @@ impl<'a> StackNames<'a> {
                 .map(|s| (s.id, s.frames.as_slice()))
                 .collect(),
             frames: tables.frames.iter().map(|f| (f.id, f.address)).collect(),
-            modules,
+            modules: ModuleIndex::new(tables),
         }
     }
 
@@ -234,16 +232,9 @@ impl<'a> StackNames<'a> {
 
     /// The module path containing `address` and the offset into it.
     pub fn module_of(&self, address: u64) -> Option<(&'a str, u64)> {
-        self.module_at(address)
+        self.modules
+            .module_at(address)
             .map(|(m, offset)| (m.path.as_str(), offset))
-    }
-
-    /// The module containing `address` and the offset into it.
-    pub fn module_at(&self, address: u64) -> Option<(&'a Module, u64)> {
-        let i = self.modules.partition_point(|m| m.load_address <= address);
-        let m = *self.modules.get(i.checked_sub(1)?)?;
-        let offset = address - m.load_address;
-        (offset < m.size.max(1)).then_some((m, offset))
     }
 
     /// One frame as text.

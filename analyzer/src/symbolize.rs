@@ -8,12 +8,12 @@
 //! cached for the run, per address and per module. blazesym's symbolizer is `!Send`, so this is
 //! used from one thread, on the few thousand distinct frames a report shows.
 
-use crate::import_snapshot::python_frame;
 use crate::summary::short_frame;
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer as Blaze};
 use std::collections::HashMap;
 use std::path::Path;
+use vramtrace_format::conventions::python_frame;
 use vramtrace_format::{Module, Tables};
 
 /// Names frames of a trace's stacks.
@@ -269,7 +269,7 @@ mod tests {
     #[test]
     fn python_frames_of_imported_snapshots_are_named_by_file_and_line() {
         let mut t = tables("", Vec::new());
-        t.modules[0].path = crate::import_snapshot::python_module_path(
+        t.modules[0].path = vramtrace_format::conventions::python_module_path(
             "/venv/lib/python3.12/site-packages/torch/nn/linear.py",
             "forward",
         );

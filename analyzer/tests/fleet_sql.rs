@@ -11,7 +11,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use vramtrace::job::rank_of;
-use vramtrace::parquet::trace_id;
+use vramtrace::interop::parquet::trace_id;
 use vramtrace::summary::StackNames;
 use vramtrace_format::{Op, ReadOptions, Trace, TraceWriter, WriterOptions, synthetic};
 

@@ -276,7 +276,7 @@ fn bad_usage_exits_2() {
 
 #[test]
 fn recorded_segment_allocations_match_pytorchs_segment_counter() {
-    use vramtrace::import_snapshot::{import, recorded_segment_allocs};
+    use vramtrace::interop::import_snapshot::{import, recorded_segment_allocs};
     // (snapshot, torch segment.all.allocated, or the number of segment_map actions for
     // expandable segments, which allocate by mapping pages)
     for (name, segments) in [("fp32", 23), ("amp", 20), ("expandable", 23)] {

@@ -7,10 +7,8 @@
 
 use proptest::prelude::*;
 use vramtrace::model::{Request, RequestStream};
-use vramtrace::policy::{BuildContext, PolicySpec, REGISTRY, build, parse_specs};
-use vramtrace::replay::{
-    DriverModel, Observer, Outcome, ReplayOptions, Usage, address_map_at, replay,
-};
+use vramtrace::policy::{BuildContext, DriverModel, PolicySpec, REGISTRY, build, parse_specs};
+use vramtrace::replay::{Observer, Outcome, ReplayOptions, Usage, address_map_at, replay};
 
 const MIB: u64 = 1 << 20;
 

@@ -3,7 +3,8 @@
 use proptest::prelude::*;
 use vramtrace::model::{Request, RequestKind, RequestStream};
 use vramtrace::policy::{BuildContext, PolicySpec, REGISTRY, build, parse_specs};
-use vramtrace::replay::{Driver, DriverModel, replay_all};
+use vramtrace::policy::{Driver, DriverModel};
+use vramtrace::replay::replay_all;
 
 const MIB: u64 = 1 << 20;
 
@@ -101,7 +102,7 @@ fn check_policy(
         match r.kind {
             RequestKind::Alloc => {
                 if policy
-                    .malloc(r.slot, r.size, r.stream, &mut driver)
+                    .malloc(r.slot, r.size, r.stream, &mut driver.device())
                     .is_err()
                 {
                     // An OOM is only allowed when the device is really limited.
@@ -111,12 +112,12 @@ fn check_policy(
                 requested += r.size;
             }
             RequestKind::Free => {
-                policy.free(r.slot, &mut driver);
+                policy.free(r.slot, &mut driver.device());
                 requested -= r.size;
             }
             RequestKind::Attempt => {
                 driver.set_frozen(true);
-                policy.attempt(r.slot, r.size, r.stream, &mut driver);
+                policy.attempt(r.slot, r.size, r.stream, &mut driver.device());
                 driver.set_frozen(false);
             }
         }

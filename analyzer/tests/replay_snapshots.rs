@@ -3,10 +3,11 @@
 //! and the `pytorch` policy's driver calls compared with the segments PyTorch really allocated.
 
 use std::path::Path;
-use vramtrace::import_snapshot::{import, recorded_segment_allocs};
+use vramtrace::interop::import_snapshot::{import, recorded_segment_allocs};
 use vramtrace::model::Model;
 use vramtrace::policy::{BuildContext, build, parse_specs};
-use vramtrace::replay::{Driver, DriverCall, DriverModel, replay_on};
+use vramtrace::policy::{Driver, DriverCall, DriverModel};
+use vramtrace::replay::replay_on;
 use vramtrace_format::pickle;
 
 fn predicted_and_recorded(name: &str, policy: &str) -> (Vec<DriverCall>, Vec<u64>) {

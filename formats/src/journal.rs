@@ -13,7 +13,7 @@ use crate::event::Event;
 use crate::reader::{ReadOptions, Trace};
 use crate::tables::Thread;
 use crate::writer::{TraceWriter, WriterOptions};
-use crate::{Api, Metadata};
+use crate::{Api, EventBatch, Metadata};
 use std::path::{Path, PathBuf};
 
 /// First eight bytes of a journal.
@@ -154,6 +154,31 @@ pub fn read(bytes: &[u8]) -> Result<(Header, Vec<Event>)> {
         .collect();
     events.sort_by_key(|e| e.seq);
     Ok((header, events))
+}
+
+/// Adds to `trace`, in memory, the events of a crash journal (its bytes, `journal` naming it in
+/// the note) that come after the trace's last event; returns how many. A trace that gained
+/// events is marked incomplete, with a damage note saying where they came from; the files are
+/// left as they are (the journal may still belong to a running process).
+pub fn extend_in_memory(trace: &mut Trace, bytes: &[u8], journal: &str) -> Result<usize> {
+    let (_, events) = read(bytes)?;
+    let last = trace.events().map(|e| e.seq).max().unwrap_or(0);
+    let mut extra: Vec<Event> = events.into_iter().filter(|e| e.seq > last).collect();
+    if extra.is_empty() {
+        return Ok(0);
+    }
+    extra.sort_by_key(|e| e.seq);
+    let note = format!(
+        "{} more events read from the crash journal {journal} (not merged into the file)",
+        extra.len()
+    );
+    trace.layout.complete = false;
+    trace.layout.damage = Some(match trace.layout.damage.take() {
+        Some(d) => format!("{d}; {note}"),
+        None => note,
+    });
+    trace.batches.push(EventBatch::from_events(&extra));
+    Ok(extra.len())
 }
 
 /// What [`recover`] did.

@@ -33,12 +33,15 @@ mod api;
 pub mod chunk;
 pub mod codec;
 mod column;
+pub mod conventions;
 mod error;
 mod event;
 pub mod journal;
 mod metadata;
+#[cfg(feature = "pickle")]
 pub mod pickle;
 mod reader;
+#[cfg(feature = "synthetic")]
 pub mod synthetic;
 mod tables;
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use vramtrace_format::conventions::env;
 
 /// Ring slots when `VRAMTRACE_JOURNAL_SLOTS` is not set: 8 MiB of journal per process.
 pub const DEFAULT_SLOTS: u64 = 1 << 16;
@@ -36,18 +37,16 @@ pub fn get() -> &'static Config {
             var(name).is_some_and(|v| !matches!(v.to_str(), Some("0" | "false" | "no" | "off")))
         };
         Config {
-            output: var("VRAMTRACE_OUTPUT").map(PathBuf::from),
-            disabled: flag("VRAMTRACE_DISABLE"),
-            requests: flag("VRAMTRACE_REQUESTS"),
-            slots: var("VRAMTRACE_JOURNAL_SLOTS")
+            output: var(env::OUTPUT).map(PathBuf::from),
+            disabled: flag(env::DISABLE),
+            requests: flag(env::REQUESTS),
+            slots: var(env::JOURNAL_SLOTS)
                 .and_then(|v| v.to_str()?.parse::<u64>().ok())
                 .map(|n| n.clamp(1 << 10, 1 << 24).next_power_of_two())
                 .unwrap_or(DEFAULT_SLOTS),
-            heartbeat: var("VRAMTRACE_HEARTBEAT").map(PathBuf::from),
-            stacks: crate::stacks::parse_mode(
-                var("VRAMTRACE_STACKS").as_deref().and_then(|v| v.to_str()),
-            ),
-            max_depth: var("VRAMTRACE_MAX_DEPTH")
+            heartbeat: var(env::HEARTBEAT).map(PathBuf::from),
+            stacks: crate::stacks::parse_mode(var(env::STACKS).as_deref().and_then(|v| v.to_str())),
+            max_depth: var(env::MAX_DEPTH)
                 .and_then(|v| v.to_str()?.parse::<usize>().ok())
                 .unwrap_or(crate::stacks::DEFAULT_MAX_DEPTH),
         }

@@ -14,6 +14,7 @@ use crate::writer;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use vramtrace_format::conventions::{Heartbeat, env, heartbeat_name};
 
 const FATAL: [libc::c_int; 3] = [libc::SIGABRT, libc::SIGSEGV, libc::SIGBUS];
 
@@ -84,8 +85,8 @@ extern "C" fn on_unload() {
 extern "C" fn on_load() {
     // Tells `vramtrace record` that the preload was loaded at all (a process that never makes
     // a CUDA lookup leaves only this mark).
-    if let Some(dir) = std::env::var_os("VRAMTRACE_HEARTBEAT") {
-        let mark = std::path::Path::new(&dir).join(format!("{}.loaded", clock::pid()));
+    if let Some(dir) = std::env::var_os(env::HEARTBEAT) {
+        let mark = std::path::Path::new(&dir).join(heartbeat_name(clock::pid(), Heartbeat::Loaded));
         let _ = std::fs::write(mark, "");
     }
 }

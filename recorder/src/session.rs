@@ -14,6 +14,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use vramtrace_format::conventions::{Heartbeat, heartbeat_name, process_trace_name, trace_stem};
 use vramtrace_format::journal::{self, HEADER_LEN, MAGIC, RECORD_LEN};
 use vramtrace_format::{ALLOCATOR_ENV_VARS, Metadata, Process, TraceWriter, WriterOptions};
 
@@ -113,7 +114,7 @@ fn open() -> bool {
     }
     match open_session(cfg) {
         Ok(path) => {
-            heartbeat(cfg, "trace", &path.to_string_lossy());
+            heartbeat(cfg, Heartbeat::Trace, &path.to_string_lossy());
             true
         }
         Err(e) => {
@@ -123,7 +124,7 @@ fn open() -> bool {
             );
             // SAFETY: write(2) of a valid buffer; the result is irrelevant.
             unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-            heartbeat(cfg, "failed", &e);
+            heartbeat(cfg, Heartbeat::Failed, &e);
             false
         }
     }
@@ -199,22 +200,14 @@ fn trace_file(cfg: &Config, pid: u32) -> Result<(PathBuf, File), String> {
     let as_dir = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
     let path = if as_dir {
         std::fs::create_dir_all(&output).map_err(|e| format!("{}: {e}", output.display()))?;
-        output.join(format!("{}-{pid}.vramtrace", program_name()))
+        output.join(process_trace_name(&program_name(), pid))
     } else {
         if !FORK_CHILD.load(Ordering::Relaxed)
             && let Some(f) = claim(&output)
         {
             return Ok((output, f));
         }
-        let stem = output
-            .file_name()
-            .map(|n| {
-                n.to_string_lossy()
-                    .trim_end_matches(".vramtrace")
-                    .to_string()
-            })
-            .unwrap_or_else(|| "trace".into());
-        output.with_file_name(format!("{stem}-{pid}.vramtrace"))
+        output.with_file_name(process_trace_name(&trace_stem(&output), pid))
     };
     let file = OpenOptions::new()
         .write(true)
@@ -323,8 +316,8 @@ fn hostname() -> String {
 }
 
 /// Tells the launcher (through `VRAMTRACE_HEARTBEAT`) what this process did.
-pub fn heartbeat(cfg: &Config, what: &str, detail: &str) {
+pub fn heartbeat(cfg: &Config, what: Heartbeat, detail: &str) {
     if let Some(dir) = &cfg.heartbeat {
-        let _ = std::fs::write(dir.join(format!("{}.{what}", clock::pid())), detail);
+        let _ = std::fs::write(dir.join(heartbeat_name(clock::pid(), what)), detail);
     }
 }

@@ -1,7 +1,7 @@
 //! Request level or segment level (DESIGN.md, "Two levels of capture"), and the warning a what-if
 //! replay of a segment-level trace deserves.
 
-pub use super::objects::LevelFacts;
+pub use super::from_events::LevelFacts;
 use serde::Serialize;
 use vramtrace_format::Metadata;
 

@@ -1,12 +1,14 @@
-//! From API events to what a replay needs: memory objects and, per (process, device), the
-//! request stream an allocator policy serves.
+//! From API events to what a replay needs: per (process, device), the request stream an
+//! allocator policy serves.
 //!
 //! Sans-IO: everything here takes decoded events and returns data.
 
+mod from_events;
 mod level;
-mod objects;
+mod modules;
 mod request;
 
+pub use from_events::{LevelStats, Model};
 pub use level::{CaptureLevel, LevelFacts, LevelReport, detect_level};
-pub use objects::{LevelStats, MemoryObject, Model, ObjectKind};
+pub use modules::ModuleIndex;
 pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};

@@ -8,10 +8,11 @@
 //! pages (the VMM granularity, research/h200-measurements.md). So the only waste is external
 //! fragmentation plus the last partial page: no rounding classes, no streams, no segments.
 
-use super::free_ranges::FreeRanges;
+use super::driver::PAGE;
+use super::support::free_ranges::FreeRanges;
+use super::support::slots::SlotTable;
+use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
-use crate::policy::grow_to;
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span, driver::PAGE};
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "best-fit",
@@ -43,8 +44,7 @@ pub struct BestFit {
     mapped: u64,
     free: FreeRanges,
     /// Per slot: (offset, rounded size); size 0 when empty.
-    live: Vec<(u64, u64)>,
-    allocated: u64,
+    live: SlotTable<(u64, u64)>,
 }
 
 impl BestFit {
@@ -55,14 +55,13 @@ impl BestFit {
             top: 0,
             mapped: 0,
             free: FreeRanges::new(),
-            live: Vec::new(),
-            allocated: 0,
+            live: SlotTable::default(),
         }
     }
 }
 
 impl Policy for BestFit {
-    fn malloc(&mut self, slot: u32, size: u64, _: u32, driver: &mut Driver) -> Result<(), Refused> {
+    fn malloc(&mut self, slot: u32, size: u64, _: u32, driver: &mut Device) -> Result<(), Refused> {
         let rounded = size.max(1).next_multiple_of(self.alignment);
         let offset = if let Some((addr, _, _)) = self.free.best_fit(rounded) {
             self.free.take_low(addr, rounded);
@@ -89,21 +88,17 @@ impl Policy for BestFit {
             self.top = new_top;
             start
         };
-        let slot = slot as usize;
-        grow_to(&mut self.live, slot);
-        self.live[slot] = (offset, rounded);
-        self.allocated += rounded;
+        self.live.insert(slot, (offset, rounded), rounded);
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, _: &mut Driver) {
-        let (offset, size) = std::mem::take(&mut self.live[slot as usize]);
-        self.allocated -= size;
+    fn free(&mut self, slot: u32, _: &mut Device) {
+        let (offset, size) = self.live.remove(slot);
         self.free.insert(offset, size, 0);
     }
 
     fn allocated(&self) -> u64 {
-        self.allocated
+        self.live.allocated()
     }
 
     fn address_map(&self) -> AddressMap {
@@ -115,7 +110,7 @@ impl Policy for BestFit {
                 size: self.mapped,
             });
         }
-        for (slot, &(offset, size)) in self.live.iter().enumerate() {
+        for (slot, &(offset, size)) in self.live.iter() {
             if size > 0 {
                 map.blocks.push(BlockSpan {
                     address: base + offset,
@@ -133,7 +128,7 @@ impl Policy for BestFit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::DriverModel;
+    use crate::policy::{Driver, DriverModel};
 
     const MIB: u64 = 1 << 20;
 
@@ -141,18 +136,18 @@ mod tests {
     fn a_freed_hole_is_reused_by_the_best_fitting_request_and_only_the_top_grows() {
         let mut p = BestFit::new(512);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 3 * MIB, 0, &mut d).unwrap();
-        p.malloc(1, MIB, 0, &mut d).unwrap();
-        p.malloc(2, 5 * MIB, 0, &mut d).unwrap();
+        p.malloc(0, 3 * MIB, 0, &mut d.device()).unwrap();
+        p.malloc(1, MIB, 0, &mut d.device()).unwrap();
+        p.malloc(2, 5 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 10 * MIB);
-        p.free(0, &mut d);
+        p.free(0, &mut d.device());
         // 2 MiB fits the 3 MiB hole at offset 0: no growth.
-        p.malloc(3, 2 * MIB, 0, &mut d).unwrap();
-        assert_eq!(p.live[3].0, 0);
+        p.malloc(3, 2 * MIB, 0, &mut d.device()).unwrap();
+        assert_eq!(p.live.get(3).unwrap().0, 0);
         assert_eq!(d.reserved(), 10 * MIB);
         // 2 MiB no longer fits the 1 MiB left: the top grows from 9 MiB to 11 MiB → 12 MiB mapped.
-        p.malloc(4, 2 * MIB, 0, &mut d).unwrap();
-        assert_eq!(p.live[4].0, 9 * MIB);
+        p.malloc(4, 2 * MIB, 0, &mut d.device()).unwrap();
+        assert_eq!(p.live.get(4).unwrap().0, 9 * MIB);
         assert_eq!(d.reserved(), 12 * MIB);
     }
 
@@ -160,11 +155,11 @@ mod tests {
     fn a_free_range_at_the_top_is_extended_not_skipped() {
         let mut p = BestFit::new(512);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 2 * MIB, 0, &mut d).unwrap();
-        p.malloc(1, 2 * MIB, 0, &mut d).unwrap();
-        p.free(1, &mut d);
-        p.malloc(2, 3 * MIB, 0, &mut d).unwrap();
-        assert_eq!(p.live[2].0, 2 * MIB);
+        p.malloc(0, 2 * MIB, 0, &mut d.device()).unwrap();
+        p.malloc(1, 2 * MIB, 0, &mut d.device()).unwrap();
+        p.free(1, &mut d.device());
+        p.malloc(2, 3 * MIB, 0, &mut d.device()).unwrap();
+        assert_eq!(p.live.get(2).unwrap().0, 2 * MIB);
         assert_eq!(d.reserved(), 6 * MIB);
     }
 }

@@ -30,11 +30,10 @@
 //! `allow_growth=true`. TensorFlow's default limit is the free memory less a reserve
 //! (`MinSystemMemory`): give it as `memory_limit`.
 
-use super::free_ranges::FreeRanges;
-use super::pytorch::H200_TOTAL_MEMORY;
+use super::support::free_ranges::FreeRanges;
+use super::support::slots::SlotTable;
+use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
-use crate::policy::grow_to;
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
 
 const MIB: u64 = 1 << 20;
 const K_MIN_ALLOCATION_SIZE: u64 = 256;
@@ -74,11 +73,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 };
 
 fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
-    let total = if ctx.capacity == u64::MAX {
-        H200_TOTAL_MEMORY
-    } else {
-        ctx.capacity
-    };
+    let total = ctx.device_memory();
     let fraction = o.f64("memory_fraction", 0.75)?;
     if !(fraction > 0.0 && fraction <= 1.0) {
         return Err("memory_fraction must be in (0, 1]".into());
@@ -139,9 +134,8 @@ pub struct Bfc {
     pool_bytes: u64,
     free: FreeRanges,
     /// Per slot: (address, chunk size, region); size 0 when empty.
-    live: Vec<(u64, u64, u32)>,
+    live: SlotTable<(u64, u64, u32)>,
     in_use: Vec<u64>,
-    allocated: u64,
 }
 
 impl Bfc {
@@ -158,14 +152,13 @@ impl Bfc {
             regions: Vec::new(),
             pool_bytes: 0,
             free: FreeRanges::new(),
-            live: Vec::new(),
+            live: SlotTable::default(),
             in_use: Vec::new(),
-            allocated: 0,
         }
     }
 
     /// `Extend`: one more region, or false.
-    fn extend(&mut self, rounded: u64, driver: &mut Driver) -> bool {
+    fn extend(&mut self, rounded: u64, driver: &mut Device) -> bool {
         let available = self.cfg.memory_limit.saturating_sub(self.pool_bytes);
         let available = available / K_MIN_ALLOCATION_SIZE * K_MIN_ALLOCATION_SIZE;
         if rounded > available {
@@ -212,7 +205,7 @@ impl Bfc {
 
     /// `DeallocateFreeRegions`: frees every region with nothing in use, if that and the
     /// unreserved budget together cover `rounded`.
-    fn deallocate_free_regions(&mut self, rounded: u64, driver: &mut Driver) -> bool {
+    fn deallocate_free_regions(&mut self, rounded: u64, driver: &mut Device) -> bool {
         let free_region_bytes: u64 = (0..self.regions.len())
             .filter(|&r| self.regions[r].live && self.in_use[r] == 0)
             .map(|r| self.regions[r].size)
@@ -243,7 +236,7 @@ impl Bfc {
 }
 
 impl Policy for Bfc {
-    fn malloc(&mut self, slot: u32, size: u64, _: u32, driver: &mut Driver) -> Result<(), Refused> {
+    fn malloc(&mut self, slot: u32, size: u64, _: u32, driver: &mut Device) -> Result<(), Refused> {
         let rounded = rounded_bytes(size);
         let chunk = match self.find_chunk(rounded) {
             Some(c) => Some(c),
@@ -257,23 +250,19 @@ impl Policy for Bfc {
             None => None,
         };
         let (addr, used, region) = chunk.ok_or(Refused)?;
-        let slot = slot as usize;
-        grow_to(&mut self.live, slot);
-        self.live[slot] = (addr, used, region);
+        self.live.insert(slot, (addr, used, region), used);
         self.in_use[region as usize] += used;
-        self.allocated += used;
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, _: &mut Driver) {
-        let (addr, size, region) = std::mem::take(&mut self.live[slot as usize]);
-        self.allocated -= size;
+    fn free(&mut self, slot: u32, _: &mut Device) {
+        let (addr, size, region) = self.live.remove(slot);
         self.in_use[region as usize] -= size;
         self.free.insert(addr, size, region);
     }
 
     fn allocated(&self) -> u64 {
-        self.allocated
+        self.live.allocated()
     }
 
     fn address_map(&self) -> AddressMap {
@@ -284,7 +273,7 @@ impl Policy for Bfc {
                 size: r.size,
             });
         }
-        for (slot, &(addr, size, _)) in self.live.iter().enumerate() {
+        for (slot, &(addr, size, _)) in self.live.iter() {
             if size > 0 {
                 map.blocks.push(BlockSpan {
                     address: addr,
@@ -303,7 +292,7 @@ impl Policy for Bfc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::DriverModel;
+    use crate::policy::{Driver, DriverModel};
 
     fn growing(limit: u64) -> Bfc {
         Bfc::new(Config {
@@ -324,11 +313,11 @@ mod tests {
         let mut p = growing(80 << 30);
         let mut d = Driver::new(DriverModel::default());
         for slot in 0..8 {
-            p.malloc(slot, 3 * MIB / 2, 0, &mut d).unwrap();
+            p.malloc(slot, 3 * MIB / 2, 0, &mut d.device()).unwrap();
         }
         // 1.5 MiB requests: one in the 2 MiB region, two in 4 MiB, five in 8 MiB.
         assert_eq!(region_sizes(&p), [2, 4, 8]);
-        p.malloc(8, 20 * MIB, 0, &mut d).unwrap();
+        p.malloc(8, 20 * MIB, 0, &mut d.device()).unwrap();
         // 20 MiB > the next 16 MiB: doubled to 32 MiB for this region.
         assert_eq!(region_sizes(&p), [2, 4, 8, 32]);
         assert_eq!(d.reserved(), 46 * MIB);
@@ -341,7 +330,7 @@ mod tests {
         let mut p = growing(80 << 30);
         // Every request of at most 1 MiB needs a whole 2 MiB page of this driver.
         let mut d = Driver::new(DriverModel { capacity: MIB });
-        assert_eq!(p.malloc(0, 1702, 0, &mut d), Err(Refused));
+        assert_eq!(p.malloc(0, 1702, 0, &mut d.device()), Err(Refused));
         assert_eq!(d.reserved(), 0);
     }
 
@@ -355,7 +344,7 @@ mod tests {
             max_internal_fragmentation: DEFAULT_MAX_INTERNAL_FRAGMENTATION,
         });
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 1000, 0, &mut d).unwrap();
+        p.malloc(0, 1000, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 1 << 30);
         assert_eq!(p.allocated(), 1024);
     }
@@ -373,22 +362,22 @@ mod tests {
         // Free chunks of 3 MiB and 300 MiB, kept apart by live 1 MiB chunks. (300 MiB first
         // would take the whole 305 MiB region: not 2x, waste under 128 MiB.)
         for (slot, mib) in [(0, 1), (1, 3), (2, 1), (3, 300)] {
-            p.malloc(slot, mib * MIB, 0, &mut d).unwrap();
+            p.malloc(slot, mib * MIB, 0, &mut d.device()).unwrap();
         }
-        p.free(1, &mut d);
-        p.free(3, &mut d);
+        p.free(1, &mut d.device());
+        p.free(3, &mut d.device());
         // 2 MiB from the 3 MiB chunk: 1.5x, 1 MiB of waste: not split, all 3 MiB in use.
-        p.malloc(4, 2 * MIB, 0, &mut d).unwrap();
+        p.malloc(4, 2 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(p.allocated(), 5 * MIB);
         // 160 MiB from the 300 MiB chunk: under 2x, but 140 MiB of waste: split.
-        p.malloc(5, 160 * MIB, 0, &mut d).unwrap();
+        p.malloc(5, 160 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(p.allocated(), 165 * MIB);
-        p.free(5, &mut d);
+        p.free(5, &mut d.device());
         // 200 MiB from 300 MiB: 1.5x and 100 MiB of waste: not split.
-        p.malloc(6, 200 * MIB, 0, &mut d).unwrap();
+        p.malloc(6, 200 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(p.allocated(), 305 * MIB);
         // 150 MiB would have split only by the 2x rule, and nothing is left: an OOM.
-        assert!(p.malloc(7, 150 * MIB, 0, &mut d).is_err());
+        assert!(p.malloc(7, 150 * MIB, 0, &mut d.device()).is_err());
     }
 
     #[test]
@@ -403,11 +392,11 @@ mod tests {
         };
         for gc in [false, true] {
             let mut p = Bfc::new(cfg(gc));
-            p.malloc(0, 30 * MIB, 0, &mut d).unwrap(); // one region of 32 MiB
-            p.free(0, &mut d);
+            p.malloc(0, 30 * MIB, 0, &mut d.device()).unwrap(); // one region of 32 MiB
+            p.free(0, &mut d.device());
             // 40 MiB: the free 32 MiB region is too small and only 32 MiB of budget is left;
             // freeing that region leaves 64 MiB.
-            let r = p.malloc(2, 40 * MIB, 0, &mut d);
+            let r = p.malloc(2, 40 * MIB, 0, &mut d.device());
             assert_eq!(r.is_ok(), gc, "garbage_collection={gc}");
         }
     }

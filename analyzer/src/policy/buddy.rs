@@ -10,9 +10,10 @@
 //! never unmapped: the waste measured is the power-of-two rounding plus the buddy constraint on
 //! merging.
 
+use super::driver::PAGE;
+use super::support::slots::SlotTable;
+use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
-use crate::policy::grow_to;
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span, driver::PAGE};
 use std::collections::BTreeSet;
 
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -43,13 +44,11 @@ pub struct Buddy {
     heap_order: Option<u32>,
     /// Free blocks by order: offsets.
     free: Vec<BTreeSet<u64>>,
-    /// Per slot: (offset, order), order 0 when empty (orders in use are ≥ `min_order` ≥ 0;
-    /// a real block of order 0 needs `min_block` = 1, so the size is kept separately).
-    live: Vec<Option<(u64, u32)>>,
+    /// Per live slot: (offset, order).
+    live: SlotTable<(u64, u32)>,
     high_water: u64,
     mapped: u64,
     base: u64,
-    allocated: u64,
 }
 
 impl Buddy {
@@ -58,11 +57,10 @@ impl Buddy {
             min_order: min_block.trailing_zeros(),
             heap_order: None,
             free: vec![BTreeSet::new(); MAX_ORDER + 1],
-            live: Vec::new(),
+            live: SlotTable::default(),
             high_water: 0,
             mapped: 0,
             base: 0,
-            allocated: 0,
         }
     }
 
@@ -114,7 +112,7 @@ impl Buddy {
 }
 
 impl Policy for Buddy {
-    fn malloc(&mut self, slot: u32, size: u64, _: u32, driver: &mut Driver) -> Result<(), Refused> {
+    fn malloc(&mut self, slot: u32, size: u64, _: u32, driver: &mut Device) -> Result<(), Refused> {
         let order = self.order_for(size).ok_or(Refused)?;
         let offset = loop {
             if let Some(o) = self.take(order) {
@@ -138,21 +136,17 @@ impl Policy for Buddy {
             self.mapped += pages * PAGE;
         }
         self.high_water = self.high_water.max(end);
-        let slot = slot as usize;
-        grow_to(&mut self.live, slot);
-        self.live[slot] = Some((offset, order));
-        self.allocated += 1u64 << order;
+        self.live.insert(slot, (offset, order), 1u64 << order);
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, _: &mut Driver) {
-        let (offset, order) = self.live[slot as usize].take().expect("slot is live");
-        self.allocated -= 1u64 << order;
+    fn free(&mut self, slot: u32, _: &mut Device) {
+        let (offset, order) = self.live.remove(slot);
         self.release(offset, order);
     }
 
     fn allocated(&self) -> u64 {
-        self.allocated
+        self.live.allocated()
     }
 
     fn address_map(&self) -> AddressMap {
@@ -163,14 +157,12 @@ impl Policy for Buddy {
                 size: self.mapped,
             });
         }
-        for (slot, l) in self.live.iter().enumerate() {
-            if let Some((offset, order)) = *l {
-                map.blocks.push(BlockSpan {
-                    address: self.base + offset,
-                    size: 1 << order,
-                    slot: Some(slot as u32),
-                });
-            }
+        for (slot, &(offset, order)) in self.live.iter() {
+            map.blocks.push(BlockSpan {
+                address: self.base + offset,
+                size: 1 << order,
+                slot: Some(slot as u32),
+            });
         }
         for (order, set) in self.free.iter().enumerate() {
             for &offset in set {
@@ -193,7 +185,7 @@ impl Policy for Buddy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::DriverModel;
+    use crate::policy::{Driver, DriverModel};
 
     const MIB: u64 = 1 << 20;
 
@@ -201,13 +193,13 @@ mod tests {
     fn requests_round_to_powers_of_two_and_buddies_merge_back() {
         let mut p = Buddy::new(512);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 3 * MIB, 0, &mut d).unwrap(); // 4 MiB block at 0
-        p.malloc(1, MIB + 1, 0, &mut d).unwrap(); // 2 MiB block at 4 MiB (heap doubled to 8)
+        p.malloc(0, 3 * MIB, 0, &mut d.device()).unwrap(); // 4 MiB block at 0
+        p.malloc(1, MIB + 1, 0, &mut d.device()).unwrap(); // 2 MiB block at 4 MiB (heap doubled to 8)
         assert_eq!(p.allocated(), 6 * MIB);
-        assert_eq!(p.live[1], Some((4 * MIB, 21)));
+        assert_eq!(p.live.get(1).copied(), Some((4 * MIB, 21)));
         assert_eq!(d.reserved(), 6 * MIB);
-        p.free(0, &mut d);
-        p.free(1, &mut d);
+        p.free(0, &mut d.device());
+        p.free(1, &mut d.device());
         // Everything merged back into one 8 MiB block.
         assert_eq!(p.free[23].iter().copied().collect::<Vec<_>>(), vec![0]);
         assert!(p.free[..23].iter().all(BTreeSet::is_empty));
@@ -218,12 +210,12 @@ mod tests {
         let mut p = Buddy::new(512);
         let mut d = Driver::new(DriverModel::default());
         for s in 0..4 {
-            p.malloc(s, MIB, 0, &mut d).unwrap();
+            p.malloc(s, MIB, 0, &mut d.device()).unwrap();
         }
-        p.free(1, &mut d);
-        p.free(2, &mut d);
+        p.free(1, &mut d.device());
+        p.free(2, &mut d.device());
         // Blocks 1 and 2 are free and adjacent but not buddies: 2 MiB does not fit there.
-        p.malloc(4, 2 * MIB, 0, &mut d).unwrap();
-        assert_eq!(p.live[4], Some((4 * MIB, 21)));
+        p.malloc(4, 2 * MIB, 0, &mut d.device()).unwrap();
+        assert_eq!(p.live.get(4).copied(), Some((4 * MIB, 21)));
     }
 }

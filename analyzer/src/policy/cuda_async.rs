@@ -35,11 +35,11 @@
 //! fails (`mallocAsync` retries after `cudaDeviceSynchronize`), the free chunks at the arena's
 //! end above the threshold are released and the request retried.
 
-use super::free_ranges::FreeRanges;
+use super::driver::Call;
+use super::support::free_ranges::FreeRanges;
+use super::support::slots::SlotTable;
+use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
-use crate::policy::grow_to;
-use crate::replay::driver::Call;
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
 
 const MIB: u64 = 1 << 20;
 
@@ -174,8 +174,7 @@ pub struct CudaAsync {
     /// Free space per stream (one shared list when opportunistic reuse is on). Region ids are
     /// all 0: the arena is contiguous.
     free: Vec<FreeRanges>,
-    live: Vec<Live>,
-    allocated: u64,
+    live: SlotTable<Live>,
 }
 
 impl CudaAsync {
@@ -185,8 +184,7 @@ impl CudaAsync {
             base: None,
             reserved: 0,
             free: Vec::new(),
-            live: Vec::new(),
-            allocated: 0,
+            live: SlotTable::default(),
         }
     }
 
@@ -210,7 +208,7 @@ impl CudaAsync {
             .find_map(|(i, f)| f.ending_at(self.reserved, 0).map(|r| (i, r.0)))
     }
 
-    fn grow(&mut self, size: u64, own: usize, driver: &mut Driver) -> Option<u64> {
+    fn grow(&mut self, size: u64, own: usize, driver: &mut Device) -> Option<u64> {
         let (start, from) = match self.tail() {
             Some((i, a)) if i == own => (a, Some(i)),
             _ => (self.reserved, None),
@@ -235,7 +233,7 @@ impl CudaAsync {
 
     /// What a `cudaDeviceSynchronize` lets the pool do: give back whole free chunks at the end
     /// of the arena above the release threshold.
-    fn trim(&mut self, driver: &mut Driver) {
+    fn trim(&mut self, driver: &mut Device) {
         while self.reserved > self.cfg.release_threshold {
             let Some((i, start)) = self.tail() else {
                 return;
@@ -263,7 +261,7 @@ impl Policy for CudaAsync {
         slot: u32,
         size: u64,
         stream: u32,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> Result<(), Refused> {
         let unit = if size > self.cfg.small_max {
             self.cfg.large_alignment
@@ -298,29 +296,29 @@ impl Policy for CudaAsync {
                 self.grow(rounded, own, driver).ok_or(Refused)?
             }
         };
-        let slot = slot as usize;
-        grow_to(&mut self.live, slot);
-        self.live[slot] = Live {
-            offset,
-            size: rounded,
-            stream,
-        };
-        self.allocated += rounded;
+        self.live.insert(
+            slot,
+            Live {
+                offset,
+                size: rounded,
+                stream,
+            },
+            rounded,
+        );
         // Every request is one cudaMallocAsync call; the pool's own growth is not a call.
         driver.count_alloc(Call::MallocAsync, size);
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, driver: &mut Driver) {
-        let l = std::mem::take(&mut self.live[slot as usize]);
+    fn free(&mut self, slot: u32, driver: &mut Device) {
+        let l = self.live.remove(slot);
         driver.count_free(Call::FreeAsync, l.size);
-        self.allocated -= l.size;
         let i = self.list(l.stream);
         self.free[i].insert(l.offset, l.size, 0);
     }
 
     fn allocated(&self) -> u64 {
-        self.allocated
+        self.live.allocated()
     }
 
     fn address_map(&self) -> AddressMap {
@@ -332,7 +330,7 @@ impl Policy for CudaAsync {
                 size: self.reserved,
             });
         }
-        for (slot, l) in self.live.iter().enumerate() {
+        for (slot, l) in self.live.iter() {
             if l.size > 0 {
                 map.blocks.push(BlockSpan {
                     address: base + l.offset,
@@ -352,7 +350,7 @@ impl Policy for CudaAsync {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::DriverModel;
+    use crate::policy::{Driver, DriverModel};
 
     /// Probe "sizes" of the H200 calibration: the pool's reserved memory after each request.
     #[test]
@@ -378,7 +376,7 @@ mod tests {
         ];
         let mut seen = Vec::new();
         for (slot, &size) in sizes.iter().enumerate() {
-            p.malloc(slot as u32, size, 0, &mut d).unwrap();
+            p.malloc(slot as u32, size, 0, &mut d.device()).unwrap();
             seen.push(d.reserved() / MIB);
         }
         assert_eq!(
@@ -389,7 +387,8 @@ mod tests {
         );
         // 64 × 300 KiB still fit in what is left (the real pool did not grow either).
         for slot in 0..64 {
-            p.malloc(100 + slot, 300 * 1024, 0, &mut d).unwrap();
+            p.malloc(100 + slot, 300 * 1024, 0, &mut d.device())
+                .unwrap();
         }
         assert_eq!(d.reserved(), 1536 * MIB);
     }
@@ -402,13 +401,13 @@ mod tests {
         };
         let mut p = CudaAsync::new(cfg);
         let mut d = Driver::new(DriverModel { capacity: 64 * MIB });
-        p.malloc(0, 32 * MIB, 0, &mut d).unwrap();
-        p.free(0, &mut d);
+        p.malloc(0, 32 * MIB, 0, &mut d.device()).unwrap();
+        p.free(0, &mut d.device());
         // Stream 1 does not see stream 0's free: the pool grows.
-        p.malloc(1, 32 * MIB, 1, &mut d).unwrap();
+        p.malloc(1, 32 * MIB, 1, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 64 * MIB);
         // At capacity, growth fails and the internal dependency lets stream 1 take it.
-        p.malloc(2, 32 * MIB, 1, &mut d).unwrap();
+        p.malloc(2, 32 * MIB, 1, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 64 * MIB);
     }
 
@@ -422,12 +421,12 @@ mod tests {
                 ..Config::default()
             });
             let mut d = Driver::new(DriverModel { capacity: 64 * MIB });
-            p.malloc(0, 32 * MIB, 0, &mut d).unwrap();
-            p.free(0, &mut d);
+            p.malloc(0, 32 * MIB, 0, &mut d.device()).unwrap();
+            p.free(0, &mut d.device());
             // Stream 1 cannot reuse stream 0's free chunk, and 32 + 64 MiB is over capacity:
             // only giving that chunk back (PyTorch synchronizes and retries) makes room.
             assert_eq!(
-                p.malloc(1, 48 * MIB, 1, &mut d).is_ok(),
+                p.malloc(1, 48 * MIB, 1, &mut d.device()).is_ok(),
                 served,
                 "threshold {threshold}"
             );

@@ -2,13 +2,15 @@
 //!
 //! What a program gets with `PYTORCH_NO_CUDA_MEMORY_CACHING=1` or JAX's
 //! `XLA_PYTHON_CLIENT_ALLOCATOR=platform` (allocator-policies.md §9). Placement and physical
-//! granularity are the driver model's ([`crate::replay::driver`]): requests of at most 1 MiB
+//! granularity are the driver model's ([`crate::policy::driver`]): requests of at most 1 MiB
 //! share 2 MiB pages at 512 B alignment, larger ones take whole 2 MiB pages, as measured on the
 //! H200 (`research/h200-measurements.md`).
 
+use super::Driver;
+use super::driver::PAGE;
+use super::support::slots::SlotTable;
+use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, Options, PolicyInfo};
-use crate::policy::grow_to;
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span, driver::PAGE};
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "cuda-malloc",
@@ -23,34 +25,30 @@ fn build(_: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
 
 #[derive(Debug, Default)]
 pub struct CudaMalloc {
-    /// Per slot: (address, requested size), size 0 when empty.
-    live: Vec<(u64, u64)>,
-    allocated: u64,
+    /// Per live slot: (address, requested size).
+    live: SlotTable<(u64, u64)>,
 }
 
 impl Policy for CudaMalloc {
-    fn malloc(&mut self, slot: u32, size: u64, _: u32, driver: &mut Driver) -> Result<(), Refused> {
+    fn malloc(&mut self, slot: u32, size: u64, _: u32, driver: &mut Device) -> Result<(), Refused> {
         let address = driver.malloc(size).ok_or(Refused)?;
-        let slot = slot as usize;
-        grow_to(&mut self.live, slot);
-        self.live[slot] = (address, size);
-        self.allocated += Driver::malloc_footprint(size);
+        self.live
+            .insert(slot, (address, size), Driver::malloc_footprint(size));
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, driver: &mut Driver) {
-        let (address, size) = std::mem::take(&mut self.live[slot as usize]);
+    fn free(&mut self, slot: u32, driver: &mut Device) {
+        let (address, size) = self.live.remove(slot);
         driver.free(address, size);
-        self.allocated -= Driver::malloc_footprint(size);
     }
 
     fn allocated(&self) -> u64 {
-        self.allocated
+        self.live.allocated()
     }
 
     fn address_map(&self) -> AddressMap {
         let mut map = AddressMap::default();
-        for (slot, &(address, size)) in self.live.iter().enumerate() {
+        for (slot, &(address, size)) in self.live.iter() {
             if size == 0 {
                 continue;
             }
@@ -84,17 +82,17 @@ impl Policy for CudaMalloc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::{DriverModel, driver::MIB};
+    use crate::policy::{Driver, DriverModel, driver::MIB};
 
     #[test]
     fn every_request_is_a_driver_call_at_driver_granularity() {
         let mut p = CudaMalloc::default();
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 1000, 0, &mut d).unwrap();
-        p.malloc(1, 3 * MIB, 0, &mut d).unwrap();
+        p.malloc(0, 1000, 0, &mut d.device()).unwrap();
+        p.malloc(1, 3 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 2 * MIB + 4 * MIB);
         assert_eq!(p.allocated(), 1024 + 4 * MIB);
-        p.free(1, &mut d);
+        p.free(1, &mut d.device());
         assert_eq!(d.reserved(), 2 * MIB);
         assert_eq!((d.device_allocs(), d.device_frees()), (2, 1));
     }

@@ -25,10 +25,11 @@
 //! every request gives it), `autoGC` of stitched virtual ranges (virtual address space is not
 //! memory), PyTorch's oversize (`max_split_size`) rules.
 
-use super::free_ranges::FreeRanges;
+use super::driver::PAGE;
+use super::support::free_ranges::FreeRanges;
+use super::support::slots::SlotTable;
+use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
-use crate::policy::grow_to;
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span, driver::PAGE};
 
 const MIB: u64 = 1 << 20;
 const K_MIN_BLOCK_SIZE: u64 = 512;
@@ -98,8 +99,7 @@ pub struct GmLake {
     segments: Vec<Segment>,
     /// Free blocks per stream: [small, large].
     free: Vec<[FreeRanges; 2]>,
-    live: Vec<Live>,
-    allocated: u64,
+    live: SlotTable<Live>,
 }
 
 impl GmLake {
@@ -108,8 +108,7 @@ impl GmLake {
             cfg,
             segments: Vec::new(),
             free: Vec::new(),
-            live: Vec::new(),
-            allocated: 0,
+            live: SlotTable::default(),
         }
     }
 
@@ -132,7 +131,7 @@ impl GmLake {
         (self.segments.len() - 1) as u32
     }
 
-    fn malloc_small(&mut self, size: u64, stream: u32, d: &mut Driver) -> Option<(u64, u32)> {
+    fn malloc_small(&mut self, size: u64, stream: u32, d: &mut Device) -> Option<(u64, u32)> {
         if let Some((a, _, seg)) = self.lists(stream)[0].best_fit(size) {
             self.lists(stream)[0].take_low(a, size);
             return Some((a, seg));
@@ -166,7 +165,7 @@ impl GmLake {
         size: u64,
         stream: u32,
         pressed: bool,
-        d: &mut Driver,
+        d: &mut Device,
     ) -> Option<(u64, u32)> {
         let list = &self.lists(stream)[1];
         if list.bytes() < size || (!pressed && list.best_fit(size).is_some()) {
@@ -184,7 +183,7 @@ impl GmLake {
         Some((addr, self.new_segment(addr, size, false, true)))
     }
 
-    fn map_new(&mut self, size: u64, d: &mut Driver) -> Option<(u64, u32)> {
+    fn map_new(&mut self, size: u64, d: &mut Device) -> Option<(u64, u32)> {
         if !d.map(size / PAGE, PAGE) {
             return None;
         }
@@ -193,7 +192,7 @@ impl GmLake {
     }
 
     /// Frees every free block: unmaps free large pages, `cudaFree`s free small segments.
-    fn release_cached(&mut self, d: &mut Driver) {
+    fn release_cached(&mut self, d: &mut Device) {
         for s in 0..self.free.len() {
             let large: Vec<_> = self.free[s][1].iter().collect();
             for (a, len, _) in large {
@@ -211,7 +210,7 @@ impl GmLake {
         }
         // A large segment with nothing mapped left is gone.
         let mut mapped = vec![false; self.segments.len()];
-        for l in self.live.iter().filter(|l| l.size > 0) {
+        for l in self.live.blocks().filter(|l| l.size > 0) {
             mapped[l.segment as usize] = true;
         }
         for (seg, m) in self.segments.iter_mut().zip(mapped) {
@@ -221,7 +220,7 @@ impl GmLake {
         }
     }
 
-    fn malloc_large(&mut self, size: u64, stream: u32, d: &mut Driver) -> Option<(u64, u32)> {
+    fn malloc_large(&mut self, size: u64, stream: u32, d: &mut Device) -> Option<(u64, u32)> {
         if let Some(r) = self.best_fit_large(size, stream) {
             return Some(r);
         }
@@ -250,7 +249,7 @@ impl Policy for GmLake {
         slot: u32,
         size: u64,
         stream: u32,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> Result<(), Refused> {
         let rounded = size.max(1).next_multiple_of(K_MIN_BLOCK_SIZE);
         let small = rounded <= K_SMALL_SIZE;
@@ -261,28 +260,28 @@ impl Policy for GmLake {
             (pages, self.malloc_large(pages, stream, driver))
         };
         let (addr, segment) = found.ok_or(Refused)?;
-        let slot = slot as usize;
-        grow_to(&mut self.live, slot);
-        self.live[slot] = Live {
-            addr,
+        self.live.insert(
+            slot,
+            Live {
+                addr,
+                size,
+                segment,
+                stream,
+                small,
+            },
             size,
-            segment,
-            stream,
-            small,
-        };
-        self.allocated += size;
+        );
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, _: &mut Driver) {
-        let l = std::mem::take(&mut self.live[slot as usize]);
-        self.allocated -= l.size;
+    fn free(&mut self, slot: u32, _: &mut Device) {
+        let l = self.live.remove(slot);
         let pool = usize::from(!l.small);
         self.lists(l.stream)[pool].insert(l.addr, l.size, l.segment);
     }
 
     fn allocated(&self) -> u64 {
-        self.allocated
+        self.live.allocated()
     }
 
     fn address_map(&self) -> AddressMap {
@@ -293,7 +292,7 @@ impl Policy for GmLake {
                 size: s.size,
             });
         }
-        for (slot, l) in self.live.iter().enumerate() {
+        for (slot, l) in self.live.iter() {
             if l.size > 0 {
                 map.blocks.push(BlockSpan {
                     address: l.addr,
@@ -315,7 +314,7 @@ impl Policy for GmLake {
 mod tests {
     use super::*;
     use crate::policy::best_fit::BestFit;
-    use crate::replay::DriverModel;
+    use crate::policy::{Driver, DriverModel};
 
     fn stitching(frag_limit: u64) -> GmLake {
         GmLake::new(Config {
@@ -329,11 +328,11 @@ mod tests {
     fn holes_then_8mib(p: &mut dyn Policy) -> u64 {
         let mut d = Driver::new(DriverModel::default());
         for (slot, mib) in [(0, 4), (1, 2), (2, 4), (3, 2)] {
-            p.malloc(slot, mib * MIB, 0, &mut d).unwrap();
+            p.malloc(slot, mib * MIB, 0, &mut d.device()).unwrap();
         }
-        p.free(0, &mut d);
-        p.free(2, &mut d);
-        p.malloc(4, 8 * MIB, 0, &mut d).unwrap();
+        p.free(0, &mut d.device());
+        p.free(2, &mut d.device());
+        p.malloc(4, 8 * MIB, 0, &mut d.device()).unwrap();
         d.reserved()
     }
 
@@ -350,18 +349,18 @@ mod tests {
         let mut p = stitching(0);
         let mut d = Driver::new(DriverModel::default());
         for (slot, mib) in [(0, 12), (1, 2), (2, 12), (3, 2)] {
-            p.malloc(slot, mib * MIB, 0, &mut d).unwrap();
+            p.malloc(slot, mib * MIB, 0, &mut d.device()).unwrap();
         }
-        p.free(0, &mut d);
-        p.free(2, &mut d);
-        p.malloc(4, 24 * MIB, 0, &mut d).unwrap(); // stitched from both holes
-        p.free(4, &mut d);
+        p.free(0, &mut d.device());
+        p.free(2, &mut d.device());
+        p.malloc(4, 24 * MIB, 0, &mut d.device()).unwrap(); // stitched from both holes
+        p.free(4, &mut d.device());
         assert_eq!(d.reserved(), 28 * MIB);
         // 2 MiB: the only free block is the stitched 24 MiB, 12x the request: not reused.
-        p.malloc(5, 2 * MIB, 0, &mut d).unwrap();
+        p.malloc(5, 2 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 30 * MIB);
         // 4 MiB: 6x, within the limit.
-        p.malloc(6, 4 * MIB, 0, &mut d).unwrap();
+        p.malloc(6, 4 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 30 * MIB);
     }
 
@@ -373,9 +372,9 @@ mod tests {
             stitch: false,
         });
         let mut d = Driver::new(DriverModel { capacity: 10 * MIB });
-        p.malloc(0, 6 * MIB, 0, &mut d).unwrap();
-        p.free(0, &mut d);
-        p.malloc(1, 8 * MIB, 0, &mut d).unwrap();
+        p.malloc(0, 6 * MIB, 0, &mut d.device()).unwrap();
+        p.free(0, &mut d.device());
+        p.malloc(1, 8 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 8 * MIB);
     }
 }

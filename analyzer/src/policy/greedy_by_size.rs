@@ -13,10 +13,10 @@
 //! Offline means it needs the whole stream: its memory grows with the trace, unlike the online
 //! policies.
 
+use super::driver::{Call, MAX_REQUEST};
+use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
 use crate::model::{RequestKind, RequestStream};
-use crate::replay::driver::{Call, MAX_REQUEST};
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "greedy-by-size",
@@ -279,7 +279,7 @@ impl Placed {
 }
 
 impl Policy for GreedyBySize {
-    fn malloc(&mut self, slot: u32, _: u64, _: u32, driver: &mut Driver) -> Result<(), Refused> {
+    fn malloc(&mut self, slot: u32, _: u64, _: u32, driver: &mut Device) -> Result<(), Refused> {
         if self.next_alloc == 0 {
             driver.count_alloc(Call::Malloc, self.arena);
             self.base = driver.reserve_address(self.arena);
@@ -303,11 +303,11 @@ impl Policy for GreedyBySize {
     }
 
     /// The plan already knows the program went on without it.
-    fn attempt(&mut self, _: u32, _: u64, _: u32, _: &mut Driver) -> bool {
+    fn attempt(&mut self, _: u32, _: u64, _: u32, _: &mut Device) -> bool {
         false
     }
 
-    fn free(&mut self, slot: u32, _: &mut Driver) {
+    fn free(&mut self, slot: u32, _: &mut Device) {
         let record = std::mem::replace(&mut self.slot_record[slot as usize], u32::MAX);
         self.allocated -= self.sizes[record as usize];
     }

@@ -3,8 +3,8 @@
 //! No real allocator can reserve less (allocator-policies.md §8: `LB = max_t Σ size(live at
 //! t)`); its `fit` is the smallest device any allocator could run the trace on.
 
+use super::{AddressMap, BlockSpan, Device, Policy, Refused};
 use super::{BuildContext, Options, PolicyInfo};
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused};
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "lower-bound",
@@ -24,7 +24,7 @@ pub struct LowerBound {
 }
 
 impl Policy for LowerBound {
-    fn malloc(&mut self, slot: u32, size: u64, _: u32, driver: &mut Driver) -> Result<(), Refused> {
+    fn malloc(&mut self, slot: u32, size: u64, _: u32, driver: &mut Device) -> Result<(), Refused> {
         if !driver.hold(size) {
             return Err(Refused);
         }
@@ -37,7 +37,7 @@ impl Policy for LowerBound {
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, driver: &mut Driver) {
+    fn free(&mut self, slot: u32, driver: &mut Device) {
         let size = std::mem::take(&mut self.sizes[slot as usize]);
         driver.release(size);
         self.allocated -= size;
@@ -68,17 +68,17 @@ impl Policy for LowerBound {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::DriverModel;
+    use crate::policy::{Driver, DriverModel};
 
     #[test]
     fn reserved_is_exactly_the_live_requested_bytes() {
         let mut p = LowerBound::default();
         let mut d = Driver::new(DriverModel { capacity: 1000 });
-        p.malloc(0, 600, 0, &mut d).unwrap();
-        p.malloc(1, 400, 0, &mut d).unwrap();
+        p.malloc(0, 600, 0, &mut d.device()).unwrap();
+        p.malloc(1, 400, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 1000);
-        assert_eq!(p.malloc(2, 1, 0, &mut d), Err(Refused));
-        p.free(0, &mut d);
+        assert_eq!(p.malloc(2, 1, 0, &mut d.device()), Err(Refused));
+        p.free(0, &mut d.device());
         assert_eq!((d.reserved(), p.allocated()), (400, 400));
     }
 }

@@ -1,37 +1,42 @@
 //! The allocator policies, one file each, and the registry that names them.
 //!
-//! Adding a policy: write `policy/NAME.rs` with a type implementing [`crate::replay::Policy`]
-//! and a `pub const INFO: PolicyInfo`, then add its `mod` line and one entry to [`REGISTRY`].
+//! Adding a policy: write `policy/NAME.rs` with a type implementing [`Policy`] and a
+//! `pub const INFO: PolicyInfo`, then add its `mod` line and one entry to [`REGISTRY`].
 //! Nothing else changes: the commands, the parallel engine and `--list-policies` read the
 //! registry.
+//!
+//! Besides the policies this module holds what they are written against: the [`Policy`] trait,
+//! the simulated [`Driver`] and the [`Device`] handle through which a policy calls it, the
+//! [`AddressMap`] a policy reports, and (in `support/`) the option parser, the coalescing free
+//! list and the slot table several policies share. The replay engine (`crate::replay`) builds
+//! on this module, never the reverse.
 
+mod allocator;
 pub mod best_fit;
 pub mod bfc;
 pub mod buddy;
 pub mod cuda_async;
 pub mod cuda_malloc;
-pub mod free_ranges;
+mod device;
+pub mod driver;
 pub mod gmlake;
 pub mod greedy_by_size;
+mod layout;
 pub mod lower_bound;
-mod options;
 pub mod pytorch;
 pub mod rmm_arena;
 pub mod rmm_binning;
 pub mod rmm_pool;
+pub mod support;
 
-pub use options::{Options, PolicySpec, parse_divisions, parse_specs};
+pub use allocator::{Policy, Refused};
+pub use device::Device;
+pub use driver::{Driver, DriverCall, DriverModel};
+pub use layout::{AddressMap, BlockSpan, Span};
+pub use support::options::{Options, PolicySpec, parse_divisions, parse_specs};
 
 use crate::model::RequestStream;
-use crate::replay::Policy;
-
-/// Makes `live[slot]` exist: policies keep per-slot state in a vector indexed by slot, grown to
-/// the most objects ever live at once.
-pub(crate) fn grow_to<T: Clone + Default>(live: &mut Vec<T>, slot: usize) {
-    if live.len() <= slot {
-        live.resize(slot + 1, T::default());
-    }
-}
+use driver::H200_TOTAL_MEMORY;
 
 /// One option a policy takes, for `--list-policies`.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +53,18 @@ pub struct BuildContext<'a> {
     pub stream: &'a RequestStream,
     /// The replay's device capacity (`u64::MAX` for none).
     pub capacity: u64,
+}
+
+impl BuildContext<'_> {
+    /// The device's memory, for the options defined as a fraction of it: the capacity, or the
+    /// H200's `totalGlobalMem` when the replay has none.
+    pub fn device_memory(&self) -> u64 {
+        if self.capacity == u64::MAX {
+            H200_TOTAL_MEMORY
+        } else {
+            self.capacity
+        }
+    }
 }
 
 /// Makes a policy from its options, or says which option is wrong.

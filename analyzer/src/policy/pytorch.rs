@@ -31,9 +31,10 @@
 //! `cudaMalloc` returns (ties between equal-size free blocks go to the lowest simulated
 //! address, which may order differently from the real one).
 
-use super::options::{Options, parse_divisions};
+use super::driver::H200_TOTAL_MEMORY;
+use super::support::options::{Options, parse_divisions};
+use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, PolicyInfo, PolicySpec};
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
 use std::collections::BTreeMap;
 
 const fn keys(expandable_default: &'static str) -> [KeyInfo; 7] {
@@ -134,21 +135,13 @@ pub fn spec_from_alloc_conf(conf: &str, memory_fraction: Option<&str>) -> Policy
     spec
 }
 
-fn total_memory(ctx: &BuildContext) -> u64 {
-    if ctx.capacity == u64::MAX {
-        H200_TOTAL_MEMORY
-    } else {
-        ctx.capacity
-    }
-}
-
 fn build_native(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
-    let cfg = Config::from_options(o, false, total_memory(ctx))?;
+    let cfg = Config::from_options(o, false, ctx.device_memory())?;
     Ok(Box::new(PyTorchCaching::new(cfg)))
 }
 
 fn build_expandable(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
-    let cfg = Config::from_options(o, true, total_memory(ctx))?;
+    let cfg = Config::from_options(o, true, ctx.device_memory())?;
     Ok(Box::new(PyTorchCaching::new(cfg)))
 }
 
@@ -159,9 +152,6 @@ const K_SMALL_BUFFER: u64 = 2 * MIB;
 const K_MIN_LARGE_ALLOC: u64 = 10 * MIB;
 const K_ROUND_LARGE: u64 = 2 * MIB;
 const K_LARGE_BUFFER: u64 = 20 * MIB;
-/// `totalGlobalMem` of the H200, used for the expandable segments' address reservation and
-/// the memory fraction when the replay has no capacity.
-pub const H200_TOTAL_MEMORY: u64 = 150_754_820_096;
 const NIL: u32 = u32::MAX;
 
 /// The placement-relevant options of `PYTORCH_CUDA_ALLOC_CONF`.
@@ -501,7 +491,7 @@ impl PyTorchCaching {
         stream: u32,
         size: u64,
         alloc_size: u64,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> Option<u32> {
         if let Some(max) = self.allowed_maximum
             && self.total_allocated_memory + alloc_size > max
@@ -530,7 +520,7 @@ impl PyTorchCaching {
     }
 
     /// `release_block`: `cudaFree` of a whole unsplit segment.
-    fn release_block(&mut self, id: u32, driver: &mut Driver) {
+    fn release_block(&mut self, id: u32, driver: &mut Device) {
         let (addr, size) = (self.b(id).addr, self.b(id).size);
         driver.free(addr, size);
         self.total_allocated_memory -= size;
@@ -545,7 +535,7 @@ impl PyTorchCaching {
         pool: usize,
         stream: u32,
         size: u64,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> bool {
         let max_split = self.cfg.max_split_size;
         if max_split == u64::MAX {
@@ -585,14 +575,14 @@ impl PyTorchCaching {
 
     /// `release_cached_blocks` / `empty_cache`: every unsplit cached segment back to the
     /// driver, every fully free page of expandable segments unmapped.
-    fn release_cached_blocks(&mut self, driver: &mut Driver) {
+    fn release_cached_blocks(&mut self, driver: &mut Device) {
         for pool in [1, 0] {
             self.release_blocks(pool, driver);
         }
     }
 
     /// `release_blocks`.
-    fn release_blocks(&mut self, pool: usize, driver: &mut Driver) {
+    fn release_blocks(&mut self, pool: usize, driver: &mut Device) {
         let ids: Vec<u32> = self.pools[pool].free.values().copied().collect();
         let mut to_unmap = Vec::new();
         for id in ids {
@@ -615,7 +605,7 @@ impl PyTorchCaching {
 
     /// `garbage_collect_cached_blocks`: free the oldest unsplit large cached blocks until
     /// reserved memory is back under the threshold.
-    fn garbage_collect(&mut self, driver: &mut Driver) {
+    fn garbage_collect(&mut self, driver: &mut Device) {
         let Some(allowed) = self.allowed_maximum else {
             return;
         };
@@ -707,7 +697,7 @@ impl PyTorchCaching {
         small: bool,
         stream: u32,
         size: u64,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> u32 {
         let pool = usize::from(!small);
         let allocatable = |me: &Self, id: u32| id != NIL && !me.b(id).allocated;
@@ -764,7 +754,7 @@ impl PyTorchCaching {
     }
 
     /// `map_block`: back the first `size` bytes (rounded up to pages) of an unmapped range.
-    fn map_block(&mut self, id: u32, size: u64, driver: &mut Driver) -> bool {
+    fn map_block(&mut self, id: u32, size: u64, driver: &mut Device) -> bool {
         let b = *self.b(id);
         let seg = self.segments[b.es as usize];
         let begin = (b.addr - seg.base) / seg.page;
@@ -805,7 +795,7 @@ impl PyTorchCaching {
         small: bool,
         stream: u32,
         size: u64,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> Option<u32> {
         let mut c = self.find_expandable_block(small, stream, size, driver);
         if !self.b(c).mapped {
@@ -828,7 +818,7 @@ impl PyTorchCaching {
     }
 
     /// `unmap_block`: give back the fully free pages inside a free expandable block.
-    fn unmap_block(&mut self, id: u32, driver: &mut Driver) {
+    fn unmap_block(&mut self, id: u32, driver: &mut Device) {
         let b = *self.b(id);
         let seg = self.segments[b.es as usize];
         let begin = (b.addr - seg.base).div_ceil(seg.page);
@@ -874,7 +864,7 @@ impl PyTorchCaching {
     }
 
     /// `empty_cache()`.
-    pub fn empty_cache(&mut self, driver: &mut Driver) {
+    pub fn empty_cache(&mut self, driver: &mut Device) {
         self.release_cached_blocks(driver);
     }
 }
@@ -885,7 +875,7 @@ impl Policy for PyTorchCaching {
         slot: u32,
         orig_size: u64,
         stream: u32,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> Result<(), Refused> {
         let size = self.cfg.round_size(orig_size);
         let small = size <= K_SMALL_SIZE;
@@ -937,7 +927,7 @@ impl Policy for PyTorchCaching {
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, _driver: &mut Driver) {
+    fn free(&mut self, slot: u32, _driver: &mut Device) {
         let id = std::mem::replace(&mut self.slot_block[slot as usize], NIL);
         self.bm(id).allocated = false;
         self.allocated -= self.b(id).size;
@@ -988,7 +978,7 @@ impl Policy for PyTorchCaching {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::DriverModel;
+    use crate::policy::{Driver, DriverModel};
 
     fn native() -> (PyTorchCaching, Driver) {
         (
@@ -1011,13 +1001,13 @@ mod tests {
     /// Allocates `sizes` into consecutive slots from `first`, then frees them.
     fn alloc_all(p: &mut PyTorchCaching, d: &mut Driver, first: u32, sizes: &[u64]) {
         for (i, &s) in sizes.iter().enumerate() {
-            p.malloc(first + i as u32, s, 0, d).unwrap();
+            p.malloc(first + i as u32, s, 0, &mut d.device()).unwrap();
         }
     }
 
     fn free_all(p: &mut PyTorchCaching, d: &mut Driver, first: u32, n: u32) {
         for slot in first..first + n {
-            p.free(slot, d);
+            p.free(slot, &mut d.device());
         }
     }
 
@@ -1075,12 +1065,12 @@ mod tests {
         let (mut p, mut d) = expandable();
         alloc_all(&mut p, &mut d, 0, &[30 * MIB, 30 * MIB]);
         assert_eq!(d.reserved(), 60 * MIB);
-        p.free(0, &mut d);
-        p.empty_cache(&mut d);
+        p.free(0, &mut d.device());
+        p.empty_cache(&mut d.device());
         // The first 30 MiB are free: only the first page (20 MiB) is wholly free.
         assert_eq!(d.reserved(), 40 * MIB);
-        p.free(1, &mut d);
-        p.empty_cache(&mut d);
+        p.free(1, &mut d.device());
+        p.empty_cache(&mut d.device());
         assert_eq!(d.reserved(), 0);
     }
 
@@ -1089,15 +1079,16 @@ mod tests {
     fn pr_193400(cfg: Config) -> Vec<(u64, u64)> {
         let mut p = PyTorchCaching::new(cfg);
         let mut d = Driver::new(DriverModel { capacity: 16 << 30 });
-        p.malloc(0, 64 * MIB, 0, &mut d).unwrap();
+        p.malloc(0, 64 * MIB, 0, &mut d.device()).unwrap();
         let mut seen = Vec::new();
         let mut slot = 1;
         for cycle in 0..=100 {
-            p.malloc(slot, 91 * MIB, 0, &mut d).unwrap();
-            p.malloc(slot + 1, 91 * MIB / 2, 0, &mut d).unwrap();
-            p.malloc(slot + 2, 2 * MIB, 0, &mut d).unwrap();
-            p.free(slot, &mut d);
-            p.free(slot + 1, &mut d);
+            p.malloc(slot, 91 * MIB, 0, &mut d.device()).unwrap();
+            p.malloc(slot + 1, 91 * MIB / 2, 0, &mut d.device())
+                .unwrap();
+            p.malloc(slot + 2, 2 * MIB, 0, &mut d.device()).unwrap();
+            p.free(slot, &mut d.device());
+            p.free(slot + 1, &mut d.device());
             slot += 3;
             if cycle % 20 == 0 {
                 seen.push((p.allocated() / MIB, d.reserved() / MIB));
@@ -1185,11 +1176,11 @@ mod tests {
     #[test]
     fn blocks_are_never_reused_across_streams() {
         let (mut p, mut d) = native();
-        p.malloc(0, 16 * MIB, 0, &mut d).unwrap();
-        p.free(0, &mut d);
-        p.malloc(1, 16 * MIB, 1, &mut d).unwrap();
+        p.malloc(0, 16 * MIB, 0, &mut d.device()).unwrap();
+        p.free(0, &mut d.device());
+        p.malloc(1, 16 * MIB, 1, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 32 * MIB);
-        p.malloc(2, 16 * MIB, 0, &mut d).unwrap();
+        p.malloc(2, 16 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 32 * MIB);
     }
 
@@ -1201,13 +1192,13 @@ mod tests {
         };
         let mut p = PyTorchCaching::new(cfg);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 100 * MIB, 0, &mut d).unwrap();
-        p.free(0, &mut d);
+        p.malloc(0, 100 * MIB, 0, &mut d.device()).unwrap();
+        p.free(0, &mut d.device());
         // 30 MiB < max_split may not take the 100 MiB oversize block.
-        p.malloc(1, 30 * MIB, 0, &mut d).unwrap();
+        p.malloc(1, 30 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 130 * MIB);
         // 90 MiB may (100 < 90 + 20), and takes it whole.
-        p.malloc(2, 90 * MIB, 0, &mut d).unwrap();
+        p.malloc(2, 90 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 130 * MIB);
         assert_eq!(p.allocated(), 130 * MIB);
     }
@@ -1216,13 +1207,13 @@ mod tests {
     fn an_oom_frees_cached_segments_and_retries() {
         let mut p = PyTorchCaching::new(Config::default());
         let mut d = Driver::new(DriverModel { capacity: 64 * MIB });
-        p.malloc(0, 40 * MIB, 0, &mut d).unwrap();
-        p.free(0, &mut d);
+        p.malloc(0, 40 * MIB, 0, &mut d.device()).unwrap();
+        p.free(0, &mut d.device());
         // 50 MiB does not fit next to the cached 40 MiB: the cache is released, then it fits.
-        p.malloc(1, 50 * MIB, 0, &mut d).unwrap();
+        p.malloc(1, 50 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 50 * MIB);
         assert_eq!(d.device_frees(), 1);
-        assert_eq!(p.malloc(2, 20 * MIB, 0, &mut d), Err(Refused));
+        assert_eq!(p.malloc(2, 20 * MIB, 0, &mut d.device()), Err(Refused));
     }
 
     #[test]
@@ -1235,12 +1226,12 @@ mod tests {
         };
         let mut p = PyTorchCaching::new(cfg);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 30 * MIB, 0, &mut d).unwrap();
-        p.malloc(1, 30 * MIB, 0, &mut d).unwrap();
-        p.free(0, &mut d);
-        p.free(1, &mut d);
+        p.malloc(0, 30 * MIB, 0, &mut d.device()).unwrap();
+        p.malloc(1, 30 * MIB, 0, &mut d.device()).unwrap();
+        p.free(0, &mut d.device());
+        p.free(1, &mut d.device());
         // Reserved 60 MiB > 50% of ~100 MiB: the next miss collects cached blocks first.
-        p.malloc(2, 34 * MIB, 0, &mut d).unwrap();
+        p.malloc(2, 34 * MIB, 0, &mut d.device()).unwrap();
         assert!(d.reserved() <= 64 * MIB, "{}", d.reserved() / MIB);
     }
 }

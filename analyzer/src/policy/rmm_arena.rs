@@ -17,12 +17,11 @@
 //! per-stream ones here; a superblock is returned as soon as it is empty rather than when the
 //! arena holds too many; jemalloc-style size classes (`RMM_ARENA_USE_SIZE_CLASSES`) are off.
 
-use super::free_ranges::FreeRanges;
-use super::pytorch::H200_TOTAL_MEMORY;
 use super::rmm_pool::ALIGNMENT;
+use super::support::free_ranges::FreeRanges;
+use super::support::slots::SlotTable;
+use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
-use crate::policy::grow_to;
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
 
 const SUPERBLOCK: u64 = 1 << 20;
 const GLOBAL: u32 = u32::MAX;
@@ -39,11 +38,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 };
 
 fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
-    let total = if ctx.capacity == u64::MAX {
-        H200_TOTAL_MEMORY
-    } else {
-        ctx.capacity
-    };
+    let total = ctx.device_memory();
     // The default never drops below one superblock: on a device smaller than 2 MiB the arena
     // then fails to be allocated and every request is an out-of-memory, as RMM's constructor
     // would fail; only an explicit size below 1 MiB is a usage error.
@@ -81,8 +76,7 @@ pub struct RmmArena {
     streams: Vec<FreeRanges>,
     superblocks: Vec<Superblock>,
     unused_superblocks: Vec<u32>,
-    live: Vec<Live>,
-    allocated: u64,
+    live: SlotTable<Live>,
 }
 
 impl RmmArena {
@@ -94,8 +88,7 @@ impl RmmArena {
             streams: Vec::new(),
             superblocks: Vec::new(),
             unused_superblocks: Vec::new(),
-            live: Vec::new(),
-            allocated: 0,
+            live: SlotTable::default(),
         }
     }
 
@@ -146,7 +139,7 @@ impl Policy for RmmArena {
         slot: u32,
         size: u64,
         stream: u32,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> Result<(), Refused> {
         if self.base.is_none() {
             self.base = Some(driver.malloc(self.arena_size).ok_or(Refused)?);
@@ -168,16 +161,12 @@ impl Policy for RmmArena {
                 owner: sb,
             }
         };
-        let slot = slot as usize;
-        grow_to(&mut self.live, slot);
-        self.live[slot] = live;
-        self.allocated += live.size;
+        self.live.insert(slot, live, live.size);
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, _: &mut Driver) {
-        let l = std::mem::take(&mut self.live[slot as usize]);
-        self.allocated -= l.size;
+    fn free(&mut self, slot: u32, _: &mut Device) {
+        let l = self.live.remove(slot);
         if l.owner == GLOBAL {
             self.global.insert(l.offset, l.size, 0);
             return;
@@ -196,7 +185,7 @@ impl Policy for RmmArena {
     }
 
     fn allocated(&self) -> u64 {
-        self.allocated
+        self.live.allocated()
     }
 
     fn address_map(&self) -> AddressMap {
@@ -208,7 +197,7 @@ impl Policy for RmmArena {
             address: base,
             size: self.arena_size,
         });
-        for (slot, l) in self.live.iter().enumerate() {
+        for (slot, l) in self.live.iter() {
             if l.size > 0 {
                 map.blocks.push(BlockSpan {
                     address: base + l.offset,
@@ -228,7 +217,7 @@ impl Policy for RmmArena {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::DriverModel;
+    use crate::policy::{Driver, DriverModel};
 
     const MIB: u64 = 1 << 20;
 
@@ -236,10 +225,10 @@ mod tests {
     fn the_arena_is_allocated_once_and_never_grows() {
         let mut p = RmmArena::new(64 * MIB);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 1000, 0, &mut d).unwrap();
+        p.malloc(0, 1000, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 64 * MIB);
-        p.malloc(1, 60 * MIB, 0, &mut d).unwrap();
-        assert!(p.malloc(2, 4 * MIB, 0, &mut d).is_err());
+        p.malloc(1, 60 * MIB, 0, &mut d.device()).unwrap();
+        assert!(p.malloc(2, 4 * MIB, 0, &mut d.device()).is_err());
         assert_eq!(d.reserved(), 64 * MIB);
     }
 
@@ -247,20 +236,23 @@ mod tests {
     fn small_requests_share_a_superblock_per_stream_and_return_it_when_empty() {
         let mut p = RmmArena::new(64 * MIB);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 1000, 0, &mut d).unwrap();
-        p.malloc(1, 1000, 0, &mut d).unwrap();
-        p.malloc(2, 1000, 1, &mut d).unwrap();
+        p.malloc(0, 1000, 0, &mut d.device()).unwrap();
+        p.malloc(1, 1000, 0, &mut d.device()).unwrap();
+        p.malloc(2, 1000, 1, &mut d.device()).unwrap();
         // Stream 0's two requests share superblock 0 (1000 → 1024 B apart); stream 1 has its own.
-        assert_eq!(p.live[1].offset - p.live[0].offset, 1024);
-        assert_eq!(p.live[2].offset, MIB);
-        p.free(0, &mut d);
-        p.free(1, &mut d);
+        assert_eq!(
+            p.live.get(1).unwrap().offset - p.live.get(0).unwrap().offset,
+            1024
+        );
+        assert_eq!(p.live.get(2).unwrap().offset, MIB);
+        p.free(0, &mut d.device());
+        p.free(1, &mut d.device());
         // Superblock 0 went back to the global arena, but the 1 MiB hole below stream 1's
         // superblock is too small for 2 MiB: first fit puts it above.
-        p.malloc(3, 2 * MIB, 0, &mut d).unwrap();
-        assert_eq!(p.live[3].offset, 2 * MIB);
+        p.malloc(3, 2 * MIB, 0, &mut d.device()).unwrap();
+        assert_eq!(p.live.get(3).unwrap().offset, 2 * MIB);
         // A small request takes a new superblock: the hole at 0.
-        p.malloc(4, MIB - 256, 0, &mut d).unwrap();
-        assert_eq!(p.live[4].offset, 0);
+        p.malloc(4, MIB - 256, 0, &mut d.device()).unwrap();
+        assert_eq!(p.live.get(4).unwrap().offset, 0);
     }
 }

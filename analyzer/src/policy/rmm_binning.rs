@@ -14,9 +14,9 @@
 //! Blocks never go back to the pool.
 
 use super::rmm_pool::{ALIGNMENT, Pool};
+use super::support::slots::SlotTable;
+use super::{AddressMap, BlockSpan, Device, Policy, Refused};
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
-use crate::policy::grow_to;
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused};
 
 const BLOCKS_TO_PREALLOCATE: u64 = 128;
 
@@ -77,8 +77,7 @@ const POOL: u32 = u32::MAX;
 pub struct RmmBinning {
     bins: Vec<Bin>,
     pool: Pool,
-    live: Vec<Live>,
-    allocated: u64,
+    live: SlotTable<Live>,
 }
 
 impl RmmBinning {
@@ -91,12 +90,11 @@ impl RmmBinning {
                 })
                 .collect(),
             pool: Pool::new(initial_pool, None),
-            live: Vec::new(),
-            allocated: 0,
+            live: SlotTable::default(),
         }
     }
 
-    fn bin_alloc(&mut self, b: usize, stream: u32, driver: &mut Driver) -> Option<u64> {
+    fn bin_alloc(&mut self, b: usize, stream: u32, driver: &mut Device) -> Option<u64> {
         let s = stream as usize;
         let bin = &mut self.bins[b];
         if bin.free.len() <= s {
@@ -125,7 +123,7 @@ impl Policy for RmmBinning {
         slot: u32,
         size: u64,
         stream: u32,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> Result<(), Refused> {
         let b = self.bins.partition_point(|bin| bin.block < size);
         let live = if b < self.bins.len() {
@@ -146,16 +144,12 @@ impl Policy for RmmBinning {
                 bin: POOL,
             }
         };
-        let slot = slot as usize;
-        grow_to(&mut self.live, slot);
-        self.live[slot] = live;
-        self.allocated += live.size;
+        self.live.insert(slot, live, live.size);
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, _: &mut Driver) {
-        let l = std::mem::take(&mut self.live[slot as usize]);
-        self.allocated -= l.size;
+    fn free(&mut self, slot: u32, _: &mut Device) {
+        let l = self.live.remove(slot);
         if l.bin == POOL {
             self.pool.deallocate(l.addr, l.size, l.stream);
         } else {
@@ -169,12 +163,12 @@ impl Policy for RmmBinning {
     }
 
     fn allocated(&self) -> u64 {
-        self.allocated
+        self.live.allocated()
     }
 
     fn address_map(&self) -> AddressMap {
         let (segments, mut blocks) = self.pool.layout();
-        for (slot, l) in self.live.iter().enumerate() {
+        for (slot, l) in self.live.iter() {
             if l.size > 0 {
                 blocks.push(BlockSpan {
                     address: l.addr,
@@ -200,7 +194,7 @@ impl Policy for RmmBinning {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::DriverModel;
+    use crate::policy::{Driver, DriverModel};
 
     const KIB: u64 = 1 << 10;
     const MIB: u64 = 1 << 20;
@@ -209,17 +203,17 @@ mod tests {
     fn a_request_takes_the_smallest_bin_that_holds_it_and_refills_by_128_blocks() {
         let mut p = RmmBinning::new(18, 22, 0);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 1, 0, &mut d).unwrap();
+        p.malloc(0, 1, 0, &mut d.device()).unwrap();
         // A 1 B request takes a 256 KiB block; the bin took 128 × 256 KiB = 32 MiB.
         assert_eq!(p.allocated(), 256 * KIB);
         assert_eq!(d.reserved(), 32 * MIB);
-        p.malloc(1, 256 * KIB + 1, 0, &mut d).unwrap();
+        p.malloc(1, 256 * KIB + 1, 0, &mut d.device()).unwrap();
         // The 512 KiB bin: 64 MiB more (the pool doubles: max(64, 32) = 64).
         assert_eq!(p.allocated(), 768 * KIB);
         assert_eq!(d.reserved(), 96 * MIB);
         // 127 more 256 KiB blocks come from the first refill.
         for slot in 2..129 {
-            p.malloc(slot, 200 * KIB, 0, &mut d).unwrap();
+            p.malloc(slot, 200 * KIB, 0, &mut d.device()).unwrap();
         }
         assert_eq!(d.reserved(), 96 * MIB);
     }
@@ -228,10 +222,10 @@ mod tests {
     fn requests_above_the_largest_bin_go_to_the_pool() {
         let mut p = RmmBinning::new(18, 22, 0);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 5 * MIB, 0, &mut d).unwrap();
+        p.malloc(0, 5 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 6 * MIB);
-        p.free(0, &mut d);
-        p.malloc(1, 5 * MIB, 0, &mut d).unwrap();
+        p.free(0, &mut d.device());
+        p.malloc(1, 5 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 6 * MIB);
     }
 }

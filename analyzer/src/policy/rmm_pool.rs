@@ -20,10 +20,10 @@
 //! - A freed block goes to the list of the stream it was allocated on (the trace's free has
 //!   no stream of its own). Memory goes back upstream only when the pool is destroyed.
 
-use super::free_ranges::FreeRanges;
+use super::support::free_ranges::FreeRanges;
+use super::support::slots::SlotTable;
+use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, Options, PolicyInfo};
-use crate::policy::grow_to;
-use crate::replay::{AddressMap, BlockSpan, Driver, Policy, Refused, Span};
 use std::collections::BTreeMap;
 
 /// `CUDA_ALLOCATION_ALIGNMENT`.
@@ -99,7 +99,7 @@ impl Pool {
         i
     }
 
-    fn block_from_upstream(&mut self, size: u64, driver: &mut Driver) -> Option<(u64, u32)> {
+    fn block_from_upstream(&mut self, size: u64, driver: &mut Device) -> Option<(u64, u32)> {
         let addr = driver.malloc(size)?;
         let id = self.upstream.len() as u32;
         self.upstream.push(Upstream { addr, size });
@@ -130,7 +130,7 @@ impl Pool {
         &mut self,
         mut try_size: u64,
         size: u64,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> Option<(u64, u64, u32)> {
         while try_size >= size {
             if let Some((addr, id)) = self.block_from_upstream(try_size, driver) {
@@ -145,7 +145,7 @@ impl Pool {
     }
 
     /// Serves `size` bytes (already aligned) on `stream`: the block's address.
-    pub fn allocate(&mut self, size: u64, stream: u32, driver: &mut Driver) -> Option<u64> {
+    pub fn allocate(&mut self, size: u64, stream: u32, driver: &mut Device) -> Option<u64> {
         let own = self.list(stream);
         if !self.initialised {
             self.initialised = true;
@@ -236,16 +236,14 @@ impl Pool {
 pub struct RmmPool {
     pool: Pool,
     /// Per slot: (address, aligned size, stream); size 0 when empty.
-    live: Vec<(u64, u64, u32)>,
-    allocated: u64,
+    live: SlotTable<(u64, u64, u32)>,
 }
 
 impl RmmPool {
     pub fn new(initial: u64, maximum: Option<u64>) -> RmmPool {
         RmmPool {
             pool: Pool::new(initial, maximum),
-            live: Vec::new(),
-            allocated: 0,
+            live: SlotTable::default(),
         }
     }
 }
@@ -256,30 +254,26 @@ impl Policy for RmmPool {
         slot: u32,
         size: u64,
         stream: u32,
-        driver: &mut Driver,
+        driver: &mut Device,
     ) -> Result<(), Refused> {
         let aligned = size.max(1).next_multiple_of(ALIGNMENT);
         let addr = self.pool.allocate(aligned, stream, driver).ok_or(Refused)?;
-        let slot = slot as usize;
-        grow_to(&mut self.live, slot);
-        self.live[slot] = (addr, aligned, stream);
-        self.allocated += aligned;
+        self.live.insert(slot, (addr, aligned, stream), aligned);
         Ok(())
     }
 
-    fn free(&mut self, slot: u32, _: &mut Driver) {
-        let (addr, size, stream) = std::mem::take(&mut self.live[slot as usize]);
-        self.allocated -= size;
+    fn free(&mut self, slot: u32, _: &mut Device) {
+        let (addr, size, stream) = self.live.remove(slot);
         self.pool.deallocate(addr, size, stream);
     }
 
     fn allocated(&self) -> u64 {
-        self.allocated
+        self.live.allocated()
     }
 
     fn address_map(&self) -> AddressMap {
         let (segments, mut blocks) = self.pool.layout();
-        for (slot, &(address, size, _)) in self.live.iter().enumerate() {
+        for (slot, &(address, size, _)) in self.live.iter() {
             if size > 0 {
                 blocks.push(BlockSpan {
                     address,
@@ -296,7 +290,7 @@ impl Policy for RmmPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::DriverModel;
+    use crate::policy::{Driver, DriverModel};
 
     const MIB: u64 = 1 << 20;
 
@@ -306,7 +300,7 @@ mod tests {
         let mut d = Driver::new(DriverModel::default());
         let mut sizes = Vec::new();
         for slot in 0..4 {
-            p.malloc(slot, 4 * MIB, 0, &mut d).unwrap();
+            p.malloc(slot, 4 * MIB, 0, &mut d.device()).unwrap();
             sizes.push(p.pool.pool_size() / MIB);
         }
         // 4 (initial), +4 → 8, +8 → 16 (holds the 4th request too).
@@ -320,16 +314,16 @@ mod tests {
         let mut d = Driver::new(DriverModel {
             capacity: 100 * MIB,
         });
-        p.malloc(0, 64 * MIB, 0, &mut d).unwrap();
+        p.malloc(0, 64 * MIB, 0, &mut d.device()).unwrap();
         // The pool wants 64 MiB more; only 36 MiB are left: tries 64, then 32 (the request's
         // size is 10 MiB, so halving stops at 32 which fits).
-        p.malloc(1, 10 * MIB, 0, &mut d).unwrap();
+        p.malloc(1, 10 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(p.pool.pool_size(), 96 * MIB);
         // 5 MiB: 22 MiB are still free in the pool, no growth.
-        p.malloc(2, 5 * MIB, 0, &mut d).unwrap();
+        p.malloc(2, 5 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(p.pool.pool_size(), 96 * MIB);
         // 30 MiB: 17 MiB free in the pool; growth tries 96, 48, 30: all over the 4 MiB left.
-        assert!(p.malloc(3, 30 * MIB, 0, &mut d).is_err());
+        assert!(p.malloc(3, 30 * MIB, 0, &mut d.device()).is_err());
     }
 
     #[test]
@@ -338,25 +332,25 @@ mod tests {
         let mut d = Driver::new(DriverModel::default());
         let mut sizes = Vec::new();
         for (slot, mib) in [(0, 1), (1, 20), (2, 20)] {
-            p.malloc(slot, mib * MIB, 0, &mut d).unwrap();
+            p.malloc(slot, mib * MIB, 0, &mut d.device()).unwrap();
             sizes.push(p.pool.pool_size() / MIB);
         }
         // max(1, 64/2) = 32; 20 fits in the 31 left; then max(20, 32/2) = 20.
         assert_eq!(sizes, [32, 32, 52]);
         // 15 MiB: 11 MiB free, 12 MiB below the cap: no growth can hold it.
-        assert!(p.malloc(3, 15 * MIB, 0, &mut d).is_err());
+        assert!(p.malloc(3, 15 * MIB, 0, &mut d.device()).is_err());
     }
 
     #[test]
     fn other_streams_free_blocks_are_taken_before_growing() {
         let mut p = RmmPool::new(0, None);
         let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 8 * MIB, 0, &mut d).unwrap();
-        p.free(0, &mut d);
-        p.malloc(1, 8 * MIB, 1, &mut d).unwrap();
+        p.malloc(0, 8 * MIB, 0, &mut d.device()).unwrap();
+        p.free(0, &mut d.device());
+        p.malloc(1, 8 * MIB, 1, &mut d.device()).unwrap();
         assert_eq!(d.reserved(), 8 * MIB);
         // And the block goes back to stream 1's list.
-        p.free(1, &mut d);
+        p.free(1, &mut d.device());
         assert_eq!(p.pool.lists[1].bytes(), 8 * MIB);
     }
 }

@@ -1,8 +1,8 @@
 //! Drives one policy through one request stream and measures it.
 
-use super::driver::{Driver, DriverModel, MAX_REQUEST};
-use super::policy::{AddressMap, Policy};
 use crate::model::{Request, RequestKind};
+use crate::policy::driver::MAX_REQUEST;
+use crate::policy::{AddressMap, Driver, DriverModel, Policy};
 use serde::Serialize;
 
 /// What the replay was asked to do.
@@ -21,15 +21,21 @@ pub struct Usage {
     pub reserved: u64,
 }
 
-/// Sees every step of a replay, for timelines. `()` sees nothing and costs nothing.
+/// Sees a replay as it runs: every step, for timelines, and the policy itself whenever its
+/// reserved bytes reach a new peak, for whatever a caller wants of the state there (its address
+/// map, say) without replaying again. `()` sees nothing and costs nothing.
 pub trait Observer {
-    fn step(&mut self, index: usize, request: &Request, usage: Usage);
+    /// Request `index` was served (or refused, for an attempt); `usage` is the state after it.
+    #[inline]
+    fn step(&mut self, _index: usize, _request: &Request, _usage: Usage) {}
+
+    /// Reserved bytes first reached `usage.reserved` with request `index`, and `policy` is in
+    /// the state the request left it in. Called before [`Observer::step`] for that request.
+    #[inline]
+    fn peak(&mut self, _index: usize, _policy: &dyn Policy, _usage: Usage) {}
 }
 
-impl Observer for () {
-    #[inline]
-    fn step(&mut self, _: usize, _: &Request, _: Usage) {}
-}
+impl Observer for () {}
 
 /// Every step's usage, with the request's time: the data of a reserved/allocated timeline.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -153,7 +159,7 @@ pub fn replay_on(
             RequestKind::Alloc => {
                 if r.size > MAX_REQUEST
                     || policy
-                        .malloc(r.slot, r.size, r.stream, &mut driver)
+                        .malloc(r.slot, r.size, r.stream, &mut driver.device())
                         .is_err()
                 {
                     out.oom = Some(oom_report(index, &r, &live, usage, &driver));
@@ -170,7 +176,7 @@ pub fn replay_on(
                 usage.requested += r.size;
             }
             RequestKind::Free => {
-                policy.free(r.slot, &mut driver);
+                policy.free(r.slot, &mut driver.device());
                 live[slot] = None;
                 usage.requested -= r.size;
             }
@@ -179,7 +185,7 @@ pub fn replay_on(
                 // no new memory, so a refusal runs its retry path as it ran in the program.
                 driver.set_frozen(true);
                 if r.size <= MAX_REQUEST {
-                    policy.attempt(r.slot, r.size, r.stream, &mut driver);
+                    policy.attempt(r.slot, r.size, r.stream, &mut driver.device());
                 }
                 driver.set_frozen(false);
             }
@@ -193,6 +199,7 @@ pub fn replay_on(
             out.peak_reserved = usage.reserved;
             out.allocated_at_peak_reserved = usage.allocated;
             out.peak_reserved_index = index;
+            observer.peak(index, &*policy, usage);
         }
         observer.step(index, &r, usage);
     }
@@ -321,5 +328,55 @@ mod tests {
         assert_eq!(used, vec![0, 1]);
         // The 4 MiB block split its 20 MiB segment: one free block remains in it.
         assert_eq!(map.blocks.iter().filter(|b| b.slot.is_none()).count(), 1);
+    }
+
+    /// Keeps the timeline and the address map at the latest peak.
+    #[derive(Default)]
+    struct AtPeak {
+        timeline: Timeline,
+        map: AddressMap,
+        peaks: Vec<usize>,
+    }
+
+    impl Observer for AtPeak {
+        fn step(&mut self, index: usize, request: &Request, usage: Usage) {
+            self.timeline.step(index, request, usage);
+        }
+
+        fn peak(&mut self, index: usize, policy: &dyn Policy, usage: Usage) {
+            assert_eq!(
+                usage.reserved,
+                policy
+                    .address_map()
+                    .segments
+                    .iter()
+                    .map(|s| s.size)
+                    .sum::<u64>()
+            );
+            self.peaks.push(index);
+            self.map = policy.address_map();
+        }
+    }
+
+    #[test]
+    fn an_observer_takes_the_address_map_at_the_peak_without_a_second_replay() {
+        let requests = vec![
+            Request::alloc(0, 30 * MIB, 0),
+            Request::alloc(1, 30 * MIB, 0),
+            Request::free(0, 30 * MIB),
+            Request::free(1, 30 * MIB),
+        ];
+        let mut p = PyTorchCaching::new(Config::default());
+        let mut seen = AtPeak::default();
+        let (o, _) = replay(&mut p, requests, &ReplayOptions::default(), &mut seen);
+        assert_eq!(o.peak_reserved_index, 1);
+        assert_eq!(seen.peaks, [0, 1]);
+        assert_eq!(seen.timeline.usage.len(), 4);
+        let reserved: u64 = seen.map.segments.iter().map(|s| s.size).sum();
+        assert_eq!(reserved, o.peak_reserved);
+        assert_eq!(
+            seen.map.blocks.iter().filter(|b| b.slot.is_some()).count(),
+            2
+        );
     }
 }

@@ -1,19 +1,19 @@
-//! The replay engine: one [`Policy`] trait over a shared [`Driver`] model, a deterministic
-//! single-replay loop, and parallel runs over policies × request streams.
+//! The replay engine: a deterministic single-replay loop that drives one
+//! [`crate::policy::Policy`] over the simulated [`crate::policy::Driver`], with an [`Observer`]
+//! hook for timelines and the state at the peak, and parallel runs over policies × request
+//! streams. Builds on `crate::policy`, which never imports this module.
 //!
 //! Sans-IO: takes request streams, returns figures, timelines and address maps as data.
 
-pub mod driver;
 mod engine;
+mod input;
 mod parallel;
-mod policy;
+mod table;
 
-pub use driver::{Driver, DriverCall, DriverModel};
 pub use engine::{
     LiveObject, OOM_LIVE_SHOWN, Observer, Oom, Outcome, ReplayOptions, Timeline, Usage,
     address_map_at, replay, replay_on,
 };
-pub use parallel::{
-    Detailed, FitResult, RunResult, fit_all, fit_one, replay_all, run, run_detailed,
-};
-pub use policy::{AddressMap, BlockSpan, Policy, Refused, Span};
+pub use input::{CapacitySource, ReplayInput, capacity_of};
+pub use parallel::{FitResult, RunResult, fit_all, fit_one, replay_all, run};
+pub use table::{FitReport, FitRow, PolicyRow, ReplayReport, StreamFit, StreamReport};

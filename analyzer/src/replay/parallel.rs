@@ -2,11 +2,9 @@
 //! deterministic, and results are collected in input order, so any thread count gives the same
 //! answer.
 
-use super::driver::DriverModel;
-use super::engine::{Outcome, ReplayOptions, Timeline, address_map_at, replay};
-use super::policy::AddressMap;
+use super::engine::{Outcome, ReplayOptions, replay};
 use crate::model::RequestStream;
-use crate::policy::{BuildContext, PolicySpec, build};
+use crate::policy::{BuildContext, DriverModel, PolicySpec, build};
 use rayon::prelude::*;
 
 /// One policy on one stream.
@@ -54,49 +52,6 @@ pub fn run(stream: &RequestStream, spec: &PolicySpec, capacity: u64) -> Result<O
         &mut (),
     )
     .0)
-}
-
-/// One replay with everything a report draws: the figures, the usage after every request, and
-/// the address map at the moment reserved memory first peaked.
-#[derive(Debug, Clone)]
-pub struct Detailed {
-    pub outcome: Outcome,
-    pub timeline: Timeline,
-    pub peak_map: AddressMap,
-}
-
-/// [`run`], plus the timeline and the address map at peak (replays the prefix up to the peak
-/// a second time, which is exact since replays are deterministic).
-pub fn run_detailed(
-    stream: &RequestStream,
-    spec: &PolicySpec,
-    capacity: u64,
-) -> Result<Detailed, String> {
-    let ctx = BuildContext { stream, capacity };
-    let options = ReplayOptions {
-        driver: DriverModel { capacity },
-        stop_after: None,
-    };
-    let mut timeline = Timeline::default();
-    let mut policy = build(spec, &ctx)?;
-    let (outcome, _) = replay(
-        policy.as_mut(),
-        stream.requests.iter().copied(),
-        &options,
-        &mut timeline,
-    );
-    let mut fresh = build(spec, &ctx)?;
-    let peak_map = address_map_at(
-        fresh.as_mut(),
-        &stream.requests,
-        outcome.peak_reserved_index,
-        &options,
-    );
-    Ok(Detailed {
-        outcome,
-        timeline,
-        peak_map,
-    })
 }
 
 /// The smallest capacity at which a policy serves a stream without OOM.
@@ -175,36 +130,4 @@ pub fn fit_one(stream: &RequestStream, spec: &PolicySpec) -> Result<(Option<u64>
         }
     }
     Ok((Some(hi), replays))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::Request;
-    use crate::policy::parse_specs;
-
-    #[test]
-    fn the_detailed_replay_maps_memory_at_the_peak() {
-        const MIB: u64 = 1 << 20;
-        let stream = RequestStream::from_requests(vec![
-            Request::alloc(0, 30 * MIB, 0),
-            Request::alloc(1, 30 * MIB, 0),
-            Request::free(0, 30 * MIB),
-            Request::free(1, 30 * MIB),
-        ]);
-        let spec = &parse_specs("pytorch").unwrap()[0];
-        let d = run_detailed(&stream, spec, u64::MAX).unwrap();
-        assert_eq!(d.outcome.peak_reserved_index, 1);
-        assert_eq!(d.timeline.usage.len(), 4);
-        let reserved: u64 = d.peak_map.segments.iter().map(|s| s.size).sum();
-        assert_eq!(reserved, d.outcome.peak_reserved);
-        assert_eq!(
-            d.peak_map
-                .blocks
-                .iter()
-                .filter(|b| b.slot.is_some())
-                .count(),
-            2
-        );
-    }
 }

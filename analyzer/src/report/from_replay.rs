@@ -6,18 +6,24 @@ use super::data::{
     AddressLayout, Buckets, OomFacts, Peak, PolicyResult, SegmentLayout, SeriesBuilder,
 };
 use crate::model::{Request, RequestStream};
-use crate::policy::{BuildContext, PolicySpec, build};
-use crate::replay::{
-    AddressMap, Driver, DriverModel, Observer, Policy, Refused, ReplayOptions, Usage,
-    address_map_at, replay,
-};
+use crate::policy::{AddressMap, BuildContext, DriverModel, Policy, PolicySpec, build};
+use crate::replay::{Observer, ReplayOptions, Usage, address_map_at, replay};
 use rayon::prelude::*;
 
-/// Downsamples a replay's usage into [`Buckets`].
+/// Downsamples a replay's usage into [`Buckets`], and keeps the policy's address map from the
+/// moment reserved bytes peaked, so no second replay (and, for offline policies, no second plan)
+/// is needed. Each new peak costs one snapshot; a trace that peaks too often with too many
+/// blocks exhausts [`SNAPSHOT_BUDGET`], and then the caller takes the map with
+/// [`address_map_at`] instead.
 struct Sampler {
     reserved: SeriesBuilder,
     allocated: SeriesBuilder,
+    map: Option<AddressMap>,
+    budget: u64,
 }
+
+/// Blocks and segments copied in peak snapshots before the [`Sampler`] gives up on them.
+const SNAPSHOT_BUDGET: u64 = 20_000_000;
 
 impl Observer for Sampler {
     #[inline]
@@ -25,34 +31,12 @@ impl Observer for Sampler {
         self.reserved.step(request.time_ns, usage.reserved);
         self.allocated.step(request.time_ns, usage.allocated);
     }
-}
 
-/// Blocks and segments copied in peak snapshots before [`PeakWatch`] gives up and the address
-/// map is taken by replaying again instead.
-const SNAPSHOT_BUDGET: u64 = 20_000_000;
-
-/// Wraps a policy to keep its address map from the moment reserved bytes peaked, so no second
-/// replay (and, for offline policies, no second plan) is needed. Each new peak costs one
-/// snapshot; a trace that peaks too often with too many blocks exhausts the budget, and then the
-/// caller falls back to [`address_map_at`].
-struct PeakWatch {
-    inner: Box<dyn Policy>,
-    peak: u64,
-    map: Option<AddressMap>,
-    budget: u64,
-}
-
-impl PeakWatch {
-    fn watch(&mut self, driver: &Driver) {
-        let reserved = driver.reserved();
-        if reserved <= self.peak {
-            return;
-        }
-        self.peak = reserved;
+    fn peak(&mut self, _: usize, policy: &dyn Policy, _: Usage) {
         if self.budget == 0 {
             return;
         }
-        let map = self.inner.address_map();
+        let map = policy.address_map();
         let cost = (map.blocks.len() + map.segments.len()) as u64;
         if cost > self.budget {
             self.budget = 0;
@@ -61,41 +45,6 @@ impl PeakWatch {
             self.budget -= cost;
             self.map = Some(map);
         }
-    }
-}
-
-impl Policy for PeakWatch {
-    fn malloc(
-        &mut self,
-        slot: u32,
-        size: u64,
-        stream: u32,
-        driver: &mut Driver,
-    ) -> Result<(), Refused> {
-        let result = self.inner.malloc(slot, size, stream, driver);
-        if result.is_ok() {
-            self.watch(driver);
-        }
-        result
-    }
-
-    fn free(&mut self, slot: u32, driver: &mut Driver) {
-        self.inner.free(slot, driver);
-        self.watch(driver);
-    }
-
-    fn attempt(&mut self, slot: u32, size: u64, stream: u32, driver: &mut Driver) -> bool {
-        let served = self.inner.attempt(slot, size, stream, driver);
-        self.watch(driver);
-        served
-    }
-
-    fn allocated(&self) -> u64 {
-        self.inner.allocated()
-    }
-
-    fn address_map(&self) -> AddressMap {
-        self.inner.address_map()
     }
 }
 
@@ -156,22 +105,19 @@ fn replay_one(
     let mut sampler = Sampler {
         reserved: SeriesBuilder::new(buckets),
         allocated: SeriesBuilder::new(buckets),
-    };
-    let mut policy = PeakWatch {
-        inner: build(spec, &ctx)?,
-        peak: 0,
         map: None,
         budget: SNAPSHOT_BUDGET,
     };
+    let mut policy = build(spec, &ctx)?;
     let (outcome, _) = replay(
-        &mut policy,
+        policy.as_mut(),
         stream.requests.iter().copied(),
         &options,
         &mut sampler,
     );
-    let address_map = match policy.map {
+    let address_map = match sampler.map.take() {
         _ if outcome.peak_reserved == 0 => AddressLayout::default(),
-        Some(map) if policy.peak == outcome.peak_reserved => layout(&map),
+        Some(map) => layout(&map),
         _ => {
             // Replays are deterministic: a fresh policy replayed up to the peak is in the state
             // the full replay passed through.
@@ -260,7 +206,7 @@ mod tests {
     use super::*;
     use crate::model::Request;
     use crate::policy::parse_specs;
-    use crate::replay::{BlockSpan, Span};
+    use crate::policy::{BlockSpan, Span};
 
     #[test]
     fn a_policy_keeps_its_colour_whatever_else_is_replayed() {
@@ -325,17 +271,18 @@ mod tests {
                 stream,
                 capacity: u64::MAX,
             };
-            let mut watched = PeakWatch {
-                inner: build(&spec, &ctx).unwrap(),
-                peak: 0,
+            let mut sampler = Sampler {
+                reserved: SeriesBuilder::new(Buckets::new(0, 1, 1)),
+                allocated: SeriesBuilder::new(Buckets::new(0, 1, 1)),
                 map: None,
                 budget: SNAPSHOT_BUDGET,
             };
+            let mut policy = build(&spec, &ctx).unwrap();
             let (outcome, _) = replay(
-                &mut watched,
+                policy.as_mut(),
                 stream.requests.iter().copied(),
                 &options,
-                &mut (),
+                &mut sampler,
             );
             let mut fresh = build(&spec, &ctx).unwrap();
             let again = address_map_at(
@@ -344,8 +291,8 @@ mod tests {
                 outcome.peak_reserved_index,
                 &options,
             );
-            assert_eq!(watched.peak, outcome.peak_reserved, "{}", info.name);
-            assert_eq!(watched.map.unwrap_or_default(), again, "{}", info.name);
+            assert!(outcome.peak_reserved > 0, "{}", info.name);
+            assert_eq!(sampler.map, Some(again), "{}", info.name);
         }
     }
 

@@ -7,6 +7,7 @@ use super::trace::TracePass;
 use super::{Chart, build, charts, from_replay, page};
 use crate::model::{CaptureLevel, Model};
 use crate::policy::PolicySpec;
+use crate::replay::{CapacitySource, capacity_of};
 use crate::symbolize::Symbolizer;
 use crate::units::{bytes, count};
 use vramtrace_format::Trace;
@@ -39,9 +40,7 @@ pub fn generate(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, String> {
     progress("reading events");
-    let mut model = Model::from_events(trace.events(), &trace.metadata);
-    // The replays need only the request streams.
-    drop(std::mem::take(&mut model.objects));
+    let model = Model::from_events(trace.events(), &trace.metadata);
     let pass = TracePass::new(trace, &model);
     progress(&format!(
         "{} events, {} device allocations",
@@ -49,16 +48,10 @@ pub fn generate(
         count(pass.allocations())
     ));
     let facts = facts(o, trace, &pass, &model);
-    // As `vramtrace replay`: --capacity, else the traced device's memory, else unlimited.
-    let capacity = |_pid: u32, device: i32| {
-        o.capacity.or_else(|| {
-            trace
-                .tables
-                .devices
-                .iter()
-                .find(|d| d.ordinal == device && d.total_memory > 0)
-                .map(|d| d.total_memory)
-        })
+    // As `vramtrace replay`: the given capacity, else the traced device's memory, else none.
+    let capacity = |_pid: u32, device: i32| match capacity_of(trace, device, o.capacity) {
+        (_, CapacitySource::Unlimited) => None,
+        (c, _) => Some(c),
     };
     let mut symbolizer = Symbolizer::new(&trace.tables, o.symbolize);
     let mut data = build(&pass, facts, &capacity, &mut |stack| {

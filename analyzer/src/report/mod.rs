@@ -4,7 +4,7 @@
 //! request streams; [`build`] (and, for the allocator policies, [`from_replay`]) turns that into
 //! [`data::ReportData`], small and already downsampled; each chart module renders its part of
 //! the data to an SVG string and [`page::html_page`] puts them on one page.
-//! [`generate::generate`] runs it all; `cmd_report` only writes the files.
+//! [`generate::generate`] runs it all; the `vramtrace report` command only writes the files.
 
 pub mod address_map;
 pub mod data;

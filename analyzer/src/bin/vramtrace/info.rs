@@ -1,0 +1,120 @@
+//! `vramtrace info`.
+
+use crate::load::load_trace;
+use anyhow::Result;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use vramtrace::info::TraceInfo;
+use vramtrace::units::{bytes, count, duration};
+
+/// Describe a trace file: what wrote it, how many calls of which function, its size.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace info run.vramtrace
+  vramtrace info --json run.vramtrace
+  vramtrace info --salvage damaged.vramtrace")]
+pub struct Args {
+    /// The .vramtrace file.
+    trace: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Keep what precedes a corrupt chunk instead of failing.
+    #[arg(long)]
+    salvage: bool,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let trace = load_trace(&self.trace, self.salvage)?;
+        let info = TraceInfo::of(&trace);
+        let out = if self.json {
+            serde_json::to_string_pretty(&info)? + "\n"
+        } else {
+            render(&self.trace, &info)
+        };
+        crate::output::print(&out)
+    }
+}
+
+fn render(path: &Path, i: &TraceInfo) -> String {
+    let mut s = String::new();
+    let state = if i.complete { "complete" } else { "INCOMPLETE" };
+    let _ = writeln!(
+        s,
+        "trace        {} ({}, format {}, {state})",
+        path.display(),
+        bytes(i.file_bytes),
+        i.format_version
+    );
+    if let Some(d) = &i.damage {
+        let _ = writeln!(s, "damage       {d}");
+    }
+    let driver = match i.driver_version {
+        0 => "driver unknown".to_string(),
+        v => format!("driver {}.{}", v / 1000, v % 1000 / 10),
+    };
+    let _ = writeln!(
+        s,
+        "written by   {} on {}, {driver}",
+        or_unknown(&i.writer),
+        or_unknown(&i.host)
+    );
+    let level = match i.capture_level.as_str() {
+        "" => "unknown",
+        l => l,
+    };
+    let _ = writeln!(s, "level        {level}");
+    let _ = writeln!(
+        s,
+        "events       {} ({} failed) over {}, {:.2} bytes/event in {} chunks",
+        count(i.events),
+        count(i.failed_calls),
+        duration(i.duration_ns),
+        i.bytes_per_event,
+        i.chunks
+    );
+    for p in &i.processes {
+        let _ = writeln!(
+            s,
+            "process      {} (parent {}): {} events: {}",
+            p.pid,
+            p.parent_pid,
+            count(p.events),
+            p.command_line.join(" ")
+        );
+    }
+    for d in &i.devices {
+        let _ = writeln!(
+            s,
+            "device       {}: {} ({}, compute {})",
+            d.ordinal,
+            d.name,
+            bytes(d.total_memory),
+            d.compute_capability
+        );
+    }
+    let _ = writeln!(
+        s,
+        "threads      {}   streams {}   stacks {}   modules {}",
+        i.threads, i.streams, i.stacks, i.modules
+    );
+    for (k, v) in &i.environment {
+        let _ = writeln!(s, "environment  {k}={v}");
+    }
+    if !i.by_api.is_empty() {
+        let _ = writeln!(s, "calls");
+        let width = i.by_api.keys().map(String::len).max().unwrap_or(0);
+        let mut apis: Vec<_> = i.by_api.iter().collect();
+        apis.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        for (api, n) in apis {
+            let _ = writeln!(s, "  {api:<width$}  {:>12}", count(*n));
+        }
+    }
+    s
+}
+
+fn or_unknown(s: &str) -> &str {
+    if s.is_empty() { "unknown" } else { s }
+}

@@ -1,0 +1,85 @@
+//! The `vramtrace` binary: parse the command line, dispatch, map errors to exit codes. Each
+//! command is one file with its arguments (`#[derive(Args)]`) and what it does with them; the
+//! work itself is the `vramtrace` library's.
+//!
+//! Exit codes: 0 success, 1 failure (one line on stderr naming the file or argument), 2 bad
+//! usage (clap's message).
+
+mod args;
+mod diff;
+mod export;
+mod export_parquet;
+mod find_preload;
+mod fit;
+mod import;
+mod info;
+mod job;
+mod load;
+mod on_device;
+mod output;
+mod record;
+mod replay;
+mod report;
+mod summary;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Record every CUDA allocation of any program; replay it offline against real GPU allocators.
+#[derive(Debug, Parser)]
+#[command(name = "vramtrace", version, about, long_about = None, after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXAMPLES: &str = "\
+Examples:
+  vramtrace info samples/traces/synthetic-mlp.vramtrace
+  vramtrace info --json run.vramtrace | jq .by_api
+  vramtrace summary samples/traces/synthetic-mlp.vramtrace
+  vramtrace import snapshot.pickle -o run.vramtrace
+  vramtrace export run.vramtrace --to perfetto -o run.json";
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Record(record::Args),
+    Info(info::Args),
+    Summary(summary::Args),
+    Diff(diff::Args),
+    Replay(replay::Args),
+    Fit(fit::Args),
+    Import(import::Args),
+    Export(export::Args),
+    Report(report::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let result = match cli.command {
+        Command::Record(a) => a.run(),
+        Command::Info(a) => a.run(),
+        Command::Summary(a) => a.run(),
+        Command::Diff(a) => a.run(),
+        Command::Replay(a) => a.run(),
+        Command::Fit(a) => a.run(),
+        Command::Import(a) => a.run(),
+        Command::Export(a) => a.run(),
+        Command::Report(a) => a.run(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: the context chain joined, most general first.
+            let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+            eprintln!("vramtrace: error: {}", chain.join(": "));
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,380 @@
+//! `vramtrace record`: run a program under `libvramtrace_preload.so` and report its traces.
+//!
+//! The launcher only sets environment variables (`recorder/README.md` lists them), so every
+//! child process of the program inherits the recording; it then finds the traces that appeared,
+//! merges any crash journal into its trace (a process killed by `SIGKILL` or ended by `_exit`
+//! leaves one), and prints one line per trace on stderr. The program's stdout is untouched.
+
+use anyhow::{Context, Result};
+use std::collections::{HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::SystemTime;
+use crate::find_preload::{PRELOAD_NAME, find_preload};
+use vramtrace::info::peak_live_device_bytes;
+use vramtrace::units::{bytes, count};
+use vramtrace_format::conventions::{
+    Heartbeat, TRACE_EXTENSION, env, is_process_trace_name, trace_stem,
+};
+use vramtrace_format::{ReadOptions, Trace, journal};
+
+/// Run a program and record every CUDA allocation it makes (one trace per process).
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace record -- python train.py
+  vramtrace record -o traces/ -- torchrun --nproc-per-node 2 train.py
+  vramtrace record --requests -o mlp.vramtrace -- python train.py
+
+Without the launcher (a job scheduler, a container entry point), set the variables it sets:
+  LD_PRELOAD=/path/to/libvramtrace_preload.so VRAMTRACE_OUTPUT=traces/ python train.py
+  VRAMTRACE_OUTPUT      a file, or a directory (existing, or ending in /) for PROGRAM-PID.vramtrace
+  VRAMTRACE_STACKS      native (default), fp or none;  VRAMTRACE_MAX_DEPTH  frames kept (64)
+  VRAMTRACE_REQUESTS=1  mark the trace request level (what --requests sets, besides the
+                        PYTORCH_CUDA_ALLOC_CONF / XLA / TF variables that switch allocators)
+  VRAMTRACE_DISABLE=1   load but record nothing
+The library is found by --preload, else VRAMTRACE_PRELOAD, else beside this executable, else in
+the `vramtrace` Python package that `pip install vramtrace` put it in
+(python -c 'import vramtrace; print(vramtrace.preload_path())').")]
+pub struct Args {
+    /// Trace file, or a directory (existing, or ending in /) for one file per process.
+    /// Default: the current directory.
+    #[arg(short, long, value_name = "PATH|DIR")]
+    output: Option<PathBuf>,
+    /// Switch PyTorch, JAX and TensorFlow to pass-through allocators: one event per tensor.
+    #[arg(long)]
+    requests: bool,
+    /// The recorder library (default: $VRAMTRACE_PRELOAD, else libvramtrace_preload.so
+    /// beside vramtrace or in its installed Python package).
+    #[arg(long, value_name = "PATH")]
+    preload: Option<PathBuf>,
+    /// How to capture the calling stack of each allocation: DWARF unwinding (native),
+    /// frame-pointer walking for programs built with frame pointers (fp), or not at all.
+    #[arg(long, value_name = "MODE", default_value = "native", value_parser = ["native", "fp", "none"])]
+    stacks: String,
+    /// The most frames kept per stack (1 to 256).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=256))]
+    max_depth: u16,
+    /// The program and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<OsString>,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        run(self)
+    }
+}
+
+fn run(opts: Args) -> Result<()> {
+    let preload = find_preload(opts.preload.as_deref())?;
+    let cwd = std::env::current_dir().context("current directory")?;
+    let output = match &opts.output {
+        Some(p) => absolute(&cwd, p),
+        None => cwd.clone(),
+    };
+    let as_dir = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
+    let (watch_dir, prefix) = if as_dir {
+        std::fs::create_dir_all(&output)
+            .with_context(|| format!("creating output directory {}", output.display()))?;
+        (output.clone(), None)
+    } else {
+        let parent = output.parent().unwrap_or(Path::new("/")).to_path_buf();
+        (parent, Some((output.clone(), trace_stem(&output))))
+    };
+    let before = snapshot(&watch_dir);
+    let heartbeat = std::env::temp_dir().join(format!(
+        "vramtrace-record-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&heartbeat)
+        .with_context(|| format!("creating {}", heartbeat.display()))?;
+    let scratch = RemoveOnDrop(heartbeat.clone());
+
+    let mut cmd = Command::new(&opts.command[0]);
+    cmd.args(&opts.command[1..]);
+    let mut ld_preload = preload.clone().into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        ld_preload.push(":");
+        ld_preload.push(old);
+    }
+    cmd.env("LD_PRELOAD", ld_preload);
+    let mut out_var = output.clone().into_os_string();
+    if as_dir && !out_var.to_string_lossy().ends_with('/') {
+        out_var.push("/");
+    }
+    cmd.env(env::OUTPUT, out_var);
+    cmd.env(env::HEARTBEAT, &heartbeat);
+    cmd.env(env::STACKS, &opts.stacks);
+    cmd.env(env::MAX_DEPTH, opts.max_depth.to_string());
+    if opts.requests {
+        for (k, v) in request_level_env(|k| std::env::var(k).ok()) {
+            cmd.env(k, v);
+        }
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {}", opts.command[0].to_string_lossy()))?;
+
+    let mut traces = new_traces(&watch_dir, &before, prefix.as_ref());
+    traces.sort();
+    for t in &traces {
+        report(t);
+    }
+    if traces.is_empty() {
+        eprintln!(
+            "vramtrace: no trace was written: {}",
+            why_none(&heartbeat, &preload)
+        );
+    }
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    };
+    if code != 0 {
+        // exit() runs no destructors.
+        drop(scratch);
+        std::process::exit(code);
+    }
+    Ok(())
+}
+
+/// Removes the launcher's scratch directory however `run` ends.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    let keep_slash = p.as_os_str().to_string_lossy().ends_with('/');
+    let mut abs = cwd.join(p).into_os_string();
+    if keep_slash && !abs.to_string_lossy().ends_with('/') {
+        abs.push("/");
+    }
+    PathBuf::from(abs)
+}
+
+/// The variables that switch the frameworks to their pass-through allocators, keeping any
+/// other option the user set in them.
+fn request_level_env(get: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    let mut env = vec![(env::REQUESTS.to_string(), "1".to_string())];
+    // PyTorch reads PYTORCH_ALLOC_CONF (2.9+) before the older PYTORCH_CUDA_ALLOC_CONF.
+    let torch_vars = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
+    let mut set_any = false;
+    for var in torch_vars {
+        if let Some(old) = get(var) {
+            env.push((var.to_string(), with_backend(&old)));
+            set_any = true;
+        }
+    }
+    if !set_any {
+        env.push((
+            "PYTORCH_CUDA_ALLOC_CONF".into(),
+            "backend:cudaMallocAsync".into(),
+        ));
+    }
+    env.push(("XLA_PYTHON_CLIENT_ALLOCATOR".into(), "platform".into()));
+    env.push(("TF_GPU_ALLOCATOR".into(), "cuda_malloc_async".into()));
+    env
+}
+
+fn with_backend(conf: &str) -> String {
+    let mut parts: Vec<&str> = conf
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && !p.starts_with("backend:"))
+        .collect();
+    parts.insert(0, "backend:cudaMallocAsync");
+    parts.join(",")
+}
+
+fn snapshot(dir: &Path) -> HashMap<OsString, SystemTime> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name(), e.metadata().ok()?.modified().ok()?)))
+        .collect()
+}
+
+/// Trace files that appeared or changed in `dir` during the run (restricted to the output file
+/// and its `STEM-PID.vramtrace` siblings in file mode), after merging their crash journals.
+fn new_traces(
+    dir: &Path,
+    before: &HashMap<OsString, SystemTime>,
+    file: Option<&(PathBuf, String)>,
+) -> Vec<PathBuf> {
+    let mine = |name: &OsStr| -> bool {
+        let name = name.to_string_lossy();
+        match file {
+            None => true,
+            Some((path, stem)) => {
+                path.file_name()
+                    .is_some_and(|f| f.to_string_lossy() == name)
+                    || is_process_trace_name(&name, stem)
+            }
+        }
+    };
+    let after = snapshot(dir);
+    let mut found = HashSet::new();
+    for (name, modified) in &after {
+        let changed = before.get(name).is_none_or(|t| t != modified);
+        let s = name.to_string_lossy();
+        let trace_name = if let Some(t) = s.strip_suffix(".journal") {
+            t.to_string()
+        } else {
+            s.to_string()
+        };
+        if changed && trace_name.ends_with(TRACE_EXTENSION) && mine(OsStr::new(&trace_name)) {
+            found.insert(dir.join(trace_name));
+        }
+    }
+    found.into_iter().collect()
+}
+
+fn report(path: &Path) {
+    let recovered = match journal::recover(path) {
+        Ok(Some(r)) => format!(
+            ", {} recovered from the crash journal",
+            count(r.from_journal)
+        ),
+        Ok(None) => String::new(),
+        Err(e) => {
+            eprintln!(
+                "vramtrace: {}: cannot merge its crash journal: {e}",
+                path.display()
+            );
+            String::new()
+        }
+    };
+    match Trace::open(path, ReadOptions { salvage: true }) {
+        Ok(trace) => {
+            let failed = trace.events().filter(|e| !e.succeeded()).count() as u64;
+            eprintln!(
+                "vramtrace: {}: {} events ({} failed){recovered}, peak {} live device memory",
+                path.display(),
+                count(trace.event_count()),
+                count(failed),
+                bytes(peak_live_device_bytes(&trace)),
+            );
+        }
+        Err(e) => eprintln!("vramtrace: {}: unreadable trace: {e}", path.display()),
+    }
+}
+
+/// Why no trace appeared, from the marks the preload left in the heartbeat directory.
+fn why_none(heartbeat: &Path, preload: &Path) -> String {
+    let names: Vec<String> = std::fs::read_dir(heartbeat)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let marked = |h: Heartbeat| {
+        names
+            .iter()
+            .filter(move |n| Heartbeat::of_file(n) == Some(h))
+    };
+    let failed: Vec<String> = marked(Heartbeat::Failed)
+        .filter_map(|n| std::fs::read_to_string(heartbeat.join(n)).ok())
+        .collect();
+    let loaded = marked(Heartbeat::Loaded).count();
+    let traced = marked(Heartbeat::Trace).count();
+    if !failed.is_empty() {
+        format!("the recorder could not write: {}", failed.join("; "))
+    } else if traced > 0 {
+        format!(
+            "{traced} process(es) used the CUDA driver but made no memory call (their empty \
+             traces were removed)"
+        )
+    } else if loaded == 0 {
+        match loader_refusal(preload) {
+            Some(reason) => format!(
+                "the dynamic loader refused to preload {} ({reason}); for \"version \
+                 `GLIBC_2.N' not found\", use a library built for glibc 2.17 (the one \
+                 `pip install vramtrace` installs, or `cargo zigbuild --release -p \
+                 vramtrace-recorder --target x86_64-unknown-linux-gnu.2.17`)",
+                preload.display()
+            ),
+            None => format!(
+                "{PRELOAD_NAME} was never loaded (a static or setuid program, or a program that \
+                 clears LD_PRELOAD)"
+            ),
+        }
+    } else {
+        format!(
+            "{PRELOAD_NAME} was loaded in {loaded} process(es), but none looked up a CUDA driver \
+             function: the program did not use CUDA, or reached the driver a way the recorder \
+             cannot see (RTLD_DEEPBIND, dlmopen, a statically linked driver)"
+        )
+    }
+}
+
+/// Why the dynamic loader will not preload `lib` on this machine, from what ld.so prints when
+/// `lib` is preloaded into `/bin/true`; `None` when it loads. A file it cannot open or map (a
+/// damaged file, another architecture) is skipped with a "cannot be preloaded (REASON):
+/// ignored." line and the program runs unrecorded; a symbol version that the C library lacks
+/// (a glibc older than the build's: "version `GLIBC_2.34' not found") stops every program
+/// before `main`.
+fn loader_refusal(lib: &Path) -> Option<String> {
+    let out = Command::new("/bin/true")
+        .env("LD_PRELOAD", lib)
+        .env_remove(env::HEARTBEAT)
+        .output()
+        .ok()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if let Some(line) = stderr.lines().find(|l| l.contains("cannot be preloaded")) {
+        let reason = line
+            .split_once("cannot be preloaded (")
+            .and_then(|(_, r)| r.rsplit_once(')'))
+            .map_or(line, |(r, _)| r);
+        return Some(reason.to_string());
+    }
+    if out.status.success() {
+        return None;
+    }
+    let line = stderr.lines().find(|l| !l.trim().is_empty())?;
+    Some(line.strip_prefix("/bin/true: ").unwrap_or(line).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_keeps_the_users_other_pytorch_options() {
+        let env = request_level_env(|k| {
+            (k == "PYTORCH_CUDA_ALLOC_CONF")
+                .then(|| "expandable_segments:True,backend:native".to_string())
+        });
+        assert!(env.contains(&(
+            "PYTORCH_CUDA_ALLOC_CONF".into(),
+            "backend:cudaMallocAsync,expandable_segments:True".into()
+        )));
+        assert!(env.contains(&("XLA_PYTHON_CLIENT_ALLOCATOR".into(), "platform".into())));
+    }
+
+    #[test]
+    fn requests_sets_the_pytorch_backend_when_unset() {
+        let env = request_level_env(|_| None);
+        assert!(env.contains(&(
+            "PYTORCH_CUDA_ALLOC_CONF".into(),
+            "backend:cudaMallocAsync".into()
+        )));
+    }
+}

@@ -1,0 +1,308 @@
+//! `vramtrace replay`: every request stream of a trace through every chosen policy.
+
+use crate::args::{PolicyList, policies};
+use crate::job;
+use crate::load::{load_job, load_streams, streams_of};
+use anyhow::{Result, anyhow};
+use std::fmt::Write as _;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use vramtrace::model::CaptureLevel;
+use vramtrace::policy::REGISTRY;
+use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
+use vramtrace::units::{bytes, count, duration, parse_size};
+
+/// Replay a trace's requests against allocator policies: peak reserved, fragmentation,
+/// driver calls, OOM.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace replay run.vramtrace
+  vramtrace replay run.vramtrace --policy pytorch,pytorch-expandable --capacity 80GiB
+  vramtrace replay run.vramtrace --policy 'pytorch:max_split_size_mb=128,garbage_collection_threshold=0.6,memory_fraction=0.9'
+  vramtrace replay traces/job-42/ --policy pytorch,pytorch-expandable   # per rank and job
+  vramtrace replay --list-policies")]
+pub struct Args {
+    /// The .vramtrace file, or a directory of one job's per-rank traces.
+    #[arg(required_unless_present = "list_policies")]
+    trace: Option<PathBuf>,
+    /// Policies: `all`, or NAME[:KEY=VALUE,...] separated by commas.
+    #[arg(long, default_value = "all", value_parser = policies)]
+    policy: PolicyList,
+    /// Device capacity (default: the traced device's memory, else unlimited).
+    #[arg(long, value_parser = parse_size)]
+    capacity: Option<u64>,
+    /// Print JSON instead of text.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV instead of text.
+    #[arg(long)]
+    csv: bool,
+    /// List every policy with its options and their defaults.
+    #[arg(long)]
+    list_policies: bool,
+    /// Replay on GPU 0 with real cuMemAllocAsync/cuMemFreeAsync and cuMemAlloc/cuMemFree
+    /// instead of the policies: the pool's reserved peak and per-call latency (needs a
+    /// build with `--features device`).
+    #[arg(long, conflicts_with_all = ["csv", "list_policies", "capacity"])]
+    on_device: bool,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        if self.on_device {
+            return crate::on_device::run(self.trace.as_deref(), self.json);
+        }
+        if self.list_policies {
+            return crate::output::print(&render_policy_list());
+        }
+        let path = self
+            .trace
+            .as_deref()
+            .expect("clap requires TRACE unless --list-policies");
+        if path.is_dir() {
+            return self.run_job(path);
+        }
+        let input = load_streams(path, self.capacity)?;
+        let report = ReplayReport::build(&path.display().to_string(), &self.policy.0, &input)
+            .map_err(|e| anyhow!(e))?;
+        if let Some(w) = &report.warning
+            && !self.json
+        {
+            eprintln!("vramtrace: warning: {w}");
+        }
+        let out = if self.json {
+            serde_json::to_string_pretty(&report)? + "\n"
+        } else if self.csv {
+            render_csv(&report)
+        } else {
+            render_text(&report, &input)
+        };
+        crate::output::print(&out)
+    }
+}
+
+/// A job's figures for one policy over its ranks.
+#[derive(Debug, Serialize)]
+struct JobPolicy {
+    name: String,
+    /// Peak reserved: the largest rank is the device the job needs under this policy.
+    peak_reserved: job::Figure,
+    peak_allocated: job::Figure,
+    /// Ranks that ran out of memory.
+    oom_ranks: Vec<u32>,
+    /// Driver calls of all ranks together.
+    driver_calls: u64,
+}
+
+impl Args {
+    fn run_job(&self, dir: &Path) -> Result<()> {
+        let specs = &self.policy.0;
+        let ranks = load_job(dir, false, |path, trace| {
+            let input = streams_of(path, &trace, self.capacity)?;
+            ReplayReport::build(&path.display().to_string(), specs, &input).map_err(|e| anyhow!(e))
+        })?;
+        let reserved: Vec<_> = (0..specs.len())
+            .map(|p| move |r: &ReplayReport| Some(r.policies[p].peak_reserved))
+            .collect();
+        let columns: Vec<job::Column<ReplayReport>> = reserved
+            .iter()
+            .enumerate()
+            .map(|(p, f)| (specs[p].to_string(), f as &dyn Fn(&ReplayReport) -> Option<u64>))
+            .collect();
+        let out = if self.json {
+            let policies: Vec<JobPolicy> = specs
+                .iter()
+                .enumerate()
+                .map(|(p, spec)| JobPolicy {
+                    name: spec.to_string(),
+                    peak_reserved: job::Figure::of(spec.to_string(), &ranks, &|r| {
+                        Some(r.policies[p].peak_reserved)
+                    }),
+                    peak_allocated: job::Figure::of(spec.to_string(), &ranks, &|r| {
+                        Some(r.policies[p].peak_allocated)
+                    }),
+                    oom_ranks: ranks
+                        .iter()
+                        .filter(|r| r.value.policies[p].oom.is_some())
+                        .map(|r| r.rank)
+                        .collect(),
+                    driver_calls: ranks
+                        .iter()
+                        .map(|r| r.value.policies[p].device_allocs + r.value.policies[p].device_frees)
+                        .sum(),
+                })
+                .collect();
+            serde_json::to_string_pretty(&job::output(dir, ranks, policies))? + "\n"
+        } else {
+            let mut text = job::render(dir, "peak reserved per policy", &ranks, &columns);
+            for (p, spec) in specs.iter().enumerate() {
+                let oom: Vec<String> = ranks
+                    .iter()
+                    .filter(|r| r.value.policies[p].oom.is_some())
+                    .map(|r| r.rank.to_string())
+                    .collect();
+                if !oom.is_empty() {
+                    let _ = writeln!(text, "OOM under {spec} on ranks {}", oom.join(", "));
+                }
+            }
+            text
+        };
+        crate::output::print(&out)
+    }
+}
+
+/// `--list-policies`: each policy, what it models, its keys and their defaults.
+fn render_policy_list() -> String {
+    let mut s = String::new();
+    for p in REGISTRY {
+        let _ = writeln!(s, "{}\n    {}", p.name, p.summary);
+        for k in p.keys {
+            let _ = writeln!(s, "    {}={}  {}", k.key, k.default, k.about);
+        }
+    }
+    s.push_str("\nSyntax: --policy NAME[:KEY=VALUE,...][,NAME...] or --policy all\n");
+    s
+}
+
+fn level_name(l: CaptureLevel) -> &'static str {
+    match l {
+        CaptureLevel::Request => "request",
+        CaptureLevel::Segment => "segment",
+        CaptureLevel::Unknown => "unknown",
+    }
+}
+
+fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
+    let mut s = String::new();
+    let how = if r.capture_level_declared {
+        "declared"
+    } else {
+        "inferred"
+    };
+    let _ = writeln!(s, "trace        {}", r.trace);
+    let _ = writeln!(s, "level        {} ({how})", level_name(r.capture_level));
+    if let Some(w) = &r.warning {
+        let _ = writeln!(s, "WARNING      {w}");
+    }
+    for (i, st) in r.streams.iter().enumerate() {
+        let (cap, source) = input.capacities[i];
+        let source = match source {
+            CapacitySource::Given => "--capacity",
+            CapacitySource::Device => "device",
+            CapacitySource::Unlimited => "unlimited",
+        };
+        let cap = if cap == u64::MAX {
+            "unlimited".to_string()
+        } else {
+            format!("{} ({source})", bytes(cap))
+        };
+        let _ = writeln!(
+            s,
+            "\nprocess {} device {}: {} requests ({} allocations, CUDA streams: {}), capacity {cap}",
+            st.pid,
+            st.device,
+            count(st.requests as u64),
+            count(st.allocations as u64),
+            st.cuda_streams
+        );
+        let _ = writeln!(
+            s,
+            "lower bound  {} (peak of live requested bytes)",
+            bytes(st.lower_bound_bytes)
+        );
+        if st.outside_allocator.allocations > 0 {
+            let _ = writeln!(
+                s,
+                "outside      {} plain cuMemAlloc calls ({} at most) beside the pool requests: \
+                 libraries bypassing the allocator; held under any policy, not replayed",
+                count(st.outside_allocator.allocations),
+                bytes(st.outside_allocator.peak_bytes)
+            );
+        }
+        s.push('\n');
+        render_table(&mut s, &st.policies);
+    }
+    if r.streams.len() > 1 {
+        let _ = writeln!(
+            s,
+            "\nall streams (peaks summed): lower bound {}\n",
+            bytes(r.lower_bound_bytes)
+        );
+        render_table(&mut s, &r.policies);
+    }
+    s
+}
+
+fn render_table(s: &mut String, rows: &[PolicyRow]) {
+    let width = rows.iter().map(|p| p.name.len()).max().unwrap_or(6).max(6);
+    let _ = writeln!(
+        s,
+        "{:<width$}  {:>12}  {:>12}  {:>12}  {:>6}  {:>6}  {:>15}  {:>10}  OOM",
+        "policy", "requested", "allocated", "reserved", "frag", "xLB", "driver calls", "est. time"
+    );
+    for p in rows {
+        let oom = match &p.oom {
+            None => "-".to_string(),
+            Some(o) => format!(
+                "at request #{} ({}): {} with {} reserved, {} live objects",
+                o.request_index,
+                duration(o.time_ns),
+                bytes(o.size),
+                bytes(o.reserved),
+                count(o.live_objects)
+            ),
+        };
+        let _ = writeln!(
+            s,
+            "{:<width$}  {:>12}  {:>12}  {:>12}  {:>5.1}%  {:>6.3}  {:>15}  {:>10}  {oom}",
+            p.name,
+            bytes(p.peak_requested),
+            bytes(p.peak_allocated),
+            bytes(p.peak_reserved),
+            100.0 * p.fragmentation_at_peak,
+            p.ratio_to_lower_bound,
+            format!("{}/{}", count(p.device_allocs), count(p.device_frees)),
+            duration((p.est_alloc_time_us * 1000.0) as u64),
+        );
+    }
+}
+
+fn render_csv(r: &ReplayReport) -> String {
+    let mut s = String::from(
+        "pid,device,policy,lower_bound_bytes,peak_requested,peak_allocated,peak_reserved,\
+fragmentation_at_peak,ratio_to_lower_bound,device_allocs,device_frees,est_alloc_time_us,\
+oom_time_ns,oom_size,oom_reserved\n",
+    );
+    for st in &r.streams {
+        for p in &st.policies {
+            let (t, z, res) =
+                p.oom
+                    .as_ref()
+                    .map_or((String::new(), String::new(), String::new()), |o| {
+                        (
+                            o.time_ns.to_string(),
+                            o.size.to_string(),
+                            o.reserved.to_string(),
+                        )
+                    });
+            let _ = writeln!(
+                s,
+                "{},{},\"{}\",{},{},{},{},{:.6},{:.6},{},{},{:.3},{t},{z},{res}",
+                st.pid,
+                st.device,
+                p.name.replace('"', "\"\""),
+                st.lower_bound_bytes,
+                p.peak_requested,
+                p.peak_allocated,
+                p.peak_reserved,
+                p.fragmentation_at_peak,
+                p.ratio_to_lower_bound,
+                p.device_allocs,
+                p.device_frees,
+                p.est_alloc_time_us
+            );
+        }
+    }
+    s
+}

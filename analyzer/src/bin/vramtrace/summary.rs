@@ -1,0 +1,237 @@
+//! `vramtrace summary`.
+
+use crate::job;
+use crate::load::{load_job, load_trace};
+use anyhow::Result;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use vramtrace::summary::{GroupSummary, StackBytes, Summary, short_frame};
+use vramtrace::units::{bytes, count, duration};
+
+/// Peaks, counts, size classes, the stacks holding memory at the peak, leaks and failed
+/// allocations, per process, device, stream and memory kind.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace summary run.vramtrace
+  vramtrace summary --json run.vramtrace | jq '.groups[0].leaks'
+  vramtrace summary traces/job-42/        # per rank, and the rank that sets the job's peak")]
+pub struct Args {
+    /// The .vramtrace file, or a directory of one job's per-rank traces.
+    trace: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Keep what precedes a corrupt chunk instead of failing.
+    #[arg(long)]
+    salvage: bool,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        if self.trace.is_dir() {
+            return self.run_job();
+        }
+        let trace = load_trace(&self.trace, self.salvage)?;
+        let summary = Summary::of(&trace);
+        let first = trace.events().next().map_or(0, |e| e.time_ns);
+        let out = if self.json {
+            serde_json::to_string_pretty(&summary)? + "\n"
+        } else {
+            render(&self.trace, &summary, first)
+        };
+        crate::output::print(&out)
+    }
+}
+
+/// The largest device peak of a rank's processes.
+fn device_peak(s: &Summary, of: fn(&GroupSummary) -> u64) -> Option<u64> {
+    s.groups.iter().filter(|g| g.device >= 0).map(of).max()
+}
+
+impl Args {
+    fn run_job(self) -> Result<()> {
+        let ranks = load_job(&self.trace, self.salvage, |_, trace| Ok(Summary::of(&trace)))?;
+        let requested = |s: &Summary| device_peak(s, |g| g.peak_requested);
+        let reserved = |s: &Summary| device_peak(s, |g| g.peak_reserved);
+        let columns: [job::Column<Summary>; 2] = [
+            ("peak requested".into(), &requested),
+            ("peak reserved".into(), &reserved),
+        ];
+        let out = if self.json {
+            let figures = job::figures(&ranks, &columns);
+            serde_json::to_string_pretty(&job::output(&self.trace, ranks, figures))? + "\n"
+        } else {
+            job::render(
+                &self.trace,
+                "each rank's largest device peak (`vramtrace summary TRACE` for one rank's detail)",
+                &ranks,
+                &columns,
+            )
+        };
+        crate::output::print(&out)
+    }
+}
+
+/// Frames shown per stack in text output; `--json` has them all.
+const FRAMES_SHOWN: usize = 4;
+
+pub fn render(path: &Path, s: &Summary, t0: u64) -> String {
+    let mut o = String::new();
+    let level = match (s.capture_level.as_str(), s.has_allocator_segments) {
+        (_, true) => "request (imported snapshot: requests and the allocator's segments)",
+        ("", _) => "unknown",
+        (l, _) => l,
+    };
+    let _ = writeln!(o, "trace    {}", path.display());
+    let _ = writeln!(
+        o,
+        "level    {level}; {} events, {} failed allocations, {} frees of unknown memory",
+        count(s.events),
+        count(s.failed_allocations),
+        count(s.unmatched_frees)
+    );
+    if s.capture_level == "segment" {
+        let _ = writeln!(
+            o,
+            "note     segment level: a caching allocator hid the program's requests, so \
+             requested = reserved here"
+        );
+    }
+    for g in &s.groups {
+        group(&mut o, g, t0);
+    }
+    o
+}
+
+fn group(o: &mut String, g: &GroupSummary, t0: u64) {
+    let place = if g.device < 0 {
+        "host memory".to_string()
+    } else {
+        format!("device {}", g.device)
+    };
+    let _ = writeln!(o, "\nprocess {} · {place}", g.pid);
+    let at = |t: u64| duration(t.saturating_sub(t0));
+    let _ = writeln!(
+        o,
+        "  peak requested  {:>12}  at {}",
+        bytes(g.peak_requested),
+        at(g.peak_requested_time_ns)
+    );
+    let _ = writeln!(
+        o,
+        "  peak reserved   {:>12}  at {}   (as the driver saw it)",
+        bytes(g.peak_reserved),
+        at(g.peak_reserved_time_ns)
+    );
+    let _ = writeln!(
+        o,
+        "  calls           {} allocations, {} frees, {} failed",
+        count(g.allocations),
+        count(g.frees),
+        count(g.failed)
+    );
+    let _ = writeln!(
+        o,
+        "  {:<26} {:>12} {:>10} {:>10} {:>7}",
+        "memory kind", "peak live", "allocs", "frees", "failed"
+    );
+    for k in &g.by_kind {
+        let name = format!(
+            "{:?}{}",
+            k.kind,
+            if k.allocator_segments {
+                " (allocator segments)"
+            } else {
+                ""
+            }
+        )
+        .to_lowercase();
+        let _ = writeln!(
+            o,
+            "  {name:<26} {:>12} {:>10} {:>10} {:>7}",
+            bytes(k.peak_live),
+            count(k.allocations),
+            count(k.frees),
+            count(k.failed)
+        );
+        for c in &k.size_classes {
+            let _ = writeln!(
+                o,
+                "      {:<22} {:>10} allocations {:>12}",
+                c.class,
+                count(c.count),
+                bytes(c.bytes)
+            );
+        }
+    }
+    if g.by_stream.len() > 1 || g.by_stream.first().is_some_and(|s| s.stream != 0) {
+        let _ = writeln!(o, "  {:<26} {:>12} {:>10}", "stream", "peak live", "allocs");
+        for st in &g.by_stream {
+            let _ = writeln!(
+                o,
+                "  {:<26} {:>12} {:>10}",
+                format!("{:#x}", st.stream),
+                bytes(st.peak_live),
+                count(st.allocations)
+            );
+        }
+    }
+    if !g.top_stacks_at_peak.is_empty() {
+        let _ = writeln!(o, "  top stacks at the requested peak");
+        stacks(o, &g.top_stacks_at_peak);
+    }
+    if g.leaks.count > 0 {
+        let _ = writeln!(
+            o,
+            "  live at the end: {} in {} allocations",
+            bytes(g.leaks.bytes),
+            count(g.leaks.count)
+        );
+        stacks(o, &g.leaks.stacks);
+    } else {
+        let _ = writeln!(o, "  live at the end: nothing");
+    }
+    for f in &g.failures {
+        let _ = writeln!(
+            o,
+            "  FAILED {} of {} at {} (CUresult {}); live then: {} requested, {} reserved",
+            f.api,
+            bytes(f.size),
+            at(f.time_ns),
+            f.result,
+            bytes(f.live_requested),
+            bytes(f.live_reserved)
+        );
+        for fr in f.frames.iter().take(FRAMES_SHOWN) {
+            let _ = writeln!(o, "      at {}", short_frame(fr));
+        }
+        if !f.top_live_stacks.is_empty() {
+            let _ = writeln!(o, "    largest live then:");
+            stacks(o, &f.top_live_stacks);
+        }
+    }
+    if g.failed > g.failures.len() as u64 {
+        let _ = writeln!(
+            o,
+            "  ... and {} more failed allocations (see --json for the first {})",
+            count(g.failed - g.failures.len() as u64),
+            g.failures.len()
+        );
+    }
+}
+
+fn stacks(o: &mut String, list: &[StackBytes]) {
+    for s in list {
+        let first = s.frames.first().map_or("<no stack>", |f| short_frame(f));
+        let _ = writeln!(
+            o,
+            "    {:>12} {:>8}×  {first}",
+            bytes(s.bytes),
+            count(s.count)
+        );
+        for fr in s.frames.iter().skip(1).take(FRAMES_SHOWN - 1) {
+            let _ = writeln!(o, "    {:>12} {:>8}   {}", "", "", short_frame(fr));
+        }
+    }
+}

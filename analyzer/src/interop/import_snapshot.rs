@@ -1,0 +1,856 @@
+//! PyTorch memory snapshot → trace events and tables (`vramtrace import`).
+//!
+//! The snapshot schema follows pytorch/pytorch `torch/cuda/memory.py` (`_snapshot` docstring:
+//! `Snapshot`, `Segment`, `Block`, `Frame`, `TraceEntry`) and the dict keys written by
+//! `torch/csrc/cuda/memory_snapshot.cpp` (`_memory_snapshot_pickled`): per device a list of
+//! trace entries with `action`, `addr` (`device_free` instead for `oom`), `size`, `stream`,
+//! `frames`, `time_us`; segments with `address`, `total_size`, `stream`, `is_expandable` and
+//! `blocks` (`size`, `requested_size`, `state`, `frames`).
+//!
+//! # Mapping
+//!
+//! A snapshot holds two levels at once, and both are kept:
+//!
+//! | action | event |
+//! |---|---|
+//! | `alloc` | `cuMemAllocAsync`: a program request |
+//! | `free_completed` | `cuMemFreeAsync` (the block is reusable from here on) |
+//! | `free_requested` | none: counted in the report; the request ends at `free_completed` |
+//! | `oom` | `cuMemAllocAsync` that failed with `CUDA_ERROR_OUT_OF_MEMORY`; `aux` = `device_free` |
+//! | `segment_alloc` / `segment_free` | `cuMemAlloc_v2` / `cuMemFree_v2`, flagged [`ALLOCATOR_SEGMENT`] |
+//! | `segment_map` / `segment_unmap` | `cuMemCreate`+`cuMemMap` / `cuMemUnmap`+`cuMemRelease`, flagged |
+//! | `snapshot`, `annotate` | none: counted in the report |
+//!
+//! Memory live before the history began also carries [`BEFORE_HISTORY`]; the parts of a
+//! mapping that a partial unmap leaves mapped are re-mapped with [`REMAINDER`] (the flags are
+//! defined in [`vramtrace_format::conventions`]).
+//!
+//! The flagged events are what the real caching allocator did, so a replay of the requests can
+//! be compared with them; the rest of vramtrace counts them as *reserved*, never as requests.
+//!
+//! `max_entries` makes the history a ring buffer, so a snapshot may begin in the middle of a
+//! run. Memory that was live before its first entry (freed in the history without an `alloc`,
+//! or live in `segments` at the end without one) is added as allocations at the start, so that
+//! live bytes never go negative and the end state matches the snapshot's `segments`.
+//!
+//! # Python frames
+//!
+//! Trace frames are instruction addresses grouped into modules. A snapshot frame is
+//! `(filename, line, name)`, so each distinct `(filename, name)` becomes a synthetic module
+//! whose path is `py:{filename}\t{name}`, loaded at an address no user-space program uses, and
+//! each frame the address `load_address + line`
+//! ([`vramtrace_format::conventions::python_module_path`]; `python_frame` there reads them
+//! back). This needs no format change: old readers see ordinary modules.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+use vramtrace_format::conventions::{
+    ALLOCATOR_SEGMENT, BEFORE_HISTORY, PY_BASE, PY_STRIDE, REMAINDER, python_module_path,
+};
+use vramtrace_format::pickle::{Document, Id, Value};
+use vramtrace_format::{
+    Api, Event, Frame, Metadata, Module, NO_STACK, Pool, Process, Stack, Stream, Tables, Thread,
+};
+
+/// `CUDA_ERROR_OUT_OF_MEMORY`.
+pub const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
+
+/// The process and thread id of imported events: a snapshot does not say which process made it.
+pub const SNAPSHOT_PID: u32 = 1;
+
+/// One segment the recorded caching allocator obtained from the driver: a `cudaMalloc`
+/// (`segment_alloc`) or, with expandable segments, one mapping (`segment_map`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SegmentAlloc {
+    pub time_ns: u64,
+    pub device: i32,
+    pub stream: u64,
+    pub size: u64,
+}
+
+/// The segments the allocator obtained while its history was recorded, in order: what a replay
+/// of the `pytorch` policy over the same requests must reproduce (compare them with
+/// [`crate::diff::compare_segments`]). Segments live before the history are left out.
+pub fn recorded_segment_allocs(events: impl IntoIterator<Item = Event>) -> Vec<SegmentAlloc> {
+    events
+        .into_iter()
+        .filter(|e| {
+            e.flags & ALLOCATOR_SEGMENT != 0
+                && e.flags & (BEFORE_HISTORY | REMAINDER) == 0
+                && e.succeeded()
+                && matches!(e.api, Api::CuMemAlloc_v2 | Api::CuMemCreate)
+        })
+        .map(|e| SegmentAlloc {
+            time_ns: e.time_ns,
+            device: e.device,
+            stream: e.stream,
+            size: e.size,
+        })
+        .collect()
+}
+
+/// Why a snapshot could not be imported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportError(pub String);
+
+impl fmt::Display for ImportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ImportError {}
+
+fn bad(what: impl Into<String>) -> ImportError {
+    ImportError(format!("not a PyTorch memory snapshot: {}", what.into()))
+}
+
+/// What an import made and skipped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ImportReport {
+    /// Trace entries read, by action.
+    pub actions: BTreeMap<String, u64>,
+    /// Devices with a trace.
+    pub devices: u64,
+    /// Allocations added at the start for memory live before the first entry.
+    pub preexisting: u64,
+    pub events: u64,
+    pub stacks: u64,
+    pub frames: u64,
+    /// True when entries had no `time_us` and their order stands in for time.
+    pub synthetic_times: bool,
+}
+
+/// A snapshot as trace content.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    pub metadata: Metadata,
+    pub tables: Tables,
+    pub events: Vec<Event>,
+    pub report: ImportReport,
+}
+
+/// Converts an unpickled snapshot. `source` names the file for the process table.
+pub fn import(doc: &Document, source: &str) -> Result<Imported, ImportError> {
+    let root = doc.root();
+    // `_memory_viz` accepts a bare list of segments from old versions, and so does this.
+    let (segments, traces) = match root {
+        Value::List(_) => (doc.items(root).unwrap_or(&[]), &[][..]),
+        Value::Dict(_) => {
+            let segments = match doc.get(root, "segments") {
+                Some(v) => doc
+                    .items(v)
+                    .ok_or_else(|| bad("`segments` is not a list"))?,
+                None => &[][..],
+            };
+            let traces = match doc.get(root, "device_traces") {
+                Some(v) => doc
+                    .items(v)
+                    .ok_or_else(|| bad("`device_traces` is not a list"))?,
+                None => &[][..],
+            };
+            if doc.get(root, "segments").is_none() && doc.get(root, "device_traces").is_none() {
+                return Err(bad(
+                    "the top-level dict has neither `segments` nor `device_traces`",
+                ));
+            }
+            (segments, traces)
+        }
+        other => return Err(bad(format!("the top level is a {}", other.type_name()))),
+    };
+    let mut b = Builder::new(doc);
+    let entries = b.entries(traces)?;
+    b.events_from(&entries)?;
+    b.end_state(segments)?;
+    let mut events = std::mem::take(&mut b.events);
+    // Pre-existing memory first, then everything in time order (stable: entries of one time
+    // keep their order within a device).
+    events.sort_by_key(|p| (p.0, p.1));
+    let events: Vec<Event> = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, (_, _, mut e))| {
+            e.seq = i as u64 + 1;
+            e
+        })
+        .collect();
+
+    let mut tables = b.tables;
+    tables.processes.push(Process {
+        pid: SNAPSHOT_PID,
+        parent_pid: 0,
+        command_line: vec!["<pytorch snapshot>".into(), source.into()],
+        start_unix_ns: 0,
+        start_monotonic_ns: 0,
+    });
+    tables.threads.push(Thread {
+        tid: SNAPSHOT_PID,
+        pid: SNAPSHOT_PID,
+        name: String::new(),
+    });
+    let mut streams: Vec<(u64, i32)> = events.iter().map(|e| (e.stream, e.device)).collect();
+    streams.sort_unstable();
+    streams.dedup();
+    tables.streams = streams
+        .into_iter()
+        .map(|(handle, device)| Stream {
+            handle,
+            device,
+            per_thread_default: false,
+        })
+        .collect();
+    let mut pools: Vec<(u64, i32)> = events
+        .iter()
+        .filter(|e| e.pool != 0)
+        .map(|e| (e.pool, e.device))
+        .collect();
+    pools.sort_unstable();
+    pools.dedup();
+    tables.pools = pools
+        .into_iter()
+        .map(|(handle, device)| Pool {
+            handle,
+            device,
+            allocation_type: 1,
+            max_size: 0,
+        })
+        .collect();
+
+    let mut report = b.report;
+    report.devices = traces.len() as u64;
+    report.events = events.len() as u64;
+    report.stacks = tables.stacks.len() as u64;
+    report.frames = tables.frames.len() as u64;
+    Ok(Imported {
+        metadata: Metadata {
+            writer: format!(
+                "vramtrace {} import (PyTorch memory snapshot)",
+                env!("CARGO_PKG_VERSION")
+            ),
+            host: String::new(),
+            driver_version: 0,
+            environment: allocator_environment(doc, root),
+            capture_level: "request".into(),
+        },
+        tables,
+        events,
+        report,
+    })
+}
+
+/// `PYTORCH_CUDA_ALLOC_CONF` as the snapshot's `allocator_settings` describe it, so that a
+/// replay of the `pytorch` policy can use the same settings.
+fn allocator_environment(doc: &Document, root: &Value) -> Vec<(String, String)> {
+    let Some(settings) = doc.get(root, "allocator_settings") else {
+        return Vec::new();
+    };
+    let mut conf = doc
+        .get(settings, "PYTORCH_CUDA_ALLOC_CONF")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let expandable = doc
+        .get(settings, "expandable_segments")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if expandable && !conf.contains("expandable_segments") {
+        if !conf.is_empty() {
+            conf.push(',');
+        }
+        conf.push_str("expandable_segments:True");
+    }
+    if conf.is_empty() {
+        Vec::new()
+    } else {
+        vec![("PYTORCH_CUDA_ALLOC_CONF".into(), conf)]
+    }
+}
+
+/// One trace entry, decoded.
+#[derive(Clone, Copy)]
+struct Entry<'d> {
+    device: i32,
+    action: &'d str,
+    addr: u64,
+    size: u64,
+    stream: u64,
+    pool: u64,
+    time_ns: u64,
+    frames: Option<&'d Value>,
+    device_free: u64,
+}
+
+/// A live range of the reconstruction, to find memory live before the history began.
+#[derive(Clone, Copy)]
+struct Live {
+    size: u64,
+    handle: u64,
+}
+
+struct Builder<'d> {
+    doc: &'d Document,
+    tables: Tables,
+    /// `(time_ns, order, event)`; pre-existing memory gets order 0 to sort first.
+    events: Vec<(u64, u64, Event)>,
+    report: ImportReport,
+    first_time_ns: u64,
+    stack_of_list: HashMap<Id, u32>,
+    stack_of_frames: HashMap<Vec<u32>, u32>,
+    frame_of_dict: HashMap<Id, u32>,
+    frame_of_address: HashMap<u64, u32>,
+    module_of_function: HashMap<(Arc<str>, Arc<str>), u64>,
+    /// Live requests, segments and mappings per device, by address.
+    requests: HashMap<(i32, u64), Live>,
+    segments: HashMap<(i32, u64), Live>,
+    mappings: BTreeMap<(i32, u64), Live>,
+    next_handle: u64,
+}
+
+impl<'d> Builder<'d> {
+    fn new(doc: &'d Document) -> Self {
+        Builder {
+            doc,
+            tables: Tables::default(),
+            events: Vec::new(),
+            report: ImportReport::default(),
+            first_time_ns: 0,
+            stack_of_list: HashMap::new(),
+            stack_of_frames: HashMap::new(),
+            frame_of_dict: HashMap::new(),
+            frame_of_address: HashMap::new(),
+            module_of_function: HashMap::new(),
+            requests: HashMap::new(),
+            segments: HashMap::new(),
+            mappings: BTreeMap::new(),
+            next_handle: 1,
+        }
+    }
+
+    fn int(&self, d: &Value, key: &str) -> Option<u64> {
+        self.doc.get(d, key).and_then(Value::as_u64)
+    }
+
+    fn entries(&mut self, traces: &'d [Value]) -> Result<Vec<Entry<'d>>, ImportError> {
+        let doc = self.doc;
+        let mut out = Vec::new();
+        let mut timed = true;
+        for (device, list) in traces.iter().enumerate() {
+            let list = doc
+                .items(list)
+                .ok_or_else(|| bad(format!("device_traces[{device}] is not a list")))?;
+            for (i, e) in list.iter().enumerate() {
+                let action = doc
+                    .get(e, "action")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| bad(format!("device_traces[{device}][{i}] has no action")))?;
+                *self.report.actions.entry(action.to_string()).or_default() += 1;
+                let time = self.int(e, "time_us");
+                timed &= time.is_some();
+                let pool = doc
+                    .get(e, "pool_id")
+                    .and_then(|p| doc.items(p))
+                    .map(|p| {
+                        let part = |i: usize| p.get(i).and_then(Value::as_u64).unwrap_or(0);
+                        (part(0) << 32) | (part(1) & 0xffff_ffff)
+                    })
+                    .unwrap_or(0);
+                out.push(Entry {
+                    device: device as i32,
+                    action,
+                    addr: self.int(e, "addr").unwrap_or(0),
+                    size: self.int(e, "size").unwrap_or(0),
+                    stream: self.int(e, "stream").unwrap_or(0),
+                    pool,
+                    time_ns: time.unwrap_or(0).saturating_mul(1000),
+                    frames: doc.get(e, "frames"),
+                    device_free: self.int(e, "device_free").unwrap_or(0),
+                });
+            }
+        }
+        if !timed {
+            // Without times, order stands in for time, 1 µs apart.
+            self.report.synthetic_times = true;
+            for (i, e) in out.iter_mut().enumerate() {
+                e.time_ns = (i as u64 + 1) * 1000;
+            }
+        }
+        self.first_time_ns = out.iter().map(|e| e.time_ns).min().unwrap_or(1000);
+        Ok(out)
+    }
+
+    fn push(&mut self, order: u64, e: Entry<'d>, api: Api, flags: u64) -> Event {
+        let stack = self.stack(e.frames);
+        let ev = Event {
+            time_ns: e.time_ns,
+            pid: SNAPSHOT_PID,
+            tid: SNAPSHOT_PID,
+            device: e.device,
+            address: e.addr,
+            size: e.size,
+            stream: e.stream,
+            pool: e.pool,
+            flags,
+            stack,
+            ..Event::new(api)
+        };
+        self.events.push((e.time_ns, order, ev));
+        ev
+    }
+
+    /// An allocation that existed before the history began, placed before its first entry.
+    fn preexisting(&mut self, e: Entry<'d>, api: Api, flags: u64) -> Event {
+        self.report.preexisting += 1;
+        let at = self.first_time_ns.saturating_sub(1);
+        self.push(0, Entry { time_ns: at, ..e }, api, flags | BEFORE_HISTORY)
+    }
+
+    fn events_from(&mut self, entries: &[Entry<'d>]) -> Result<(), ImportError> {
+        for (i, e) in entries.iter().enumerate() {
+            let order = i as u64 + 1;
+            let key = (e.device, e.addr);
+            let copy = || *e;
+            match e.action {
+                "alloc" => {
+                    self.requests.insert(
+                        key,
+                        Live {
+                            size: e.size,
+                            handle: 0,
+                        },
+                    );
+                    self.push(order, copy(), Api::CuMemAllocAsync, 0);
+                }
+                "free_completed" => {
+                    if self.requests.remove(&key).is_none() {
+                        self.preexisting(copy(), Api::CuMemAllocAsync, 0);
+                    }
+                    self.push(order, copy(), Api::CuMemFreeAsync, 0);
+                }
+                "oom" => {
+                    let mut ev =
+                        self.push(order, Entry { addr: 0, ..copy() }, Api::CuMemAllocAsync, 0);
+                    ev.result = CUDA_ERROR_OUT_OF_MEMORY;
+                    ev.aux = e.device_free;
+                    self.events.last_mut().expect("just pushed").2 = ev;
+                }
+                "segment_alloc" => {
+                    self.segments.insert(
+                        key,
+                        Live {
+                            size: e.size,
+                            handle: 0,
+                        },
+                    );
+                    self.push(order, copy(), Api::CuMemAlloc_v2, ALLOCATOR_SEGMENT);
+                }
+                "segment_free" => {
+                    if self.segments.remove(&key).is_none() {
+                        self.preexisting(copy(), Api::CuMemAlloc_v2, ALLOCATOR_SEGMENT);
+                    }
+                    self.push(order, copy(), Api::CuMemFree_v2, ALLOCATOR_SEGMENT);
+                }
+                "segment_map" => self.map(order, copy(), 0),
+                "segment_unmap" => self.unmap(order, copy()),
+                // free_requested: the request ends when the block is reusable (free_completed).
+                // snapshot, annotate and future actions carry no memory change.
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Pushes `cuMemCreate` + `cuMemMap` for a mapping and returns its handle.
+    fn map_events(&mut self, order: u64, e: Entry<'d>, extra: u64) -> u64 {
+        let handle = self.next_handle;
+        self.next_handle += 1;
+        let flags = ALLOCATOR_SEGMENT | extra;
+        let mut create = self.push(order, Entry { addr: 0, ..e }, Api::CuMemCreate, flags);
+        create.handle = handle;
+        self.events.last_mut().expect("just pushed").2 = create;
+        let mut map = self.push(order, e, Api::CuMemMap, flags);
+        map.handle = handle;
+        self.events.last_mut().expect("just pushed").2 = map;
+        handle
+    }
+
+    fn map(&mut self, order: u64, e: Entry<'d>, extra: u64) {
+        let handle = self.map_events(order, e, extra);
+        self.mappings.insert(
+            (e.device, e.addr),
+            Live {
+                size: e.size,
+                handle,
+            },
+        );
+    }
+
+    /// Unmaps `[addr, addr + size)`: every mapping it overlaps is released, and the parts of
+    /// them outside the range are mapped again as new handles, so reserved bytes drop by
+    /// exactly the unmapped amount. Bytes of the range that no recorded mapping covers were
+    /// mapped before the history began: they are added at the start.
+    fn unmap(&mut self, order: u64, e: Entry<'d>) {
+        let (dev, start, end) = (e.device, e.addr, e.addr.saturating_add(e.size));
+        let mut pieces: Vec<(u64, Live)> = self
+            .mappings
+            .range((dev, 0)..(dev, end))
+            .filter(|((_, a), l)| a.saturating_add(l.size) > start)
+            .map(|((_, a), l)| (*a, *l))
+            .collect();
+        let covered: u64 = pieces
+            .iter()
+            .map(|(a, l)| end.min(a + l.size) - start.max(*a))
+            .sum();
+        if covered < e.size {
+            self.report.preexisting += 1;
+            let missing = Entry {
+                time_ns: self.first_time_ns.saturating_sub(1),
+                size: e.size - covered,
+                ..e
+            };
+            let handle = self.map_events(0, missing, BEFORE_HISTORY);
+            pieces.push((
+                start,
+                Live {
+                    size: missing.size,
+                    handle,
+                },
+            ));
+        }
+        for (a, l) in pieces {
+            self.mappings.remove(&(dev, a));
+            let mut unmap = self.push(
+                order,
+                Entry {
+                    addr: a.max(start),
+                    size: end.min(a + l.size) - a.max(start),
+                    ..e
+                },
+                Api::CuMemUnmap,
+                ALLOCATOR_SEGMENT,
+            );
+            unmap.handle = l.handle;
+            self.events.last_mut().expect("just pushed").2 = unmap;
+            let mut release = self.push(
+                order,
+                Entry {
+                    addr: 0,
+                    size: l.size,
+                    ..e
+                },
+                Api::CuMemRelease,
+                ALLOCATOR_SEGMENT,
+            );
+            release.handle = l.handle;
+            self.events.last_mut().expect("just pushed").2 = release;
+            // What stays mapped on either side becomes a mapping of its own.
+            for (lo, hi) in [(a, start), (end, a + l.size)] {
+                if hi > lo {
+                    let rest = Entry {
+                        addr: lo,
+                        size: hi - lo,
+                        ..e
+                    };
+                    self.map(order, rest, REMAINDER);
+                }
+            }
+        }
+    }
+
+    /// Adds memory that the final `segments` show live but the history never allocated.
+    fn end_state(&mut self, segments: &'d [Value]) -> Result<(), ImportError> {
+        let doc = self.doc;
+        for (i, seg) in segments.iter().enumerate() {
+            let device = self
+                .int(seg, "device")
+                .map_or(0, |d| i32::try_from(d).unwrap_or(0));
+            let address = self
+                .int(seg, "address")
+                .ok_or_else(|| bad(format!("segments[{i}] has no address")))?;
+            let total = self.int(seg, "total_size").unwrap_or(0);
+            let stream = self.int(seg, "stream").unwrap_or(0);
+            let expandable = doc
+                .get(seg, "is_expandable")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let base = Entry {
+                device,
+                action: "segment",
+                addr: address,
+                size: total,
+                stream,
+                pool: 0,
+                time_ns: 0,
+                frames: doc.get(seg, "frames"),
+                device_free: 0,
+            };
+            if expandable {
+                let mapped = self
+                    .mappings
+                    .range((device, address)..(device, address.saturating_add(total)))
+                    .next()
+                    .is_some();
+                if !mapped && total > 0 {
+                    self.report.preexisting += 1;
+                    let at = self.first_time_ns.saturating_sub(1);
+                    self.map(
+                        0,
+                        Entry {
+                            time_ns: at,
+                            ..base
+                        },
+                        BEFORE_HISTORY,
+                    );
+                }
+            } else if !self.segments.contains_key(&(device, address)) {
+                self.preexisting(base, Api::CuMemAlloc_v2, ALLOCATOR_SEGMENT);
+            }
+            let blocks = doc
+                .get(seg, "blocks")
+                .and_then(|b| doc.items(b))
+                .unwrap_or(&[]);
+            let mut block_addr = address;
+            for blk in blocks {
+                let size = self.int(blk, "size").unwrap_or(0);
+                let addr = self.int(blk, "address").unwrap_or(block_addr);
+                block_addr = addr.saturating_add(size);
+                let state = doc.get(blk, "state").and_then(Value::as_str).unwrap_or("");
+                let live = state == "active_allocated"
+                    || state == "active_pending_free"
+                    || state == "active_awaiting_free";
+                if live && !self.requests.contains_key(&(device, addr)) {
+                    self.preexisting(
+                        Entry {
+                            addr,
+                            size,
+                            frames: doc.get(blk, "frames"),
+                            ..base
+                        },
+                        Api::CuMemAllocAsync,
+                        0,
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The stack id of a snapshot frame list, interning shared lists once.
+    fn stack(&mut self, frames: Option<&'d Value>) -> u32 {
+        let Some(list) = frames else { return NO_STACK };
+        let Some(id) = list.id() else {
+            return NO_STACK;
+        };
+        if let Some(&s) = self.stack_of_list.get(&id) {
+            return s;
+        }
+        let doc = self.doc;
+        let ids: Vec<u32> = doc
+            .items(list)
+            .unwrap_or(&[])
+            .iter()
+            .map(|f| self.frame(f))
+            .collect();
+        let stack = if ids.is_empty() {
+            NO_STACK
+        } else if let Some(&s) = self.stack_of_frames.get(&ids) {
+            s
+        } else {
+            let s = self.tables.stacks.len() as u32 + 1;
+            self.tables.stacks.push(Stack {
+                id: s,
+                frames: ids.clone(),
+            });
+            self.stack_of_frames.insert(ids, s);
+            s
+        };
+        self.stack_of_list.insert(id, stack);
+        stack
+    }
+
+    fn frame(&mut self, f: &'d Value) -> u32 {
+        let key = f.id();
+        if let Some(&id) = key.and_then(|k| self.frame_of_dict.get(&k)) {
+            return id;
+        }
+        let doc = self.doc;
+        let text = |k: &str| -> Arc<str> {
+            match doc.get(f, k) {
+                Some(Value::Str(s)) => s.clone(),
+                _ => Arc::from("??"),
+            }
+        };
+        let (file, name) = (text("filename"), text("name"));
+        let line = doc
+            .get(f, "line")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+            .min(PY_STRIDE - 1);
+        let modules = &mut self.tables.modules;
+        let base = *self
+            .module_of_function
+            .entry((file.clone(), name.clone()))
+            .or_insert_with(|| {
+                let base = PY_BASE + modules.len() as u64 * PY_STRIDE;
+                modules.push(Module {
+                    id: modules.len() as u32 + 1,
+                    pid: SNAPSHOT_PID,
+                    path: python_module_path(&file, &name),
+                    build_id: Vec::new(),
+                    load_address: base,
+                    size: PY_STRIDE,
+                    loaded_ns: 0,
+                    unloaded_ns: None,
+                });
+                base
+            });
+        let address = base + line;
+        let frames = &mut self.tables.frames;
+        let id = *self.frame_of_address.entry(address).or_insert_with(|| {
+            let id = frames.len() as u32 + 1;
+            frames.push(Frame { id, address });
+            id
+        });
+        if let Some(k) = key {
+            self.frame_of_dict.insert(k, id);
+        }
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vramtrace_format::pickle;
+
+    const SNAPSHOT: &[u8] =
+        include_bytes!("../../../formats/src/pickle/testdata/snapshot-like-p4.pickle");
+
+    #[test]
+    fn a_snapshot_maps_requests_segments_and_ooms() {
+        let doc = pickle::read(SNAPSHOT).unwrap();
+        let imp = import(&doc, "s.pickle").unwrap();
+        let apis: Vec<(Api, bool)> = imp
+            .events
+            .iter()
+            .map(|e| (e.api, e.flags & ALLOCATOR_SEGMENT != 0))
+            .collect();
+        assert_eq!(
+            apis,
+            [
+                (Api::CuMemAlloc_v2, true),
+                (Api::CuMemAllocAsync, false),
+                (Api::CuMemAllocAsync, false),
+                (Api::CuMemFreeAsync, false),
+                (Api::CuMemAllocAsync, false),
+            ]
+        );
+        let oom = imp.events[4];
+        assert_eq!(oom.result, CUDA_ERROR_OUT_OF_MEMORY);
+        assert_eq!(oom.size, 1 << 40);
+        assert_eq!(oom.aux, 123);
+        assert_eq!(imp.events[1].time_ns, 1_001_000);
+        assert_eq!(imp.report.preexisting, 0);
+        assert_eq!(imp.report.actions["free_requested"], 1);
+        // Two distinct frames, two distinct stacks ([f1, f2] and [f2]).
+        assert_eq!(imp.tables.frames.len(), 2);
+        assert_eq!(imp.tables.stacks.len(), 2);
+        assert_eq!(imp.tables.stacks[0].frames, [1, 2]);
+        assert_eq!(imp.metadata.capture_level, "request");
+    }
+
+    #[test]
+    fn memory_live_before_the_history_is_added_at_the_start() {
+        let mut doc = Document::new();
+        let root = doc.new_dict();
+        let traces = doc.new_list();
+        let dev0 = doc.new_list();
+        doc.push(&traces, dev0.clone());
+        for (action, addr, size, t) in [
+            ("free_completed", 0x1000u64, 512u64, 10u64),
+            ("segment_unmap", 0x20000, 4096, 11),
+        ] {
+            let e = doc.new_dict();
+            doc.set(&e, "action", Value::str(action));
+            doc.set(&e, "addr", Value::int(addr));
+            doc.set(&e, "size", Value::int(size));
+            doc.set(&e, "stream", Value::int(0u8));
+            doc.set(&e, "time_us", Value::int(t));
+            doc.push(&dev0, e);
+        }
+        doc.set(&root, "device_traces", traces);
+        let segs = doc.new_list();
+        doc.set(&root, "segments", segs);
+        doc.set_root(root);
+        let imp = import(&doc, "x").unwrap();
+        assert_eq!(imp.report.preexisting, 2);
+        let apis: Vec<Api> = imp.events.iter().map(|e| e.api).collect();
+        assert_eq!(
+            apis,
+            [
+                Api::CuMemAllocAsync,
+                Api::CuMemCreate,
+                Api::CuMemMap,
+                Api::CuMemFreeAsync,
+                Api::CuMemUnmap,
+                Api::CuMemRelease,
+            ]
+        );
+        assert!(imp.events[0].time_ns < 10_000);
+    }
+
+    #[test]
+    fn partial_unmaps_release_exactly_the_unmapped_bytes() {
+        let mut doc = Document::new();
+        let root = doc.new_dict();
+        let traces = doc.new_list();
+        let dev0 = doc.new_list();
+        doc.push(&traces, dev0.clone());
+        for (action, addr, size) in [
+            ("segment_map", 0x10000u64, 3 * 4096u64),
+            ("segment_unmap", 0x10000 + 4096, 4096),
+        ] {
+            let e = doc.new_dict();
+            doc.set(&e, "action", Value::str(action));
+            doc.set(&e, "addr", Value::int(addr));
+            doc.set(&e, "size", Value::int(size));
+            doc.push(&dev0, e);
+        }
+        doc.set(&root, "device_traces", traces);
+        doc.set_root(root);
+        let imp = import(&doc, "x").unwrap();
+        let created: i64 = imp
+            .events
+            .iter()
+            .map(|e| match e.api {
+                Api::CuMemCreate => e.size as i64,
+                _ => 0,
+            })
+            .sum();
+        let released: i64 = imp
+            .events
+            .iter()
+            .filter(|e| e.api == Api::CuMemRelease)
+            .map(|e| {
+                imp.events
+                    .iter()
+                    .find(|c| c.api == Api::CuMemCreate && c.handle == e.handle)
+                    .unwrap()
+                    .size as i64
+            })
+            .sum();
+        assert_eq!(created - released, 2 * 4096);
+        assert!(imp.report.synthetic_times);
+    }
+
+    #[test]
+    fn non_snapshots_are_refused_with_a_reason() {
+        let doc = pickle::read(b"\x80\x04K\x05.").unwrap();
+        assert_eq!(
+            import(&doc, "x").unwrap_err().to_string(),
+            "not a PyTorch memory snapshot: the top level is a int"
+        );
+        let doc = pickle::read(b"\x80\x04}.").unwrap();
+        assert!(import(&doc, "x").is_err());
+    }
+}

@@ -1,0 +1,358 @@
+//! The model of a trace: per (process, device) the request stream of its device memory, from
+//! the events in call order.
+
+use super::level::{LevelReport, detect_level};
+use super::request::{Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
+use std::collections::{BTreeMap, HashMap};
+use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
+use vramtrace_format::{Event, MemoryKind, Metadata, Op};
+
+/// Everything the replay and the reports derive from a trace's events.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    /// One stream per (process, device) that allocated device memory, in key order.
+    pub streams: Vec<RequestStream>,
+    pub level: LevelReport,
+    /// Frees of addresses never seen allocated (allocated before recording began).
+    pub unmatched_frees: u64,
+    pub failed_calls: u64,
+}
+
+/// `CUDA_ERROR_OUT_OF_MEMORY`.
+const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
+
+/// How an allocation is found again by its free: by address, or by handle for VMM.
+#[derive(Hash, PartialEq, Eq, Clone, Copy)]
+struct ObjectId {
+    pid: u32,
+    by_handle: bool,
+    value: u64,
+}
+
+/// A live allocation: its stream and size, and its request's slot when it made one.
+struct Live {
+    key: StreamKey,
+    size: u64,
+    kind: MemoryKind,
+    request: Option<u32>,
+}
+
+struct Builder {
+    key: StreamKey,
+    requests: Vec<Request>,
+    handles: Vec<u64>,
+    /// The memory kind of each request's call, to set aside what bypassed the allocator.
+    kinds: Vec<MemoryKind>,
+    slots: Slots,
+}
+
+impl Model {
+    /// Builds the model from events in call order.
+    pub fn from_events(events: impl IntoIterator<Item = Event>, metadata: &Metadata) -> Model {
+        let mut model = Model::default();
+        let mut live: HashMap<ObjectId, Live> = HashMap::new();
+        let mut builders: BTreeMap<StreamKey, Builder> = BTreeMap::new();
+        let mut stats = LevelStats::default();
+        for e in events {
+            if e.flags & ALLOCATOR_SEGMENT != 0 {
+                // An imported snapshot's record of what the real caching allocator did: the
+                // replay predicts these, it must not replay them as requests.
+                continue;
+            }
+            let op = e.api.op();
+            let kind = e.api.kind();
+            if !e.succeeded() {
+                model.failed_calls += 1;
+                if e.result == CUDA_ERROR_OUT_OF_MEMORY
+                    && op == Op::Alloc
+                    && matches!(kind, MemoryKind::Device | MemoryKind::Pool)
+                {
+                    let key = StreamKey {
+                        pid: e.pid,
+                        device: e.device,
+                    };
+                    let b = builders.entry(key).or_insert_with(|| Builder::new(key));
+                    let slot = b.slots.take();
+                    b.slots.give_back(slot);
+                    b.push(
+                        e.stream,
+                        kind,
+                        Request {
+                            time_ns: e.time_ns,
+                            size: e.size,
+                            slot,
+                            stream: 0,
+                            stack: e.stack,
+                            kind: RequestKind::Attempt,
+                        },
+                    );
+                }
+                continue;
+            }
+            stats.see(&e, op, kind);
+            let vmm = kind == MemoryKind::Vmm;
+            let (births, ends) = match (op, vmm) {
+                (Op::Alloc, false) => (true, false),
+                (Op::Free, false) => (false, true),
+                (Op::Create, true) => (true, false),
+                (Op::Release, true) => (false, true),
+                _ => (false, false),
+            };
+            let id = ObjectId {
+                pid: e.pid,
+                by_handle: vmm,
+                value: if vmm { e.handle } else { e.address },
+            };
+            let device_memory = matches!(
+                kind,
+                MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm
+            );
+            let key = StreamKey {
+                pid: e.pid,
+                device: e.device,
+            };
+            if births {
+                let request = device_memory.then(|| {
+                    let b = builders.entry(key).or_insert_with(|| Builder::new(key));
+                    let slot = b.slots.take();
+                    b.push(
+                        e.stream,
+                        kind,
+                        Request {
+                            time_ns: e.time_ns,
+                            size: e.size,
+                            slot,
+                            stream: 0,
+                            stack: e.stack,
+                            kind: RequestKind::Alloc,
+                        },
+                    );
+                    slot
+                });
+                // The same address born twice without a free: the first free was not recorded,
+                // and the first allocation is forgotten here.
+                live.insert(
+                    id,
+                    Live {
+                        key,
+                        size: e.size,
+                        kind,
+                        request,
+                    },
+                );
+            } else if ends {
+                let Some(object) = live.remove(&id) else {
+                    model.unmatched_frees += 1;
+                    continue;
+                };
+                if let Some(slot) = object.request {
+                    let b = builders
+                        .get_mut(&object.key)
+                        .expect("a live request has a builder");
+                    b.slots.give_back(slot);
+                    b.push(
+                        e.stream,
+                        object.kind,
+                        Request {
+                            time_ns: e.time_ns,
+                            size: object.size,
+                            slot,
+                            stream: 0,
+                            stack: e.stack,
+                            kind: RequestKind::Free,
+                        },
+                    );
+                }
+            }
+        }
+        model.streams = builders.into_values().map(finish).collect();
+        model.level = detect_level(metadata, &stats.into_facts());
+        model
+    }
+}
+
+impl Builder {
+    fn new(key: StreamKey) -> Builder {
+        Builder {
+            key,
+            requests: Vec::new(),
+            handles: Vec::new(),
+            kinds: Vec::new(),
+            slots: Slots::default(),
+        }
+    }
+
+    /// Keeps the stream handle aside: requests store a stream index, known only once every
+    /// handle has been seen (indices follow the handles' numeric order, as PyTorch's block
+    /// comparator orders streams by handle value).
+    fn push(&mut self, stream: u64, kind: MemoryKind, request: Request) {
+        self.handles.push(stream);
+        self.kinds.push(kind);
+        self.requests.push(request);
+    }
+}
+
+/// Orders the stream's requests for replay.
+///
+/// When a process's requests go through the stream-ordered pool (`cuMemAllocAsync`: PyTorch
+/// under `backend:cudaMallocAsync`, which `vramtrace record --requests` selects, or an imported
+/// snapshot), its plain `cuMemAlloc` calls come from libraries that bypass the framework's
+/// allocator (cuBLAS, cuDNN and NCCL handles, the runtime): under any framework allocator they
+/// would still be driver allocations of their own. Replaying them through the policy would
+/// count them as tensors and misplace everything after them, so they are set aside as
+/// [`Outside`] memory (measured on the H200: six such calls, 134,481,920 bytes, in every
+/// PyTorch run, outside `memory_stats()`; samples/README.md).
+fn finish(b: Builder) -> RequestStream {
+    let through_pool = b.kinds.contains(&MemoryKind::Pool);
+    let bypass = |k: &MemoryKind| through_pool && *k == MemoryKind::Device;
+    let mut outside = Outside::default();
+    let mut live = 0u64;
+    let mut handles = Vec::with_capacity(b.handles.len());
+    let mut requests = Vec::with_capacity(b.requests.len());
+    for ((r, h), k) in b.requests.into_iter().zip(b.handles).zip(&b.kinds) {
+        if !bypass(k) {
+            requests.push(r);
+            handles.push(h);
+            continue;
+        }
+        match r.kind {
+            RequestKind::Alloc => {
+                outside.allocations += 1;
+                live += r.size;
+                outside.peak_bytes = outside.peak_bytes.max(live);
+            }
+            RequestKind::Free => live = live.saturating_sub(r.size),
+            RequestKind::Attempt => {}
+        }
+    }
+    let mut sorted = handles.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    for (r, h) in requests.iter_mut().zip(&handles) {
+        r.stream = sorted
+            .binary_search(h)
+            .expect("every handle is in the table") as u32;
+    }
+    RequestStream {
+        key: Some(b.key),
+        requests,
+        cuda_streams: sorted,
+        slots: b.slots.high_water(),
+        outside,
+    }
+}
+
+/// Facts about the events that tell a request-level trace from a segment-level one.
+#[derive(Debug, Clone, Default)]
+pub struct LevelFacts {
+    pub device_allocs: u64,
+    pub pool_allocs: u64,
+    pub vmm_maps: u64,
+    /// `cuMemAlloc*` sizes that are whole multiples of 2 MiB.
+    pub device_allocs_2mib_multiple: u64,
+}
+
+/// Gathers [`LevelFacts`] one event at a time.
+#[derive(Default)]
+pub struct LevelStats(LevelFacts);
+
+impl LevelStats {
+    pub fn see(&mut self, e: &Event, op: Op, kind: MemoryKind) {
+        match (op, kind) {
+            (Op::Alloc, MemoryKind::Device) => {
+                self.0.device_allocs += 1;
+                if e.size > 0 && e.size.is_multiple_of(2 << 20) {
+                    self.0.device_allocs_2mib_multiple += 1;
+                }
+            }
+            (Op::Alloc, MemoryKind::Pool) => self.0.pool_allocs += 1,
+            (Op::Map, MemoryKind::Vmm) => self.0.vmm_maps += 1,
+            _ => {}
+        }
+    }
+
+    pub fn into_facts(self) -> LevelFacts {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vramtrace_format::Api;
+
+    fn ev(api: Api, pid: u32, address: u64, size: u64, stream: u64) -> Event {
+        Event {
+            pid,
+            device: 0,
+            address,
+            size,
+            stream,
+            ..Event::new(api)
+        }
+    }
+
+    #[test]
+    fn each_process_gets_its_own_stream_with_reused_slots() {
+        let events = vec![
+            ev(Api::CuMemAllocAsync, 1, 0xa000, 100, 7),
+            ev(Api::CuMemAlloc_v2, 2, 0xb000, 300, 0),
+            ev(Api::CuMemFreeAsync, 1, 0xa000, 0, 7),
+            ev(Api::CuMemAllocAsync, 1, 0xc000, 200, 3),
+            ev(Api::CuMemHostAlloc, 1, 0xd000, 4096, 0),
+        ];
+        let m = Model::from_events(events, &Metadata::default());
+        assert_eq!(m.streams.len(), 2);
+        let s = &m.streams[0];
+        assert_eq!(s.key, Some(StreamKey { pid: 1, device: 0 }));
+        let kinds: Vec<_> = s
+            .requests
+            .iter()
+            .map(|r| (r.kind, r.slot, r.size))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (RequestKind::Alloc, 0, 100),
+                (RequestKind::Free, 0, 100),
+                (RequestKind::Alloc, 0, 200)
+            ]
+        );
+        // Stream indices follow the handles' numeric order: 3 < 7.
+        assert_eq!(s.cuda_streams, vec![3, 7]);
+        assert_eq!((s.requests[0].stream, s.requests[2].stream), (1, 0));
+        // Pinned host memory makes no request: process 1's stream has only its three.
+        assert_eq!(s.requests.len(), 3);
+    }
+
+    #[test]
+    fn failed_calls_are_never_live_and_refused_allocations_become_attempts() {
+        let mut refused = ev(Api::CuMemAllocAsync, 1, 0, 1 << 30, 0);
+        refused.result = CUDA_ERROR_OUT_OF_MEMORY;
+        let mut invalid = ev(Api::CuMemAllocAsync, 1, 0, 64, 0);
+        invalid.result = 1;
+        let events = vec![refused, invalid, ev(Api::CuMemFreeAsync, 1, 0xdead, 0, 0)];
+        let m = Model::from_events(events, &Metadata::default());
+        assert_eq!(m.failed_calls, 2);
+        assert_eq!(m.unmatched_frees, 1);
+        let r = &m.streams[0].requests;
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].kind, r[0].size), (RequestKind::Attempt, 1 << 30));
+        assert_eq!(m.streams[0].lower_bound(), 0);
+    }
+
+    #[test]
+    fn vmm_physical_allocations_are_tracked_by_handle() {
+        let create = Event {
+            handle: 42,
+            ..ev(Api::CuMemCreate, 1, 0, 2 << 20, 0)
+        };
+        let release = Event {
+            handle: 42,
+            ..ev(Api::CuMemRelease, 1, 0, 0, 0)
+        };
+        let m = Model::from_events(vec![create, release], &Metadata::default());
+        assert_eq!(m.streams[0].requests.len(), 2);
+        assert_eq!(m.streams[0].requests[1].size, 2 << 20);
+    }
+}

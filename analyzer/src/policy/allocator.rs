@@ -1,0 +1,49 @@
+//! The one trait every allocator model implements.
+
+use super::device::Device;
+use super::layout::AddressMap;
+
+/// The driver refused and the policy's own retry path (freeing its cache, unmapping pages, ...)
+/// could not make room: the program would see an out-of-memory error here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused;
+
+/// An allocator model, driven one request at a time by the engine.
+///
+/// A policy gets physical memory only through the [`Device`] it is handed (the allocation calls
+/// of the replay's [`super::Driver`], never its controls), so reserved bytes, call counts and
+/// their cost are measured the same way for every policy. Objects are named by
+/// slot ([`crate::model::Request`]); a policy's state must stay proportional to the live set.
+/// Implementations must be deterministic: the same requests give the same placements.
+pub trait Policy: Send {
+    /// Serves `size` bytes for `slot` on CUDA stream index `stream`, running the policy's own
+    /// retry path before giving up.
+    fn malloc(
+        &mut self,
+        slot: u32,
+        size: u64,
+        stream: u32,
+        driver: &mut Device,
+    ) -> Result<(), Refused>;
+
+    /// Ends the object in `slot`, which this policy served.
+    fn free(&mut self, slot: u32, driver: &mut Device);
+
+    /// An allocation the program tried and survived failing
+    /// ([`crate::model::RequestKind::Attempt`]): by default served and given back at once, so
+    /// a refusal runs the policy's retry path as it did in the program. Returns whether it was
+    /// served.
+    fn attempt(&mut self, slot: u32, size: u64, stream: u32, driver: &mut Device) -> bool {
+        let served = self.malloc(slot, size, stream, driver).is_ok();
+        if served {
+            self.free(slot, driver);
+        }
+        served
+    }
+
+    /// Bytes of the blocks handed out and not yet freed (after the policy's rounding).
+    fn allocated(&self) -> u64;
+
+    /// Where everything is now: the ranges held from the driver and the blocks inside them.
+    fn address_map(&self) -> AddressMap;
+}

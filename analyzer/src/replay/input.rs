@@ -1,0 +1,59 @@
+//! What a replay of a trace runs on: its request streams, each with the device capacity it
+//! replays under.
+
+use crate::model::Model;
+use vramtrace_format::Trace;
+
+/// Where a stream's capacity came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapacitySource {
+    /// Given by the caller for every stream.
+    Given,
+    /// The traced device's memory.
+    Device,
+    /// Neither: no limit (`u64::MAX`).
+    Unlimited,
+}
+
+/// A trace's request streams with the capacity each replays under.
+pub struct ReplayInput {
+    pub model: Model,
+    /// Per stream: the capacity, and where it came from.
+    pub capacities: Vec<(u64, CapacitySource)>,
+}
+
+impl ReplayInput {
+    /// Builds the request streams of `trace`; `capacity` overrides the traced devices' memory.
+    /// `None` when the trace holds no device-memory allocation to replay.
+    pub fn from_trace(trace: &Trace, capacity: Option<u64>) -> Option<ReplayInput> {
+        let model = Model::from_events(trace.events(), &trace.metadata);
+        if model.streams.is_empty() {
+            return None;
+        }
+        let capacities = model
+            .streams
+            .iter()
+            .map(|s| {
+                let device = s.key.expect("model streams have keys").device;
+                capacity_of(trace, device, capacity)
+            })
+            .collect();
+        Some(ReplayInput { model, capacities })
+    }
+}
+
+/// The capacity a stream on `device` replays under: `given`, else the traced device's memory,
+/// else unlimited (`u64::MAX`).
+pub fn capacity_of(trace: &Trace, device: i32, given: Option<u64>) -> (u64, CapacitySource) {
+    if let Some(c) = given {
+        return (c, CapacitySource::Given);
+    }
+    trace
+        .tables
+        .devices
+        .iter()
+        .find(|d| d.ordinal == device && d.total_memory > 0)
+        .map_or((u64::MAX, CapacitySource::Unlimited), |d| {
+            (d.total_memory, CapacitySource::Device)
+        })
+}

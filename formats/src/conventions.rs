@@ -1,0 +1,171 @@
+//! Trace-level conventions that the writing and the reading side both rely on, beyond the byte
+//! layout `formats/SPEC.md` specifies: the bits of `Event::flags` an import sets, how a Python
+//! frame is stored as an ordinary frame, the names of trace files and of the launcher's
+//! heartbeat marks, and the `VRAMTRACE_*` environment variables.
+//!
+//! The recorder (`recorder/src/session.rs`) and the launcher (`vramtrace record`) read the
+//! naming rules from here, so the file one writes is the file the other looks for.
+
+use std::path::Path;
+
+/// `Event::flags` bit marking an allocator segment of an imported snapshot (as opposed to a
+/// program request). No driver call's flags use bit 63.
+pub const ALLOCATOR_SEGMENT: u64 = 1 << 63;
+
+/// `Event::flags` bit of an allocation added for memory that was live before the snapshot's
+/// history began (a `max_entries` ring buffer): not something the allocator did while recorded.
+pub const BEFORE_HISTORY: u64 = 1 << 62;
+
+/// `Event::flags` bit of a mapping re-created for the part of an earlier mapping that a
+/// partial `segment_unmap` left mapped: bookkeeping of the import, not an allocator call.
+pub const REMAINDER: u64 = 1 << 61;
+
+/// Module paths of Python functions start with this.
+const PY_PREFIX: &str = "py:";
+
+/// Where synthetic Python modules are loaded: above every canonical user-space address, so no
+/// native module overlaps them.
+pub const PY_BASE: u64 = 0xfff0_0000_0000_0000;
+
+/// Address space (lines) per synthetic Python module.
+pub const PY_STRIDE: u64 = 1 << 24;
+
+/// The module path of Python function `name` in `filename`.
+///
+/// A Python frame `(filename, line, name)` is stored as a frame of a synthetic module with this
+/// path, loaded at `PY_BASE + k * PY_STRIDE`, at offset `line` into it: no format change, old
+/// readers see ordinary modules. [`python_frame`] reads it back.
+pub fn python_module_path(filename: &str, name: &str) -> String {
+    format!("{PY_PREFIX}{filename}\t{name}")
+}
+
+/// `(filename, line, name)` when `path` is a synthetic Python module and `offset` the offset of
+/// a frame into it.
+pub fn python_frame(path: &str, offset: u64) -> Option<(&str, u64, &str)> {
+    let (file, name) = path.strip_prefix(PY_PREFIX)?.split_once('\t')?;
+    Some((file, offset, name))
+}
+
+/// The extension of trace files.
+pub const TRACE_EXTENSION: &str = ".vramtrace";
+
+/// The stem that names the sibling traces of `output` (`run.vramtrace` → `run`): the file name
+/// without the extension, `trace` when it has none.
+pub fn trace_stem(output: &Path) -> String {
+    output
+        .file_name()
+        .map(|n| {
+            n.to_string_lossy()
+                .trim_end_matches(TRACE_EXTENSION)
+                .to_string()
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "trace".into())
+}
+
+/// The trace of process `pid` beside the output file whose stem is `stem` (the output file
+/// itself belongs to the first process that claims it), or in an output directory, where
+/// `stem` is the program's name: `STEM-PID.vramtrace`.
+pub fn process_trace_name(stem: &str, pid: u32) -> String {
+    format!("{stem}-{pid}{TRACE_EXTENSION}")
+}
+
+/// True when `name` is a [`process_trace_name`] of `stem`.
+pub fn is_process_trace_name(name: &str, stem: &str) -> bool {
+    name.strip_prefix(stem)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .and_then(|rest| rest.strip_suffix(TRACE_EXTENSION))
+        .is_some_and(|pid| !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// What a process tells the launcher through its heartbeat directory, one empty or one-line
+/// file `PID.MARK` each ([`heartbeat_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// The preload library was loaded.
+    Loaded,
+    /// Recording started; the file holds the trace's path.
+    Trace,
+    /// Recording could not start; the file holds why.
+    Failed,
+}
+
+impl Heartbeat {
+    /// The mark's file extension.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Heartbeat::Loaded => "loaded",
+            Heartbeat::Trace => "trace",
+            Heartbeat::Failed => "failed",
+        }
+    }
+
+    /// The mark of a heartbeat file name, if it is one.
+    pub fn of_file(name: &str) -> Option<Heartbeat> {
+        let (_, mark) = name.rsplit_once('.')?;
+        [Heartbeat::Loaded, Heartbeat::Trace, Heartbeat::Failed]
+            .into_iter()
+            .find(|h| h.mark() == mark)
+    }
+}
+
+/// The heartbeat file process `pid` writes for `what`.
+pub fn heartbeat_name(pid: u32, what: Heartbeat) -> String {
+    format!("{pid}.{}", what.mark())
+}
+
+/// The environment variables the recorder reads (`recorder/README.md` documents them).
+pub mod env {
+    /// A trace file, or a directory (existing, or ending in `/`) for one file per process.
+    pub const OUTPUT: &str = "VRAMTRACE_OUTPUT";
+    /// `1`: forward every call, record nothing.
+    pub const DISABLE: &str = "VRAMTRACE_DISABLE";
+    /// `1`: the frameworks were switched to pass-through allocators.
+    pub const REQUESTS: &str = "VRAMTRACE_REQUESTS";
+    /// Records in the crash journal, a power of two.
+    pub const JOURNAL_SLOTS: &str = "VRAMTRACE_JOURNAL_SLOTS";
+    /// The launcher's heartbeat directory.
+    pub const HEARTBEAT: &str = "VRAMTRACE_HEARTBEAT";
+    /// `native`, `fp` or `none`.
+    pub const STACKS: &str = "VRAMTRACE_STACKS";
+    /// Frames kept per stack.
+    pub const MAX_DEPTH: &str = "VRAMTRACE_MAX_DEPTH";
+    /// Read by the launcher only: the recorder library, when `--preload` is not given.
+    pub const PRELOAD: &str = "VRAMTRACE_PRELOAD";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_frames_round_trip_through_module_paths() {
+        let path = python_module_path("/a/train.py", "forward");
+        assert_eq!(
+            python_frame(&path, 42),
+            Some(("/a/train.py", 42, "forward"))
+        );
+        assert_eq!(python_frame("/usr/lib/libc.so.6", 42), None);
+    }
+
+    #[test]
+    fn process_traces_are_named_stem_dash_pid() {
+        let stem = trace_stem(Path::new("/out/run.vramtrace"));
+        assert_eq!(stem, "run");
+        assert_eq!(trace_stem(Path::new("/")), "trace");
+        let name = process_trace_name(&stem, 42);
+        assert_eq!(name, "run-42.vramtrace");
+        assert!(is_process_trace_name(&name, "run"));
+        assert!(!is_process_trace_name("run-x.vramtrace", "run"));
+        assert!(!is_process_trace_name("run-.vramtrace", "run"));
+        assert!(!is_process_trace_name("other-42.vramtrace", "run"));
+    }
+
+    #[test]
+    fn heartbeat_files_name_their_mark() {
+        let name = heartbeat_name(7, Heartbeat::Failed);
+        assert_eq!(name, "7.failed");
+        assert_eq!(Heartbeat::of_file(&name), Some(Heartbeat::Failed));
+        assert_eq!(Heartbeat::of_file("7.journal"), None);
+    }
+}
