@@ -10,7 +10,9 @@
 //!
 //! Each module imports only those below it:
 //!
-//! - `units`; then `model` (request streams from events) and `interop` (other tools' formats);
+//! - `units`, `live_peak` (device bytes held, event by event), `job` (the ranks of one job);
+//!   then `model` (request streams from events) and `interop` (other tools' formats, the
+//!   Parquet tables);
 //! - `policy` (the `Policy` trait, the simulated driver, the allocator models, the registry);
 //! - `replay` (the engine over `policy`, parallel runs, the result tables of `replay` and `fit`);
 //! - the views: `info`, `summary`, `diff`, `symbolize`, `report`.

@@ -5,15 +5,18 @@
 //! It needs DuckDB's Python package (`pip install duckdb`; `.ci/run` installs it). Without it
 //! the test says so and passes, except under CI (`CI` set), where it fails.
 
+mod common;
+
+use common::write_job;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use vramtrace::job::rank_of;
 use vramtrace::interop::parquet::trace_id;
+use vramtrace::job::rank_of;
 use vramtrace::summary::StackNames;
-use vramtrace_format::{Op, ReadOptions, Trace, TraceWriter, WriterOptions, synthetic};
+use vramtrace_format::{Op, ReadOptions, Trace};
 
 const POLICIES: &str = "pytorch,pytorch-expandable,pytorch:max_split_size_mb=128,cuda-malloc";
 
@@ -39,36 +42,6 @@ fn have_duckdb() -> bool {
         .args(["-c", "import duckdb"])
         .output()
         .is_ok_and(|o| o.status.success())
-}
-
-/// A job of `ranks` ranks: the same training loop everywhere, `scaled` ranks with every buffer
-/// `factor` times larger.
-fn write_job(dir: &Path, job: &str, ranks: u32, scaled: &[u32], factor: u64) -> Vec<PathBuf> {
-    std::fs::create_dir_all(dir).unwrap();
-    (0..ranks)
-        .map(|rank| {
-            let mut s = synthetic::pytorch_like(30, 7);
-            for (k, v) in [
-                ("RANK", rank.to_string()),
-                ("WORLD_SIZE", ranks.to_string()),
-                ("TORCHELASTIC_RUN_ID", job.to_string()),
-            ] {
-                s.metadata.environment.push((k.to_string(), v));
-            }
-            let path = dir.join(format!("python3-{}.vramtrace", 1000 + rank));
-            let file = std::fs::File::create(&path).unwrap();
-            let mut w = TraceWriter::new(file, &s.metadata, WriterOptions::default()).unwrap();
-            *w.tables_mut() = s.tables;
-            for e in &mut s.events {
-                if scaled.contains(&rank) {
-                    e.size *= factor;
-                }
-                w.push(e).unwrap();
-            }
-            w.finish().unwrap();
-            path
-        })
-        .collect()
 }
 
 /// The SQL blocks of docs/fleet.md: the views, and the queries by their `-- query:` name.

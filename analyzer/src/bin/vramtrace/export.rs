@@ -27,7 +27,7 @@ file per trace in each, named by the trace's id; exporting more traces into the 
 adds to the tables. events: one row per driver call (ts, pid, tid, device, stream, api, action,
 address, size, requested_size, stack_id, result, ...); stacks: frame_ids per stack_id, innermost
 first; policy_results: replay's peaks, fragmentation, driver calls and OOM per trace and policy.
-The columns are described in docs/fleet.md of the vramtrace repository.")]
+Every column, with DuckDB and Spark queries: https://github.com/vramtrace/vramtrace/blob/main/docs/fleet.md")]
 pub struct Args {
     /// The .vramtrace files, or directories of them (one job's ranks). Perfetto and
     /// pytorch-snapshot take exactly one file.

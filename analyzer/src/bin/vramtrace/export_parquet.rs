@@ -175,9 +175,7 @@ fn policy_results(path: &Path, specs: &[PolicySpec], fit: bool) -> Result<Vec<Po
             device_frees: p.device_frees,
             est_alloc_time_us: p.est_alloc_time_us,
             oom_ts: p.oom.as_ref().map(|o| o.time_ns),
-            fit_bytes: fits
-                .as_ref()
-                .and_then(|f| f.policies[i].min_capacity_bytes),
+            fit_bytes: fits.as_ref().and_then(|f| f.policies[i].min_capacity_bytes),
         })
         .collect())
 }

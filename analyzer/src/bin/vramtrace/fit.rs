@@ -72,7 +72,12 @@ impl Args {
         let columns: Vec<job::Column<FitReport>> = need
             .iter()
             .enumerate()
-            .map(|(p, f)| (specs[p].to_string(), f as &dyn Fn(&FitReport) -> Option<u64>))
+            .map(|(p, f)| {
+                (
+                    specs[p].to_string(),
+                    f as &dyn Fn(&FitReport) -> Option<u64>,
+                )
+            })
             .collect();
         let out = if self.json {
             let figures = job::figures(&ranks, &columns);

@@ -54,7 +54,11 @@ impl Figure {
     }
 }
 
-pub fn output<R: Serialize, J: Serialize>(dir: &Path, ranks: Vec<Rank<R>>, job: J) -> JobOutput<R, J> {
+pub fn output<R: Serialize, J: Serialize>(
+    dir: &Path,
+    ranks: Vec<Rank<R>>,
+    job: J,
+) -> JobOutput<R, J> {
     JobOutput {
         job: dir.display().to_string(),
         ranks: ranks
@@ -91,7 +95,12 @@ pub fn render<R>(dir: &Path, what: &str, ranks: &[Rank<R>], columns: &[Column<R>
     } else {
         String::new()
     };
-    let _ = writeln!(s, "job      {} ({} ranks{note})", dir.display(), ranks.len());
+    let _ = writeln!(
+        s,
+        "job      {} ({} ranks{note})",
+        dir.display(),
+        ranks.len()
+    );
     let _ = writeln!(s, "figures  {what}\n");
     let width = columns.iter().map(|c| c.0.len()).max().unwrap_or(0).max(12);
     let _ = write!(s, "{:>5}", "rank");

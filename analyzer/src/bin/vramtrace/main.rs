@@ -39,7 +39,9 @@ Examples:
   vramtrace info --json run.vramtrace | jq .by_api
   vramtrace summary samples/traces/synthetic-mlp.vramtrace
   vramtrace import snapshot.pickle -o run.vramtrace
-  vramtrace export run.vramtrace --to perfetto -o run.json";
+  vramtrace export run.vramtrace --to perfetto -o run.json
+  vramtrace export traces/*.vramtrace --to parquet -o fleet/
+  vramtrace replay traces/job-42/     # a directory: one job's per-rank traces";
 
 #[derive(Debug, Subcommand)]
 enum Command {

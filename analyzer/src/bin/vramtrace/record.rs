@@ -5,6 +5,7 @@
 //! merges any crash journal into its trace (a process killed by `SIGKILL` or ended by `_exit`
 //! leaves one), and prints one line per trace on stderr. The program's stdout is untouched.
 
+use crate::find_preload::{PRELOAD_NAME, find_preload};
 use anyhow::{Context, Result};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -12,7 +13,6 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
-use crate::find_preload::{PRELOAD_NAME, find_preload};
 use vramtrace::info::peak_live_device_bytes;
 use vramtrace::units::{bytes, count};
 use vramtrace_format::conventions::{

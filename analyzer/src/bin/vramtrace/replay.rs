@@ -4,8 +4,8 @@ use crate::args::{PolicyList, policies};
 use crate::job;
 use crate::load::{load_job, load_streams, streams_of};
 use anyhow::{Result, anyhow};
-use std::fmt::Write as _;
 use serde::Serialize;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use vramtrace::model::CaptureLevel;
 use vramtrace::policy::REGISTRY;
@@ -108,7 +108,12 @@ impl Args {
         let columns: Vec<job::Column<ReplayReport>> = reserved
             .iter()
             .enumerate()
-            .map(|(p, f)| (specs[p].to_string(), f as &dyn Fn(&ReplayReport) -> Option<u64>))
+            .map(|(p, f)| {
+                (
+                    specs[p].to_string(),
+                    f as &dyn Fn(&ReplayReport) -> Option<u64>,
+                )
+            })
             .collect();
         let out = if self.json {
             let policies: Vec<JobPolicy> = specs
@@ -129,7 +134,9 @@ impl Args {
                         .collect(),
                     driver_calls: ranks
                         .iter()
-                        .map(|r| r.value.policies[p].device_allocs + r.value.policies[p].device_frees)
+                        .map(|r| {
+                            r.value.policies[p].device_allocs + r.value.policies[p].device_frees
+                        })
                         .sum(),
                 })
                 .collect();

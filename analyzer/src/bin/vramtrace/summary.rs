@@ -51,7 +51,9 @@ fn device_peak(s: &Summary, of: fn(&GroupSummary) -> u64) -> Option<u64> {
 
 impl Args {
     fn run_job(self) -> Result<()> {
-        let ranks = load_job(&self.trace, self.salvage, |_, trace| Ok(Summary::of(&trace)))?;
+        let ranks = load_job(&self.trace, self.salvage, |_, trace| {
+            Ok(Summary::of(&trace))
+        })?;
         let requested = |s: &Summary| device_peak(s, |g| g.peak_requested);
         let reserved = |s: &Summary| device_peak(s, |g| g.peak_reserved);
         let columns: [job::Column<Summary>; 2] = [

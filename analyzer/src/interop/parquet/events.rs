@@ -2,11 +2,11 @@
 
 use super::schema;
 use super::vocabulary::{Vocabulary, serde_name};
-use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray};
 use std::sync::Arc;
 use vramtrace_format::codec::unzigzag;
+use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, Column, EventBatch, NO_DEVICE, NO_STACK, Op};
 
 /// Storage indices of the event columns (`vramtrace_format::COLUMN_NAMES`).

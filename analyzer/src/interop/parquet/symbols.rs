@@ -8,11 +8,11 @@
 
 use super::schema;
 use crate::model::ModuleIndex;
-use vramtrace_format::conventions::python_frame;
 use arrow_array::builder::{Int64Builder, ListBuilder};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use std::sync::Arc;
 use vramtrace_format::Tables;
+use vramtrace_format::conventions::python_frame;
 
 fn strings(n: usize, value: &str) -> ArrayRef {
     Arc::new(StringArray::from(vec![value; n]))
