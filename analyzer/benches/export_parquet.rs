@@ -1,8 +1,9 @@
 //! `vramtrace export --to parquet` over many traces: events per second, peak memory (the
 //! process's `VmHWM`), and the size of the tables against the traces'.
 //!
-//! `cargo bench -p vramtrace --bench export_parquet -- [TRACES] [EVENTS_PER_TRACE] [RUNS]`
-//! (default 100 traces of 1,000,000 events, 5 runs of each configuration, alternating). The
+//! `cargo bench -p vramtrace --bench export_parquet -- [TRACES] [EVENTS_PER_TRACE] [RUNS]
+//! [POLICIES;POLICIES...]` (default 100 traces of 1,000,000 events, 5 runs of each
+//! configuration, alternating, configurations `none;pytorch,pytorch-expandable`). The
 //! traces are `vramtrace_format::synthetic::pytorch_like` streams with different seeds, written
 //! once into `target/bench-export-parquet/` and reused. Configurations: the event tables alone
 //! (`--policy none`) and with two policies replayed (`--policy pytorch,pytorch-expandable`).
@@ -113,7 +114,14 @@ fn main() {
         input_bytes as f64 / 1e6,
         input_bytes as f64 / total_events
     );
-    let configs = ["none", "pytorch,pytorch-expandable"];
+    let configs: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .nth(3)
+        .unwrap_or_else(|| "none;pytorch,pytorch-expandable".into())
+        .split(';')
+        .map(String::from)
+        .collect();
     let mut rates = vec![Vec::new(); configs.len()];
     let mut memory = vec![Vec::new(); configs.len()];
     let mut sizes = vec![0u64; configs.len()];

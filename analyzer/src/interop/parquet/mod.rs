@@ -32,6 +32,22 @@ use vocabulary::serde_name;
 use vramtrace_format::chunk::ChunkKind;
 use vramtrace_format::{EventChunks, ReadOptions, Trace};
 
+/// `events` columns written with `DELTA_BINARY_PACKED` and no dictionary.
+const DELTA_COLUMNS: [&str; 12] = [
+    "seq",
+    "ts",
+    "dur",
+    "pid",
+    "device",
+    "stream",
+    "requested_size",
+    "handle",
+    "aux",
+    "flags",
+    "pool",
+    "result",
+];
+
 /// Rows per row group of `events`: about 5 MB of encoded pages held before each flush.
 pub const ROW_GROUP_ROWS: usize = 1 << 20;
 
@@ -66,12 +82,18 @@ fn properties(sorted_by_seq: bool) -> WriterProperties {
             SCHEMA_VERSION.to_string(),
         )]));
     if sorted_by_seq {
-        // Counters and clocks: differences bit-packed, no dictionary.
-        for c in ["seq", "ts", "dur"] {
+        // Dictionary encoding hashes every value; it pays only where values repeat and vary
+        // (addresses, sizes, stacks, threads, and the API names). Counters, clocks and the
+        // columns that are nearly constant get their differences bit-packed instead (a run of
+        // equal values costs almost nothing), and the constant trace id its prefix-delta form.
+        for c in DELTA_COLUMNS {
             b = b
                 .set_column_dictionary_enabled(ColumnPath::from(c), false)
                 .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
         }
+        b = b
+            .set_column_dictionary_enabled(ColumnPath::from("trace_id"), false)
+            .set_column_encoding(ColumnPath::from("trace_id"), Encoding::DELTA_BYTE_ARRAY);
     }
     b.build()
 }
@@ -156,6 +178,7 @@ struct Stats {
     failed: u64,
     tids: BTreeSet<u32>,
     pids: BTreeSet<u32>,
+    last_thread: Option<(u32, u32)>,
     first: Option<u64>,
     last: u64,
     level: LevelStats,
@@ -166,8 +189,12 @@ impl Stats {
     fn see(&mut self, e: &vramtrace_format::Event) {
         self.events += 1;
         self.failed += u64::from(!e.succeeded());
-        self.tids.insert(e.tid);
-        self.pids.insert(e.pid);
+        // Runs of calls come from one thread: look it up only when it changes.
+        if self.last_thread != Some((e.pid, e.tid)) {
+            self.last_thread = Some((e.pid, e.tid));
+            self.tids.insert(e.tid);
+            self.pids.insert(e.pid);
+        }
         self.first = Some(self.first.map_or(e.time_ns, |f| f.min(e.time_ns)));
         self.last = self.last.max(e.time_ns + e.duration_ns);
         self.level.see(e, e.api.op(), e.api.kind());
