@@ -359,8 +359,8 @@ fn stacks_none_records_no_stack() {
 
 /// The old-glibc build (`recorder/README.md`, "Old C libraries"): cargo-zigbuild against
 /// glibc 2.17's symbol versions. It needs `pip install ziglang cargo-zigbuild` and takes a
-/// minute or two cold, so it runs on request: `cargo test -p vramtrace-tests --test stacks --
-/// --ignored`.
+/// minute or two cold, so it runs on request: `cargo test -p vramtrace-tests --test end_to_end
+/// stacks:: -- --ignored`.
 #[test]
 #[ignore = "builds the recorder with cargo-zigbuild (pip install ziglang cargo-zigbuild)"]
 fn the_glibc_2_17_build_needs_nothing_newer_and_records_stacks() {

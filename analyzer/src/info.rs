@@ -1,11 +1,12 @@
 //! What `vramtrace info` reports about a trace: its shape, not its analysis.
 
 use crate::live_peak::LivePeak;
+use crate::model::allocator_as_run;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use vramtrace_format::Trace;
+use vramtrace_format::{Api, Trace};
 
-/// The facts `info` prints. Field names are a contract (DESIGN.md, "Command line").
+/// The facts `info` prints. Field names are a contract (docs/architecture.md, "Output contracts").
 #[derive(Debug, Clone, Serialize)]
 pub struct TraceInfo {
     pub format_version: u16,
@@ -16,8 +17,12 @@ pub struct TraceInfo {
     pub writer: String,
     pub host: String,
     pub driver_version: u32,
-    /// `request`, `segment`, or empty when the writer did not say.
+    /// `request`, `segment`, or empty when the writer did not say; `request` too when
+    /// PyTorch's trace tracker reported the program's tensors (`torch.alloc` events).
     pub capture_level: String,
+    /// The allocator the program ran under with its configuration, as far as the trace tells
+    /// (`pytorch native expandable_segments:True`); empty when unknown.
+    pub allocator: String,
     pub environment: BTreeMap<String, String>,
     pub events: u64,
     pub failed_calls: u64,
@@ -67,7 +72,7 @@ impl TraceInfo {
             streams.insert(e.stream);
             *per_pid.entry(e.pid).or_default() += 1;
             first = first.min(e.time_ns);
-            last = last.max(e.time_ns + e.duration_ns);
+            last = last.max(e.time_ns.saturating_add(e.duration_ns));
         }
         let t = &trace.tables;
         tids.extend(t.threads.iter().map(|th| th.tid));
@@ -92,6 +97,7 @@ impl TraceInfo {
                 });
             }
         }
+        let torch_tracker = by_api.contains_key(Api::TorchAlloc.name());
         let events = trace.event_count();
         let file_bytes = trace.layout.file_bytes;
         let m = &trace.metadata;
@@ -102,7 +108,11 @@ impl TraceInfo {
             writer: m.writer.clone(),
             host: m.host.clone(),
             driver_version: m.driver_version,
-            capture_level: m.capture_level.clone(),
+            capture_level: match m.capture_level.as_str() {
+                "" if torch_tracker => "request".to_string(),
+                l => l.to_string(),
+            },
+            allocator: allocator_as_run(m, torch_tracker),
             environment: m.environment.iter().cloned().collect(),
             events,
             failed_calls,

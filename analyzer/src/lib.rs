@@ -2,9 +2,10 @@
 //!
 //! # Design constraints
 //!
-//! The library is sans-IO: it takes decoded traces and returns data. The `vramtrace` binary
-//! (`src/bin/vramtrace/`, one file per command) opens files, prints, and maps errors to exit
-//! codes.
+//! The library is sans-IO: it takes decoded traces and returns data, reading the traced
+//! program's files only through [`symbolize::ModuleFiles`]. The `vramtrace` binary
+//! (`src/bin/vramtrace/`, one file per command) opens files, prints, and maps the library's typed
+//! errors to exit codes.
 //!
 //! # Layers
 //!
@@ -30,4 +31,5 @@ pub mod replay;
 pub mod report;
 pub mod summary;
 pub mod symbolize;
+pub mod terminal;
 pub mod units;

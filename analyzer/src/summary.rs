@@ -2,8 +2,8 @@
 //! the peak, leaks and failed allocations, per process and device, as the trace itself saw them.
 //!
 //! Sans-IO: [`Summary::of`] takes a decoded trace and returns data. No allocator is modelled:
-//! *requested* and *reserved* here are what the recorded program and driver did (DESIGN.md,
-//! "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
+//! *requested* and *reserved* here are what the recorded program and driver did
+//! (docs/architecture.md, "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
 //! event is shared with `diff` and the exporters.
 
 use crate::model::ModuleIndex;
@@ -67,9 +67,15 @@ pub struct Totals {
 /// - In an imported PyTorch snapshot the program's requests and the allocator's segments are
 ///   both present; segments (events flagged [`ALLOCATOR_SEGMENT`]) count only as reserved and
 ///   requests only as requested.
+/// - A trace recorded with PyTorch's tracker is split the same way: `torch.alloc` blocks are
+///   the requests, the driver calls what the process reserved (PyTorch's segments and memory
+///   taken past PyTorch); `torch.segment_*` events repeat those driver calls and count in
+///   neither.
 #[derive(Debug, Default)]
 pub struct Ledger {
     split_levels: bool,
+    /// The requests come from PyTorch's tracker (`torch.alloc` events).
+    tracker: bool,
     live: HashMap<(u32, bool, u64), Object>,
     handles: HashMap<(u32, u64), Object>,
     totals: HashMap<(u32, i32), Totals>,
@@ -78,8 +84,12 @@ pub struct Ledger {
 impl Ledger {
     /// A ledger for `trace`, whose events are then given to [`Ledger::apply`] in file order.
     pub fn for_trace(trace: &Trace) -> Ledger {
+        let tracker = trace
+            .events()
+            .any(|e| e.api.kind() == MemoryKind::TorchBlock);
         Ledger {
-            split_levels: trace.events().any(|e| e.flags & ALLOCATOR_SEGMENT != 0),
+            split_levels: tracker || trace.events().any(|e| e.flags & ALLOCATOR_SEGMENT != 0),
+            tracker,
             ..Ledger::default()
         }
     }
@@ -91,7 +101,14 @@ impl Ledger {
 
     pub fn apply(&mut self, e: &Event) -> Change {
         let op = e.api.op();
-        let segment = e.flags & ALLOCATOR_SEGMENT != 0;
+        if e.api.kind() == MemoryKind::TorchSegment {
+            return Change::None;
+        }
+        let segment = if self.tracker {
+            !e.api.from_framework()
+        } else {
+            e.flags & ALLOCATOR_SEGMENT != 0
+        };
         if !e.succeeded() {
             return if matches!(op, Op::Alloc | Op::Create | Op::Register) {
                 Change::Failed
@@ -291,7 +308,7 @@ pub fn top_stacks<'o>(
     let mut by: HashMap<u32, (u64, u64)> = HashMap::new();
     for o in objects {
         let e = by.entry(o.stack).or_default();
-        e.0 += o.size;
+        e.0 = e.0.saturating_add(o.size);
         e.1 += 1;
     }
     let mut v: Vec<_> = by.into_iter().collect();
@@ -505,12 +522,12 @@ impl Summary {
             if alloc {
                 g.allocations += u64::from(obj.requested);
                 k.allocations += 1;
-                k.bytes += obj.size;
-                k.live += obj.size;
+                k.bytes = k.bytes.saturating_add(obj.size);
+                k.live = k.live.saturating_add(obj.size);
                 k.peak = k.peak.max(k.live);
                 let c = &mut k.classes[size_class(obj.size)];
                 c.0 += 1;
-                c.1 += obj.size;
+                c.1 = c.1.saturating_add(obj.size);
             } else {
                 g.frees += u64::from(obj.requested);
                 k.frees += 1;
@@ -519,7 +536,7 @@ impl Summary {
             if obj.requested {
                 let s = g.streams.entry(obj.stream).or_default();
                 if alloc {
-                    s.0 += obj.size;
+                    s.0 = s.0.saturating_add(obj.size);
                     s.1 = s.1.max(s.0);
                     s.2 += 1;
                 } else {

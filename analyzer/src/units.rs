@@ -1,11 +1,24 @@
 //! Parsing and printing of byte sizes, counts and durations, the same in every command.
 
+/// A size that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("`{0}` is not a size (try 4096, 512MiB, 80GiB or 80GB)")]
+    NotASize(String),
+    #[error("`{0}` is too large (sizes stop at 1 PiB)")]
+    TooLarge(String),
+}
+
+/// The largest size any argument or policy option accepts: a pebibyte, far above any device,
+/// and far enough below 2^64 that no rounding, doubling or sum of a few such sizes wraps.
+pub const LARGEST_SIZE: u64 = 1 << 50;
+
 /// Parses a size: `123`, `4KiB`, `1.5GiB`, `80GB`, `512MB`, `2M` (binary), case-insensitive.
 ///
 /// Decimal suffixes (`KB`, `MB`, `GB`, `TB`) are powers of 1000, binary ones (`KiB`, `MiB`,
 /// `GiB`, `TiB`, and the bare `K`, `M`, `G`, `T` as `nvidia-smi` and PyTorch use them) powers of
 /// 1024.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -22,18 +35,14 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "mb" => 1_000_000,
         "gb" => 1_000_000_000,
         "tb" => 1_000_000_000_000,
-        _ => {
-            return Err(format!(
-                "`{text}` is not a size (try 4096, 512MiB, 80GiB or 80GB)"
-            ));
-        }
+        _ => return Err(SizeError::NotASize(text.to_string())),
     };
     let value: f64 = number
         .parse()
-        .map_err(|_| format!("`{text}` is not a size (try 4096, 512MiB, 80GiB or 80GB)"))?;
+        .map_err(|_| SizeError::NotASize(text.to_string()))?;
     let bytes = value * scale as f64;
-    if !bytes.is_finite() || bytes > u64::MAX as f64 {
-        return Err(format!("`{text}` is too large"));
+    if !bytes.is_finite() || bytes > LARGEST_SIZE as f64 {
+        return Err(SizeError::TooLarge(text.to_string()));
     }
     Ok(bytes.round() as u64)
 }
@@ -91,6 +100,11 @@ mod tests {
         assert!(parse_size("12 apples").is_err());
         assert!(parse_size("").is_err());
         assert!(parse_size("1e30GiB").is_err());
+        assert_eq!(parse_size("1024TiB"), Ok(LARGEST_SIZE));
+        assert_eq!(
+            parse_size("18446744073709551615"),
+            Err(SizeError::TooLarge("18446744073709551615".into()))
+        );
     }
 
     #[test]

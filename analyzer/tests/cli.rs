@@ -1,17 +1,7 @@
 //! The `vramtrace` command line as users meet it: output, exit codes, error lines.
 
+use crate::util::{sample, vramtrace_in_repo as vramtrace};
 use assert_cmd::Command;
-use std::path::{Path, PathBuf};
-
-fn sample() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/traces/synthetic-mlp.vramtrace")
-}
-
-fn vramtrace() -> Command {
-    let mut cmd = Command::cargo_bin("vramtrace").unwrap();
-    cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
-    cmd
-}
 
 fn stdout(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
@@ -37,7 +27,7 @@ fn info_describes_the_bundled_sample() {
 }
 
 #[test]
-fn info_json_has_the_fields_design_md_promises() {
+fn info_json_has_the_contract_fields() {
     let text = stdout(vramtrace().arg("info").arg(sample()).arg("--json"));
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     for field in [
@@ -113,13 +103,11 @@ fn help_shows_examples() {
 /// A journal as the recorder leaves it after `SIGKILL` (formats/JOURNAL.md): records of seq
 /// `seqs`, each in its own slot of a 16-slot ring, allocations of 4 KiB.
 fn journal(seqs: &[u64]) -> Vec<u8> {
-    use vramtrace_format::journal::{HEADER_LEN, MAGIC, RECORD_LEN};
+    use vramtrace_format::journal::{HEADER_LEN, Header, RECORD_LEN};
     let capacity = 16u64;
     let mut b = vec![0u8; HEADER_LEN + capacity as usize * RECORD_LEN];
-    b[..8].copy_from_slice(&MAGIC);
-    b[8..12].copy_from_slice(&(RECORD_LEN as u32).to_le_bytes());
-    b[12..16].copy_from_slice(&4242u32.to_le_bytes());
-    b[16..24].copy_from_slice(&capacity.to_le_bytes());
+    let header = Header::new(4242, capacity).to_bytes();
+    b[..header.len()].copy_from_slice(&header);
     for &seq in seqs {
         let at = HEADER_LEN + ((seq - 1) % capacity) as usize * RECORD_LEN;
         b[at..at + 8].copy_from_slice(&seq.to_le_bytes());
@@ -154,4 +142,110 @@ fn a_crash_journal_beside_a_trace_is_read_without_touching_either_file() {
         std::fs::read(&trace).unwrap(),
         std::fs::read(sample()).unwrap()
     );
+}
+
+#[test]
+fn trace_strings_reach_the_terminal_escaped_never_as_control_sequences() {
+    // The hostile trace's command line, device name, writer and module paths carry NUL and
+    // an ESC colour sequence; printed raw they would act on the user's terminal.
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::report::hostile_trace(dir.path());
+    for (args, names_it) in [
+        (vec!["info"], true),
+        (vec!["summary"], true),
+        (vec!["diff", path.to_str().unwrap()], false),
+    ] {
+        let text = stdout(vramtrace().args(&args).arg(&path));
+        assert!(!text.contains('\u{1b}'), "{args:?}: {text}");
+        assert!(!text.contains('\0'), "{args:?}: {text}");
+        assert_eq!(text.contains("\\u{1b}[31m"), names_it, "{args:?}: {text}");
+    }
+}
+
+/// Events whose sizes, addresses, times and handles sit at the top of their ranges, as a
+/// crafted or damaged trace can carry them: every sum, rounding and difference over them is
+/// one step from wrapping.
+fn extreme_trace(dir: &std::path::Path) -> std::path::PathBuf {
+    use vramtrace_format::{Api, Event, Metadata, TraceWriter, WriterOptions};
+    let path = dir.join("extreme.vramtrace");
+    let file = std::fs::File::create(&path).unwrap();
+    let metadata = Metadata {
+        capture_level: "request".into(),
+        ..Metadata::default()
+    };
+    let mut w = TraceWriter::new(file, &metadata, WriterOptions::default()).unwrap();
+    let top = u64::MAX;
+    let events = [
+        (Api::CuMemAlloc_v2, 0, 0x1000, 1 << 20, 0),
+        (Api::CuMemAlloc_v2, top - 10, top - 4096, top - 1, 0),
+        (Api::CuMemAlloc_v2, top - 9, top - (1 << 40), top / 2, 0),
+        (Api::CuMemAllocAsync, top - 8, 0x2000, top, top),
+        (Api::CuMemAlloc_v2, top - 7, 0x3000, top, 2),
+        (Api::CuMemFree_v2, top - 6, top - 4096, 0, 0),
+        (Api::CuMemFreeAsync, top - 5, 0x2000, 0, top),
+        (Api::CuMemFree_v2, top, 0x1000, 0, 0),
+    ];
+    for (i, (api, time_ns, address, size, stream)) in events.into_iter().enumerate() {
+        let result = if size == top && stream == 2 { 2 } else { 0 };
+        w.push(&Event {
+            seq: i as u64 + 1,
+            time_ns,
+            duration_ns: top,
+            pid: 1,
+            address,
+            size,
+            stream,
+            result,
+            ..Event::new(api)
+        })
+        .unwrap();
+    }
+    w.finish().unwrap();
+    path
+}
+
+#[test]
+fn every_command_survives_sizes_times_and_addresses_at_the_top_of_their_range() {
+    // The test binary is built with overflow checks on: a wrapping sum panics (exit 101).
+    let dir = tempfile::tempdir().unwrap();
+    let path = extreme_trace(dir.path());
+    let p = path.to_str().unwrap();
+    let out_dir = dir.path().join("out");
+    let perfetto = dir.path().join("x.json");
+    let pickle = dir.path().join("x.pickle");
+    for args in [
+        vec!["info", p],
+        vec!["info", p, "--json"],
+        vec!["summary", p],
+        vec!["summary", p, "--json"],
+        vec!["replay", p],
+        vec!["replay", p, "--json"],
+        vec!["fit", p, "--policy", "cuda-malloc,pytorch"],
+        vec!["diff", p, p],
+        vec!["report", p, "-o", out_dir.to_str().unwrap()],
+        vec![
+            "export",
+            p,
+            "--to",
+            "perfetto",
+            "-o",
+            perfetto.to_str().unwrap(),
+        ],
+        vec![
+            "export",
+            p,
+            "--to",
+            "pytorch-snapshot",
+            "-o",
+            pickle.to_str().unwrap(),
+        ],
+    ] {
+        let out = vramtrace().args(&args).output().unwrap();
+        let code = out.status.code();
+        assert!(
+            code == Some(0) || code == Some(1),
+            "{args:?} exited {code:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

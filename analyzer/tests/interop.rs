@@ -2,21 +2,10 @@
 //! and on PyTorch snapshots recorded on an H200 (samples/README.md has their
 //! provenance and the allocator counters quoted below).
 
-use assert_cmd::Command;
+use crate::util::{repo, vramtrace_in_repo as vramtrace};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use vramtrace_format::pickle;
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
-
-/// The binary, run from the repository root so that sample paths read as in the README.
-fn vramtrace() -> Command {
-    let mut c = Command::cargo_bin("vramtrace").unwrap();
-    c.current_dir(repo("."));
-    c
-}
 
 /// Runs the command, expects success, returns stdout.
 fn ok(args: &[&str]) -> String {
@@ -296,8 +285,7 @@ fn recorded_segment_allocations_match_pytorchs_segment_counter() {
 fn summary_of_an_imported_training_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     import(dir.path(), "fp32");
-    let out = Command::cargo_bin("vramtrace")
-        .unwrap()
+    let out = crate::util::vramtrace()
         .current_dir(dir.path())
         .args(["summary", "fp32.vramtrace"])
         .output()

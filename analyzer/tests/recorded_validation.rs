@@ -4,14 +4,15 @@
 //! allocator and expandable segments (`samples/traces/*.truth.json`; provenance in
 //! `samples/README.md`).
 
-use std::path::{Path, PathBuf};
+use crate::util::repo;
+use std::path::PathBuf;
 use vramtrace::model::Model;
 use vramtrace::policy::parse_specs;
 use vramtrace::replay::run;
 use vramtrace_format::{ReadOptions, Trace};
 
 fn traces() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/traces")
+    repo("samples/traces")
 }
 
 fn truth(workload: &str, config: &str, field: &str) -> u64 {

@@ -1,14 +1,10 @@
 //! `vramtrace replay` and `vramtrace fit` from the outside: output contracts, errors, warnings.
 
-use assert_cmd::Command;
+use crate::util::vramtrace;
 use std::path::PathBuf;
 use vramtrace_format::{Api, Event, Metadata, TraceWriter, WriterOptions};
 
 const MLP: &str = "../samples/traces/h200-torch/mlp.native.vramtrace";
-
-fn vramtrace() -> Command {
-    Command::cargo_bin("vramtrace").unwrap()
-}
 
 fn json(args: &[&str]) -> serde_json::Value {
     let out = vramtrace().args(args).output().unwrap();
@@ -148,6 +144,98 @@ fn a_bad_policy_is_bad_usage() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn hostile_policy_options_are_bad_usage_in_one_line() {
+    // Each once panicked (a division by zero) or never ended (a rounding that wrapped near 2^64).
+    for policy in [
+        "cuda-async:large_alignment=0",
+        "cuda-async:alignment=3",
+        "cuda-async:chunk_mb=18446744073709551615",
+        "bfc:memory_limit=18446744073709551615",
+        "bfc:memory_limit=2PiB",
+        "pytorch:max_split_size_mb=18446744073709551615",
+        "rmm-binning:max_size_exponent=64",
+        "best-fit:alignment=0",
+        "buddy:min_block=0",
+    ] {
+        let out = vramtrace()
+            .args(["replay", MLP, "--policy", policy])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{policy}: {err}");
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error")).count(),
+            1,
+            "{policy}: {err}"
+        );
+        assert!(err.contains(policy), "{policy}: {err}");
+    }
+    let out = vramtrace()
+        .args(["replay", MLP, "--capacity", "18446744073709551615"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// `groups` processes, each allocating and freeing one 1 MiB buffer on device 0.
+fn many_process_trace(groups: u32) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.vramtrace");
+    let file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let metadata = Metadata {
+        capture_level: "request".into(),
+        ..Metadata::default()
+    };
+    let mut w = TraceWriter::new(file, &metadata, WriterOptions::default()).unwrap();
+    let mut seq = 0;
+    for pid in 1..=groups {
+        for api in [Api::CuMemAlloc_v2, Api::CuMemFree_v2] {
+            seq += 1;
+            w.push(&Event {
+                seq,
+                time_ns: seq * 10,
+                pid,
+                tid: pid,
+                address: 0x7000_0000_0000,
+                size: 1 << 20,
+                ..Event::new(api)
+            })
+            .unwrap();
+        }
+    }
+    w.finish().unwrap();
+    (dir, path)
+}
+
+#[test]
+fn twenty_thousand_processes_are_replayed_and_fitted_each_once() {
+    // Assembling the tables once scanned every result for every process: 20,000 processes of
+    // one allocation each took 40 s to replay with every policy.
+    let (_dir, path) = many_process_trace(20_000);
+    let path = path.to_str().unwrap();
+    let v = json(&["replay", path, "--policy", "pytorch,cuda-malloc", "--json"]);
+    let streams = v["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 20_000);
+    assert_eq!(streams[19_999]["pid"], 20_000);
+    for st in [&streams[0], &streams[19_999]] {
+        let names: Vec<&str> = st["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["pytorch", "cuda-malloc"]);
+        assert_eq!(st["policies"][0]["peak_reserved"], 2 << 20);
+        assert_eq!(st["policies"][1]["peak_reserved"], 2 << 20);
+    }
+    assert_eq!(v["policies"][1]["peak_reserved"], 20_000u64 << 21);
+    let v = json(&["fit", path, "--policy", "cuda-malloc", "--json"]);
+    let streams = v["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 20_000);
+    assert_eq!(streams[12_345]["policies"][0]["name"], "cuda-malloc");
 }
 
 #[test]

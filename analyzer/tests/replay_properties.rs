@@ -1,92 +1,18 @@
 //! Invariants of every policy on random request streams (proptest).
 
+use crate::streams::{MIB, every_policy_and, op_with_attempts, stream_of};
 use proptest::prelude::*;
-use vramtrace::model::{Request, RequestKind, RequestStream};
-use vramtrace::policy::{BuildContext, PolicySpec, REGISTRY, build, parse_specs};
-use vramtrace::policy::{Driver, DriverModel};
+use vramtrace::model::{RequestKind, RequestStream};
+use vramtrace::policy::{BuildContext, Driver, DriverModel, PolicySpec, build};
 use vramtrace::replay::replay_all;
-
-const MIB: u64 = 1 << 20;
-
-/// An operation of the generator: allocate a size on a stream, or free the `n`th live object.
-#[derive(Debug, Clone)]
-enum Op {
-    Alloc(u64, u32),
-    Free(usize),
-    /// An allocation the program tries and survives failing.
-    Attempt(u64),
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    let size = prop_oneof![
-        1u64..=4096,
-        4096u64..=MIB,
-        MIB..=10 * MIB,
-        10 * MIB..=200 * MIB,
-    ];
-    prop_oneof![
-        3 => (size, 0u32..2).prop_map(|(s, st)| Op::Alloc(s, st)),
-        2 => any::<usize>().prop_map(Op::Free),
-        1 => (MIB..=300 * MIB).prop_map(Op::Attempt),
-    ]
-}
-
-/// A valid stream: frees only live objects; slots reused like the model reuses them.
-fn stream_of(ops: &[Op]) -> RequestStream {
-    let mut live: Vec<(u32, u64)> = Vec::new();
-    let mut free_slots: Vec<u32> = Vec::new();
-    let mut next = 0;
-    let mut requests = Vec::new();
-    for (t, op) in ops.iter().enumerate() {
-        let r = match *op {
-            Op::Alloc(size, stream) => {
-                let slot = free_slots.pop().unwrap_or_else(|| {
-                    next += 1;
-                    next - 1
-                });
-                live.push((slot, size));
-                Request::alloc(slot, size, stream)
-            }
-            Op::Attempt(size) => {
-                let slot = free_slots.last().copied().unwrap_or(next);
-                Request {
-                    kind: RequestKind::Attempt,
-                    ..Request::alloc(slot, size, 0)
-                }
-            }
-            Op::Free(_) if live.is_empty() => continue,
-            Op::Free(n) => {
-                let (slot, size) = live.swap_remove(n % live.len());
-                free_slots.push(slot);
-                Request::free(slot, size)
-            }
-        };
-        requests.push(Request {
-            time_ns: t as u64,
-            ..r
-        });
-    }
-    RequestStream::from_requests(requests)
-}
 
 /// Every registered policy with its defaults, plus the PyTorch options that change placement.
 fn specs() -> Vec<PolicySpec> {
-    let mut specs: Vec<PolicySpec> = REGISTRY
-        .iter()
-        .map(|p| PolicySpec {
-            name: p.name.into(),
-            options: Vec::new(),
-        })
-        .collect();
-    specs.extend(
-        parse_specs(
-            "pytorch:max_split_size_mb=64,roundup_power2_divisions=[2:1,8:4,>:2],\
-             pytorch:garbage_collection_threshold=0.5,memory_fraction=0.5,\
-             pytorch-expandable:max_split_size_mb=32,roundup_power2_divisions=4",
-        )
-        .unwrap(),
-    );
-    specs
+    every_policy_and(
+        "pytorch:max_split_size_mb=64,roundup_power2_divisions=[2:1,8:4,>:2],\
+         pytorch:garbage_collection_threshold=0.5,memory_fraction=0.5,\
+         pytorch-expandable:max_split_size_mb=32,roundup_power2_divisions=4",
+    )
 }
 
 /// Drives one policy request by request and checks the invariants after each.
@@ -147,9 +73,9 @@ proptest! {
 
     #[test]
     fn every_policy_keeps_blocks_apart_and_reserved_over_allocated_over_requested(
-        ops in prop::collection::vec(op(), 1..120),
+        ops in prop::collection::vec(op_with_attempts(), 1..120),
     ) {
-        let stream = stream_of(&ops);
+        let stream = stream_of(&ops, false);
         for spec in specs() {
             check_policy(&stream, &spec, u64::MAX)?;
         }
@@ -157,10 +83,10 @@ proptest! {
 
     #[test]
     fn under_a_capacity_every_request_is_served_or_reported_as_oom(
-        ops in prop::collection::vec(op(), 1..120),
+        ops in prop::collection::vec(op_with_attempts(), 1..120),
         capacity_mib in 1u64..600,
     ) {
-        let stream = stream_of(&ops);
+        let stream = stream_of(&ops, false);
         let specs = specs();
         let capacity = capacity_mib * MIB;
         let results = replay_all(std::slice::from_ref(&stream), &specs, &[capacity]).unwrap();
@@ -185,9 +111,9 @@ proptest! {
 
     #[test]
     fn one_thread_and_four_threads_give_the_same_results(
-        ops in prop::collection::vec(op(), 1..200),
+        ops in prop::collection::vec(op_with_attempts(), 1..200),
     ) {
-        let streams = vec![stream_of(&ops), stream_of(&ops[ops.len() / 2..])];
+        let streams = vec![stream_of(&ops, false), stream_of(&ops[ops.len() / 2..], false)];
         let specs = specs();
         let caps = [u64::MAX, 300 * MIB];
         let run = |threads| {

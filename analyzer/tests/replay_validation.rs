@@ -4,15 +4,15 @@
 //! The traces and stats are in `samples/traces/h200-torch/` (provenance in
 //! `samples/README.md`; `samples/workloads/replay_validate.py` made them).
 
-use std::path::{Path, PathBuf};
-use vramtrace::model::{Model, RequestStream};
+use crate::util::{only_stream, repo};
+use std::path::PathBuf;
+use vramtrace::model::RequestStream;
 use vramtrace::policy::PolicySpec;
 use vramtrace::policy::pytorch::spec_from_alloc_conf;
 use vramtrace::replay::run;
-use vramtrace_format::{ReadOptions, Trace};
 
 fn samples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/traces/h200-torch")
+    repo("samples/traces/h200-torch")
 }
 
 fn stats(name: &str) -> serde_json::Value {
@@ -29,14 +29,7 @@ fn policy_of(stats: &serde_json::Value) -> PolicySpec {
 }
 
 fn stream_of(name: &str) -> RequestStream {
-    let trace = Trace::open(
-        &samples().join(format!("{name}.vramtrace")),
-        ReadOptions::default(),
-    )
-    .unwrap();
-    let mut model = Model::from_events(trace.events(), &trace.metadata);
-    assert_eq!(model.streams.len(), 1, "{name}");
-    model.streams.remove(0)
+    only_stream(&samples().join(format!("{name}.vramtrace")))
 }
 
 /// Every recorded run, by name.

@@ -1,21 +1,13 @@
 //! `vramtrace report` as users meet it: the files it writes render, hostile trace strings stay
 //! text, the page is self-contained and opens in a browser, errors are one line.
 
-use assert_cmd::Command;
+use crate::util::{sample, vramtrace};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use vramtrace_format::{
     Api, Device, Event, Frame, Metadata, Module, Process, Stack, Tables, TraceWriter, WriterOptions,
 };
-
-fn sample() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/traces/synthetic-mlp.vramtrace")
-}
-
-fn vramtrace() -> Command {
-    Command::cargo_bin("vramtrace").unwrap()
-}
 
 /// Runs `report` on `trace` into a new temporary directory, which it returns.
 fn report(trace: &Path, extra: &[&str]) -> tempfile::TempDir {
@@ -127,7 +119,7 @@ fn the_page_is_self_contained() {
 /// UTF-8 becomes when decoded, and characters XML cannot hold.
 const HOSTILE: &str = "<script>alert(\"x\")</script> & 'q' \u{0}\u{1b}[31m";
 
-fn hostile_trace(dir: &Path) -> PathBuf {
+pub(crate) fn hostile_trace(dir: &Path) -> PathBuf {
     let lossy = String::from_utf8_lossy(b"lib\xff\xfe<b>.so").into_owned();
     let metadata = Metadata {
         writer: HOSTILE.into(),

@@ -1,6 +1,6 @@
 //! The hooked CUDA driver functions, by their exact exported names.
 //!
-//! The list follows the hook set of `shared/research/interposition.md` §7. Each function has a
+//! The list follows the hook set of `docs/interposition.md` §7. Each function has a
 //! stable numeric id that the file format stores; the table is append-only: ids are never reused
 //! or renumbered, and a reader refuses an id it does not know (the file was written by a newer
 //! recorder).
@@ -39,6 +39,9 @@ pub enum Op {
     PoolDestroy,
     /// Trims a pool or the graph memory of a device.
     Trim,
+    /// The program gave memory back to its framework's allocator, which may keep it in use
+    /// until work queued on other streams is done ([`Op::Free`] follows when it is reusable).
+    FreeRequested,
 }
 
 /// The kind of memory a call allocates or frees.
@@ -67,6 +70,12 @@ pub enum MemoryKind {
     Graph,
     /// Multicast objects.
     Multicast,
+    /// A block PyTorch's caching allocator handed to the program (a tensor's storage), as the
+    /// allocator's trace tracker reported it: one request.
+    TorchBlock,
+    /// Memory PyTorch's caching allocator took from or gave back to the driver (a segment, or
+    /// a mapping of an expandable segment), as its trace tracker reported it.
+    TorchSegment,
 }
 
 macro_rules! apis {
@@ -160,12 +169,30 @@ apis! {
     CuGraphAddMemAllocNode = 80, "cuGraphAddMemAllocNode", Alloc, Graph;
     CuGraphAddMemFreeNode = 81, "cuGraphAddMemFreeNode", Free, Graph;
     CuDeviceGraphMemTrim = 82, "cuDeviceGraphMemTrim", Trim, Graph;
+
+    // Not driver calls: PyTorch's caching allocator, through its trace tracker (one event per
+    // `TraceEntry`, formats/SPEC.md §4.2).
+    TorchAlloc = 100, "torch.alloc", Alloc, TorchBlock;
+    TorchFreeRequested = 101, "torch.free_requested", FreeRequested, TorchBlock;
+    TorchFreeCompleted = 102, "torch.free_completed", Free, TorchBlock;
+    TorchSegmentAlloc = 103, "torch.segment_alloc", Alloc, TorchSegment;
+    TorchSegmentFree = 104, "torch.segment_free", Free, TorchSegment;
+    TorchSegmentMap = 105, "torch.segment_map", Map, TorchSegment;
+    TorchSegmentUnmap = 106, "torch.segment_unmap", Unmap, TorchSegment;
 }
 
 impl Api {
     /// The stored id.
     pub const fn id(self) -> u16 {
         self as u16
+    }
+
+    /// True for events a framework's allocator reported rather than a driver call.
+    pub fn from_framework(self) -> bool {
+        matches!(
+            self.kind(),
+            MemoryKind::TorchBlock | MemoryKind::TorchSegment
+        )
     }
 
     /// True for the `_ptsz` variants, which use the per-thread default stream for stream 0.
@@ -216,5 +243,17 @@ mod tests {
         assert!(!Api::CuMemAllocAsync.per_thread_stream());
         assert_eq!(Api::CuMemFreeAsync_ptsz.op(), Op::Free);
         assert_eq!(Api::CuMemFreeAsync_ptsz.kind(), MemoryKind::Pool);
+    }
+
+    #[test]
+    fn torch_events_are_framework_events_with_their_own_ids() {
+        assert_eq!(Api::from_id(100), Some(Api::TorchAlloc));
+        assert_eq!(
+            Api::from_name("torch.segment_unmap"),
+            Some(Api::TorchSegmentUnmap)
+        );
+        assert!(Api::TorchFreeCompleted.from_framework());
+        assert!(!Api::CuMemAlloc_v2.from_framework());
+        assert_eq!(Api::TorchFreeRequested.op(), Op::FreeRequested);
     }
 }

@@ -41,6 +41,44 @@ pub struct Header {
     pub capacity: u64,
 }
 
+/// Bytes of [`Header`] at the start of the file.
+pub const HEADER_FIELDS_LEN: usize = 24;
+
+impl Header {
+    /// The header of a new journal of `capacity` record slots, owned by process `pid`.
+    pub fn new(pid: u32, capacity: u64) -> Header {
+        Header {
+            magic: MAGIC,
+            record_len: RECORD_LEN as u32,
+            pid,
+            capacity,
+        }
+    }
+
+    /// The header as the file stores it (little-endian).
+    pub fn to_bytes(&self) -> [u8; HEADER_FIELDS_LEN] {
+        let mut b = [0u8; HEADER_FIELDS_LEN];
+        b[..8].copy_from_slice(&self.magic);
+        b[8..12].copy_from_slice(&self.record_len.to_le_bytes());
+        b[12..16].copy_from_slice(&self.pid.to_le_bytes());
+        b[16..24].copy_from_slice(&self.capacity.to_le_bytes());
+        b
+    }
+
+    /// The header at the start of `bytes`, if they start with the journal magic.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Header> {
+        if bytes.len() < HEADER_FIELDS_LEN || bytes[..8] != MAGIC {
+            return None;
+        }
+        Some(Header {
+            magic: MAGIC,
+            record_len: u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")),
+            pid: u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")),
+            capacity: u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes")),
+        })
+    }
+}
+
 /// One event as the hooks store it. `seq` is written last: a record counts only when its `seq`
 /// is non-zero and belongs to its slot (`(seq - 1) % capacity == slot`).
 #[repr(C)]
@@ -131,15 +169,9 @@ pub fn read(bytes: &[u8]) -> Result<(Header, Vec<Event>)> {
         offset: 0,
         what: format!("journal: {what}"),
     };
-    if bytes.len() < HEADER_LEN || bytes[..8] != MAGIC {
-        return Err(corrupt("no journal header"));
-    }
-    let header = Header {
-        magic: MAGIC,
-        record_len: u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")),
-        pid: u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")),
-        capacity: u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes")),
-    };
+    let header = Header::from_bytes(bytes)
+        .filter(|_| bytes.len() >= HEADER_LEN)
+        .ok_or_else(|| corrupt("no journal header"))?;
     if header.record_len as usize != RECORD_LEN || !header.capacity.is_power_of_two() {
         return Err(corrupt("unknown record size or capacity"));
     }
@@ -265,10 +297,7 @@ mod tests {
 
     fn journal_with(capacity: u64, records: &[(usize, Record)]) -> Vec<u8> {
         let mut b = vec![0u8; HEADER_LEN + capacity as usize * RECORD_LEN];
-        b[..8].copy_from_slice(&MAGIC);
-        b[8..12].copy_from_slice(&(RECORD_LEN as u32).to_le_bytes());
-        b[12..16].copy_from_slice(&7u32.to_le_bytes());
-        b[16..24].copy_from_slice(&capacity.to_le_bytes());
+        b[..HEADER_FIELDS_LEN].copy_from_slice(&Header::new(7, capacity).to_bytes());
         for (slot, r) in records {
             // SAFETY: Record is repr(C), plain integers, RECORD_LEN bytes.
             let raw: [u8; RECORD_LEN] = unsafe { std::mem::transmute(*r) };

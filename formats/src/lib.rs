@@ -46,6 +46,7 @@ pub mod synthetic;
 mod tables;
 #[cfg(test)]
 mod testing;
+mod torch_trace;
 mod writer;
 
 pub use api::{Api, MemoryKind, Op};
@@ -55,4 +56,5 @@ pub use event::{CUDA_SUCCESS, Event, NO_DEVICE, NO_STACK};
 pub use metadata::{ALLOCATOR_ENV_VARS, Metadata};
 pub use reader::{EventChunks, Layout, MappedFile, ReadOptions, Trace};
 pub use tables::{Device, Frame, Module, Pool, Process, Stack, Stream, Tables, Thread};
+pub use torch_trace::{TORCH_LAYOUTS, TorchLayout, parse_torch_version};
 pub use writer::{TraceWriter, WriterOptions};

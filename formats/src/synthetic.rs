@@ -9,7 +9,7 @@
 //!   and two short-lived temporaries per layer, a backward pass that frees the activations in
 //!   reverse with one gradient temporary each, and an optimizer update with eight small
 //!   temporaries: 40 allocations and 40 frees per step, the 2,400 events per 30 steps PyTorch's
-//!   MLP made under `backend:cudaMallocAsync` on the H200 (research/h200-measurements.md);
+//!   MLP made under `backend:cudaMallocAsync` on the H200 (`docs/h200-measurements.md`);
 //! - the sizes of activations and temporaries scale with a per-step sequence length drawn from
 //!   four buckets (×1, ×1.25, ×1.5, ×2), as in variable-length training; sizes span 512 B to
 //!   hundreds of MiB, rounded to 512 B;

@@ -25,6 +25,9 @@ pub struct Config {
     pub stacks: Option<crate::unwind::Mode>,
     /// `VRAMTRACE_MAX_DEPTH`: frames kept per stack, 1 to 256 (default 64).
     pub max_depth: usize,
+    /// `VRAMTRACE_TORCH_TRACKER=0`: do not attach to PyTorch's caching allocator (on by
+    /// default; off under `VRAMTRACE_REQUESTS`, whose back-end has no tracker).
+    pub torch_tracker: bool,
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
@@ -33,9 +36,8 @@ static CONFIG: OnceLock<Config> = OnceLock::new();
 pub fn get() -> &'static Config {
     CONFIG.get_or_init(|| {
         let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-        let flag = |name: &str| {
-            var(name).is_some_and(|v| !matches!(v.to_str(), Some("0" | "false" | "no" | "off")))
-        };
+        let off = |v: &std::ffi::OsStr| matches!(v.to_str(), Some("0" | "false" | "no" | "off"));
+        let flag = |name: &str| var(name).is_some_and(|v| !off(&v));
         Config {
             output: var(env::OUTPUT).map(PathBuf::from),
             disabled: flag(env::DISABLE),
@@ -49,6 +51,7 @@ pub fn get() -> &'static Config {
             max_depth: var(env::MAX_DEPTH)
                 .and_then(|v| v.to_str()?.parse::<usize>().ok())
                 .unwrap_or(crate::stacks::DEFAULT_MAX_DEPTH),
+            torch_tracker: var(env::TORCH_TRACKER).is_none_or(|v| !off(&v)),
         }
     })
 }

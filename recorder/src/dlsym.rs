@@ -8,11 +8,11 @@
 //! and the original return address still on the stack.
 //!
 //! One unversioned export satisfies references to both `dlsym@GLIBC_2.34` and
-//! `dlsym@GLIBC_2.2.5` (interposition.md §5.1).
+//! `dlsym@GLIBC_2.2.5` (docs/interposition.md §5, item 1).
 
 use crate::hooks;
+use crate::lifecycle;
 use crate::resolve::{real_dlsym, substitute_named};
-use crate::session;
 use std::ffi::{CStr, c_char, c_void};
 
 /// What the trampoline does next: `done == 0` jumps to `value` (the real `dlsym`) with the
@@ -83,7 +83,7 @@ extern "C" fn route(handle: *mut c_void, name: *const c_char, _caller: usize) ->
     // SAFETY: the caller's own arguments; dlerror state is set by this call as the caller expects.
     let p = unsafe { real(handle, name) };
     if !p.is_null() {
-        session::start_soon();
+        lifecycle::start_soon();
     }
     Route {
         value: substitute_named(index, p),

@@ -8,9 +8,8 @@
 //! the journal covers it (`ring`).
 
 use crate::clock;
+use crate::lifecycle;
 use crate::ring;
-use crate::session;
-use crate::writer;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -47,8 +46,7 @@ extern "C" fn in_fork_child() {
     clock::after_fork_in_child();
     crate::hooks::context::after_fork_in_child();
     ring::detach();
-    writer::after_fork_in_child();
-    session::after_fork_in_child();
+    lifecycle::after_fork_in_child();
 }
 
 extern "C" fn on_fatal_signal(
@@ -56,8 +54,8 @@ extern "C" fn on_fatal_signal(
     info: *mut libc::siginfo_t,
     _ctx: *mut libc::c_void,
 ) {
-    if session::running_here() {
-        writer::finalize_and_wait(Duration::from_secs(3));
+    if lifecycle::running_here() {
+        lifecycle::finalize_and_wait(Duration::from_secs(3));
     }
     let Some(i) = FATAL.iter().position(|&s| s == sig) else {
         return;
@@ -77,8 +75,8 @@ extern "C" fn on_fatal_signal(
 }
 
 extern "C" fn on_unload() {
-    if session::running_here() {
-        writer::finalize_and_wait(Duration::from_secs(10));
+    if lifecycle::running_here() {
+        lifecycle::finalize_and_wait(Duration::from_secs(10));
     }
 }
 

@@ -3,7 +3,7 @@
 //! # How calls are caught
 //!
 //! Programs reach the driver through `dlsym(libcuda, name)` or through `cuGetProcAddress*`, so
-//! plain symbol interposition catches almost nothing (`shared/research/interposition.md`). This
+//! plain symbol interposition catches almost nothing (`docs/interposition.md`). This
 //! library exports a `dlsym` trampoline that tail-jumps to the real one with the caller's
 //! identity intact ([`dlsym`]), and substitutes a wrapper for every tracked function it is asked
 //! for by name, either there or in what `cuGetProcAddress`, `cuGetProcAddress_v2` and the
@@ -36,10 +36,12 @@ mod cuda;
 mod dlsym;
 mod exit;
 mod hooks;
+mod lifecycle;
 mod modules;
 mod resolve;
 mod ring;
 mod session;
 mod stacks;
+mod torch;
 mod unwind;
 mod writer;

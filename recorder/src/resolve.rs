@@ -1,7 +1,7 @@
 //! Finding the real functions, and handing out wrappers in their place.
 //!
 //! Every pointer the driver hands out for a tracked function is the exact address of the
-//! exported symbol of that name (observed on driver 580, interposition.md §0), so `dladdr`
+//! exported symbol of that name (observed on driver 580, docs/interposition.md §0), so `dladdr`
 //! identifies it, and the wrapper with exactly that name, hence that ABI (`_v2`, `_ptsz`, ...),
 //! replaces it. Tables are keyed by function pointer, never by library name: programs load the
 //! driver as `libcuda.so.1`, `libcuda.so` or through a symlink.
@@ -10,7 +10,7 @@
 
 use crate::cuda::{CUDA_ERROR_NOT_INITIALIZED, CUresult};
 use crate::hooks::{HOOKS, Hook, by_wrapper, context, find};
-use crate::session;
+use crate::lifecycle;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -144,7 +144,7 @@ pub fn substitute(p: *mut c_void) -> *mut c_void {
 /// `pfn` is the resolver's out-parameter (null or valid for reads and writes).
 unsafe fn swap_out(ok: bool, pfn: *mut *mut c_void) {
     if ok && !pfn.is_null() {
-        session::start_soon();
+        lifecycle::start_soon();
         // SAFETY: the caller's out-parameter, which the resolver just filled.
         unsafe { *pfn = substitute(*pfn) };
     }

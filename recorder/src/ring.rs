@@ -11,9 +11,9 @@
 
 use crate::clock;
 use crate::hooks::{HOOKS, Hook, context};
-use crate::session;
-use crate::writer;
+use crate::lifecycle;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering, compiler_fence};
+use vramtrace_format::Api;
 use vramtrace_format::journal::{DRAINED_OFFSET, HEADER_LEN, NEXT_OFFSET, RECORD_LEN, Record};
 
 /// Base of the journal mapping; null when not recording.
@@ -63,21 +63,29 @@ pub unsafe fn slot(base: *mut u8, capacity: u64, slot: u64) -> (&'static AtomicU
 /// Whether a hook should build a record at all.
 #[inline]
 pub fn wanted() -> bool {
-    !JOURNAL.load(Ordering::Relaxed).is_null() || session::may_start()
+    !JOURNAL.load(Ordering::Relaxed).is_null() || lifecycle::may_start()
 }
 
 /// A record for `hook` with the fields every event has.
 #[inline]
 pub fn record(hook: Hook, t0: u64, t1: u64, result: u32) -> Record {
     Record {
+        device: context::current_device(),
+        ..record_of(HOOKS[hook as usize].api, t0, t1, result)
+    }
+}
+
+/// A record of an event of `api` (the device left to the caller), with its stack.
+#[inline]
+pub fn record_of(api: Option<Api>, t0: u64, t1: u64, result: u32) -> Record {
+    Record {
         time_ns: t0,
         duration_ns: t1.wrapping_sub(t0),
         pid: clock::pid(),
         tid: clock::tid(),
-        device: context::current_device(),
         result,
-        api: HOOKS[hook as usize].api.map_or(0, |a| a.id()),
-        stack: crate::stacks::capture(HOOKS[hook as usize].api),
+        api: api.map_or(0, |a| a.id()),
+        stack: crate::stacks::capture(api),
         ..Record::default()
     }
 }
@@ -87,7 +95,7 @@ pub fn record(hook: Hook, t0: u64, t1: u64, result: u32) -> Record {
 pub fn push(rec: &mut Record) {
     let mut base = JOURNAL.load(Ordering::Acquire);
     if base.is_null() {
-        if !session::ensure_started() {
+        if !lifecycle::ensure_started() {
             return;
         }
         base = JOURNAL.load(Ordering::Acquire);
@@ -102,7 +110,7 @@ pub fn push(rec: &mut Record) {
     // Ring full: wait for the writer to free slots. It always does while it lives, also after
     // an I/O error (it then discards), so this cannot wait forever.
     while s >= drained.load(Ordering::Acquire) + capacity {
-        if !writer::alive() {
+        if !lifecycle::writer_alive() {
             return;
         }
         // SAFETY: sched_yield has no preconditions.

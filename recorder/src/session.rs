@@ -1,10 +1,11 @@
 //! Starting to record, once per process: choose the trace file, create the journal, start the
-//! writer thread. Runs on the first tracked lookup or call, never at load time, so tools that
-//! merely inherit `LD_PRELOAD` create nothing.
+//! writer thread. [`crate::lifecycle`] decides when (the first tracked lookup or call) and owns
+//! the state this changes.
 
 use crate::clock;
 use crate::config::{self, Config};
 use crate::exit;
+use crate::lifecycle;
 use crate::ring;
 use crate::stacks;
 use crate::writer::{self, Job};
@@ -13,101 +14,13 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use vramtrace_format::conventions::{Heartbeat, heartbeat_name, process_trace_name, trace_stem};
-use vramtrace_format::journal::{self, HEADER_LEN, MAGIC, RECORD_LEN};
+use vramtrace_format::journal::{self, HEADER_LEN, Header, RECORD_LEN};
 use vramtrace_format::{ALLOCATOR_ENV_VARS, Metadata, Process, TraceWriter, WriterOptions};
 
-const NOT_STARTED: u8 = 0;
-const STARTING: u8 = 1;
-const RUNNING: u8 = 2;
-const OFF: u8 = 3;
-
-static STATE: AtomicU8 = AtomicU8::new(NOT_STARTED);
-static STARTER: AtomicU32 = AtomicU32::new(0);
-/// Set in a fork child: it must not claim its parent's file name.
-static FORK_CHILD: AtomicBool = AtomicBool::new(false);
-/// The process that owns the running session (0 when none).
-static OWNER: AtomicU32 = AtomicU32::new(0);
-
-/// True while recording has not started yet or is starting on some thread (a hook should then
-/// build its record; `ring::push` waits for the start).
-#[inline]
-pub fn may_start() -> bool {
-    matches!(STATE.load(Ordering::Relaxed), NOT_STARTED | STARTING)
-}
-
-/// True when this process records into a live session.
-pub fn running_here() -> bool {
-    STATE.load(Ordering::Acquire) == RUNNING && OWNER.load(Ordering::Relaxed) == clock::pid()
-}
-
-/// Starts recording if it has not started; true when recording. A hook calls this: while
-/// another thread is starting, it waits (up to 2 s, then it gives up on its one event: the
-/// starting thread might be waiting for a lock this one holds, such as the loader's).
-pub fn ensure_started() -> bool {
-    start(true)
-}
-
-/// Starts recording if it has not started, without waiting for a start under way elsewhere.
-/// The lookup paths (`dlsym`, `cuGetProcAddress`) call this: they may run with the loader's
-/// lock held, which the starting thread may need.
-pub fn start_soon() {
-    start(false);
-}
-
-fn start(wait: bool) -> bool {
-    let mut deadline = 0;
-    loop {
-        match STATE.load(Ordering::Acquire) {
-            RUNNING => return true,
-            OFF => return false,
-            NOT_STARTED => {
-                if STATE
-                    .compare_exchange(NOT_STARTED, STARTING, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
-                    STARTER.store(clock::tid(), Ordering::Relaxed);
-                    let ok = std::panic::catch_unwind(open).unwrap_or(false);
-                    STATE.store(if ok { RUNNING } else { OFF }, Ordering::Release);
-                    return ok;
-                }
-            }
-            _ => {
-                // Starting on another thread, or re-entered from `open` itself.
-                if !wait || STARTER.load(Ordering::Relaxed) == clock::tid() {
-                    return false;
-                }
-                let now = clock::now();
-                if deadline == 0 {
-                    deadline = now + 2_000_000_000;
-                } else if now > deadline {
-                    return false;
-                }
-                // SAFETY: sched_yield has no preconditions.
-                unsafe { libc::sched_yield() };
-            }
-        }
-    }
-}
-
-/// Stops recording for good in this process (after the trace was finalized).
-pub fn stop() {
-    STATE.store(OFF, Ordering::Release);
-}
-
-/// Runs in a fork child: the parent's session belongs to the parent; the child starts its own
-/// on its first call.
-pub fn after_fork_in_child() {
-    FORK_CHILD.store(true, Ordering::Relaxed);
-    OWNER.store(0, Ordering::Relaxed);
-    // A parent that could not record warned already; its child stays quiet and unrecorded.
-    if STATE.load(Ordering::Relaxed) != OFF {
-        STATE.store(NOT_STARTED, Ordering::Relaxed);
-    }
-}
-
-fn open() -> bool {
+/// Opens this process's session; false when it records nothing (disabled, or a file could not
+/// be made: then one warning went to stderr). Called once, by [`lifecycle::ensure_started`].
+pub fn open() -> bool {
     let cfg = config::get();
     if cfg.disabled {
         return false;
@@ -180,7 +93,7 @@ fn open_session(cfg: &Config) -> Result<PathBuf, String> {
         metadata,
     ))
     .map_err(|e| format!("cannot start the writer thread: {e}"))?;
-    OWNER.store(pid, Ordering::Relaxed);
+    lifecycle::set_owner(pid);
     stacks::start(cfg.stacks, cfg.max_depth);
     ring::attach(base, cfg.slots);
     exit::install();
@@ -202,7 +115,7 @@ fn trace_file(cfg: &Config, pid: u32) -> Result<(PathBuf, File), String> {
         std::fs::create_dir_all(&output).map_err(|e| format!("{}: {e}", output.display()))?;
         output.join(process_trace_name(&program_name(), pid))
     } else {
-        if !FORK_CHILD.load(Ordering::Relaxed)
+        if !lifecycle::is_fork_child()
             && let Some(f) = claim(&output)
         {
             return Ok((output, f));
@@ -251,12 +164,7 @@ fn create_journal(path: &Path, slots: u64, pid: u32) -> std::io::Result<*mut u8>
         let _ = std::fs::remove_file(path);
         return Err(std::io::Error::from_raw_os_error(r));
     }
-    let mut header = [0u8; 24];
-    header[..8].copy_from_slice(&MAGIC);
-    header[8..12].copy_from_slice(&(RECORD_LEN as u32).to_le_bytes());
-    header[12..16].copy_from_slice(&pid.to_le_bytes());
-    header[16..24].copy_from_slice(&slots.to_le_bytes());
-    (&f).write_all(&header)?;
+    (&f).write_all(&Header::new(pid, slots).to_bytes())?;
     // SAFETY: a fresh shared read-write mapping of `len` bytes of a file this function
     // allocated; it is never unmapped (hooks may hold its address until the process ends).
     let p = unsafe {

@@ -28,10 +28,9 @@
 //! snapshot once no block announces it.
 
 use crate::clock;
+use crate::lifecycle;
 use crate::modules::{self, Loaded};
-use crate::session;
 use crate::unwind::{self, Bounds, Cache, Mode, Snapshot};
-use crate::writer;
 use std::cell::{Cell, UnsafeCell};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{
@@ -213,10 +212,10 @@ pub fn capture(api: Option<Api>) -> u32 {
         return NO_STACK;
     }
     let mut mode = MODE.load(Ordering::Acquire);
-    if mode == OFF && session::may_start() {
+    if mode == OFF && lifecycle::may_start() {
         // A program linked with -lcuda makes its first call without a lookup before it: start
         // now, so its first event has a stack too.
-        session::ensure_started();
+        lifecycle::ensure_started();
         mode = MODE.load(Ordering::Acquire);
     }
     if mode == OFF {
@@ -303,7 +302,7 @@ fn thread_block() -> Option<&'static Block> {
             BLOCK.with(|c| c.set(b));
             return Some(b);
         }
-        if !writer::alive() || clock::now() > deadline {
+        if !lifecycle::writer_alive() || clock::now() > deadline {
             return None;
         }
         STARVED.store(true, Ordering::Release);

@@ -4,7 +4,7 @@
 //!
 //! DWARF CFI unwinding with framehop over the `.eh_frame_hdr`/`.eh_frame` bytes of every loaded
 //! object, read in place (mstange/framehop, `Readme.md`, "in-process" use; the recipe and its
-//! cost, about 18 ns a frame here, are in `shared/research/crates.md` §2). With
+//! cost, about 18 ns a frame here, are in `docs/dependencies.md`, "Stack capture"). With
 //! [`MustNotAllocateDuringUnwind`] and a cache made beforehand, unwinding allocates nothing;
 //! code without unwind information (JIT code, objects built without `.eh_frame`) is crossed by
 //! framehop's frame-pointer fallback rule.

@@ -4,70 +4,24 @@
 //! It frees journal slots only after the chunk holding their events was written (`flush`), which
 //! is what makes the journal a complete crash record (see `ring`).
 
-use crate::clock;
 use crate::hooks::context;
+use crate::lifecycle;
 use crate::ring;
-use crate::session;
 use crate::stacks::TableWriter;
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use vramtrace_format::journal::Record;
 use vramtrace_format::{
     Api, Device, Event, MemoryKind, Metadata, Op, Pool, Stream, Thread, TraceWriter,
 };
 
-static ALIVE: AtomicBool = AtomicBool::new(false);
-static FINALIZE: AtomicBool = AtomicBool::new(false);
-static FINISHED: AtomicBool = AtomicBool::new(false);
-static WRITER_TID: AtomicU32 = AtomicU32::new(0);
-
 /// How long chunks may wait in memory before they are written (their events are already safe
 /// in the journal; this bounds how much a reader of a live trace lags).
 const FLUSH_EVERY: Duration = Duration::from_millis(250);
-
-/// True while the writer thread drains the journal.
-pub fn alive() -> bool {
-    ALIVE.load(Ordering::Acquire)
-}
-
-/// True on the writer thread itself.
-pub fn is_writer_thread() -> bool {
-    WRITER_TID.load(Ordering::Relaxed) == clock::tid()
-}
-
-/// Asks the writer to finish the trace and waits up to `timeout`. Async-signal-safe: atomics and
-/// `nanosleep` only, so a fatal-signal handler may call it.
-pub fn finalize_and_wait(timeout: Duration) -> bool {
-    if !alive() || is_writer_thread() {
-        return FINISHED.load(Ordering::Acquire);
-    }
-    FINALIZE.store(true, Ordering::Release);
-    let step = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 1_000_000,
-    };
-    let steps = timeout.as_millis() as u64;
-    for _ in 0..steps {
-        if FINISHED.load(Ordering::Acquire) {
-            return true;
-        }
-        // SAFETY: nanosleep with a valid timespec; async-signal-safe.
-        unsafe { libc::nanosleep(&step, std::ptr::null_mut()) };
-    }
-    FINISHED.load(Ordering::Acquire)
-}
-
-/// Runs in a fork child: the parent's writer thread does not exist there.
-pub fn after_fork_in_child() {
-    ALIVE.store(false, Ordering::Relaxed);
-    FINALIZE.store(false, Ordering::Relaxed);
-    FINISHED.store(false, Ordering::Relaxed);
-    WRITER_TID.store(0, Ordering::Relaxed);
-}
 
 /// A journal mapping handed to the writer thread.
 struct Base(*mut u8);
@@ -124,18 +78,17 @@ impl Job {
 
 /// Starts the writer thread.
 pub fn spawn(job: Job) -> std::io::Result<()> {
-    ALIVE.store(true, Ordering::Release);
+    lifecycle::writer_starting();
     let spawned = std::thread::Builder::new()
         .name("vramtrace-writer".into())
         .spawn(move || {
-            WRITER_TID.store(clock::tid(), Ordering::Relaxed);
+            lifecycle::writer_running();
             let mut job = job;
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()));
-            ALIVE.store(false, Ordering::Release);
-            FINISHED.store(true, Ordering::Release);
+            lifecycle::writer_ended(true);
         });
     if spawned.is_err() {
-        ALIVE.store(false, Ordering::Release);
+        lifecycle::writer_ended(false);
     }
     spawned.map(drop)
 }
@@ -148,7 +101,7 @@ impl Job {
         let mut flushed = cursor;
         let mut last_flush = Instant::now();
         loop {
-            let finalize = FINALIZE.load(Ordering::Acquire);
+            let finalize = lifecycle::finalize_requested();
             if finalize {
                 // No new events from here on; let the hooks already past the check publish.
                 ring::detach();
@@ -333,7 +286,7 @@ impl Job {
                 drop(trace);
                 let _ = std::fs::remove_file(&self.trace_path);
                 let _ = std::fs::remove_file(&self.journal_path);
-                session::stop();
+                lifecycle::stop();
                 return;
             }
             match trace.finish() {
@@ -350,6 +303,6 @@ impl Job {
                 }
             }
         }
-        session::stop();
+        lifecycle::stop();
     }
 }

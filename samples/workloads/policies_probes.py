@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Small request streams that expose the stream-ordered pool's growth and reuse rules (its
-internals are not published, allocator-policies.md §6), written as the CSV that
+internals are not published, docs/allocators.md §6), written as the CSV that
 analyzer/examples/import_torch_trace.rs converts to .vramtrace. Replayed with
 `vramtrace replay --on-device --json`, each gives the pool's reserved memory after every
 allocation (`reserved_steps`).

@@ -43,7 +43,7 @@ dev = torch.device("cuda")
 
 
 def mlp(steps=30):
-    # The MLP of research/h200-measurements.md: 8 x Linear(2048, 2048) + GELU, AdamW, batch 256.
+    # The MLP of `docs/h200-measurements.md`: 8 x Linear(2048, 2048) + GELU, AdamW, batch 256.
     torch.manual_seed(0)
     layers = []
     for _ in range(8):

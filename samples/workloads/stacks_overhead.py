@@ -4,7 +4,7 @@ figures (samples/workloads/stacks_overhead.sh runs it with and without the recor
     python stacks_overhead.py OUT.json
 
 mlp: 16 x (Linear(1024, 1024) + ReLU), AdamW, batch 64: about 3.5 ms a step on an H200, and
-dozens of tensor allocations a step (shared/research/h200-measurements.md).
+dozens of tensor allocations a step (`docs/h200-measurements.md`).
 transformer: 6-layer TransformerEncoder, d_model 512, 8 heads, batch 16, AdamW, sequence lengths
 cycling through a fixed list.
 

@@ -7,7 +7,7 @@ figures (torch.cuda.memory_stats and the max_memory_* counters) to TRUTH.json: t
 recorded trace and an allocator replay are checked against.
 
 mlp: 8 x (Linear(2048, 2048) + GELU), AdamW, batch 256, 30 steps (as in
-shared/research/h200-measurements.md). transformer: 6-layer TransformerEncoder, d_model 512,
+`docs/h200-measurements.md`). transformer: 6-layer TransformerEncoder, d_model 512,
 8 heads, batch 16, AdamW, 20 steps whose sequence lengths cycle through a fixed list.
 """
 

@@ -4,7 +4,7 @@
  * accounted: FAKECUDA_CAPACITY (bytes, default 1 TiB) bounds the live total, and a request
  * beyond it returns CUDA_ERROR_OUT_OF_MEMORY. Host (pinned) memory is real malloc'ed memory.
  *
- * cuGetProcAddress[_v2] behave as driver 580 does (shared/research/interposition.md §1): the
+ * cuGetProcAddress[_v2] behave as driver 580 does (docs/interposition.md §1): the
  * newest versioned symbol at or before the requested version, the _ptsz variant for flag 2,
  * CUDA_SUCCESS with a NULL pointer for unknown names, and each returned pointer is the exact
  * address of the exported symbol of that name.

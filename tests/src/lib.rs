@@ -25,6 +25,12 @@ pub struct Artifacts {
     pub client_linked: PathBuf,
     /// A program whose library looks itself up with `dlsym(RTLD_NEXT, ...)`.
     pub rtld_next: PathBuf,
+    /// A PyTorch-shaped program: `torch_client LIBC10_CUDA`.
+    pub torch_client: PathBuf,
+    /// A fake `libc10_cuda.so` of PyTorch 2.11 (in `torch/lib/`, beside `torch/version.py`).
+    pub fake_torch: PathBuf,
+    /// The same library under a PyTorch version the recorder does not know (2.5.1).
+    pub fake_torch_unknown: PathBuf,
 }
 
 fn target_dir() -> PathBuf {
@@ -123,7 +129,46 @@ pub fn artifacts() -> &'static Artifacts {
                 .arg(format!("-Wl,-rpath,{}", c_dir.display())),
             "cc rtld_next.c",
         );
+        let fake_c10 = |dir: &str, version: &str| {
+            let lib_dir = c_dir.join(dir).join("torch").join("lib");
+            std::fs::create_dir_all(&lib_dir).expect("create fake torch folder");
+            std::fs::write(
+                lib_dir.parent().expect("torch/").join("version.py"),
+                format!("__version__ = '{version}'\ndebug = False\n"),
+            )
+            .expect("write version.py");
+            let lib = lib_dir.join("libc10_cuda.so");
+            run_ok(
+                Command::new(&cc)
+                    .args([
+                        "-shared",
+                        "-fPIC",
+                        "-O1",
+                        "-Wl,-soname,libc10_cuda.so",
+                        "-o",
+                    ])
+                    .arg(&lib)
+                    .arg(c_source("fake_c10_cuda.c"))
+                    .arg("-ldl"),
+                "cc fake_c10_cuda.c",
+            );
+            lib
+        };
+        let fake_torch = fake_c10("torch-2.11", "2.11.0+fake");
+        let fake_torch_unknown = fake_c10("torch-2.5", "2.5.1+cu121");
+        let torch_client = c_dir.join("torch_client");
+        run_ok(
+            Command::new(&cc)
+                .args(["-O1", "-o"])
+                .arg(&torch_client)
+                .arg(c_source("torch_client.c"))
+                .arg("-ldl"),
+            "cc torch_client.c",
+        );
         Artifacts {
+            torch_client,
+            fake_torch,
+            fake_torch_unknown,
             vramtrace: target.join("vramtrace"),
             preload: target.join("libvramtrace_preload.so"),
             fake_lib_dir: c_dir,

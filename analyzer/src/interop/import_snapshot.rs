@@ -43,7 +43,6 @@
 //! back). This needs no format change: old readers see ordinary modules.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::sync::Arc;
 use vramtrace_format::conventions::{
     ALLOCATOR_SEGMENT, BEFORE_HISTORY, PY_BASE, PY_STRIDE, REMAINDER, python_module_path,
@@ -90,20 +89,14 @@ pub fn recorded_segment_allocs(events: impl IntoIterator<Item = Event>) -> Vec<S
         .collect()
 }
 
-/// Why a snapshot could not be imported.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a snapshot could not be imported: what is wrong, and where in the snapshot
+/// (`device_traces[0][12] has no action`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a PyTorch memory snapshot: {0}")]
 pub struct ImportError(pub String);
 
-impl fmt::Display for ImportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ImportError {}
-
 fn bad(what: impl Into<String>) -> ImportError {
-    ImportError(format!("not a PyTorch memory snapshot: {}", what.into()))
+    ImportError(what.into())
 }
 
 /// What an import made and skipped.

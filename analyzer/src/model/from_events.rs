@@ -3,7 +3,7 @@
 
 use super::level::{LevelReport, detect_level};
 use super::request::{Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Event, MemoryKind, Metadata, Op};
 
@@ -43,6 +43,15 @@ struct Builder {
     handles: Vec<u64>,
     /// The memory kind of each request's call, to set aside what bypassed the allocator.
     kinds: Vec<MemoryKind>,
+    /// The address each request's call named (0 for VMM handles).
+    addresses: Vec<u64>,
+    /// Segments PyTorch's tracker reported (their driver calls are no requests).
+    torch_segments: HashSet<u64>,
+    /// True when the tracker reported expandable-segment mappings.
+    torch_maps: bool,
+    /// Bytes PyTorch reported holding from the driver, now and at most.
+    torch_reserved: u64,
+    torch_peak_reserved: Option<u64>,
     slots: Slots,
 }
 
@@ -61,31 +70,27 @@ impl Model {
             }
             let op = e.api.op();
             let kind = e.api.kind();
+            if kind == MemoryKind::TorchSegment || op == Op::FreeRequested {
+                // PyTorch's own word on its segments (what the replay predicts), or a free that
+                // takes effect at `torch.free_completed`.
+                if kind == MemoryKind::TorchSegment {
+                    Builder::of(&mut builders, &e).see_torch_segment(&e, op);
+                }
+                continue;
+            }
             if !e.succeeded() {
                 model.failed_calls += 1;
                 if e.result == CUDA_ERROR_OUT_OF_MEMORY
                     && op == Op::Alloc
-                    && matches!(kind, MemoryKind::Device | MemoryKind::Pool)
+                    && matches!(
+                        kind,
+                        MemoryKind::Device | MemoryKind::Pool | MemoryKind::TorchBlock
+                    )
                 {
-                    let key = StreamKey {
-                        pid: e.pid,
-                        device: e.device,
-                    };
-                    let b = builders.entry(key).or_insert_with(|| Builder::new(key));
+                    let b = Builder::of(&mut builders, &e);
                     let slot = b.slots.take();
                     b.slots.give_back(slot);
-                    b.push(
-                        e.stream,
-                        kind,
-                        Request {
-                            time_ns: e.time_ns,
-                            size: e.size,
-                            slot,
-                            stream: 0,
-                            stack: e.stack,
-                            kind: RequestKind::Attempt,
-                        },
-                    );
+                    b.push(&e, kind, e.size, slot, RequestKind::Attempt);
                 }
                 continue;
             }
@@ -105,28 +110,13 @@ impl Model {
             };
             let device_memory = matches!(
                 kind,
-                MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm
+                MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm | MemoryKind::TorchBlock
             );
-            let key = StreamKey {
-                pid: e.pid,
-                device: e.device,
-            };
             if births {
                 let request = device_memory.then(|| {
-                    let b = builders.entry(key).or_insert_with(|| Builder::new(key));
+                    let b = Builder::of(&mut builders, &e);
                     let slot = b.slots.take();
-                    b.push(
-                        e.stream,
-                        kind,
-                        Request {
-                            time_ns: e.time_ns,
-                            size: e.size,
-                            slot,
-                            stream: 0,
-                            stack: e.stack,
-                            kind: RequestKind::Alloc,
-                        },
-                    );
+                    b.push(&e, kind, e.size, slot, RequestKind::Alloc);
                     slot
                 });
                 // The same address born twice without a free: the first free was not recorded,
@@ -134,7 +124,10 @@ impl Model {
                 live.insert(
                     id,
                     Live {
-                        key,
+                        key: StreamKey {
+                            pid: e.pid,
+                            device: e.device,
+                        },
                         size: e.size,
                         kind,
                         request,
@@ -150,18 +143,7 @@ impl Model {
                         .get_mut(&object.key)
                         .expect("a live request has a builder");
                     b.slots.give_back(slot);
-                    b.push(
-                        e.stream,
-                        object.kind,
-                        Request {
-                            time_ns: e.time_ns,
-                            size: object.size,
-                            slot,
-                            stream: 0,
-                            stack: e.stack,
-                            kind: RequestKind::Free,
-                        },
-                    );
+                    b.push(&e, object.kind, object.size, slot, RequestKind::Free);
                 }
             }
         }
@@ -178,18 +160,70 @@ impl Builder {
             requests: Vec::new(),
             handles: Vec::new(),
             kinds: Vec::new(),
+            addresses: Vec::new(),
+            torch_segments: HashSet::new(),
+            torch_maps: false,
+            torch_reserved: 0,
+            torch_peak_reserved: None,
             slots: Slots::default(),
         }
     }
 
-    /// Keeps the stream handle aside: requests store a stream index, known only once every
-    /// handle has been seen (indices follow the handles' numeric order, as PyTorch's block
-    /// comparator orders streams by handle value).
-    fn push(&mut self, stream: u64, kind: MemoryKind, request: Request) {
-        self.handles.push(stream);
-        self.kinds.push(kind);
-        self.requests.push(request);
+    /// A `torch.segment_*` event: its address marks the driver call that made it as PyTorch's,
+    /// and its bytes move what the process really reserved.
+    fn see_torch_segment(&mut self, e: &Event, op: Op) {
+        match op {
+            Op::Alloc | Op::Map => {
+                self.torch_segments.insert(e.address);
+                self.torch_maps |= op == Op::Map;
+                self.torch_reserved += e.size;
+            }
+            _ => self.torch_reserved = self.torch_reserved.saturating_sub(e.size),
+        }
+        let peak = self
+            .torch_peak_reserved
+            .unwrap_or(0)
+            .max(self.torch_reserved);
+        self.torch_peak_reserved = Some(peak);
     }
+
+    /// The builder of the stream `e` belongs to.
+    fn of<'b>(builders: &'b mut BTreeMap<StreamKey, Builder>, e: &Event) -> &'b mut Builder {
+        let key = StreamKey {
+            pid: e.pid,
+            device: e.device,
+        };
+        builders.entry(key).or_insert_with(|| Builder::new(key))
+    }
+
+    /// Adds the request of `size` bytes in `slot` that `e`, a call of `kind`, made. Keeps the
+    /// stream handle aside: requests store a stream index, known only once every handle has
+    /// been seen (indices follow the handles' numeric order, as PyTorch's block comparator
+    /// orders streams by handle value).
+    fn push(&mut self, e: &Event, kind: MemoryKind, size: u64, slot: u32, what: RequestKind) {
+        self.handles.push(stream_of(e));
+        self.kinds.push(kind);
+        self.addresses.push(e.address);
+        self.requests.push(Request {
+            time_ns: e.time_ns,
+            size,
+            slot,
+            stream: 0,
+            stack: e.stack,
+            kind: what,
+        });
+    }
+}
+
+/// The stream a request is served on. A block of one of PyTorch's private memory pools (a CUDA
+/// graph capture, `torch.cuda.MemPool`) counts as a stream of its own: PyTorch never hands a
+/// block of one pool to a request of another, just as it never shares blocks between streams.
+fn stream_of(e: &Event) -> u64 {
+    if e.api.kind() != MemoryKind::TorchBlock || (e.pool == 0 && e.handle == 0) {
+        return e.stream;
+    }
+    let pool = e.pool.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ e.handle.rotate_left(32);
+    e.stream ^ pool | 1 << 63
 }
 
 /// Orders the stream's requests for replay.
@@ -202,23 +236,41 @@ impl Builder {
 /// count them as tensors and misplace everything after them, so they are set aside as
 /// [`Outside`] memory (measured on the H200: six such calls, 134,481,920 bytes, in every
 /// PyTorch run, outside `memory_stats()`; samples/README.md).
+///
+/// When PyTorch's trace tracker reported the process's requests (`torch.alloc`), its driver
+/// allocations are PyTorch's segments, which the replay predicts and must not replay, or
+/// memory taken past PyTorch (set aside as [`Outside`], as above). A driver allocation is a
+/// segment when the tracker reported a segment at its address; with expandable segments,
+/// every VMM allocation is taken as PyTorch's.
 fn finish(b: Builder) -> RequestStream {
     let through_pool = b.kinds.contains(&MemoryKind::Pool);
-    let bypass = |k: &MemoryKind| through_pool && *k == MemoryKind::Device;
+    let through_tracker = b.kinds.contains(&MemoryKind::TorchBlock);
     let mut outside = Outside::default();
     let mut live = 0u64;
     let mut handles = Vec::with_capacity(b.handles.len());
     let mut requests = Vec::with_capacity(b.requests.len());
-    for ((r, h), k) in b.requests.into_iter().zip(b.handles).zip(&b.kinds) {
-        if !bypass(k) {
+    let driver = |k: &MemoryKind| matches!(k, MemoryKind::Device | MemoryKind::Vmm);
+    let rows = b.requests.into_iter().zip(b.handles).zip(&b.kinds);
+    for (((r, h), k), address) in rows.zip(&b.addresses) {
+        let bypass = if through_tracker {
+            driver(k)
+        } else {
+            through_pool && *k == MemoryKind::Device
+        };
+        if !bypass {
             requests.push(r);
             handles.push(h);
+            continue;
+        }
+        if through_tracker
+            && (b.torch_segments.contains(address) || *k == MemoryKind::Vmm && b.torch_maps)
+        {
             continue;
         }
         match r.kind {
             RequestKind::Alloc => {
                 outside.allocations += 1;
-                live += r.size;
+                live = live.saturating_add(r.size);
                 outside.peak_bytes = outside.peak_bytes.max(live);
             }
             RequestKind::Free => live = live.saturating_sub(r.size),
@@ -239,6 +291,7 @@ fn finish(b: Builder) -> RequestStream {
         cuda_streams: sorted,
         slots: b.slots.high_water(),
         outside,
+        recorded_peak_reserved: b.torch_peak_reserved,
     }
 }
 
@@ -250,6 +303,8 @@ pub struct LevelFacts {
     pub vmm_maps: u64,
     /// `cuMemAlloc*` sizes that are whole multiples of 2 MiB.
     pub device_allocs_2mib_multiple: u64,
+    /// `torch.alloc` events: PyTorch's tracker reported the program's tensors.
+    pub torch_allocs: u64,
 }
 
 /// Gathers [`LevelFacts`] one event at a time.
@@ -266,6 +321,7 @@ impl LevelStats {
                 }
             }
             (Op::Alloc, MemoryKind::Pool) => self.0.pool_allocs += 1,
+            (Op::Alloc, MemoryKind::TorchBlock) => self.0.torch_allocs += 1,
             (Op::Map, MemoryKind::Vmm) => self.0.vmm_maps += 1,
             _ => {}
         }
@@ -339,6 +395,54 @@ mod tests {
         assert_eq!(r.len(), 1);
         assert_eq!((r[0].kind, r[0].size), (RequestKind::Attempt, 1 << 30));
         assert_eq!(m.streams[0].lower_bound(), 0);
+    }
+
+    #[test]
+    fn pytorch_tracker_events_are_the_requests_and_its_segments_no_requests() {
+        let torch = |api: Api, address: u64, size: u64| Event {
+            pid: 1,
+            device: 0,
+            address,
+            size,
+            ..Event::new(api)
+        };
+        let events = vec![
+            ev(Api::CuMemAlloc_v2, 1, 0x1000_0000, 2 << 20, 0),
+            torch(Api::TorchSegmentAlloc, 0x1000_0000, 2 << 20),
+            torch(Api::TorchAlloc, 0x1000_0000, 1000),
+            // cuBLAS's workspace: past PyTorch's allocator.
+            ev(Api::CuMemAlloc_v2, 1, 0x2000_0000, 4 << 20, 0),
+            Event {
+                pool: 7,
+                ..torch(Api::TorchAlloc, 0x1000_0400, 512)
+            },
+            torch(Api::TorchFreeRequested, 0x1000_0000, 1000),
+            torch(Api::TorchFreeCompleted, 0x1000_0000, 1000),
+            ev(Api::CuMemFree_v2, 1, 0x1000_0000, 0, 0),
+            torch(Api::TorchSegmentFree, 0x1000_0000, 2 << 20),
+        ];
+        let m = Model::from_events(events, &Metadata::default());
+        assert_eq!(m.streams.len(), 1);
+        let s = &m.streams[0];
+        let kinds: Vec<_> = s.requests.iter().map(|r| (r.kind, r.size)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (RequestKind::Alloc, 1000),
+                (RequestKind::Alloc, 512),
+                (RequestKind::Free, 1000)
+            ]
+        );
+        // The graph-pool block is served on a stream of its own.
+        assert_ne!(s.requests[0].stream, s.requests[1].stream);
+        assert_eq!(
+            s.outside,
+            Outside {
+                allocations: 1,
+                peak_bytes: 4 << 20
+            }
+        );
+        assert_eq!(m.level.level, super::super::CaptureLevel::Request);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Request level or segment level (DESIGN.md, "Two levels of capture"), and the warning a what-if
-//! replay of a segment-level trace deserves.
+//! Request level or segment level (docs/architecture.md, "Two levels of capture"), and the
+//! warning a what-if replay of a segment-level trace deserves.
 
 pub use super::from_events::LevelFacts;
 use serde::Serialize;
@@ -14,6 +14,17 @@ pub enum CaptureLevel {
     Segment,
     #[default]
     Unknown,
+}
+
+impl CaptureLevel {
+    /// The level's name, as the JSON outputs spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureLevel::Request => "request",
+            CaptureLevel::Segment => "segment",
+            CaptureLevel::Unknown => "unknown",
+        }
+    }
 }
 
 /// The level, how it was known, and what to tell the user.
@@ -55,15 +66,48 @@ pub fn detect_level(metadata: &Metadata, facts: &LevelFacts) -> LevelReport {
     }
 }
 
-fn infer(metadata: &Metadata, facts: &LevelFacts) -> CaptureLevel {
-    let conf = metadata
+/// The program's `PYTORCH_CUDA_ALLOC_CONF` and `PYTORCH_ALLOC_CONF`, joined, as recorded.
+pub fn pytorch_alloc_conf(metadata: &Metadata) -> String {
+    metadata
         .environment
         .iter()
         .filter(|(k, _)| k == "PYTORCH_CUDA_ALLOC_CONF" || k == "PYTORCH_ALLOC_CONF")
         .map(|(_, v)| v.as_str())
+        .filter(|v| !v.is_empty())
         .collect::<Vec<_>>()
-        .join(",");
-    if conf.contains("cudaMallocAsync") || facts.pool_allocs > facts.device_allocs {
+        .join(",")
+}
+
+/// The allocator the program ran under, as far as the trace tells: `pytorch native` with its
+/// recorded configuration (`pytorch native expandable_segments:True`) when PyTorch's tracker
+/// reported its requests, `pytorch cudaMallocAsync` under that back-end; empty when unknown.
+pub fn allocator_as_run(metadata: &Metadata, torch_tracker: bool) -> String {
+    let conf = pytorch_alloc_conf(metadata);
+    let name = if conf.contains("cudaMallocAsync") {
+        "pytorch cudaMallocAsync"
+    } else if torch_tracker {
+        "pytorch native"
+    } else {
+        return String::new();
+    };
+    let options: Vec<&str> = conf
+        .split(',')
+        .map(str::trim)
+        .filter(|o| !o.is_empty() && !o.starts_with("backend:"))
+        .collect();
+    if options.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name} {}", options.join(","))
+    }
+}
+
+fn infer(metadata: &Metadata, facts: &LevelFacts) -> CaptureLevel {
+    let conf = pytorch_alloc_conf(metadata);
+    if facts.torch_allocs > 0
+        || conf.contains("cudaMallocAsync")
+        || facts.pool_allocs > facts.device_allocs
+    {
         return CaptureLevel::Request;
     }
     if conf.contains("expandable_segments:True") && facts.vmm_maps > 0 {
@@ -109,6 +153,31 @@ mod tests {
         assert_eq!(r.level, CaptureLevel::Segment);
         assert!(!r.declared);
         assert!(r.warning.unwrap().contains("segment-level"));
+    }
+
+    #[test]
+    fn the_allocator_as_run_names_pytorch_and_its_options() {
+        let with = |conf: &str| Metadata {
+            environment: vec![("PYTORCH_CUDA_ALLOC_CONF".into(), conf.into())],
+            ..Metadata::default()
+        };
+        assert_eq!(
+            allocator_as_run(&with("expandable_segments:True"), true),
+            "pytorch native expandable_segments:True"
+        );
+        assert_eq!(allocator_as_run(&with(""), true), "pytorch native");
+        assert_eq!(
+            allocator_as_run(&with("backend:cudaMallocAsync"), false),
+            "pytorch cudaMallocAsync"
+        );
+        assert_eq!(allocator_as_run(&Metadata::default(), false), "");
+        let facts = LevelFacts {
+            torch_allocs: 3,
+            device_allocs: 3,
+            device_allocs_2mib_multiple: 3,
+            ..LevelFacts::default()
+        };
+        assert_eq!(detect_level(&with(""), &facts).level, CaptureLevel::Request);
     }
 
     #[test]

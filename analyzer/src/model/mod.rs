@@ -9,6 +9,8 @@ mod modules;
 mod request;
 
 pub use from_events::{LevelStats, Model};
-pub use level::{CaptureLevel, LevelFacts, LevelReport, detect_level};
+pub use level::{
+    CaptureLevel, LevelFacts, LevelReport, allocator_as_run, detect_level, pytorch_alloc_conf,
+};
 pub use modules::ModuleIndex;
 pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};

@@ -73,6 +73,10 @@ pub struct RequestStream {
     pub slots: u32,
     /// Device memory this process took from the driver past its allocator, not replayed.
     pub outside: Outside,
+    /// The peak of what the process's own allocator reported holding from the driver
+    /// (PyTorch's `torch.segment_*` events), when the trace has it: what a replay with the
+    /// policy of the recorded allocator should reproduce.
+    pub recorded_peak_reserved: Option<u64>,
 }
 
 /// Plain driver allocations made beside a stream-ordered-pool request stream (see
@@ -96,6 +100,7 @@ impl RequestStream {
             cuda_streams: (0..u64::from(streams)).collect(),
             slots,
             outside: Outside::default(),
+            recorded_peak_reserved: None,
         }
     }
 

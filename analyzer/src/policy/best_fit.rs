@@ -1,18 +1,18 @@
 //! `best-fit`: one coalescing arena, best fit, never returns memory.
 //!
-//! The reference point between no caching and an offline planner (allocator-policies.md §8):
+//! The reference point between no caching and an offline planner (docs/allocators.md §8):
 //! every request is rounded to `alignment` and placed in the smallest free range that holds it
 //! (lowest address among equals); a freed block merges with free neighbours at once. When
 //! nothing fits, the block goes at the top of the arena (starting inside a free range that
 //! ends there, if any), and the arena's physical backing grows to the new top in whole 2 MiB
-//! pages (the VMM granularity, research/h200-measurements.md). So the only waste is external
+//! pages (the VMM granularity, `docs/h200-measurements.md`). So the only waste is external
 //! fragmentation plus the last partial page: no rounding classes, no streams, no segments.
 
 use super::driver::PAGE;
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
-use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use super::{AddressMap, Device, Policy, Refused, Span};
+use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "best-fit",
@@ -25,11 +25,8 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
-    let alignment = o.size_opt("alignment")?.unwrap_or(512);
-    if !alignment.is_power_of_two() {
-        return Err(format!("alignment={alignment}: not a power of two"));
-    }
+fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
+    let alignment = o.alignment_opt("alignment")?.unwrap_or(512);
     Ok(Box::new(BestFit::new(alignment)))
 }
 
@@ -110,15 +107,8 @@ impl Policy for BestFit {
                 size: self.mapped,
             });
         }
-        for (slot, &(offset, size)) in self.live.iter() {
-            if size > 0 {
-                map.blocks.push(BlockSpan {
-                    address: base + offset,
-                    size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        map.blocks
+            .extend(self.live.spans(|&(offset, _)| base + offset));
         map.blocks.extend(self.free.blocks(base));
         map.blocks.sort_by_key(|b| b.address);
         map

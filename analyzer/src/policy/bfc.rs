@@ -4,7 +4,7 @@
 //! `RoundedBytes`, `AllocateRawInternal`, `FindChunkPtr`, `SplitChunk`, `Extend`,
 //! `DeallocateRawInternal` / `TryToCoalesce`, `DeallocateFreeRegions`); options as
 //! `tensorflow/core/common_runtime/gpu/gpu_bfc_allocator.h` and `openxla/xla`
-//! `xla/pjrt/gpu/gpu_helpers.cc` (`CreateBFCAllocator`) set them; allocator-policies.md §4.
+//! `xla/pjrt/gpu/gpu_helpers.cc` (`CreateBFCAllocator`) set them; docs/allocators.md §4.
 //!
 //! - Every request is rounded up to a multiple of 256 B (`kMinAllocationSize`).
 //! - Free chunks sit in 21 bins by size (`[256·2^b, 256·2^(b+1))`, the last open-ended), each
@@ -32,8 +32,8 @@
 
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
-use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use super::{AddressMap, Device, Policy, Refused, Span};
+use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 
 const MIB: u64 = 1 << 20;
 const K_MIN_ALLOCATION_SIZE: u64 = 256;
@@ -72,7 +72,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let total = ctx.device_memory();
     let fraction = o.f64("memory_fraction", 0.75)?;
     if !(fraction > 0.0 && fraction <= 1.0) {
@@ -273,15 +273,7 @@ impl Policy for Bfc {
                 size: r.size,
             });
         }
-        for (slot, &(addr, size, _)) in self.live.iter() {
-            if size > 0 {
-                map.blocks.push(BlockSpan {
-                    address: addr,
-                    size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        map.blocks.extend(self.live.spans(|&(addr, _, _)| addr));
         map.blocks.extend(self.free.blocks(0));
         map.segments.sort_by_key(|s| s.address);
         map.blocks.sort_by_key(|b| b.address);

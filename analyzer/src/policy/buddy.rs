@@ -13,7 +13,7 @@
 use super::driver::PAGE;
 use super::support::slots::SlotTable;
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 use std::collections::BTreeSet;
 
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -27,11 +27,8 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
-    let min = o.size_opt("min_block")?.unwrap_or(512);
-    if !min.is_power_of_two() {
-        return Err(format!("min_block={min}: not a power of two"));
-    }
+fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
+    let min = o.alignment_opt("min_block")?.unwrap_or(512);
     Ok(Box::new(Buddy::new(min)))
 }
 
@@ -157,13 +154,8 @@ impl Policy for Buddy {
                 size: self.mapped,
             });
         }
-        for (slot, &(offset, order)) in self.live.iter() {
-            map.blocks.push(BlockSpan {
-                address: self.base + offset,
-                size: 1 << order,
-                slot: Some(slot as u32),
-            });
-        }
+        map.blocks
+            .extend(self.live.spans(|&(offset, _)| self.base + offset));
         for (order, set) in self.free.iter().enumerate() {
             for &offset in set {
                 // Only the mapped part of the heap is memory.

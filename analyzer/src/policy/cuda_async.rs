@@ -2,7 +2,7 @@
 //! pool), as PyTorch's `backend:cudaMallocAsync` uses it.
 //!
 //! The pool's published behaviour (CUDA Programming Guide, "Stream-Ordered Memory Allocator";
-//! `cudaMemPoolSetAttribute`; allocator-policies.md §3 and §6): per-request allocation of the raw
+//! `cudaMemPoolSetAttribute`; docs/allocators.md §3 and §6): per-request allocation of the raw
 //! size, reuse of freed memory in stream order on the same stream, across streams when
 //! `ReuseAllowOpportunistic` sees the free completed or, under `ReuseAllowInternalDependencies`,
 //! after the driver inserts a wait; memory above `ReleaseThreshold` goes back at synchronization.
@@ -38,8 +38,8 @@
 use super::driver::Call;
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
-use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use super::{AddressMap, Device, Policy, Refused, Span};
+use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 
 const MIB: u64 = 1 << 20;
 
@@ -96,12 +96,9 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
-    let chunk = o.u64_opt("chunk_mb")?.unwrap_or(32).max(1) * MIB;
-    let alignment = o.size_opt("alignment")?.unwrap_or(512);
-    if !alignment.is_power_of_two() {
-        return Err(format!("alignment={alignment}: not a power of two"));
-    }
+fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
+    let chunk = o.u64_opt("chunk_mb", 1 << 30)?.unwrap_or(32).max(1) * MIB;
+    let alignment = o.alignment_opt("alignment")?.unwrap_or(512);
     o.bool("reuse_follow_event_dependencies", true)?;
     Ok(Box::new(CudaAsync::new(Config {
         chunk,
@@ -114,9 +111,9 @@ fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
             "first" => Fit::First,
             "worst" => Fit::Worst,
             "last" => Fit::Last,
-            other => return Err(format!("fit={other}: not best, first, worst or last")),
+            other => return Err(format!("fit={other}: not best, first, worst or last").into()),
         },
-        large_alignment: o.size_opt("large_alignment")?.unwrap_or(alignment),
+        large_alignment: o.alignment_opt("large_alignment")?.unwrap_or(alignment),
         small_max: o.size_opt("small_max")?.unwrap_or(MIB),
     })))
 }
@@ -330,15 +327,7 @@ impl Policy for CudaAsync {
                 size: self.reserved,
             });
         }
-        for (slot, l) in self.live.iter() {
-            if l.size > 0 {
-                map.blocks.push(BlockSpan {
-                    address: base + l.offset,
-                    size: l.size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        map.blocks.extend(self.live.spans(|l| base + l.offset));
         for f in &self.free {
             map.blocks.extend(f.blocks(base));
         }

@@ -1,16 +1,16 @@
 //! `cuda-malloc`: no caching; every request is one `cudaMalloc`, every free one `cudaFree`.
 //!
 //! What a program gets with `PYTORCH_NO_CUDA_MEMORY_CACHING=1` or JAX's
-//! `XLA_PYTHON_CLIENT_ALLOCATOR=platform` (allocator-policies.md §9). Placement and physical
+//! `XLA_PYTHON_CLIENT_ALLOCATOR=platform` (docs/allocators.md §9). Placement and physical
 //! granularity are the driver model's ([`crate::policy::driver`]): requests of at most 1 MiB
 //! share 2 MiB pages at 512 B alignment, larger ones take whole 2 MiB pages, as measured on the
-//! H200 (`research/h200-measurements.md`).
+//! H200 (`docs/h200-measurements.md`).
 
 use super::Driver;
 use super::driver::PAGE;
 use super::support::slots::SlotTable;
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, Options, PolicyInfo};
+use super::{BuildContext, OptionError, Options, PolicyInfo};
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "cuda-malloc",
@@ -19,7 +19,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(_: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build(_: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     Ok(Box::new(CudaMalloc::default()))
 }
 

@@ -1,6 +1,6 @@
 //! The shared driver model: capacity, physical granularity, and what each driver call costs.
 //!
-//! Calibrated from `shared/research/h200-measurements.md` (H200, driver 580.159.04, CUDA 13.0):
+//! Calibrated from `docs/h200-measurements.md` (H200, driver 580.159.04, CUDA 13.0):
 //!
 //! - `cudaMalloc` granularity: requests of at most 1 MiB are packed into shared 2 MiB pages at
 //!   512 B alignment; larger ones are rounded up to whole 2 MiB pages (measured with
@@ -32,7 +32,7 @@ pub const H200_TOTAL_MEMORY: u64 = 150_754_820_096;
 /// before a policy sees it, which keeps every size computation far from overflow.
 pub const MAX_REQUEST: u64 = 1 << 48;
 
-/// Medians in µs by request size, H200 (h200-measurements.md).
+/// Medians in µs by request size, H200 (docs/h200-measurements.md).
 const CUDA_MALLOC_US: &[(u64, f64)] = &[
     (512, 45.4),
     (4096, 44.6),

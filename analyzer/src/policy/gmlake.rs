@@ -5,7 +5,7 @@
 //! (`malloc`: best fit, then `get_fused_fragmented_blocks`, then new physical blocks, then
 //! release of cached blocks and stitching again) and `GMLake/include/cuda_vmm_allocator.h`
 //! (`granularitySize` 2 MiB physical blocks); knobs from `GMLake/docs/GMLake-tutorial.md`
-//! (`fragLimit`, `reuseLimit`); allocator-policies.md §7. A model of the algorithm, not of the
+//! (`fragLimit`, `reuseLimit`); docs/allocators.md §7. A model of the algorithm, not of the
 //! whole file:
 //!
 //! - Requests are rounded up to 512 B. Those of at most 1 MiB use PyTorch's small pool
@@ -28,8 +28,8 @@
 use super::driver::PAGE;
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
-use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use super::{AddressMap, Device, Policy, Refused, Span};
+use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 
 const MIB: u64 = 1 << 20;
 const K_MIN_BLOCK_SIZE: u64 = 512;
@@ -59,7 +59,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     Ok(Box::new(GmLake::new(Config {
         frag_limit: o.size_opt("frag_limit")?.unwrap_or(512 * MIB),
         reuse_limit: o.f64("reuse_limit", 10.0)?.max(1.0),
@@ -292,15 +292,7 @@ impl Policy for GmLake {
                 size: s.size,
             });
         }
-        for (slot, l) in self.live.iter() {
-            if l.size > 0 {
-                map.blocks.push(BlockSpan {
-                    address: l.addr,
-                    size: l.size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        map.blocks.extend(self.live.spans(|l| l.addr));
         for list in self.free.iter().flatten() {
             map.blocks.extend(list.blocks(0));
         }

@@ -3,7 +3,7 @@
 //!
 //! Follows TensorFlow Lite's `GreedyBySizeAssignment`
 //! (`tensorflow/tensorflow` `tensorflow/lite/delegates/gpu/common/memory_management/
-//! greedy_by_size_assignment.cc`; Pisarchyk & Lee, arXiv 2001.03288; allocator-policies.md §8):
+//! greedy_by_size_assignment.cc`; Pisarchyk & Lee, arXiv 2001.03288; docs/allocators.md §8):
 //! records sorted by size, largest first; each goes into the smallest gap between the
 //! already placed records whose lifetimes intersect its own, or after the last of them. Two
 //! records conflict when their request-index intervals intersect (inclusive). Reserved memory
@@ -15,7 +15,7 @@
 
 use super::driver::{Call, MAX_REQUEST};
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 use crate::model::{RequestKind, RequestStream};
 
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -29,7 +29,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let alignment = o.size_opt("alignment")?.unwrap_or(512);
     if alignment == 0 || alignment > 1 << 30 {
         return Err("alignment must be between 1 byte and 1 GiB".into());

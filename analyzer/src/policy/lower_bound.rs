@@ -1,10 +1,10 @@
 //! `lower-bound`: a perfect allocator that holds exactly the live requested bytes.
 //!
-//! No real allocator can reserve less (allocator-policies.md §8: `LB = max_t Σ size(live at
+//! No real allocator can reserve less (docs/allocators.md §8: `LB = max_t Σ size(live at
 //! t)`); its `fit` is the smallest device any allocator could run the trace on.
 
 use super::{AddressMap, BlockSpan, Device, Policy, Refused};
-use super::{BuildContext, Options, PolicyInfo};
+use super::{BuildContext, OptionError, Options, PolicyInfo};
 
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "lower-bound",
@@ -13,7 +13,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(_: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build(_: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     Ok(Box::new(LowerBound::default()))
 }
 

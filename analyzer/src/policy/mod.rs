@@ -19,6 +19,7 @@ pub mod cuda_async;
 pub mod cuda_malloc;
 mod device;
 pub mod driver;
+mod error;
 pub mod gmlake;
 pub mod greedy_by_size;
 mod layout;
@@ -32,6 +33,7 @@ pub mod support;
 pub use allocator::{Policy, Refused};
 pub use device::Device;
 pub use driver::{Driver, DriverCall, DriverModel};
+pub use error::{OptionError, PolicyError, SpecSyntax};
 pub use layout::{AddressMap, BlockSpan, Span};
 pub use support::options::{Options, PolicySpec, parse_divisions, parse_specs};
 
@@ -68,7 +70,7 @@ impl BuildContext<'_> {
 }
 
 /// Makes a policy from its options, or says which option is wrong.
-pub type Builder = fn(&Options, &BuildContext) -> Result<Box<dyn Policy>, String>;
+pub type Builder = fn(&Options, &BuildContext) -> Result<Box<dyn Policy>, OptionError>;
 
 /// A registered policy.
 #[derive(Clone, Copy)]
@@ -111,7 +113,7 @@ pub fn find(name: &str) -> Option<&'static PolicyInfo> {
 }
 
 /// `all`, or a list of specs; checks names and options so errors come before any work.
-pub fn resolve(text: &str) -> Result<Vec<PolicySpec>, String> {
+pub fn resolve(text: &str) -> Result<Vec<PolicySpec>, PolicyError> {
     let specs = if text.trim() == "all" {
         REGISTRY
             .iter()
@@ -137,15 +139,15 @@ pub fn resolve(text: &str) -> Result<Vec<PolicySpec>, String> {
 }
 
 /// Builds the policy a spec names, with its options.
-pub fn build(spec: &PolicySpec, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
-    let info = find(&spec.name).ok_or_else(|| {
-        let names: Vec<&str> = REGISTRY.iter().map(|p| p.name).collect();
-        format!(
-            "unknown policy `{}` (known: {})",
-            spec.name,
-            names.join(", ")
-        )
+pub fn build(spec: &PolicySpec, ctx: &BuildContext) -> Result<Box<dyn Policy>, PolicyError> {
+    let info = find(&spec.name).ok_or_else(|| PolicyError::Unknown {
+        name: spec.name.clone(),
+        known: REGISTRY.iter().map(|p| p.name).collect(),
     })?;
-    let options = Options::new(&spec.options, info.keys).map_err(|e| format!("{spec}: {e}"))?;
-    (info.build)(&options, ctx).map_err(|e| format!("{spec}: {e}"))
+    let rejected = |source| PolicyError::Option {
+        spec: spec.to_string(),
+        source,
+    };
+    let options = Options::new(&spec.options, info.keys).map_err(rejected)?;
+    (info.build)(&options, ctx).map_err(rejected)
 }

@@ -10,7 +10,7 @@
 //! `find_expandable_block`, `try_allocate_expandable_block`, `map_block`, `unmap_block`,
 //! `release_blocks`; options as `c10/core/AllocatorConfig.cpp` parses them
 //! (`parseRoundUpPower2Divisions`, `parseMaxSplitSize`, `parseGarbageCollectionThreshold`).
-//! Rules summarised with sources in `shared/research/allocator-policies.md` §1 and §2.
+//! Rules summarised with sources in `docs/allocators.md` §1 and §2.
 //!
 //! Where the code and the documentation (`docs/source/notes/cuda.rst`) disagree, this model
 //! follows the code:
@@ -34,7 +34,7 @@
 use super::driver::H200_TOTAL_MEMORY;
 use super::support::options::{Options, parse_divisions};
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, PolicyInfo, PolicySpec};
+use super::{BuildContext, KeyInfo, OptionError, PolicyInfo, PolicySpec};
 use std::collections::BTreeMap;
 
 const fn keys(expandable_default: &'static str) -> [KeyInfo; 7] {
@@ -135,12 +135,12 @@ pub fn spec_from_alloc_conf(conf: &str, memory_fraction: Option<&str>) -> Policy
     spec
 }
 
-fn build_native(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build_native(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let cfg = Config::from_options(o, false, ctx.device_memory())?;
     Ok(Box::new(PyTorchCaching::new(cfg)))
 }
 
-fn build_expandable(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build_expandable(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let cfg = Config::from_options(o, true, ctx.device_memory())?;
     Ok(Box::new(PyTorchCaching::new(cfg)))
 }
@@ -191,25 +191,31 @@ impl Default for Config {
 
 impl Config {
     /// Reads the policy's options; `total_memory` comes from the replay's capacity.
-    pub fn from_options(o: &Options, expandable: bool, total_memory: u64) -> Result<Self, String> {
+    pub fn from_options(
+        o: &Options,
+        expandable: bool,
+        total_memory: u64,
+    ) -> Result<Self, OptionError> {
         let mut c = Config {
             expandable_segments: o.bool("expandable_segments", expandable)?,
             total_memory,
             ..Config::default()
         };
-        if let Some(mb) = o.u64_opt("max_split_size_mb")? {
+        if let Some(mb) = o.u64_opt("max_split_size_mb", 1 << 30)? {
             if mb < K_LARGE_BUFFER / MIB {
                 return Err(format!(
                     "max_split_size_mb={mb} is too small, PyTorch requires at least 20"
-                ));
+                )
+                .into());
             }
             c.max_split_size = mb.saturating_mul(MIB);
         }
-        if let Some(mb) = o.u64_opt("max_non_split_rounding_mb")? {
+        if let Some(mb) = o.u64_opt("max_non_split_rounding_mb", 1 << 30)? {
             if mb < K_LARGE_BUFFER / MIB {
                 return Err(format!(
                     "max_non_split_rounding_mb={mb} is too small, PyTorch requires at least 20"
-                ));
+                )
+                .into());
             }
             c.max_non_split_rounding = mb.saturating_mul(MIB);
         }
@@ -224,7 +230,7 @@ impl Config {
         if !(0.0..=1.0).contains(&c.memory_fraction) {
             return Err("memory_fraction must be in [0, 1]".into());
         }
-        if let Some(mb) = o.u64_opt("large_segment_size_mb")? {
+        if let Some(mb) = o.u64_opt("large_segment_size_mb", 1 << 30)? {
             c.large_segment_size = mb.max(1).saturating_mul(MIB);
         }
         Ok(c)

@@ -2,7 +2,7 @@
 //!
 //! Follows `rapidsai/rmm` `cpp/include/rmm/mr/detail/arena.hpp` (`global_arena`, `arena`,
 //! `superblock`, `byte_span`; `superblock::minimum_size` = 1 MiB) and
-//! `arena_memory_resource` (`do_allocate`, `do_deallocate`, `get_arena`); allocator-policies.md §5.
+//! `arena_memory_resource` (`do_allocate`, `do_deallocate`, `get_arena`); docs/allocators.md §5.
 //!
 //! - One upstream allocation of `arena_size` bytes (default half the device, RMM's
 //!   `free / 2`, aligned down to 256 B) at the first request; the global arena never grows.
@@ -20,8 +20,8 @@
 use super::rmm_pool::ALIGNMENT;
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
-use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use super::{AddressMap, Device, Policy, Refused, Span};
+use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 
 const SUPERBLOCK: u64 = 1 << 20;
 const GLOBAL: u32 = u32::MAX;
@@ -37,7 +37,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let total = ctx.device_memory();
     // The default never drops below one superblock: on a device smaller than 2 MiB the arena
     // then fails to be allocated and every request is an out-of-memory, as RMM's constructor
@@ -47,7 +47,7 @@ fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, String> {
         .unwrap_or((total / 2).max(SUPERBLOCK));
     let size = size / ALIGNMENT * ALIGNMENT;
     if size < SUPERBLOCK {
-        return Err(format!("arena_size={size}: at least 1 MiB"));
+        return Err(format!("arena_size={size}: at least 1 MiB").into());
     }
     Ok(Box::new(RmmArena::new(size)))
 }
@@ -197,15 +197,7 @@ impl Policy for RmmArena {
             address: base,
             size: self.arena_size,
         });
-        for (slot, l) in self.live.iter() {
-            if l.size > 0 {
-                map.blocks.push(BlockSpan {
-                    address: base + l.offset,
-                    size: l.size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        map.blocks.extend(self.live.spans(|l| base + l.offset));
         for list in std::iter::once(&self.global).chain(&self.streams) {
             map.blocks.extend(list.blocks(base));
         }

@@ -5,7 +5,7 @@
 //! `min_size_exponent`/`max_size_exponent`, `get_resource`: `lower_bound` over the bins, else
 //! upstream) and `fixed_size_memory_resource.hpp` (`default_blocks_to_preallocate = 128`,
 //! `expand_pool`: one upstream allocation of 128 blocks, split into blocks; free lists per
-//! stream, no splitting, no coalescing); allocator-policies.md §5.
+//! stream, no splitting, no coalescing); docs/allocators.md §5.
 //!
 //! A request goes to the smallest bin at least its size (a 1 B request takes a whole block of
 //! the smallest bin), or, above the largest bin, straight to the upstream pool
@@ -16,7 +16,7 @@
 use super::rmm_pool::{ALIGNMENT, Pool};
 use super::support::slots::SlotTable;
 use super::{AddressMap, BlockSpan, Device, Policy, Refused};
-use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 
 const BLOCKS_TO_PREALLOCATE: u64 = 128;
 
@@ -43,13 +43,14 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
-    let min = o.u64_opt("min_size_exponent")?.unwrap_or(18);
-    let max = o.u64_opt("max_size_exponent")?.unwrap_or(22);
+fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
+    let min = o.u64_opt("min_size_exponent", 63)?.unwrap_or(18);
+    let max = o.u64_opt("max_size_exponent", 63)?.unwrap_or(22);
     if min > max || max > 40 {
         return Err(format!(
             "bins 2^{min}..2^{max}: need min_size_exponent <= max_size_exponent <= 40"
-        ));
+        )
+        .into());
     }
     let initial = o.size_opt("initial_pool_size")?.unwrap_or(0);
     Ok(Box::new(RmmBinning::new(min as u32, max as u32, initial)))
@@ -168,15 +169,7 @@ impl Policy for RmmBinning {
 
     fn address_map(&self) -> AddressMap {
         let (segments, mut blocks) = self.pool.layout();
-        for (slot, l) in self.live.iter() {
-            if l.size > 0 {
-                blocks.push(BlockSpan {
-                    address: l.addr,
-                    size: l.size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        blocks.extend(self.live.spans(|l| l.addr));
         for bin in &self.bins {
             for &address in bin.free.iter().flatten() {
                 blocks.push(BlockSpan {

@@ -3,7 +3,7 @@
 //! Follows `rapidsai/rmm` `cpp/include/rmm/mr/detail/stream_ordered_memory_resource.hpp`
 //! (`do_allocate`, `get_block`, `get_block_from_other_stream`, `do_deallocate`),
 //! `cpp/include/rmm/mr/detail/coalescing_free_list.hpp` (`insert`, `get_block`: best fit) and
-//! `pool_memory_resource` (`size_to_grow`, `try_to_expand`, `expand_pool`); allocator-policies.md
+//! `pool_memory_resource` (`size_to_grow`, `try_to_expand`, `expand_pool`); docs/allocators.md
 //! §5.
 //!
 //! - Sizes are aligned up to 256 B.
@@ -23,7 +23,7 @@
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, Options, PolicyInfo};
+use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 use std::collections::BTreeMap;
 
 /// `CUDA_ALLOCATION_ALIGNMENT`.
@@ -47,7 +47,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, String> {
+fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let initial = o.size_opt("initial_pool_size")?.unwrap_or(0);
     let maximum = o.size_opt("maximum_pool_size")?;
     if maximum.is_some_and(|m| m < initial) {
@@ -273,15 +273,7 @@ impl Policy for RmmPool {
 
     fn address_map(&self) -> AddressMap {
         let (segments, mut blocks) = self.pool.layout();
-        for (slot, &(address, size, _)) in self.live.iter() {
-            if size > 0 {
-                blocks.push(BlockSpan {
-                    address,
-                    size,
-                    slot: Some(slot as u32),
-                });
-            }
-        }
+        blocks.extend(self.live.spans(|&(address, _, _)| address));
         blocks.sort_by_key(|b| b.address);
         AddressMap { segments, blocks }
     }

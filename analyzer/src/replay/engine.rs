@@ -13,7 +13,7 @@ pub struct ReplayOptions {
     pub stop_after: Option<usize>,
 }
 
-/// The three byte counts after a request (DESIGN.md, "Definitions").
+/// The three byte counts after a request (docs/architecture.md, "Definitions").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Usage {
     pub requested: u64,

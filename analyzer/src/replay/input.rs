@@ -1,7 +1,9 @@
 //! What a replay of a trace runs on: its request streams, each with the device capacity it
 //! replays under.
 
-use crate::model::Model;
+use crate::model::{Model, pytorch_alloc_conf};
+use crate::policy::PolicySpec;
+use crate::policy::pytorch::spec_from_alloc_conf;
 use vramtrace_format::Trace;
 
 /// Where a stream's capacity came from.
@@ -20,6 +22,9 @@ pub struct ReplayInput {
     pub model: Model,
     /// Per stream: the capacity, and where it came from.
     pub capacities: Vec<(u64, CapacitySource)>,
+    /// The policy of the allocator as it ran, when the trace holds that allocator's own
+    /// segments (PyTorch's tracker): the row a replay is checked against.
+    pub recorded_policy: Option<PolicySpec>,
 }
 
 impl ReplayInput {
@@ -38,7 +43,16 @@ impl ReplayInput {
                 capacity_of(trace, device, capacity)
             })
             .collect();
-        Some(ReplayInput { model, capacities })
+        let recorded_policy = model
+            .streams
+            .iter()
+            .any(|s| s.recorded_peak_reserved.is_some())
+            .then(|| spec_from_alloc_conf(&pytorch_alloc_conf(&trace.metadata), None));
+        Some(ReplayInput {
+            model,
+            capacities,
+            recorded_policy,
+        })
     }
 }
 

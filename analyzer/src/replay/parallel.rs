@@ -4,7 +4,7 @@
 
 use super::engine::{Outcome, ReplayOptions, replay};
 use crate::model::RequestStream;
-use crate::policy::{BuildContext, DriverModel, PolicySpec, build};
+use crate::policy::{BuildContext, DriverModel, PolicyError, PolicySpec, build};
 use rayon::prelude::*;
 
 /// One policy on one stream.
@@ -21,7 +21,7 @@ pub fn replay_all(
     streams: &[RequestStream],
     specs: &[PolicySpec],
     capacities: &[u64],
-) -> Result<Vec<RunResult>, String> {
+) -> Result<Vec<RunResult>, PolicyError> {
     let jobs: Vec<(usize, usize)> = (0..streams.len())
         .flat_map(|s| (0..specs.len()).map(move |p| (s, p)))
         .collect();
@@ -38,7 +38,11 @@ pub fn replay_all(
 }
 
 /// One policy on one stream at one capacity.
-pub fn run(stream: &RequestStream, spec: &PolicySpec, capacity: u64) -> Result<Outcome, String> {
+pub fn run(
+    stream: &RequestStream,
+    spec: &PolicySpec,
+    capacity: u64,
+) -> Result<Outcome, PolicyError> {
     let ctx = BuildContext { stream, capacity };
     let mut policy = build(spec, &ctx)?;
     let options = ReplayOptions {
@@ -74,7 +78,10 @@ pub struct FitResult {
 /// byte below it run and failed. Policies whose placement depends on the capacity (the address
 /// space of expandable segments, a memory fraction) are not monotone in it, so a smaller
 /// capacity may exist off the bisection path.
-pub fn fit_all(streams: &[RequestStream], specs: &[PolicySpec]) -> Result<Vec<FitResult>, String> {
+pub fn fit_all(
+    streams: &[RequestStream],
+    specs: &[PolicySpec],
+) -> Result<Vec<FitResult>, PolicyError> {
     let jobs: Vec<(usize, usize)> = (0..streams.len())
         .flat_map(|s| (0..specs.len()).map(move |p| (s, p)))
         .collect();
@@ -93,13 +100,16 @@ pub fn fit_all(streams: &[RequestStream], specs: &[PolicySpec]) -> Result<Vec<Fi
 
 /// Bisection for one pair: (smallest capacity without OOM, replays made); `None` when even an
 /// unlimited device does not fit.
-pub fn fit_one(stream: &RequestStream, spec: &PolicySpec) -> Result<(Option<u64>, u32), String> {
+pub fn fit_one(
+    stream: &RequestStream,
+    spec: &PolicySpec,
+) -> Result<(Option<u64>, u32), PolicyError> {
     let unlimited = run(stream, spec, u64::MAX)?;
     let mut replays = 1;
     if unlimited.oom.is_some() {
         return Ok((None, replays));
     }
-    let fits = |c: u64, replays: &mut u32| -> Result<Option<u64>, String> {
+    let fits = |c: u64, replays: &mut u32| -> Result<Option<u64>, PolicyError> {
         *replays += 1;
         let o = run(stream, spec, c)?;
         Ok(o.oom.is_none().then_some(o.peak_reserved))

@@ -5,7 +5,7 @@
 use super::input::ReplayInput;
 use super::{FitResult, Oom, Outcome, fit_all, replay_all};
 use crate::model::{CaptureLevel, Outside};
-use crate::policy::PolicySpec;
+use crate::policy::{PolicyError, PolicySpec};
 use serde::Serialize;
 
 /// One policy's figures.
@@ -21,6 +21,9 @@ pub struct PolicyRow {
     pub device_frees: u64,
     pub est_alloc_time_us: f64,
     pub oom: Option<Oom>,
+    /// `(peak_reserved - recorded) / recorded` for a policy that models the allocator the
+    /// program ran under, when the trace holds what that allocator really reserved.
+    pub error_vs_recorded: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -36,6 +39,9 @@ pub struct StreamReport {
     /// Plain driver allocations beside a stream-ordered-pool request stream: libraries that
     /// bypass the framework's allocator. Not replayed; the process holds them under any policy.
     pub outside_allocator: Outside,
+    /// What the process's allocator really reserved at its peak, from its own segment events
+    /// (PyTorch's tracker); `null` when the trace does not say.
+    pub recorded_peak_reserved: Option<u64>,
     pub policies: Vec<PolicyRow>,
 }
 
@@ -55,6 +61,7 @@ pub struct ReplayReport {
 
 fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64) -> PolicyRow {
     PolicyRow {
+        error_vs_recorded: None,
         name: spec.to_string(),
         peak_requested: o.peak_requested,
         peak_allocated: o.peak_allocated,
@@ -75,15 +82,29 @@ fn ratio(a: u64, b: u64) -> f64 {
 impl ReplayReport {
     /// Replays every stream of `input` through every policy of `specs` and assembles the table;
     /// `trace` names the trace in it.
-    pub fn build(trace: &str, specs: &[PolicySpec], input: &ReplayInput) -> Result<Self, String> {
+    pub fn build(
+        trace: &str,
+        specs: &[PolicySpec],
+        input: &ReplayInput,
+    ) -> Result<Self, PolicyError> {
         let streams = &input.model.streams;
         let capacities: Vec<u64> = input.capacities.iter().map(|c| c.0).collect();
         let results = replay_all(streams, specs, &capacities)?;
+        let models_recorded = |spec: &PolicySpec| {
+            input
+                .recorded_policy
+                .as_ref()
+                .is_some_and(|r| r.name == spec.name)
+        };
+        // Results come in (stream, policy) order: stream `s` owns one contiguous run of them.
+        let n = specs.len();
         let mut stream_reports = Vec::new();
         for (s, stream) in streams.iter().enumerate() {
             let lb = stream.lower_bound();
             let key = stream.key.expect("model streams have keys");
+            let recorded = stream.recorded_peak_reserved;
             stream_reports.push(StreamReport {
+                recorded_peak_reserved: recorded,
                 pid: key.pid,
                 device: key.device,
                 requests: stream.requests.len(),
@@ -92,10 +113,16 @@ impl ReplayReport {
                 capacity_bytes: Some(capacities[s]).filter(|&c| c != u64::MAX),
                 lower_bound_bytes: lb,
                 outside_allocator: stream.outside,
-                policies: results
+                policies: results[s * n..(s + 1) * n]
                     .iter()
-                    .filter(|r| r.stream == s)
-                    .map(|r| row(&specs[r.policy], &r.outcome, lb))
+                    .map(|r| {
+                        let spec = &specs[r.policy];
+                        let mut row = row(spec, &r.outcome, lb);
+                        row.error_vs_recorded = recorded
+                            .filter(|&t| t > 0 && models_recorded(spec))
+                            .map(|t| (r.outcome.peak_reserved as f64 - t as f64) / t as f64);
+                        row
+                    })
                     .collect(),
             });
         }
@@ -176,9 +203,15 @@ pub struct FitReport {
 impl FitReport {
     /// Bisects the capacity of every stream of `input` under every policy of `specs` (the
     /// capacities of `input` are not used) and assembles the table.
-    pub fn build(trace: &str, specs: &[PolicySpec], input: &ReplayInput) -> Result<Self, String> {
+    pub fn build(
+        trace: &str,
+        specs: &[PolicySpec],
+        input: &ReplayInput,
+    ) -> Result<Self, PolicyError> {
         let streams = &input.model.streams;
         let fits = fit_all(streams, specs)?;
+        // Fits come in (stream, policy) order, as replays do.
+        let n = specs.len();
         let per_stream: Vec<StreamFit> = streams
             .iter()
             .enumerate()
@@ -189,9 +222,8 @@ impl FitReport {
                     pid: key.pid,
                     device: key.device,
                     lower_bound_bytes: lb,
-                    policies: fits
+                    policies: fits[s * n..(s + 1) * n]
                         .iter()
-                        .filter(|f| f.stream == s)
                         .map(|f| FitRow {
                             name: specs[f.policy].to_string(),
                             min_capacity_bytes: f.min_capacity_bytes,

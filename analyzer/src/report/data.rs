@@ -44,6 +44,11 @@ impl Buckets {
     pub fn offset_ns(&self, i: usize) -> u64 {
         (self.span_ns as u128 * i as u128 / self.count as u128) as u64
     }
+
+    /// Middle of bucket `i`, in ns since [`Buckets::start_ns`], where its point is drawn.
+    pub fn mid_ns(&self, i: usize) -> u64 {
+        self.offset_ns(i).midpoint(self.offset_ns(i + 1))
+    }
 }
 
 /// One quantity over time, downsampled: per bucket its largest value (so no peak is lost however

@@ -38,7 +38,7 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
             let mut run: Vec<(f64, f64)> = Vec::new();
             let values = percent(p);
             for (i, v) in values.iter().enumerate() {
-                let x = tu.of((buckets.offset_ns(i) + buckets.offset_ns(i + 1)) / 2);
+                let x = tu.of(buckets.mid_ns(i));
                 match v {
                     Some(v) => run.push((x, *v)),
                     None if !run.is_empty() => {

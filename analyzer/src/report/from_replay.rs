@@ -6,7 +6,9 @@ use super::data::{
     AddressLayout, Buckets, OomFacts, Peak, PolicyResult, SegmentLayout, SeriesBuilder,
 };
 use crate::model::{Request, RequestStream};
-use crate::policy::{AddressMap, BuildContext, DriverModel, Policy, PolicySpec, build};
+use crate::policy::{
+    AddressMap, BuildContext, DriverModel, Policy, PolicyError, PolicySpec, build,
+};
 use crate::replay::{Observer, ReplayOptions, Usage, address_map_at, replay};
 use rayon::prelude::*;
 
@@ -77,7 +79,7 @@ pub fn replay_policies(
     specs: &[PolicySpec],
     capacity: u64,
     buckets: Buckets,
-) -> Result<Vec<PolicyResult>, String> {
+) -> Result<Vec<PolicyResult>, PolicyError> {
     let colors = colors(specs);
     specs
         .par_iter()
@@ -96,7 +98,7 @@ fn replay_one(
     index: usize,
     capacity: u64,
     buckets: Buckets,
-) -> Result<PolicyResult, String> {
+) -> Result<PolicyResult, PolicyError> {
     let ctx = BuildContext { stream, capacity };
     let options = ReplayOptions {
         driver: DriverModel { capacity },

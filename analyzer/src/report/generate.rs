@@ -5,10 +5,10 @@
 use super::data::{ProcessFacts, ReportData, TraceFacts};
 use super::trace::TracePass;
 use super::{Chart, build, charts, from_replay, page};
-use crate::model::{CaptureLevel, Model};
-use crate::policy::PolicySpec;
+use crate::model::Model;
+use crate::policy::{PolicyError, PolicySpec};
 use crate::replay::{CapacitySource, capacity_of};
-use crate::symbolize::Symbolizer;
+use crate::symbolize::{ModuleFiles, Symbolizer};
 use crate::units::{bytes, count};
 use vramtrace_format::Trace;
 
@@ -20,7 +20,8 @@ pub struct Options {
     pub policies: Vec<PolicySpec>,
     /// Replay capacity; `None` for each device's memory, else unlimited.
     pub capacity: Option<u64>,
-    /// Read the traced binaries to name frames (`false`: `module+0xoffset` only).
+    /// Whether the caller's files name the frames (shown on the page; `false` with
+    /// [`crate::symbolize::NoFiles`]).
     pub symbolize: bool,
 }
 
@@ -33,12 +34,24 @@ pub struct Report {
     pub html: String,
 }
 
-/// Makes the report; `progress` hears each stage as it starts.
+/// Why no report could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// A chart that plotters could not draw: which, and why.
+    #[error("{0}")]
+    Chart(String),
+}
+
+/// Makes the report; stacks are named from the traced program's `files`; `progress` hears each
+/// stage as it starts.
 pub fn generate(
     trace: &Trace,
     o: &Options,
+    files: &mut dyn ModuleFiles,
     progress: &mut dyn FnMut(&str),
-) -> Result<Report, String> {
+) -> Result<Report, ReportError> {
     progress("reading events");
     let model = Model::from_events(trace.events(), &trace.metadata);
     let pass = TracePass::new(trace, &model);
@@ -53,7 +66,7 @@ pub fn generate(
         (_, CapacitySource::Unlimited) => None,
         (c, _) => Some(c),
     };
-    let mut symbolizer = Symbolizer::new(&trace.tables, o.symbolize);
+    let mut symbolizer = Symbolizer::new(&trace.tables, files);
     let mut data = build(&pass, facts, &capacity, &mut |stack| {
         symbolizer.stack(stack)
     });
@@ -78,7 +91,7 @@ pub fn generate(
         }
     }
     progress("drawing charts");
-    let charts = charts(&data)?;
+    let charts = charts(&data).map_err(ReportError::Chart)?;
     let html = page::html_page(&data, &charts);
     Ok(Report { data, charts, html })
 }
@@ -88,7 +101,7 @@ fn replay_sections(
     data: &mut ReportData,
     model: &Model,
     specs: &[PolicySpec],
-) -> Result<(), String> {
+) -> Result<(), PolicyError> {
     data.policy_names = specs.iter().map(ToString::to_string).collect();
     let Some(buckets) = data.buckets else {
         return Ok(());
@@ -108,11 +121,7 @@ fn replay_sections(
 
 fn facts(o: &Options, trace: &Trace, pass: &TracePass, model: &Model) -> TraceFacts {
     let m = &trace.metadata;
-    let level = match model.level.level {
-        CaptureLevel::Request => "request",
-        CaptureLevel::Segment => "segment",
-        CaptureLevel::Unknown => "unknown",
-    };
+    let level = model.level.level.name();
     let how = if model.level.declared {
         " (declared by the recorder)"
     } else {

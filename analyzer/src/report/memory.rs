@@ -44,7 +44,7 @@ pub(super) fn points(
         .iter()
         .enumerate()
         .map(|(i, &v)| {
-            let mid = (buckets.offset_ns(i) + buckets.offset_ns(i + 1)) / 2;
+            let mid = buckets.mid_ns(i);
             (tu.of(mid), bu.of(v.min(top)))
         })
         .collect()

@@ -5,7 +5,7 @@
 //! lists, tuples, str, int, float, bool and None, but it *shares* objects: one dict per unique
 //! frame and one list per unique traceback, referenced from many places through the pickle memo
 //! (pytorch/pytorch `torch/csrc/profiler/combined_traceback.cpp`, `py_symbolize`). serde-pickle
-//! rejects or corrupts such files (shared/research/crates.md §6), hence this module.
+//! rejects or corrupts such files (docs/dependencies.md, "PyTorch snapshots"), hence this module.
 //!
 //! # What it accepts and refuses
 //!

@@ -4,9 +4,12 @@
 use super::{hook, ok};
 use crate::cuda::CUdeviceptr;
 
+// PyTorch's native allocator takes its segments with this call: the first one attaches the
+// recorder's tracker to it (`torch`).
 hook!(cuMemAlloc_v2 => fn(dptr: *mut CUdeviceptr, bytesize: usize) |r, e| {
     e.size = bytesize as u64;
     if ok(r, dptr) { e.address = *dptr; }
+    crate::torch::attach_if_ready();
 });
 
 // `size` is pitch × height, what the allocation really takes; `aux` the pitch.

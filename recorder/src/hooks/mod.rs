@@ -1,4 +1,4 @@
-//! The hook set: one exported wrapper per tracked driver function (interposition.md §7), plus
+//! The hook set: one exported wrapper per tracked driver function (docs/interposition.md §7), plus
 //! the resolvers and the context calls that tell which device is current.
 //!
 //! Each wrapper has exactly the ABI of the exported driver symbol whose name it bears, and is

@@ -44,6 +44,7 @@ hook!(cuMemMap => fn(
     e.aux = offset as u64;
     e.handle = handle;
     e.flags = flags;
+    crate::torch::attach_if_ready();
 });
 
 hook!(cuMemUnmap => fn(ptr: CUdeviceptr, size: usize) |_r, e| {
@@ -64,6 +65,8 @@ hook!(cuMemAddressReserve => fn(
     e.handle = addr;
     e.flags = flags;
     if ok(r, ptr) { e.address = *ptr; }
+    // PyTorch's expandable segments start here (`torch`).
+    crate::torch::attach_if_ready();
 });
 
 hook!(cuMemAddressFree => fn(ptr: CUdeviceptr, size: usize) |_r, e| {

@@ -2,19 +2,33 @@
 
 use crate::Cli;
 use clap::CommandFactory;
-use vramtrace::policy::{PolicySpec, resolve};
+use std::path::PathBuf;
+use vramtrace::policy::{PolicyError, PolicySpec, resolve};
+
+/// A trace to describe, as text or JSON (`info`, `summary`).
+#[derive(Debug, clap::Args)]
+pub struct TraceView {
+    /// The .vramtrace file.
+    pub trace: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep what precedes a corrupt chunk instead of failing.
+    #[arg(long)]
+    pub salvage: bool,
+}
 
 /// The `--policy` list, checked (names and options) while parsing the command line.
 #[derive(Debug, Clone)]
 pub struct PolicyList(pub Vec<PolicySpec>);
 
 /// Parses a `--policy` value: `all`, or NAME[:KEY=VALUE,...] separated by commas.
-pub fn policies(text: &str) -> Result<PolicyList, String> {
+pub fn policies(text: &str) -> Result<PolicyList, PolicyError> {
     resolve(text).map(PolicyList)
 }
 
 /// [`policies`], or `none` for no replay.
-pub fn policies_or_none(text: &str) -> Result<PolicyList, String> {
+pub fn policies_or_none(text: &str) -> Result<PolicyList, PolicyError> {
     if text == "none" {
         return Ok(PolicyList(Vec::new()));
     }

@@ -33,12 +33,7 @@ impl Args {
             || Summary::with_top(&tb, usize::MAX),
         );
         let diff = Diff::of(&sa, &sb);
-        let out = if self.json {
-            serde_json::to_string_pretty(&diff)? + "\n"
-        } else {
-            render(a, b, &diff)
-        };
-        crate::output::print(&out)
+        crate::output::json_or_text(self.json, &diff, |d| render(a, b, d))
     }
 }
 

@@ -5,7 +5,7 @@
 //! directory (or an export that fails half way) never sees a partial file.
 
 use crate::load::{load_trace, trace_files};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 use std::fs::File;
 use std::io::BufWriter;
@@ -150,9 +150,9 @@ fn policy_results(path: &Path, specs: &[PolicySpec], fit: bool) -> Result<Vec<Po
     };
     drop(trace);
     let name = path.display().to_string();
-    let report = ReplayReport::build(&name, specs, &input).map_err(|e| anyhow!(e))?;
+    let report = ReplayReport::build(&name, specs, &input)?;
     let fits = if fit {
-        Some(FitReport::build(&name, specs, &input).map_err(|e| anyhow!(e))?)
+        Some(FitReport::build(&name, specs, &input)?)
     } else {
         None
     };

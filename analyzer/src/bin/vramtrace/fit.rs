@@ -3,7 +3,7 @@
 use crate::args::{PolicyList, policies};
 use crate::job;
 use crate::load::{load_job, load_streams, streams_of};
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -43,19 +43,13 @@ impl Args {
                 count(requests as u64)
             );
         }
-        let report = FitReport::build(&self.trace.display().to_string(), specs, &input)
-            .map_err(|e| anyhow!(e))?;
+        let report = FitReport::build(&self.trace.display().to_string(), specs, &input)?;
         if let Some(w) = &report.warning
             && !self.json
         {
             eprintln!("vramtrace: warning: {w}");
         }
-        let out = if self.json {
-            serde_json::to_string_pretty(&report)? + "\n"
-        } else {
-            render(&report)
-        };
-        crate::output::print(&out)
+        crate::output::json_or_text(self.json, &report, render)
     }
 }
 
@@ -64,7 +58,8 @@ impl Args {
     fn run_job(&self, specs: &[vramtrace::policy::PolicySpec]) -> Result<()> {
         let ranks = load_job(&self.trace, false, |path, trace| {
             let input = streams_of(path, &trace, None)?;
-            FitReport::build(&path.display().to_string(), specs, &input).map_err(|e| anyhow!(e))
+            FitReport::build(&path.display().to_string(), specs, &input)
+                .map_err(anyhow::Error::from)
         })?;
         let need: Vec<_> = (0..specs.len())
             .map(|p| move |r: &FitReport| r.policies[p].min_capacity_bytes)

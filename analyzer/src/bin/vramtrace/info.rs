@@ -1,9 +1,10 @@
 //! `vramtrace info`.
 
+use crate::args::TraceView;
 use crate::load::load_trace;
 use anyhow::Result;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use vramtrace::info::TraceInfo;
 use vramtrace::units::{bytes, count, duration};
 
@@ -15,26 +16,16 @@ Examples:
   vramtrace info --json run.vramtrace
   vramtrace info --salvage damaged.vramtrace")]
 pub struct Args {
-    /// The .vramtrace file.
-    trace: PathBuf,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
-    /// Keep what precedes a corrupt chunk instead of failing.
-    #[arg(long)]
-    salvage: bool,
+    #[command(flatten)]
+    view: TraceView,
 }
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        let trace = load_trace(&self.trace, self.salvage)?;
+        let v = &self.view;
+        let trace = load_trace(&v.trace, v.salvage)?;
         let info = TraceInfo::of(&trace);
-        let out = if self.json {
-            serde_json::to_string_pretty(&info)? + "\n"
-        } else {
-            render(&self.trace, &info)
-        };
-        crate::output::print(&out)
+        crate::output::json_or_text(v.json, &info, |info| render(&v.trace, info))
     }
 }
 
@@ -66,6 +57,9 @@ fn render(path: &Path, i: &TraceInfo) -> String {
         l => l,
     };
     let _ = writeln!(s, "level        {level}");
+    if !i.allocator.is_empty() {
+        let _ = writeln!(s, "allocator    {}", i.allocator);
+    }
     let _ = writeln!(
         s,
         "events       {} ({} failed) over {}, {:.2} bytes/event in {} chunks",

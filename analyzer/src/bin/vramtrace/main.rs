@@ -7,6 +7,7 @@
 
 mod args;
 mod diff;
+mod elf_files;
 mod export;
 mod export_parquet;
 mod find_preload;

@@ -26,7 +26,8 @@ use vramtrace_format::{ReadOptions, Trace, journal};
 Examples:
   vramtrace record -- python train.py
   vramtrace record -o traces/ -- torchrun --nproc-per-node 2 train.py
-  vramtrace record --requests -o mlp.vramtrace -- python train.py
+  vramtrace record -o mlp.vramtrace -- python train.py     # PyTorch 2.11: every tensor
+  vramtrace record --requests -o jax.vramtrace -- python jax_train.py
 
 Without the launcher (a job scheduler, a container entry point), set the variables it sets:
   LD_PRELOAD=/path/to/libvramtrace_preload.so VRAMTRACE_OUTPUT=traces/ python train.py
@@ -43,9 +44,14 @@ pub struct Args {
     /// Default: the current directory.
     #[arg(short, long, value_name = "PATH|DIR")]
     output: Option<PathBuf>,
-    /// Switch PyTorch, JAX and TensorFlow to pass-through allocators: one event per tensor.
+    /// Switch PyTorch, JAX and TensorFlow to pass-through allocators: one event per tensor,
+    /// for JAX, TensorFlow and PyTorch versions other than 2.11 (PyTorch 2.11 programs get
+    /// one event per tensor from their own allocator without it).
     #[arg(long)]
     requests: bool,
+    /// Do not attach to PyTorch's caching allocator (no `torch.*` events: its segments only).
+    #[arg(long, conflicts_with = "requests")]
+    no_torch_tracker: bool,
     /// The recorder library (default: $VRAMTRACE_PRELOAD, else libvramtrace_preload.so
     /// beside vramtrace or in its installed Python package).
     #[arg(long, value_name = "PATH")]
@@ -69,11 +75,12 @@ pub struct Args {
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        run(self)
+        record(self)
     }
 }
 
-fn run(opts: Args) -> Result<()> {
+/// Runs the program under the preload library and reports each trace it wrote.
+fn record(opts: Args) -> Result<()> {
     let preload = find_preload(opts.preload.as_deref())?;
     let cwd = std::env::current_dir().context("current directory")?;
     let output = match &opts.output {
@@ -118,6 +125,9 @@ fn run(opts: Args) -> Result<()> {
     cmd.env(env::HEARTBEAT, &heartbeat);
     cmd.env(env::STACKS, &opts.stacks);
     cmd.env(env::MAX_DEPTH, opts.max_depth.to_string());
+    if opts.no_torch_tracker {
+        cmd.env(env::TORCH_TRACKER, "0");
+    }
     if opts.requests {
         for (k, v) in request_level_env(|k| std::env::var(k).ok()) {
             cmd.env(k, v);

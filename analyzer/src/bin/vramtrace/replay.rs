@@ -3,11 +3,10 @@
 use crate::args::{PolicyList, policies};
 use crate::job;
 use crate::load::{load_job, load_streams, streams_of};
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use vramtrace::model::CaptureLevel;
 use vramtrace::policy::REGISTRY;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
 use vramtrace::units::{bytes, count, duration, parse_size};
@@ -64,8 +63,14 @@ impl Args {
             return self.run_job(path);
         }
         let input = load_streams(path, self.capacity)?;
-        let report = ReplayReport::build(&path.display().to_string(), &self.policy.0, &input)
-            .map_err(|e| anyhow!(e))?;
+        // The configuration the program ran under leads, whatever else was asked for.
+        let mut specs = self.policy.0.clone();
+        if let Some(r) = &input.recorded_policy
+            && !specs.iter().any(|s| s.to_string() == r.to_string())
+        {
+            specs.insert(0, r.clone());
+        }
+        let report = ReplayReport::build(&path.display().to_string(), &specs, &input)?;
         if let Some(w) = &report.warning
             && !self.json
         {
@@ -100,7 +105,8 @@ impl Args {
         let specs = &self.policy.0;
         let ranks = load_job(dir, false, |path, trace| {
             let input = streams_of(path, &trace, self.capacity)?;
-            ReplayReport::build(&path.display().to_string(), specs, &input).map_err(|e| anyhow!(e))
+            ReplayReport::build(&path.display().to_string(), specs, &input)
+                .map_err(anyhow::Error::from)
         })?;
         let reserved: Vec<_> = (0..specs.len())
             .map(|p| move |r: &ReplayReport| Some(r.policies[p].peak_reserved))
@@ -172,14 +178,6 @@ fn render_policy_list() -> String {
     s
 }
 
-fn level_name(l: CaptureLevel) -> &'static str {
-    match l {
-        CaptureLevel::Request => "request",
-        CaptureLevel::Segment => "segment",
-        CaptureLevel::Unknown => "unknown",
-    }
-}
-
 fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
     let mut s = String::new();
     let how = if r.capture_level_declared {
@@ -188,7 +186,7 @@ fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
         "inferred"
     };
     let _ = writeln!(s, "trace        {}", r.trace);
-    let _ = writeln!(s, "level        {} ({how})", level_name(r.capture_level));
+    let _ = writeln!(s, "level        {} ({how})", r.capture_level.name());
     if let Some(w) = &r.warning {
         let _ = writeln!(s, "WARNING      {w}");
     }
@@ -229,6 +227,18 @@ fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
         }
         s.push('\n');
         render_table(&mut s, &st.policies);
+        if let Some(t) = st.recorded_peak_reserved {
+            for p in st.policies.iter().filter(|p| p.error_vs_recorded.is_some()) {
+                let _ = writeln!(
+                    s,
+                    "recorded     {}: predicted {}, this run reserved {} ({:+.2}%)",
+                    p.name,
+                    bytes(p.peak_reserved),
+                    bytes(t),
+                    100.0 * p.error_vs_recorded.unwrap_or(0.0)
+                );
+            }
+        }
     }
     if r.streams.len() > 1 {
         let _ = writeln!(

@@ -1,12 +1,14 @@
 //! `vramtrace report`: writes `DIR/index.html` and each chart as its own `.svg`.
 
 use crate::args::{PolicyList, policies};
+use crate::elf_files::ElfFiles;
 use crate::load::load_trace;
 use anyhow::{Context, Result};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::report::generate::{Options as ReportOptions, generate};
+use vramtrace::symbolize::{ModuleFiles, NoFiles};
 use vramtrace::units::{bytes, parse_size};
 
 /// Write SVG charts and one self-contained HTML page: memory over time per policy, what is
@@ -50,11 +52,12 @@ impl From<&Args> for ReportOptions {
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        run(&self)
+        write_report(&self)
     }
 }
 
-fn run(o: &Args) -> Result<()> {
+/// Checks the output directory, makes the report and writes its files.
+fn write_report(o: &Args) -> Result<()> {
     // Stage messages on stderr, only when a person is watching it.
     let tty = std::io::stderr().is_terminal();
     let start = Instant::now();
@@ -78,8 +81,13 @@ fn run(o: &Args) -> Result<()> {
     progress(&format!("opening {}", o.trace.display()));
     let trace = load_trace(&o.trace, false)?;
     let options = ReportOptions::from(o);
-    let report = generate(&trace, &options, &mut progress)
-        .map_err(anyhow::Error::msg)
+    let mut elf = ElfFiles::new();
+    let files: &mut dyn ModuleFiles = if o.no_symbolize {
+        &mut NoFiles
+    } else {
+        &mut elf
+    };
+    let report = generate(&trace, &options, files, &mut progress)
         .with_context(|| o.trace.display().to_string())?;
     progress("writing files");
     for c in &report.charts {

@@ -1,10 +1,11 @@
 //! `vramtrace summary`.
 
+use crate::args::TraceView;
 use crate::job;
 use crate::load::{load_job, load_trace};
 use anyhow::Result;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use vramtrace::summary::{GroupSummary, StackBytes, Summary, short_frame};
 use vramtrace::units::{bytes, count, duration};
 
@@ -15,32 +16,24 @@ use vramtrace::units::{bytes, count, duration};
 Examples:
   vramtrace summary run.vramtrace
   vramtrace summary --json run.vramtrace | jq '.groups[0].leaks'
-  vramtrace summary traces/job-42/        # per rank, and the rank that sets the job's peak")]
+  vramtrace summary traces/job-42/        # per rank, and the rank that sets the job's peak
+
+TRACE may be a directory of one job's per-rank traces.")]
 pub struct Args {
-    /// The .vramtrace file, or a directory of one job's per-rank traces.
-    trace: PathBuf,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
-    /// Keep what precedes a corrupt chunk instead of failing.
-    #[arg(long)]
-    salvage: bool,
+    #[command(flatten)]
+    view: TraceView,
 }
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        if self.trace.is_dir() {
+        let v = &self.view;
+        if v.trace.is_dir() {
             return self.run_job();
         }
-        let trace = load_trace(&self.trace, self.salvage)?;
+        let trace = load_trace(&v.trace, v.salvage)?;
         let summary = Summary::of(&trace);
         let first = trace.events().next().map_or(0, |e| e.time_ns);
-        let out = if self.json {
-            serde_json::to_string_pretty(&summary)? + "\n"
-        } else {
-            render(&self.trace, &summary, first)
-        };
-        crate::output::print(&out)
+        crate::output::json_or_text(v.json, &summary, |s| render(&v.trace, s, first))
     }
 }
 
@@ -51,21 +44,20 @@ fn device_peak(s: &Summary, of: fn(&GroupSummary) -> u64) -> Option<u64> {
 
 impl Args {
     fn run_job(self) -> Result<()> {
-        let ranks = load_job(&self.trace, self.salvage, |_, trace| {
-            Ok(Summary::of(&trace))
-        })?;
+        let v = &self.view;
+        let ranks = load_job(&v.trace, v.salvage, |_, trace| Ok(Summary::of(&trace)))?;
         let requested = |s: &Summary| device_peak(s, |g| g.peak_requested);
         let reserved = |s: &Summary| device_peak(s, |g| g.peak_reserved);
         let columns: [job::Column<Summary>; 2] = [
             ("peak requested".into(), &requested),
             ("peak reserved".into(), &reserved),
         ];
-        let out = if self.json {
+        let out = if v.json {
             let figures = job::figures(&ranks, &columns);
-            serde_json::to_string_pretty(&job::output(&self.trace, ranks, figures))? + "\n"
+            serde_json::to_string_pretty(&job::output(&v.trace, ranks, figures))? + "\n"
         } else {
             job::render(
-                &self.trace,
+                &v.trace,
                 "each rank's largest device peak (`vramtrace summary TRACE` for one rank's detail)",
                 &ranks,
                 &columns,

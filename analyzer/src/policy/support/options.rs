@@ -1,5 +1,6 @@
 //! Policy specifications: `NAME` or `NAME:KEY=VALUE,...`, several separated by commas.
 
+use crate::policy::{OptionError, SpecSyntax};
 use std::fmt;
 
 /// One policy and the options given to it, as the user wrote them.
@@ -40,7 +41,7 @@ fn split_outside_brackets(text: &str, sep: char) -> Vec<&str> {
 
 /// Parses `pytorch:max_split_size_mb=128,roundup_power2_divisions=4,cuda-malloc`: an item with
 /// `=` and no `:` before it continues the options of the policy before it.
-pub fn parse_specs(text: &str) -> Result<Vec<PolicySpec>, String> {
+pub fn parse_specs(text: &str) -> Result<Vec<PolicySpec>, SpecSyntax> {
     let mut specs: Vec<PolicySpec> = Vec::new();
     for item in split_outside_brackets(text, ',') {
         let item = item.trim();
@@ -58,7 +59,7 @@ pub fn parse_specs(text: &str) -> Result<Vec<PolicySpec>, String> {
         if continues {
             let spec = specs
                 .last_mut()
-                .ok_or_else(|| format!("`{item}` is an option but no policy comes before it"))?;
+                .ok_or_else(|| SpecSyntax::OptionWithoutPolicy(item.to_string()))?;
             spec.options.push(key_value(item)?);
             continue;
         }
@@ -72,15 +73,15 @@ pub fn parse_specs(text: &str) -> Result<Vec<PolicySpec>, String> {
         specs.push(spec);
     }
     if specs.is_empty() {
-        return Err("no policy named".into());
+        return Err(SpecSyntax::Empty);
     }
     Ok(specs)
 }
 
-fn key_value(text: &str) -> Result<(String, String), String> {
+fn key_value(text: &str) -> Result<(String, String), SpecSyntax> {
     let (k, v) = text
         .split_once('=')
-        .ok_or_else(|| format!("`{text}` is not KEY=VALUE"))?;
+        .ok_or_else(|| SpecSyntax::NotKeyValue(text.to_string()))?;
     Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
@@ -94,14 +95,12 @@ impl<'a> Options<'a> {
     pub fn new(
         given: &'a [(String, String)],
         known: &[crate::policy::KeyInfo],
-    ) -> Result<Self, String> {
+    ) -> Result<Self, OptionError> {
         for (k, _) in given {
             if !known.iter().any(|i| i.key == k) {
-                let keys: Vec<&str> = known.iter().map(|i| i.key).collect();
-                return Err(if keys.is_empty() {
-                    format!("unknown option `{k}` (this policy takes none)")
-                } else {
-                    format!("unknown option `{k}` (known: {})", keys.join(", "))
+                return Err(OptionError::Unknown {
+                    key: k.clone(),
+                    known: known.iter().map(|i| i.key).collect(),
                 });
             }
         }
@@ -116,40 +115,77 @@ impl<'a> Options<'a> {
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn u64_opt(&self, key: &str) -> Result<Option<u64>, String> {
+    /// A whole number no larger than `max` (options are multiplied and shifted by the policies:
+    /// the bound keeps that arithmetic far from 2^64).
+    pub fn u64_opt(&self, key: &str, max: u64) -> Result<Option<u64>, OptionError> {
         self.str_opt(key)
-            .map(|v| {
-                v.parse::<u64>()
-                    .map_err(|_| format!("{key}={v}: not a whole number"))
+            .map(|v| match v.parse::<u64>() {
+                Ok(n) if n <= max => Ok(n),
+                Ok(_) => Err(OptionError::AboveMaximum {
+                    key: key.into(),
+                    value: v.into(),
+                    max,
+                }),
+                Err(_) => Err(OptionError::NotWhole {
+                    key: key.into(),
+                    value: v.into(),
+                }),
+            })
+            .transpose()
+    }
+
+    /// An alignment in bytes: a power of two (so never 0), at most 1 GiB.
+    pub fn alignment_opt(&self, key: &str) -> Result<Option<u64>, OptionError> {
+        self.size_opt(key)?
+            .map(|a| {
+                if a.is_power_of_two() && a <= 1 << 30 {
+                    Ok(a)
+                } else {
+                    Err(OptionError::NotAnAlignment {
+                        key: key.into(),
+                        value: a,
+                    })
+                }
             })
             .transpose()
     }
 
     /// A size in bytes (`512MiB`, `2GB`, ...).
-    pub fn size_opt(&self, key: &str) -> Result<Option<u64>, String> {
+    pub fn size_opt(&self, key: &str) -> Result<Option<u64>, OptionError> {
         self.str_opt(key)
-            .map(|v| crate::units::parse_size(v).map_err(|e| format!("{key}: {e}")))
+            .map(|v| {
+                crate::units::parse_size(v).map_err(|source| OptionError::Size {
+                    key: key.into(),
+                    source,
+                })
+            })
             .transpose()
     }
 
-    pub fn f64(&self, key: &str, default: f64) -> Result<f64, String> {
+    pub fn f64(&self, key: &str, default: f64) -> Result<f64, OptionError> {
         match self.str_opt(key) {
             None => Ok(default),
             Some(v) => v
                 .parse::<f64>()
                 .ok()
                 .filter(|x| x.is_finite())
-                .ok_or_else(|| format!("{key}={v}: not a number")),
+                .ok_or_else(|| OptionError::NotANumber {
+                    key: key.into(),
+                    value: v.into(),
+                }),
         }
     }
 
-    pub fn bool(&self, key: &str, default: bool) -> Result<bool, String> {
+    pub fn bool(&self, key: &str, default: bool) -> Result<bool, OptionError> {
         match self.str_opt(key) {
             None => Ok(default),
             Some(v) => match v.to_ascii_lowercase().as_str() {
                 "true" | "1" | "yes" | "on" => Ok(true),
                 "false" | "0" | "no" | "off" => Ok(false),
-                _ => Err(format!("{key}={v}: not true or false")),
+                _ => Err(OptionError::NotABool {
+                    key: key.into(),
+                    value: v.into(),
+                }),
             },
         }
     }
@@ -160,7 +196,7 @@ impl<'a> Options<'a> {
 /// parseRoundUpPower2Divisions`). A key `B` (MiB, a power of two) sets interval `log2(B)`, that
 /// is sizes `[B, 2B)` MiB; the first key also fills the intervals below it; `>` fills every
 /// interval after the last key.
-pub fn parse_divisions(text: &str) -> Result<[u64; 16], String> {
+pub fn parse_divisions(text: &str) -> Result<[u64; 16], OptionError> {
     let mut table = [0u64; 16];
     let text = text.trim();
     let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) else {
@@ -170,7 +206,8 @@ pub fn parse_divisions(text: &str) -> Result<[u64; 16], String> {
         if !value.is_power_of_two() {
             return Err(format!(
                 "roundup_power2_divisions={value}: the divisions must be a power of 2"
-            ));
+            )
+            .into());
         }
         return Ok([value; 16]);
     };
@@ -185,7 +222,8 @@ pub fn parse_divisions(text: &str) -> Result<[u64; 16], String> {
         if value != 0 && !value.is_power_of_two() {
             return Err(format!(
                 "roundup_power2_divisions: `{entry}`: divisions must be a power of 2 or 0"
-            ));
+            )
+            .into());
         }
         if key.trim() == ">" {
             for slot in table.iter_mut().skip(last_index + 1) {
@@ -200,7 +238,8 @@ pub fn parse_divisions(text: &str) -> Result<[u64; 16], String> {
         if !boundary.is_power_of_two() {
             return Err(format!(
                 "roundup_power2_divisions: `{entry}`: the interval must be a power of 2"
-            ));
+            )
+            .into());
         }
         let index = (63 - boundary.leading_zeros() as usize).min(15);
         if first {

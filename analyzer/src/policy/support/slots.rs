@@ -1,6 +1,8 @@
 //! The per-slot bookkeeping every online policy keeps: what it handed to each live slot, and
 //! the bytes handed out in all (the policy's *allocated*, after its rounding).
 
+use crate::policy::BlockSpan;
+
 /// Live blocks by slot. Slots are small integers reused by the model ([`crate::model::Request`]),
 /// so a vector indexed by slot, grown to the most objects ever live at once, holds them.
 #[derive(Debug, Clone)]
@@ -72,6 +74,22 @@ impl<T> SlotTable<T> {
     pub fn blocks(&self) -> impl Iterator<Item = &T> {
         self.iter().map(|(_, block)| block)
     }
+
+    /// The live blocks of more than 0 bytes as address-map spans, at the address `address`
+    /// gives each, of the bytes it counts as allocated.
+    pub fn spans(&self, address: impl Fn(&T) -> u64) -> impl Iterator<Item = BlockSpan> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(move |(slot, s)| match s {
+                Some((block, bytes)) if *bytes > 0 => Some(BlockSpan {
+                    address: address(block),
+                    size: *bytes,
+                    slot: Some(slot as u32),
+                }),
+                _ => None,
+            })
+    }
 }
 
 #[cfg(test)]
@@ -92,6 +110,8 @@ mod tests {
         t.insert(3, "c", 5);
         assert_eq!(t.allocated(), 25);
         assert_eq!(t.blocks().count(), 2);
+        let spans: Vec<_> = t.spans(|_| 7).map(|s| (s.slot, s.size)).collect();
+        assert_eq!(spans, [(Some(0), 20), (Some(3), 5)]);
     }
 
     #[test]

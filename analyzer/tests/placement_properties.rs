@@ -1,51 +1,21 @@
-//! Replay invariants over every registered policy (issue 6: "the same property tests as part 1,
-//! over every policy"), on random request streams.
+//! Where every registered policy places memory, on random request streams (proptest).
 //!
 //! For each policy, at every step: requested <= allocated <= reserved; reserved never exceeds
 //! the capacity; live blocks of the address map never overlap and lie inside its segments;
 //! freeing everything leaves nothing allocated; two replays give the same figures.
 
+use crate::streams::{MIB, every_policy_and, op_log_uniform, stream_of};
 use proptest::prelude::*;
 use vramtrace::model::{Request, RequestStream};
-use vramtrace::policy::{BuildContext, DriverModel, PolicySpec, REGISTRY, build, parse_specs};
+use vramtrace::policy::{BuildContext, DriverModel, PolicySpec, build, parse_specs};
 use vramtrace::replay::{Observer, Outcome, ReplayOptions, Usage, address_map_at, replay};
 
-const MIB: u64 = 1 << 20;
-
-/// Random allocations (512 B to 300 MiB, log-uniform, on up to 3 streams) and frees of random
-/// live objects, then every remaining object freed. Slots are reused like the model's.
+/// Random allocations and frees of random live objects, then every remaining object freed; at
+/// least one request.
 fn streams() -> impl Strategy<Value = RequestStream> {
-    let op = (
-        any::<bool>(),
-        9u32..=28,
-        0u64..1024,
-        0u32..3,
-        any::<prop::sample::Index>(),
-    );
-    prop::collection::vec(op, 1..120).prop_map(|ops| {
-        let (mut requests, mut live, mut free_slots) =
-            (Vec::new(), Vec::<(u32, u64)>::new(), Vec::new());
-        let mut next = 0u32;
-        for (alloc, exp, frac, stream, pick) in ops {
-            if alloc || live.is_empty() {
-                let size = (1u64 << exp) + frac * ((1u64 << exp) / 1024);
-                let slot = free_slots.pop().unwrap_or_else(|| {
-                    next += 1;
-                    next - 1
-                });
-                requests.push(Request::alloc(slot, size, stream));
-                live.push((slot, size));
-            } else {
-                let (slot, size) = live.swap_remove(pick.index(live.len()));
-                requests.push(Request::free(slot, size));
-                free_slots.push(slot);
-            }
-        }
-        for (slot, size) in live {
-            requests.push(Request::free(slot, size));
-        }
-        RequestStream::from_requests(requests)
-    })
+    prop::collection::vec(op_log_uniform(), 1..120)
+        .prop_map(|ops| stream_of(&ops, true))
+        .prop_filter("an empty program", |s| !s.requests.is_empty())
 }
 
 struct Check {
@@ -67,26 +37,16 @@ impl Observer for Check {
     }
 }
 
-/// Every registered policy with its defaults, and the options of part 2 that change placement.
+/// Every registered policy with its defaults, and the options of the other policies that change
+/// placement.
 fn specs() -> Vec<PolicySpec> {
-    let mut specs: Vec<PolicySpec> = REGISTRY
-        .iter()
-        .map(|p| PolicySpec {
-            name: p.name.into(),
-            options: Vec::new(),
-        })
-        .collect();
-    specs.extend(
-        parse_specs(
-            "bfc:allow_growth=true,garbage_collection=true,\
-             cuda-async:reuse_allow_opportunistic=false,release_threshold=0,fit=best,\
-             rmm-pool:initial_pool_size=64MiB,maximum_pool_size=4GiB,\
-             gmlake:frag_limit=0,reuse_limit=2,\
-             rmm-binning:min_size_exponent=10,max_size_exponent=24",
-        )
-        .unwrap(),
-    );
-    specs
+    every_policy_and(
+        "bfc:allow_growth=true,garbage_collection=true,\
+         cuda-async:reuse_allow_opportunistic=false,release_threshold=0,fit=best,\
+         rmm-pool:initial_pool_size=64MiB,maximum_pool_size=4GiB,\
+         gmlake:frag_limit=0,reuse_limit=2,\
+         rmm-binning:min_size_exponent=10,max_size_exponent=24",
+    )
 }
 
 fn run(spec: &PolicySpec, stream: &RequestStream, capacity: u64) -> (Outcome, Check) {

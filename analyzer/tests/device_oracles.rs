@@ -3,21 +3,13 @@
 //! (`samples/workloads/policies_device_run.sh`), the figures kept in
 //! `samples/workloads/policies_h200/`, provenance in docs/validation.md, "Part 2".
 
-use std::path::{Path, PathBuf};
-use vramtrace::model::{Model, RequestStream};
+use crate::util::{only_stream, repo};
+use std::path::PathBuf;
 use vramtrace::policy::{BuildContext, parse_specs};
 use vramtrace::replay::{ReplayOptions, Timeline, replay, run};
-use vramtrace_format::{ReadOptions, Trace};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn stream(path: &Path) -> RequestStream {
-    let trace = Trace::open(path, ReadOptions::default()).unwrap();
-    let mut model = Model::from_events(trace.events(), &trace.metadata);
-    assert_eq!(model.streams.len(), 1, "{}", path.display());
-    model.streams.remove(0)
+    repo(".")
 }
 
 fn device(name: &str) -> serde_json::Value {
@@ -33,7 +25,8 @@ fn device(name: &str) -> serde_json::Value {
 fn cuda_async_grows_exactly_as_the_h200_pool_did_on_every_probe() {
     let spec = &parse_specs("cuda-async").unwrap()[0];
     for probe in ["probe_sizes", "probe_reuse", "probe_small", "probe_streams"] {
-        let s = stream(&root().join(format!("samples/workloads/policies_h200/{probe}.vramtrace")));
+        let s =
+            only_stream(&root().join(format!("samples/workloads/policies_h200/{probe}.vramtrace")));
         let real = device(probe);
         let mut policy = vramtrace::policy::build(
             spec,
@@ -82,7 +75,8 @@ fn cuda_async_grows_exactly_as_the_h200_pool_did_on_every_probe() {
 fn cuda_malloc_is_within_1_percent_of_the_memory_plain_cu_mem_alloc_took() {
     let spec = &parse_specs("cuda-malloc").unwrap()[0];
     for w in ["mlp", "resnet", "transformer_varlen", "gpt_ckpt_varlen"] {
-        let s = stream(&root().join(format!("samples/traces/h200-torch/{w}.native.vramtrace")));
+        let s =
+            only_stream(&root().join(format!("samples/traces/h200-torch/{w}.native.vramtrace")));
         let real = device(w);
         assert_eq!(
             s.lower_bound(),
@@ -108,7 +102,8 @@ fn cuda_async_is_within_5_percent_of_pytorchs_cuda_malloc_async_runs_except_the_
     let spec = &parse_specs("cuda-async").unwrap()[0];
     let mut checked = 0;
     for w in ["mlp", "resnet", "transformer_varlen", "gpt_ckpt_varlen"] {
-        let s = stream(&root().join(format!("samples/traces/h200-torch/{w}.native.vramtrace")));
+        let s =
+            only_stream(&root().join(format!("samples/traces/h200-torch/{w}.native.vramtrace")));
         let path = root().join(format!(
             "samples/workloads/policies_h200/{w}.async.stats.json"
         ));

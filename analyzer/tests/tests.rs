@@ -1,0 +1,17 @@
+//! The analyzer's integration tests, one binary (the layout of ripgrep's `tests/tests.rs`): each
+//! module is one area, `util` holds what they share and `streams` the random request streams of
+//! the property suites.
+
+mod util;
+
+mod cli;
+mod device_oracles;
+mod interop;
+mod placement_properties;
+mod recorded_validation;
+mod replay_cli;
+mod replay_properties;
+mod replay_snapshots;
+mod replay_validation;
+mod report;
+mod streams;

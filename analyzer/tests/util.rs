@@ -1,0 +1,37 @@
+//! What the integration tests share: where the repository's samples are, the binary, traces
+//! read into request streams.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+use vramtrace::model::{Model, RequestStream};
+use vramtrace_format::{ReadOptions, Trace};
+
+/// `path` inside the repository.
+pub fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+/// The synthetic sample trace of the README.
+pub fn sample() -> PathBuf {
+    repo("samples/traces/synthetic-mlp.vramtrace")
+}
+
+/// The binary, run in the analyzer's folder (cargo's default for tests).
+pub fn vramtrace() -> Command {
+    Command::cargo_bin("vramtrace").unwrap()
+}
+
+/// The binary, run from the repository root so that sample paths read as in the README.
+pub fn vramtrace_in_repo() -> Command {
+    let mut c = vramtrace();
+    c.current_dir(repo("."));
+    c
+}
+
+/// The one request stream of a trace with a single process and device.
+pub fn only_stream(path: &Path) -> RequestStream {
+    let trace = Trace::open(path, ReadOptions::default()).unwrap();
+    let mut model = Model::from_events(trace.events(), &trace.metadata);
+    assert_eq!(model.streams.len(), 1, "{}", path.display());
+    model.streams.remove(0)
+}

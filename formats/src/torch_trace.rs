@@ -1,0 +1,203 @@
+//! PyTorch's `TraceEntry`, the record its CUDA caching allocator hands to an attached trace
+//! tracker: the layouts the recorder knows, per PyTorch version, and how one entry becomes an
+//! event (formats/SPEC.md §4.2).
+//!
+//! The layouts are facts about compiled PyTorch wheels, measured rather than read from a
+//! header: `samples/workloads/torch_tracker_layout.cpp` prints them when compiled against a
+//! wheel's own headers (`docs/torch-tracker.md` has the output for 2.11). A version without a
+//! row here is refused: the recorder falls back to the driver calls alone.
+
+use crate::{Api, Event, NO_DEVICE};
+
+/// Where a PyTorch build keeps what the recorder needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TorchLayout {
+    /// `major.minor.` prefix of the versions this row is for.
+    pub version_prefix: &'static str,
+    /// The mangled name of the exported `std::atomic<CUDAAllocator*>`
+    /// (`c10::cuda::CUDACachingAllocator::allocator`).
+    pub allocator_symbol: &'static str,
+    /// The mangled type name (`std::type_info::name`) of the native caching allocator: only it
+    /// is attached to (the `cudaMallocAsync` back-end has its own requests in the driver calls).
+    pub native_type_name: &'static str,
+    /// Vtable slot of `CUDAAllocator::attachAllocatorTraceTracker(AllocatorTraceTracker)`.
+    pub slot_attach: usize,
+    /// Vtable slot of `CUDAAllocator::initialized()`.
+    pub slot_initialized: usize,
+    /// `sizeof(TraceEntry)`.
+    pub entry_size: usize,
+    /// Offsets of `action_` (i32), `device_` (i8), `addr_`, `stream_`, `size_` (u64 each) and
+    /// `mempool_` (two u64).
+    pub action: usize,
+    pub device: usize,
+    pub addr: usize,
+    pub stream: usize,
+    pub size: usize,
+    pub mempool: usize,
+}
+
+/// Every layout the recorder was proven against on a GPU.
+pub const TORCH_LAYOUTS: &[TorchLayout] = &[TorchLayout {
+    version_prefix: "2.11.",
+    allocator_symbol: "_ZN3c104cuda20CUDACachingAllocator9allocatorE",
+    native_type_name: "N3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocatorE",
+    slot_attach: 44,
+    slot_initialized: 6,
+    entry_size: 136,
+    action: 0,
+    device: 4,
+    addr: 8,
+    stream: 32,
+    size: 40,
+    mempool: 48,
+}];
+
+/// `CUDA_ERROR_OUT_OF_MEMORY`, the result of an event made from an `OOM` entry.
+const OUT_OF_MEMORY: u32 = 2;
+
+impl TorchLayout {
+    /// The layout for PyTorch `version` (`2.11.0+cu130`), if known.
+    pub fn for_version(version: &str) -> Option<&'static TorchLayout> {
+        TORCH_LAYOUTS
+            .iter()
+            .find(|l| version.starts_with(l.version_prefix))
+    }
+
+    /// The event kind of an entry's action, if it is one the trace keeps (`SNAPSHOT` is not).
+    /// `OOM` is a refused `torch.alloc`.
+    pub fn api_of(action: i32) -> Option<(Api, u32)> {
+        Some(match action {
+            0 => (Api::TorchAlloc, 0),
+            1 => (Api::TorchFreeRequested, 0),
+            2 => (Api::TorchFreeCompleted, 0),
+            3 => (Api::TorchSegmentAlloc, 0),
+            4 => (Api::TorchSegmentFree, 0),
+            5 => (Api::TorchSegmentMap, 0),
+            6 => (Api::TorchSegmentUnmap, 0),
+            8 => (Api::TorchAlloc, OUT_OF_MEMORY),
+            _ => return None,
+        })
+    }
+
+    /// The action of the entry `bytes` (at least [`TorchLayout::entry_size`] long).
+    pub fn action_of(&self, bytes: &[u8]) -> Option<i32> {
+        Some(i32::from_le_bytes(
+            bytes.get(self.action..self.action + 4)?.try_into().ok()?,
+        ))
+    }
+
+    /// The event an entry stands for, all fields but those of the recording (time, process,
+    /// thread, stack, seq). `None` for an action the trace does not keep or a short slice.
+    pub fn decode(&self, bytes: &[u8]) -> Option<Event> {
+        let u64_at = |o: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?))
+        };
+        let (api, result) = Self::api_of(self.action_of(bytes)?)?;
+        let device = *bytes.get(self.device)? as i8;
+        let addr = u64_at(self.addr)?;
+        let oom = result == OUT_OF_MEMORY;
+        Some(Event {
+            device: if device < 0 {
+                NO_DEVICE
+            } else {
+                i32::from(device)
+            },
+            result,
+            address: if oom { 0 } else { addr },
+            aux: if oom { addr } else { 0 },
+            size: u64_at(self.size)?,
+            stream: u64_at(self.stream)?,
+            pool: u64_at(self.mempool)?,
+            handle: u64_at(self.mempool + 8)?,
+            ..Event::new(api)
+        })
+    }
+}
+
+/// The version in the text of `torch/version.py` (`__version__ = '2.11.0+cu130'`) or of a
+/// libtorch distribution's `build-version` file (`2.11.0+cu130`).
+pub fn parse_torch_version(text: &str) -> Option<&str> {
+    let v = match text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("__version__"))
+    {
+        Some(rest) => rest
+            .trim_start()
+            .strip_prefix('=')?
+            .trim()
+            .trim_matches(|c| c == '\'' || c == '"'),
+        None => text.lines().next()?.trim(),
+    };
+    (v.starts_with(|c: char| c.is_ascii_digit()) && v.contains('.')).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(l: &TorchLayout, action: i32, device: i8, addr: u64, size: u64) -> Vec<u8> {
+        let mut b = vec![0u8; l.entry_size];
+        b[l.action..l.action + 4].copy_from_slice(&action.to_le_bytes());
+        b[l.device] = device as u8;
+        b[l.addr..l.addr + 8].copy_from_slice(&addr.to_le_bytes());
+        b[l.stream..l.stream + 8].copy_from_slice(&0x55u64.to_le_bytes());
+        b[l.size..l.size + 8].copy_from_slice(&size.to_le_bytes());
+        b[l.mempool..l.mempool + 8].copy_from_slice(&1u64.to_le_bytes());
+        b[l.mempool + 8..l.mempool + 16].copy_from_slice(&2u64.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn the_2_11_layout_decodes_every_action_it_keeps() {
+        let l = TorchLayout::for_version("2.11.0+cu130").expect("2.11 is known");
+        let e = l.decode(&entry(l, 0, 1, 0x7f00, 3_145_733)).unwrap();
+        assert_eq!(e.api, Api::TorchAlloc);
+        assert_eq!((e.device, e.address, e.size), (1, 0x7f00, 3_145_733));
+        assert_eq!((e.stream, e.pool, e.handle, e.result), (0x55, 1, 2, 0));
+        let kinds: Vec<Option<Api>> = (0..10)
+            .map(|a| l.decode(&entry(l, a, 0, 8, 8)).map(|e| e.api))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                Some(Api::TorchAlloc),
+                Some(Api::TorchFreeRequested),
+                Some(Api::TorchFreeCompleted),
+                Some(Api::TorchSegmentAlloc),
+                Some(Api::TorchSegmentFree),
+                Some(Api::TorchSegmentMap),
+                Some(Api::TorchSegmentUnmap),
+                None,
+                Some(Api::TorchAlloc),
+                None,
+            ]
+        );
+    }
+
+    #[test]
+    fn an_oom_entry_is_a_refused_alloc_with_the_free_bytes_in_aux() {
+        let l = &TORCH_LAYOUTS[0];
+        let e = l.decode(&entry(l, 8, 0, 12345, 1 << 40)).unwrap();
+        assert_eq!((e.api, e.result), (Api::TorchAlloc, 2));
+        assert_eq!((e.address, e.aux, e.size), (0, 12345, 1 << 40));
+    }
+
+    #[test]
+    fn short_entries_and_unknown_versions_are_refused() {
+        let l = &TORCH_LAYOUTS[0];
+        assert_eq!(l.decode(&entry(l, 0, 0, 1, 1)[..40]), None);
+        assert_eq!(TorchLayout::for_version("2.10.0"), None);
+        assert_eq!(TorchLayout::for_version("2.1.0"), None);
+        let e = l.decode(&entry(l, 0, -1, 1, 1)).unwrap();
+        assert_eq!(e.device, NO_DEVICE);
+    }
+
+    #[test]
+    fn versions_are_read_from_version_py_and_build_version() {
+        let py = "from typing import Optional\n__version__ = '2.11.0+cu130'\ndebug = False\n";
+        assert_eq!(parse_torch_version(py), Some("2.11.0+cu130"));
+        assert_eq!(parse_torch_version("2.11.0+cu130\n"), Some("2.11.0+cu130"));
+        assert_eq!(parse_torch_version("garbage"), None);
+        assert_eq!(parse_torch_version(""), None);
+    }
+}

@@ -1,0 +1,35 @@
+/* A PyTorch-shaped program for the tracker tests: loads the fake libc10_cuda.so named on the
+ * command line (as `import torch` loads the real one), initializes its allocator, then makes
+ * tensors through it: three allocations on two streams and a graph pool, their frees, one
+ * refused allocation, one expandable map/unmap pair. Prints each tensor's address. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef unsigned long long CUdeviceptr;
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fprintf(stderr, "usage: torch_client LIBC10_CUDA\n"); return 2; }
+    void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    void (*init)(void) = (void (*)(void))dlsym(h, "fake_torch_init");
+    CUdeviceptr (*alloc)(unsigned long, unsigned long, unsigned long, unsigned long) =
+        (CUdeviceptr (*)(unsigned long, unsigned long, unsigned long, unsigned long))dlsym(
+            h, "fake_torch_malloc");
+    void (*release)(CUdeviceptr, unsigned long, unsigned long) =
+        (void (*)(CUdeviceptr, unsigned long, unsigned long))dlsym(h, "fake_torch_free");
+    void (*map_unmap)(unsigned long, unsigned long) =
+        (void (*)(unsigned long, unsigned long))dlsym(h, "fake_torch_map_unmap");
+    if (!init || !alloc || !release || !map_unmap) { fprintf(stderr, "not a fake c10\n"); return 1; }
+    init();
+    CUdeviceptr a = alloc(1000, 0, 0, 0);
+    CUdeviceptr b = alloc(3u << 20, 0x77, 0, 0);
+    CUdeviceptr c = alloc(4096, 0, 1, 0);
+    alloc(1ul << 50, 0, 0, 0);
+    printf("tensors %#llx %#llx %#llx\n", a, b, c);
+    release(a, 1000, 0);
+    release(b, 3u << 20, 0x77);
+    release(c, 4096, 0);
+    map_unmap(0x7000000000ul, 20u << 20);
+    return 0;
+}

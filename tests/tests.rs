@@ -1,0 +1,7 @@
+//! The end-to-end tests, one binary: the recorder against the fake driver, its stacks, its
+//! PyTorch tracker, and the traces recorded on a real H200. Shared helpers are in `src/lib.rs`.
+
+mod real_traces;
+mod recorder;
+mod stacks;
+mod torch_tracker;
