@@ -5,9 +5,7 @@
 //! It needs DuckDB's Python package (`pip install duckdb`; `.ci/run` installs it). Without it
 //! the test says so and passes, except under CI (`CI` set), where it fails.
 
-mod common;
-
-use common::write_job;
+use crate::util::write_job;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;

@@ -2,8 +2,6 @@
 //! report is the one the command gives for that trace alone, and the job's figures name the
 //! rank that sets the peak.
 
-mod common;
-
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
@@ -38,7 +36,7 @@ fn text(args: &[&str]) -> String {
 
 fn job(dir: &Path) -> String {
     // Rank 1's buffers are 3 times larger: it sets every peak.
-    common::write_job(dir, "job-x", 3, &[1], 3);
+    crate::util::write_job(dir, "job-x", 3, &[1], 3);
     dir.display().to_string()
 }
 
