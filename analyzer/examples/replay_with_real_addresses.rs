@@ -18,11 +18,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let [csv, trace, policy] = args.as_slice() else {
         return Err("usage: replay_with_real_addresses IN.csv TRACE POLICY".into());
     };
-    let mut addresses = Vec::new();
+    let mut segments = Vec::new();
     for line in std::io::BufReader::new(std::fs::File::open(csv)?).lines() {
         let line = line?;
         if let Some(rest) = line.strip_prefix("segment_alloc,") {
-            addresses.push(rest.split(',').next().unwrap_or("0").parse::<u64>()?);
+            let mut f = rest.split(',');
+            let address = f.next().unwrap_or("0").parse::<u64>()?;
+            let size = f.next().unwrap_or("0").parse::<u64>()?;
+            segments.push((address, size));
         }
     }
     let trace = Trace::open(std::path::Path::new(trace), ReadOptions::default())?;
@@ -38,7 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut p = build(spec, &BuildContext { stream, capacity })?;
         let mut d = Driver::new(DriverModel { capacity });
         if scripted {
-            d.script_addresses(addresses.iter().copied());
+            d.script_segments(segments.iter().copied());
         }
         let (o, d) = replay_on(
             p.as_mut(),

@@ -1,11 +1,12 @@
 //! What `vramtrace diff` reports: two runs side by side.
 //!
 //! Processes are matched by their order (the first pid of A with the first pid of B) and
-//! devices by ordinal, since pids differ between runs. Stacks are matched by their text frames
-//! (`module+offset`, or `file:line name` for Python), which stay the same across runs of the
-//! same code, unlike addresses.
+//! devices by ordinal, since pids differ between runs. Stacks are matched by their user frames:
+//! the text of the site ([`crate::symbolize::Symbolizer::site_index`]) and its callers
+//! (function names, `module+offset`, or `file:line name` for Python), which stay the same across
+//! runs of the same code, unlike addresses, and ignore differences in the plumbing below.
 
-use crate::summary::{GroupSummary, Summary};
+use crate::summary::{GroupSummary, StackBytes, Summary};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -67,6 +68,7 @@ pub struct StackDelta {
     pub bytes_a: u64,
     pub bytes_b: u64,
     pub delta: i128,
+    /// The user frames: the site first, then its callers.
     pub frames: Vec<String>,
 }
 
@@ -113,12 +115,17 @@ fn group(
     b: Option<&GroupSummary>,
 ) -> GroupDiff {
     let pair = |f: fn(&GroupSummary) -> u64| Pair::new(a.map_or(0, f), b.map_or(0, f));
+    // Stacks are compared by their user frames (the site and its callers): two stacks that
+    // differ only in the allocator plumbing below the site are one site.
+    fn user(s: &StackBytes) -> &[String] {
+        s.frames.get(s.site_index..).unwrap_or(&[])
+    }
     let mut stacks: HashMap<&[String], (u64, u64)> = HashMap::new();
     for s in a.iter().flat_map(|g| &g.top_stacks_at_peak) {
-        stacks.entry(&s.frames).or_default().0 += s.bytes;
+        stacks.entry(user(s)).or_default().0 += s.bytes;
     }
     for s in b.iter().flat_map(|g| &g.top_stacks_at_peak) {
-        stacks.entry(&s.frames).or_default().1 += s.bytes;
+        stacks.entry(user(s)).or_default().1 += s.bytes;
     }
     let mut deltas: Vec<StackDelta> = stacks
         .into_iter()

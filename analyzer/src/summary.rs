@@ -7,9 +7,11 @@
 //! event is shared with `diff` and the exporters.
 
 use crate::model::ModuleIndex;
+use crate::symbolize::{ModuleFiles, NamedFrame, NoFiles, Symbolizer};
 use serde::Serialize;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, python_frame};
+use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
 
 /// How many stacks a ranked list keeps, and how many failures are described in full.
@@ -208,17 +210,19 @@ fn is_host(kind: MemoryKind) -> bool {
     matches!(kind, MemoryKind::PinnedHost | MemoryKind::RegisteredHost)
 }
 
-/// Readable stack frames: Python frames of imported snapshots as `file:line name`, native
-/// frames as `module+0xoffset` (stable across runs of the same binaries), else the address.
-pub struct StackNames<'a> {
+/// Readable stack frames for the views that work on text (summary, diff, the exporters): the
+/// [`Symbolizer`]'s names, so every view names a frame the same way.
+pub struct StackNames<'a, 'f> {
     tables: &'a Tables,
     stacks: HashMap<u32, &'a [u32]>,
     frames: HashMap<u32, u64>,
     modules: ModuleIndex<'a>,
+    symbolizer: RefCell<Symbolizer<'a, 'f>>,
 }
 
-impl<'a> StackNames<'a> {
-    pub fn new(tables: &'a Tables) -> StackNames<'a> {
+impl<'a, 'f> StackNames<'a, 'f> {
+    /// Names the frames of `tables`, reading native modules' files through `files`.
+    pub fn new(tables: &'a Tables, files: &'f mut dyn ModuleFiles) -> StackNames<'a, 'f> {
         StackNames {
             tables,
             stacks: tables
@@ -228,6 +232,7 @@ impl<'a> StackNames<'a> {
                 .collect(),
             frames: tables.frames.iter().map(|f| (f.id, f.address)).collect(),
             modules: ModuleIndex::new(tables),
+            symbolizer: RefCell::new(Symbolizer::new(tables, files)),
         }
     }
 
@@ -235,7 +240,7 @@ impl<'a> StackNames<'a> {
         self.tables
     }
 
-    /// The instruction addresses of a stack, innermost first.
+    /// The native instruction addresses of a stack, innermost first (Python frames left out).
     pub fn addresses(&self, stack: u32) -> Vec<u64> {
         self.stacks
             .get(&stack)
@@ -254,29 +259,17 @@ impl<'a> StackNames<'a> {
             .map(|(m, offset)| (m.path.as_str(), offset))
     }
 
-    /// One frame as text.
-    pub fn frame(&self, address: u64) -> String {
-        match self.module_of(address) {
-            Some((path, offset)) => match python_frame(path, offset) {
-                Some((file, line, name)) => format!("{file}:{line} {name}"),
-                None => {
-                    let base = path.rsplit('/').next().unwrap_or(path);
-                    format!("{base}+{offset:#x}")
-                }
-            },
-            None => format!("{address:#x}"),
+    /// A stack's frames, named, innermost first; empty for [`NO_STACK`] or an unknown id.
+    pub fn named(&self, stack: u32) -> Vec<NamedFrame> {
+        if stack == NO_STACK {
+            return Vec::new();
         }
+        self.symbolizer.borrow_mut().frames(stack)
     }
 
     /// A stack as text frames, innermost first; empty for [`NO_STACK`] or an unknown id.
     pub fn frames(&self, stack: u32) -> Vec<String> {
-        if stack == NO_STACK {
-            return Vec::new();
-        }
-        self.addresses(stack)
-            .into_iter()
-            .map(|a| self.frame(a))
-            .collect()
+        self.named(stack).iter().map(NamedFrame::text).collect()
     }
 }
 
@@ -295,7 +288,12 @@ pub fn short_frame(frame: &str) -> &str {
 pub struct StackBytes {
     pub bytes: u64,
     pub count: u64,
-    /// Frames, innermost first; empty when the events carried no stack.
+    /// The user's frame: the innermost outside the allocator plumbing
+    /// ([`Symbolizer::site_index`]); empty when the events carried no stack.
+    pub site: String,
+    /// Index of `site` in `frames`.
+    pub site_index: usize,
+    /// Every frame, innermost first; empty when the events carried no stack.
     pub frames: Vec<String>,
 }
 
@@ -315,10 +313,19 @@ pub fn top_stacks<'o>(
     v.sort_unstable_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
     v.into_iter()
         .take(n)
-        .map(|(stack, (bytes, count))| StackBytes {
-            bytes,
-            count,
-            frames: names.frames(stack),
+        .map(|(stack, (bytes, count))| {
+            let named = names.named(stack);
+            let site_index = Symbolizer::site_index(&named).unwrap_or(0);
+            StackBytes {
+                bytes,
+                count,
+                site: named
+                    .get(site_index)
+                    .map(NamedFrame::text)
+                    .unwrap_or_default(),
+                site_index,
+                frames: named.iter().map(NamedFrame::text).collect(),
+            }
         })
         .collect()
 }
@@ -472,7 +479,13 @@ impl Summary {
 
     /// Like [`Summary::of`], ranking `top` stacks at each peak (`diff` wants them all).
     pub fn with_top(trace: &Trace, top: usize) -> Summary {
-        let names = StackNames::new(&trace.tables);
+        Summary::with_files(trace, top, &mut NoFiles)
+    }
+
+    /// Like [`Summary::with_top`], naming native frames from the modules' files as `report`
+    /// does (the binary passes its ELF reader).
+    pub fn with_files(trace: &Trace, top: usize, files: &mut dyn ModuleFiles) -> Summary {
+        let names = StackNames::new(&trace.tables, files);
         let mut ledger = Ledger::for_trace(trace);
         let mut groups: BTreeMap<(u32, i32), GroupAcc> = BTreeMap::new();
         let (mut events, mut failed_allocations, mut unmatched_frees) = (0u64, 0u64, 0u64);

@@ -1,5 +1,7 @@
-//! Offline symbolization: a trace's raw return addresses become function names, using the
-//! module map the recorder wrote (path, load address, build-id).
+//! The stack namer: every view's one way of naming a stack's frames. Native return addresses
+//! become function names, using the module map the recorder wrote (path, load address,
+//! build-id); Python frames are named by the trace itself. [`Symbolizer::site`] picks the frame a
+//! user wants first: the innermost one outside the allocator plumbing ([`is_plumbing`]).
 //!
 //! Sans-IO: the traced program's files are read through [`ModuleFiles`], which the caller
 //! implements (the model is samply-symbols' `FileAndPathHelper`); the `vramtrace` binary reads
@@ -8,10 +10,10 @@
 //! (the same figure the tests crate's `top_stacks` example prints). Names are cached for the run,
 //! per address; a report asks for the few thousand distinct frames it shows.
 
-use crate::summary::short_frame;
+use serde::Serialize;
 use std::collections::HashMap;
-use vramtrace_format::conventions::python_frame;
-use vramtrace_format::{Module, Tables};
+use vramtrace_format::conventions::{module_of_file, python_frame};
+use vramtrace_format::{FrameRef, Module, PythonFrame, Tables};
 
 /// The traced program's files, as the machine that analyses the trace has them.
 pub trait ModuleFiles {
@@ -31,17 +33,84 @@ impl ModuleFiles for NoFiles {
     }
 }
 
+/// One frame of a stack, named.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NamedFrame {
+    /// The function (demangled) or Python `co_qualname`; empty when unknown.
+    pub function: String,
+    /// A Python frame's source file (as recorded); empty for native frames.
+    pub file: String,
+    /// A Python frame's line; 0 when unknown or native.
+    pub line: u32,
+    /// A native frame's object (`libc10_cuda.so`) or a Python frame's dotted module.
+    pub module: String,
+    /// A native frame's offset from its module's load address.
+    pub offset: u64,
+    pub python: bool,
+    /// Allocator plumbing ([`is_plumbing`]): the CUDA libraries, PyTorch's own code, ctypes
+    /// and libffi, the interpreter and the C library; not the code a user wants to see first.
+    pub plumbing: bool,
+}
+
+impl NamedFrame {
+    /// One line: `file:line function` for Python; the function, else `module+0xoffset`.
+    pub fn text(&self) -> String {
+        if self.python {
+            return format!("{}:{} {}", self.file, self.line, self.function);
+        }
+        match (self.function.is_empty(), self.module.is_empty()) {
+            (false, _) => self.function.clone(),
+            (true, false) => format!("{}+{:#x}", self.module, self.offset),
+            (true, true) => format!("{:#x}", self.offset),
+        }
+    }
+}
+
+/// True for frames of the allocator plumbing between the user's code and the driver: the
+/// CUDA runtime and driver, PyTorch's C++ libraries (`libc10*`, `libtorch*`), ctypes and libffi,
+/// the Python interpreter, the C library and this recorder; Python code under `torch/`, and the
+/// standard library's `ctypes`, `threading`, `runpy` and `importlib`.
+pub fn is_plumbing(frame: &NamedFrame) -> bool {
+    if frame.python {
+        let m = frame.module.as_str();
+        let top = m.split('.').next().unwrap_or(m);
+        // By module, not by path: a virtual environment may well live in `/opt/torch/`.
+        return matches!(
+            top,
+            "torch" | "ctypes" | "threading" | "runpy" | "importlib" | "contextlib" | "functools"
+        );
+    }
+    let m = frame.module.as_str();
+    const PREFIXES: [&str; 14] = [
+        "libcudart",
+        "libcuda.so",
+        "libcuda-",
+        "libc10",
+        "libtorch",
+        "libffi",
+        "_ctypes",
+        "libpython",
+        "python3",
+        "libc.so",
+        "libc-",
+        "ld-linux",
+        "libvramtrace",
+        "libcublas",
+    ];
+    m.is_empty() || PREFIXES.iter().any(|p| m.starts_with(p))
+}
+
 /// Names frames of a trace's stacks.
 pub struct Symbolizer<'t, 'f> {
     tables: &'t Tables,
-    /// Frame id → address.
-    frames: HashMap<u32, u64>,
+    /// Frame id → what it names.
+    frames: HashMap<u32, FrameRef<'t>>,
     /// Stack id → frame ids, innermost first.
     stacks: HashMap<u32, &'t [u32]>,
     /// Module indices sorted by load address.
     modules: Vec<usize>,
     files: &'f mut dyn ModuleFiles,
-    names: HashMap<u64, String>,
+    names: HashMap<u64, NamedFrame>,
 }
 
 impl<'t, 'f> Symbolizer<'t, 'f> {
@@ -51,7 +120,7 @@ impl<'t, 'f> Symbolizer<'t, 'f> {
         modules.sort_by_key(|&i| tables.modules[i].load_address);
         Symbolizer {
             tables,
-            frames: tables.frames.iter().map(|f| (f.id, f.address)).collect(),
+            frames: tables.frame_index(),
             stacks: tables
                 .stacks
                 .iter()
@@ -63,28 +132,62 @@ impl<'t, 'f> Symbolizer<'t, 'f> {
         }
     }
 
-    /// The frames of `stack`, outermost first; empty for an unknown stack or none.
-    pub fn stack(&mut self, stack: u32) -> Vec<String> {
+    /// The frames of `stack`, innermost first; empty for an unknown stack or none.
+    pub fn frames(&mut self, stack: u32) -> Vec<NamedFrame> {
         let Some(ids) = self.stacks.get(&stack).copied() else {
             return Vec::new();
         };
         ids.iter()
-            .rev()
-            .map(|id| match self.frames.get(id) {
-                Some(&address) => self.name(address),
-                None => format!("(unknown frame {id})"),
+            .map(|id| match self.frames.get(id).copied() {
+                Some(FrameRef::Native(address)) => self.named(address),
+                Some(FrameRef::Python(p)) => python(p),
+                None => NamedFrame {
+                    function: format!("(unknown frame {id})"),
+                    ..unknown()
+                },
             })
             .collect()
     }
 
-    /// The name of the code at `address`.
+    /// Where `stack` comes from in the user's code: the index, in [`Self::frames`], of the
+    /// innermost frame outside the allocator plumbing ([`is_plumbing`]); the innermost frame
+    /// when every frame is plumbing; `None` for no stack.
+    pub fn site_index(frames: &[NamedFrame]) -> Option<usize> {
+        if frames.is_empty() {
+            return None;
+        }
+        Some(frames.iter().position(|f| !f.plumbing).unwrap_or(0))
+    }
+
+    /// The user's frame of `stack` ([`Self::site_index`]).
+    pub fn site(&mut self, stack: u32) -> Option<NamedFrame> {
+        let frames = self.frames(stack);
+        Self::site_index(&frames).map(|i| frames[i].clone())
+    }
+
+    /// The frames of `stack` as text, outermost first; empty for an unknown stack or none.
+    pub fn stack(&mut self, stack: u32) -> Vec<String> {
+        self.frames(stack)
+            .iter()
+            .rev()
+            .map(NamedFrame::text)
+            .collect()
+    }
+
+    /// The name of the native code at `address`, as text.
     pub fn name(&mut self, address: u64) -> String {
+        self.named(address).text()
+    }
+
+    /// The native code at `address`, named.
+    pub fn named(&mut self, address: u64) -> NamedFrame {
         if let Some(n) = self.names.get(&address) {
             return n.clone();
         }
-        let name = self.resolve(address);
-        self.names.insert(address, name.clone());
-        name
+        let mut named = self.resolve(address);
+        named.plumbing = is_plumbing(&named);
+        self.names.insert(address, named.clone());
+        named
     }
 
     fn module_of(&self, address: u64) -> Option<usize> {
@@ -101,20 +204,58 @@ impl<'t, 'f> Symbolizer<'t, 'f> {
             .find(|&i| address < m[i].load_address.saturating_add(m[i].size.max(1)))
     }
 
-    fn resolve(&mut self, address: u64) -> String {
+    fn resolve(&mut self, address: u64) -> NamedFrame {
         let Some(i) = self.module_of(address) else {
-            return format!("{address:#x}");
+            return NamedFrame {
+                offset: address,
+                ..unknown()
+            };
         };
         let module = &self.tables.modules[i];
         let offset = address - module.load_address;
-        // Frames of imported PyTorch snapshots are Python lines in synthetic modules.
+        // Frames of snapshots imported by version 1: Python lines in synthetic modules.
         if let Some((file, line, name)) = python_frame(&module.path, offset) {
-            return format!("{name} ({}:{line})", short_frame(file));
+            return python(&PythonFrame {
+                id: 0,
+                file: file.to_string(),
+                function: name.to_string(),
+                line: line as u32,
+                module: module_of_file(file),
+            });
         }
-        self.files
-            .function_at(module, offset)
-            .unwrap_or_else(|| format!("{}+{offset:#x}", base_name(&module.path)))
+        let function = self.files.function_at(module, offset).unwrap_or_default();
+        NamedFrame {
+            function,
+            module: base_name(&module.path).to_string(),
+            offset,
+            ..unknown()
+        }
     }
+}
+
+fn unknown() -> NamedFrame {
+    NamedFrame {
+        function: String::new(),
+        file: String::new(),
+        line: 0,
+        module: String::new(),
+        offset: 0,
+        python: false,
+        plumbing: false,
+    }
+}
+
+fn python(p: &PythonFrame) -> NamedFrame {
+    let mut named = NamedFrame {
+        function: p.function.clone(),
+        file: p.file.clone(),
+        line: p.line,
+        module: p.module.clone(),
+        python: true,
+        ..unknown()
+    };
+    named.plumbing = is_plumbing(&named);
+    named
 }
 
 /// `libtorch_cuda.so` from `/usr/lib/.../libtorch_cuda.so`.
@@ -204,8 +345,63 @@ mod tests {
         );
         let mut files = Named::default();
         let mut s = Symbolizer::new(&t, &mut files);
-        assert_eq!(s.name(0x7000_0000 + 42), "forward (torch/nn/linear.py:42)");
+        let named = s.named(0x7000_0000 + 42);
+        assert_eq!(
+            named.text(),
+            "/venv/lib/python3.12/site-packages/torch/nn/linear.py:42 forward"
+        );
+        assert_eq!(named.module, "torch.nn.linear");
+        assert!(named.plumbing && named.python);
         drop(s);
         assert_eq!(files.0, 0);
+    }
+
+    #[test]
+    fn the_site_is_the_innermost_frame_outside_the_plumbing() {
+        let mut t = tables("/usr/lib/libcudart.so.13", Vec::new());
+        let py = |id, file: &str, function: &str, line| PythonFrame {
+            id,
+            file: file.into(),
+            function: function.into(),
+            line,
+            module: module_of_file(file),
+        };
+        t.python_frames = vec![
+            py(
+                10,
+                "/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/linear.py",
+                "forward",
+                134,
+            ),
+            py(
+                11,
+                "/opt/torch/.venv/lib/python3.12/site-packages/transformers/gpt2.py",
+                "Block.forward",
+                7,
+            ),
+            py(12, "/work/train.py", "step", 57),
+        ];
+        // libcudart frame, torch's Python frame, then the model and the script.
+        t.stacks = vec![Stack {
+            id: 1,
+            frames: vec![1, 10, 11, 12],
+        }];
+        let mut files = NoFiles;
+        let mut s = Symbolizer::new(&t, &mut files);
+        let frames = s.frames(1);
+        assert_eq!(
+            frames.iter().map(|f| f.plumbing).collect::<Vec<_>>(),
+            [true, true, false, false]
+        );
+        assert_eq!(Symbolizer::site_index(&frames), Some(2));
+        assert_eq!(
+            s.site(1).unwrap().text(),
+            "/opt/torch/.venv/lib/python3.12/site-packages/transformers/gpt2.py:7 Block.forward"
+        );
+        assert_eq!(s.site(77), None);
+        // A stack of plumbing alone is named by its innermost frame.
+        t.stacks[0].frames = vec![1, 10];
+        let mut s = Symbolizer::new(&t, &mut files);
+        assert_eq!(s.site(1).unwrap().text(), "libcudart.so.13+0x1234");
     }
 }

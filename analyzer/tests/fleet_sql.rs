@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use vramtrace::interop::parquet::trace_id;
 use vramtrace::job::rank_of;
 use vramtrace::summary::StackNames;
+use vramtrace::symbolize::NoFiles;
 use vramtrace_format::{Op, ReadOptions, Trace};
 
 const POLICIES: &str = "pytorch,pytorch-expandable,pytorch:max_split_size_mb=128,cuda-malloc";
@@ -307,26 +308,20 @@ fn the_documented_queries_answer_what_info_and_replay_say() {
     // top_sites: bytes allocated per innermost frame, named as `summary` names frames.
     let mut sites: BTreeMap<String, (BTreeSet<String>, u64, u64)> = BTreeMap::new();
     for i in &inputs {
-        let names = StackNames::new(&i.trace.tables);
-        let first: HashMap<u32, u64> = i
-            .trace
-            .tables
-            .stacks
-            .iter()
-            .filter_map(|s| Some((s.id, *s.frames.first()?)))
-            .filter_map(|(s, f)| {
-                let frame = i.trace.tables.frames.iter().find(|fr| fr.id == f)?;
-                Some((s, frame.address))
-            })
-            .collect();
+        let mut files = NoFiles;
+        let names = StackNames::new(&i.trace.tables, &mut files);
+        let mut first: HashMap<u32, Option<String>> = HashMap::new();
         for e in i.trace.events() {
             if e.api.op() != Op::Alloc || !e.succeeded() {
                 continue;
             }
-            let Some(&address) = first.get(&e.stack) else {
+            let name = first
+                .entry(e.stack)
+                .or_insert_with(|| names.frames(e.stack).into_iter().next());
+            let Some(name) = name.clone() else {
                 continue;
             };
-            let site = sites.entry(names.frame(address)).or_default();
+            let site = sites.entry(name).or_default();
             site.0.insert(i.job.clone());
             site.1 += 1;
             site.2 += e.size;

@@ -17,3 +17,4 @@ mod replay_snapshots;
 mod replay_validation;
 mod report;
 mod streams;
+mod validation_h200;

@@ -1,6 +1,6 @@
 //! Trace-level conventions that the writing and the reading side both rely on, beyond the byte
 //! layout `formats/SPEC.md` specifies: the bits of `Event::flags` an import sets, how a Python
-//! frame is stored as an ordinary frame, the names of trace files and of the launcher's
+//! frame's module is named (and how version-1 imports stored Python frames), the names of trace files and of the launcher's
 //! heartbeat marks, and the `VRAMTRACE_*` environment variables.
 //!
 //! The recorder (`recorder/src/session.rs`) and the launcher (`vramtrace record`) read the
@@ -20,30 +20,71 @@ pub const BEFORE_HISTORY: u64 = 1 << 62;
 /// partial `segment_unmap` left mapped: bookkeeping of the import, not an allocator call.
 pub const REMAINDER: u64 = 1 << 61;
 
-/// Module paths of Python functions start with this.
+/// Module paths of Python functions in version-1 imports start with this.
 const PY_PREFIX: &str = "py:";
 
-/// Where synthetic Python modules are loaded: above every canonical user-space address, so no
-/// native module overlaps them.
-pub const PY_BASE: u64 = 0xfff0_0000_0000_0000;
-
-/// Address space (lines) per synthetic Python module.
-pub const PY_STRIDE: u64 = 1 << 24;
-
-/// The module path of Python function `name` in `filename`.
+/// The module path version-1 imports gave Python function `name` in `filename`.
 ///
-/// A Python frame `(filename, line, name)` is stored as a frame of a synthetic module with this
-/// path, loaded at `PY_BASE + k * PY_STRIDE`, at offset `line` into it: no format change, old
-/// readers see ordinary modules. [`python_frame`] reads it back.
+/// Before format version 2 gave Python frames their own table (`python_frames`), an import
+/// stored a snapshot frame `(filename, line, name)` as a frame of a synthetic module with this
+/// path, loaded at `0xfff0_0000_0000_0000 + k * 2^24`, at offset `line` into it. Readers still
+/// name such frames ([`python_frame`]); tests build such old traces with this.
 pub fn python_module_path(filename: &str, name: &str) -> String {
     format!("{PY_PREFIX}{filename}\t{name}")
 }
 
-/// `(filename, line, name)` when `path` is a synthetic Python module and `offset` the offset of
-/// a frame into it.
+/// `(filename, line, name)` when `path` is a synthetic Python module of a version-1 import and
+/// `offset` the offset of a frame into it.
 pub fn python_frame(path: &str, offset: u64) -> Option<(&str, u64, &str)> {
     let (file, name) = path.strip_prefix(PY_PREFIX)?.split_once('\t')?;
     Some((file, offset, name))
+}
+
+/// The dotted module name of a Python source file, from its path alone: the part after the
+/// last `site-packages/`, `dist-packages/` or `lib/pythonX.Y/` directory
+/// (`/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py` → `torch.nn.modules.linear`,
+/// `/usr/lib/python3.12/threading.py` → `threading`), a package's `__init__.py` naming the
+/// package; otherwise the file's stem (`/work/train.py` → `train`). Empty for names that are
+/// not files (`<string>`, `<frozen importlib._bootstrap>` keeps its inner name).
+pub fn module_of_file(file: &str) -> String {
+    if let Some(inner) = file
+        .strip_prefix("<frozen ")
+        .and_then(|f| f.strip_suffix('>'))
+    {
+        return inner.to_string();
+    }
+    if file.starts_with('<') {
+        return String::new();
+    }
+    let rest = ["/site-packages/", "/dist-packages/"]
+        .iter()
+        .filter_map(|marker| file.rfind(marker).map(|i| &file[i + marker.len()..]))
+        .min_by_key(|rest| rest.len())
+        .or_else(|| stdlib_relative(file));
+    let relative = match rest {
+        Some(r) => r,
+        None => file.rsplit('/').next().unwrap_or(file),
+    };
+    let stem = relative
+        .strip_suffix(".py")
+        .or_else(|| relative.strip_suffix(".pyc"))
+        .unwrap_or(relative);
+    let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
+    stem.trim_matches('/').replace('/', ".")
+}
+
+/// The part of `file` after `lib/pythonX.Y/`, if it lies in a standard library directory.
+fn stdlib_relative(file: &str) -> Option<&str> {
+    let i = file.rfind("/lib/python")?;
+    let after = &file[i + "/lib/python".len()..];
+    let slash = after.find('/')?;
+    let version = &after[..slash];
+    let is_version = !version.is_empty()
+        && version
+            .trim_end_matches('t')
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.');
+    is_version.then(|| &after[slash + 1..])
 }
 
 /// The extension of trace files.
@@ -126,7 +167,7 @@ pub mod env {
     pub const JOURNAL_SLOTS: &str = "VRAMTRACE_JOURNAL_SLOTS";
     /// The launcher's heartbeat directory.
     pub const HEARTBEAT: &str = "VRAMTRACE_HEARTBEAT";
-    /// `native`, `fp` or `none`.
+    /// `python` (default), `mixed`, `native`, `fp` or `none`.
     pub const STACKS: &str = "VRAMTRACE_STACKS";
     /// Frames kept per stack.
     pub const MAX_DEPTH: &str = "VRAMTRACE_MAX_DEPTH";
@@ -169,5 +210,28 @@ mod tests {
         assert_eq!(name, "7.failed");
         assert_eq!(Heartbeat::of_file(&name), Some(Heartbeat::Failed));
         assert_eq!(Heartbeat::of_file("7.journal"), None);
+    }
+
+    #[test]
+    fn module_names_come_from_the_path() {
+        let cases = [
+            (
+                "/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py",
+                "torch.nn.modules.linear",
+            ),
+            ("/usr/lib/python3/dist-packages/numpy/__init__.py", "numpy"),
+            ("/usr/lib/python3.12/threading.py", "threading"),
+            (
+                "/root/.pyenv/versions/3.13.0t/lib/python3.13t/json/decoder.py",
+                "json.decoder",
+            ),
+            ("/work/train.py", "train"),
+            ("train.py", "train"),
+            ("<string>", ""),
+            ("<frozen importlib._bootstrap>", "importlib._bootstrap"),
+        ];
+        for (file, module) in cases {
+            assert_eq!(module_of_file(file), module, "{file}");
+        }
     }
 }

@@ -55,6 +55,8 @@ pub use error::{Error, Result};
 pub use event::{CUDA_SUCCESS, Event, NO_DEVICE, NO_STACK};
 pub use metadata::{ALLOCATOR_ENV_VARS, Metadata};
 pub use reader::{EventChunks, Layout, MappedFile, ReadOptions, Trace};
-pub use tables::{Device, Frame, Module, Pool, Process, Stack, Stream, Tables, Thread};
+pub use tables::{
+    Device, Frame, FrameRef, Module, Pool, Process, PythonFrame, Stack, Stream, Tables, Thread,
+};
 pub use torch_trace::{TORCH_LAYOUTS, TorchLayout, parse_torch_version};
 pub use writer::{TraceWriter, WriterOptions};

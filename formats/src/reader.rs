@@ -10,7 +10,7 @@ use crate::column::EventBatch;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::metadata::Metadata;
-use crate::tables::Tables;
+use crate::tables::{Tables, TablesV1};
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -220,7 +220,7 @@ impl Trace {
             .par_iter()
             .map(|h| match h.kind {
                 ChunkKind::Events if !events => Ok(Decoded::Skipped),
-                _ => decode_chunk(bytes, h),
+                _ => decode_chunk(bytes, h, layout.version),
             })
             .collect();
         let mut trace = Trace {
@@ -272,20 +272,29 @@ enum Decoded {
     Skipped,
 }
 
-fn decode_chunk(bytes: &[u8], h: &ChunkHeader) -> Result<Decoded> {
+fn decode_chunk(bytes: &[u8], h: &ChunkHeader, version: u16) -> Result<Decoded> {
     // One decompression buffer per thread: allocating one per chunk costs a map and an unmap
     // (with a TLB shootdown across cores) for every chunk.
     thread_local! {
         static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    SCRATCH.with(|scratch| decode_payload(bytes, h, &mut scratch.borrow_mut()))
+    SCRATCH.with(|scratch| decode_payload(bytes, h, version, &mut scratch.borrow_mut()))
 }
 
-fn decode_payload(bytes: &[u8], h: &ChunkHeader, scratch: &mut Vec<u8>) -> Result<Decoded> {
+fn decode_payload(
+    bytes: &[u8],
+    h: &ChunkHeader,
+    version: u16,
+    scratch: &mut Vec<u8>,
+) -> Result<Decoded> {
     let raw = h.payload(bytes, scratch)?;
     let at = h.payload_offset();
     Ok(match h.kind {
         ChunkKind::Metadata => Decoded::Metadata(codec::decode_value(raw, at)?),
+        // Version 1 had no Python frame table (SPEC.md §9).
+        ChunkKind::Tables if version == 1 => {
+            Decoded::Tables(codec::decode_value::<TablesV1>(raw, at)?.into())
+        }
         ChunkKind::Tables => Decoded::Tables(codec::decode_value(raw, at)?),
         ChunkKind::Events => Decoded::Events(Box::new(decode_events(raw, h)?)),
         ChunkKind::Index => unreachable!("layouts never list the index chunk"),

@@ -338,6 +338,7 @@ fn tables() -> Tables {
         stacks,
         frames,
         modules,
+        python_frames: Vec::new(),
     }
 }
 

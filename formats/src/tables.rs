@@ -1,5 +1,5 @@
-//! The tables events refer to: processes, threads, devices, streams, pools, stacks, frames and
-//! modules.
+//! The tables events refer to: processes, threads, devices, streams, pools, stacks, native
+//! frames, modules and Python frames.
 //!
 //! A writer learns table entries while it runs (a new thread, a new stack, a `dlopen`), so the
 //! file stores them as [`Tables`] deltas in table chunks, each holding only new entries; a reader
@@ -68,11 +68,12 @@ pub struct Pool {
 pub struct Stack {
     /// The id events carry; never [`crate::NO_STACK`].
     pub id: u32,
-    /// Ids in the frame table, innermost first.
+    /// Frame ids, innermost first: each names an entry of `frames` (native) or of
+    /// `python_frames` (the two tables share one id space).
     pub frames: Vec<u32>,
 }
 
-/// A distinct instruction address.
+/// A distinct native instruction address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Frame {
     pub id: u32,
@@ -99,6 +100,29 @@ pub struct Module {
     pub unloaded_ns: Option<u64>,
 }
 
+/// A Python source line a stack passed through (format version 2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PythonFrame {
+    /// Shares the id space of [`Frame::id`].
+    pub id: u32,
+    /// The code object's `co_filename`, as the interpreter had it.
+    pub file: String,
+    /// The code object's `co_qualname` (`Model.forward`).
+    pub function: String,
+    /// 1-based source line; 0 when unknown.
+    pub line: u32,
+    /// The dotted module name the file belongs to, derived from its path
+    /// ([`crate::conventions::module_of_file`]); empty when the path says nothing.
+    pub module: String,
+}
+
+/// What a frame id of a [`Stack`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameRef<'t> {
+    Native(u64),
+    Python(&'t PythonFrame),
+}
+
 /// All table entries, or a delta of new entries in one table chunk.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tables {
@@ -110,6 +134,37 @@ pub struct Tables {
     pub stacks: Vec<Stack>,
     pub frames: Vec<Frame>,
     pub modules: Vec<Module>,
+    /// Empty in version-1 files.
+    pub python_frames: Vec<PythonFrame>,
+}
+
+/// [`Tables`] as version 1 of the format stored them (no Python frames).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct TablesV1 {
+    processes: Vec<Process>,
+    threads: Vec<Thread>,
+    devices: Vec<Device>,
+    streams: Vec<Stream>,
+    pools: Vec<Pool>,
+    stacks: Vec<Stack>,
+    frames: Vec<Frame>,
+    modules: Vec<Module>,
+}
+
+impl From<TablesV1> for Tables {
+    fn from(v: TablesV1) -> Tables {
+        Tables {
+            processes: v.processes,
+            threads: v.threads,
+            devices: v.devices,
+            streams: v.streams,
+            pools: v.pools,
+            stacks: v.stacks,
+            frames: v.frames,
+            modules: v.modules,
+            python_frames: Vec::new(),
+        }
+    }
 }
 
 impl Tables {
@@ -123,6 +178,7 @@ impl Tables {
             && self.stacks.is_empty()
             && self.frames.is_empty()
             && self.modules.is_empty()
+            && self.python_frames.is_empty()
     }
 
     /// Appends every entry of `delta`.
@@ -135,6 +191,20 @@ impl Tables {
         self.stacks.extend(delta.stacks);
         self.frames.extend(delta.frames);
         self.modules.extend(delta.modules);
+        self.python_frames.extend(delta.python_frames);
+    }
+
+    /// Frame id → what it names, for looking up many stacks' frames.
+    pub fn frame_index(&self) -> std::collections::HashMap<u32, FrameRef<'_>> {
+        let native = self
+            .frames
+            .iter()
+            .map(|f| (f.id, FrameRef::Native(f.address)));
+        let python = self
+            .python_frames
+            .iter()
+            .map(|f| (f.id, FrameRef::Python(f)));
+        native.chain(python).collect()
     }
 
     /// The instruction addresses of a stack, innermost first, or `None` for an unknown id.

@@ -151,7 +151,7 @@ fn a_newer_version_is_refused_with_the_versions_named() {
         err,
         Error::NewerVersion {
             found: 7,
-            supported: 1
+            supported: vramtrace_format::chunk::VERSION
         }
     ));
     assert!(err.to_string().contains("upgrade vramtrace"));
@@ -250,4 +250,49 @@ fn fuzzer_regressions_give_errors_not_panics() {
         let _ = read(&bytes);
         let _ = Trace::from_bytes(&bytes, ReadOptions { salvage: true });
     }
+}
+
+#[test]
+fn a_version_1_file_still_reads_with_an_empty_python_frame_table() {
+    // Recorded on an H200 by the version-1 recorder (a copy of an earlier bundled sample).
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/v1-torch-mlp-native.vramtrace"
+    );
+    let trace = Trace::open(std::path::Path::new(path), ReadOptions::default()).unwrap();
+    assert_eq!(trace.layout.version, 1);
+    assert!(trace.layout.complete);
+    assert_eq!(trace.event_count(), 51);
+    assert_eq!(trace.tables.devices[0].name, "NVIDIA H200");
+    assert!(trace.tables.python_frames.is_empty());
+}
+
+#[test]
+fn python_frames_round_trip_through_a_version_2_file() {
+    use vramtrace_format::{PythonFrame, Stack, TraceWriter, WriterOptions};
+    let s = vramtrace_format::synthetic::pytorch_like(1, 3);
+    let mut w = TraceWriter::new(Vec::new(), &s.metadata, WriterOptions::default()).unwrap();
+    let frame = PythonFrame {
+        id: 9_000,
+        file: "/work/tränïng.py".into(),
+        function: "Model.forward".into(),
+        line: 57,
+        module: "tränïng".into(),
+    };
+    let mut tables = s.tables.clone();
+    tables.python_frames.push(frame.clone());
+    tables.stacks.push(Stack {
+        id: 9_000,
+        frames: vec![9_000, 1],
+    });
+    *w.tables_mut() = tables;
+    for e in &s.events {
+        w.push(e).unwrap();
+    }
+    let trace = read(&w.finish().unwrap()).unwrap();
+    assert_eq!(trace.layout.version, vramtrace_format::chunk::VERSION);
+    assert_eq!(trace.tables.python_frames, std::slice::from_ref(&frame));
+    let index = trace.tables.frame_index();
+    assert_eq!(index[&9_000], vramtrace_format::FrameRef::Python(&frame));
+    assert!(matches!(index[&1], vramtrace_format::FrameRef::Native(_)));
 }

@@ -21,8 +21,9 @@ pub struct Config {
     /// `VRAMTRACE_HEARTBEAT`: a directory where the launcher learns which processes loaded
     /// the library and what became of their traces.
     pub heartbeat: Option<PathBuf>,
-    /// `VRAMTRACE_STACKS`: `native` (default), `fp` (frame pointers), or `none`.
-    pub stacks: Option<crate::unwind::Mode>,
+    /// `VRAMTRACE_STACKS`: `python` (default), `mixed`, `native`, `fp` (frame pointers), or
+    /// `none`.
+    pub stacks: Option<crate::stacks::Kind>,
     /// `VRAMTRACE_MAX_DEPTH`: frames kept per stack, 1 to 256 (default 64).
     pub max_depth: usize,
     /// `VRAMTRACE_TORCH_TRACKER=0`: do not attach to PyTorch's caching allocator (on by

@@ -38,6 +38,7 @@ mod exit;
 mod hooks;
 mod lifecycle;
 mod modules;
+mod python;
 mod resolve;
 mod ring;
 mod session;

@@ -129,14 +129,16 @@ impl Bounds {
 }
 
 /// Writes the calling thread's return addresses, innermost first and each adjusted to point
-/// into its call instruction, into `out`, leaving out this library's own frames; returns how
-/// many it wrote (at most `out.len()`). Allocation-free, lock-free, never faults.
+/// into its call instruction, into `out`, leaving out this library's own frames and stopping
+/// before the first frame inside `stop` (the Python interpreter, for `mixed` stacks); returns
+/// how many it wrote (at most `out.len()`). Allocation-free, lock-free, never faults.
 #[inline(never)]
 pub fn capture(
     snapshot: &Snapshot,
     cache: &mut Cache,
     bounds: &mut Bounds,
     mode: Mode,
+    stop: &Range<u64>,
     out: &mut [u64],
 ) -> usize {
     let (ip, sp, bp): (u64, u64, u64);
@@ -189,6 +191,9 @@ pub fn capture(
         let at = next.address_for_lookup();
         if n == 0 && own.contains(&at) {
             continue;
+        }
+        if stop.contains(&at) {
+            break;
         }
         if let Some(slot) = out.get_mut(n) {
             *slot = at;

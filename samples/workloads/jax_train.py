@@ -11,30 +11,13 @@ import os
 import sys
 
 import jax
-import jax.numpy as jnp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jax_validate  # noqa: E402  (the same MLP: jax_validate.py's `mlp`)
 
 
 def main():
-    key = jax.random.PRNGKey(0)
-    sizes = [1024, 2048, 2048, 1024]
-    params = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
-        key, k = jax.random.split(key)
-        params.append((jax.random.normal(k, (a, b)) * 0.02, jnp.zeros(b)))
-
-    def loss(params, x):
-        for w, b in params:
-            x = jax.nn.gelu(x @ w + b)
-        return jnp.mean(x**2)
-
-    @jax.jit
-    def step(params, x):
-        g = jax.grad(loss)(params, x)
-        return [(w - 1e-3 * gw, b - 1e-3 * gb) for (w, b), (gw, gb) in zip(params, g)]
-
-    for i in range(20):
-        key, k = jax.random.split(key)
-        params = step(params, jax.random.normal(k, (512, 1024)))
+    params = jax_validate.mlp()
     jax.block_until_ready(params)
     stats = jax.devices()[0].memory_stats() or {}
     truth = {

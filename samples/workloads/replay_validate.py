@@ -22,7 +22,6 @@ torch.cuda.set_per_process_memory_fraction(F), which makes the allocator free it
 (or collect garbage, with garbage_collection_threshold) when the cap is reached; an
 out-of-memory error is caught and recorded, and the trace is kept up to it.
 """
-import gzip
 import json
 import os
 import random
@@ -32,6 +31,9 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_truth  # noqa: E402
 
 torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
 FRACTION = os.environ.get("REPLAY_MEMORY_FRACTION", "")
@@ -156,36 +158,21 @@ def main():
         oom = str(e).splitlines()[0]
     torch.cuda.synchronize()
     seconds = time.time() - start
-    snap = torch.cuda.memory._snapshot()
-    entries = snap["device_traces"][torch.cuda.current_device()]
-    with gzip.open(os.path.join(out, name + ".requests.csv.gz"), "wt") as f:
-        f.write("action,addr,size,stream,time_us\n")
-        for e in entries:
-            f.write(
-                f"{e['action']},{e.get('addr', 0)},{e.get('size', 0)},{e.get('stream', 0)},{e.get('time_us', 0)}\n"
-            )
-    props = torch.cuda.get_device_properties(dev)
+    entries = torch_truth.write_history(os.path.join(out, name + ".requests.csv.gz"))
     stats = {
         "workload": workload,
         "name": name,
-        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
         "memory_fraction": FRACTION,
         "oom": oom,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "device": props.name,
-        "total_memory": props.total_memory,
         "seconds": seconds,
-        "trace_entries": len(entries),
-        "max_memory_reserved": torch.cuda.max_memory_reserved(),
-        "max_memory_allocated": torch.cuda.max_memory_allocated(),
-        "memory_stats": dict(torch.cuda.memory_stats()),
+        "trace_entries": entries,
+        **torch_truth.figures(),
     }
     with open(os.path.join(out, name + ".stats.json"), "w") as f:
         json.dump(stats, f, indent=1, sort_keys=True)
     s = stats["memory_stats"]
     print(
-        f"{name}: {seconds:.1f}s entries={len(entries)} reserved_peak={stats['max_memory_reserved']}"
+        f"{name}: {seconds:.1f}s entries={entries} reserved_peak={stats['max_memory_reserved']}"
         f" allocated_peak={stats['max_memory_allocated']}"
         f" device_alloc={s.get('num_device_alloc')}"
         f" retries={s.get('num_alloc_retries')} ooms={s.get('num_ooms')}"

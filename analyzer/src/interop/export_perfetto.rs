@@ -14,6 +14,7 @@
 //! `analyzer/tests/perfetto.schema.json` is the schema the output is checked against in CI.
 
 use crate::summary::{Change, Ledger, StackNames};
+use crate::symbolize::NoFiles;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -37,7 +38,8 @@ fn track_name(device: i32) -> String {
 
 /// Writes `trace` as trace-event JSON to `out`.
 pub fn write<W: Write>(trace: &Trace, mut out: W) -> io::Result<PerfettoReport> {
-    let names = StackNames::new(&trace.tables);
+    let mut files = NoFiles;
+    let names = StackNames::new(&trace.tables, &mut files);
     let t0 = trace.events().next().map_or(0, |e| e.time_ns);
     let ts = |t: u64| t.saturating_sub(t0) as f64 / 1000.0;
     let mut report = PerfettoReport::default();

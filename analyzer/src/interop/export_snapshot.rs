@@ -21,8 +21,8 @@
 //! the pickle references them through the memo as PyTorch's own snapshots do.
 
 use crate::summary::{Change, Ledger, Object, StackNames};
+use crate::symbolize::{NamedFrame, NoFiles};
 use std::collections::{BTreeMap, HashMap};
-use vramtrace_format::conventions::python_frame;
 use vramtrace_format::pickle::{Document, Value};
 use vramtrace_format::{Event, MemoryKind, NO_STACK, Op, Trace};
 
@@ -40,17 +40,17 @@ pub struct SnapshotReport {
     pub host_events_skipped: u64,
 }
 
-struct Out<'t> {
+struct Out<'t, 'f> {
     doc: Document,
-    names: StackNames<'t>,
+    names: StackNames<'t, 'f>,
     stacks: HashMap<u32, Value>,
-    frames: HashMap<u64, Value>,
+    frames: HashMap<String, Value>,
     empty_frames: Value,
     traces: Vec<Value>,
     report: SnapshotReport,
 }
 
-impl Out<'_> {
+impl Out<'_, '_> {
     fn frames(&mut self, stack: u32) -> Value {
         if stack == NO_STACK {
             return self.empty_frames.clone();
@@ -59,30 +59,29 @@ impl Out<'_> {
             return v.clone();
         }
         let list = self.doc.new_list();
-        for address in self.names.addresses(stack) {
-            let f = self.frame(address);
+        for named in self.names.named(stack) {
+            let f = self.frame(&named);
             self.doc.push(&list, f);
         }
         self.stacks.insert(stack, list.clone());
         list
     }
 
-    fn frame(&mut self, address: u64) -> Value {
-        if let Some(v) = self.frames.get(&address) {
+    fn frame(&mut self, named: &NamedFrame) -> Value {
+        let key = named.text();
+        if let Some(v) = self.frames.get(&key) {
             return v.clone();
         }
-        let (file, line, name) = match self.names.module_of(address) {
-            Some((path, offset)) => match python_frame(path, offset) {
-                Some((file, line, name)) => (file.to_string(), line, name.to_string()),
-                None => (path.to_string(), 0, self.names.frame(address)),
-            },
-            None => ("??".to_string(), 0, format!("{address:#x}")),
+        let (file, line, name) = if named.python {
+            (named.file.clone(), named.line, named.function.clone())
+        } else {
+            (named.module.clone(), 0, key.clone())
         };
         let d = self.doc.new_dict();
         self.doc.set(&d, "filename", Value::str(&file));
-        self.doc.set(&d, "line", Value::int(line));
+        self.doc.set(&d, "line", Value::int(i64::from(line)));
         self.doc.set(&d, "name", Value::str(&name));
-        self.frames.insert(address, d.clone());
+        self.frames.insert(key, d.clone());
         d
     }
 
@@ -128,9 +127,10 @@ pub fn snapshot(trace: &Trace) -> (Document, SnapshotReport) {
         .filter(|&d| d >= 0)
         .max()
         .map_or(0, |d| d as usize + 1);
+    let mut files = NoFiles;
     let mut out = Out {
         doc: Document::new(),
-        names: StackNames::new(&trace.tables),
+        names: StackNames::new(&trace.tables, &mut files),
         stacks: HashMap::new(),
         frames: HashMap::new(),
         empty_frames: Value::None,

@@ -35,21 +35,19 @@
 //!
 //! # Python frames
 //!
-//! Trace frames are instruction addresses grouped into modules. A snapshot frame is
-//! `(filename, line, name)`, so each distinct `(filename, name)` becomes a synthetic module
-//! whose path is `py:{filename}\t{name}`, loaded at an address no user-space program uses, and
-//! each frame the address `load_address + line`
-//! ([`vramtrace_format::conventions::python_module_path`]; `python_frame` there reads them
-//! back). This needs no format change: old readers see ordinary modules.
+//! A snapshot frame is `(filename, line, name)`: each distinct one becomes an entry of the
+//! trace's `python_frames` table, as the recorder writes the Python frames it reads
+//! (`formats/SPEC.md` §3.2). Imports written before format version 2 encoded them as synthetic
+//! modules whose path is `py:{filename}\t{name}`, loaded at an address no user-space program
+//! uses, each frame at `load_address + line`; `vramtrace_format::conventions::python_frame`
+//! still reads those back.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use vramtrace_format::conventions::{
-    ALLOCATOR_SEGMENT, BEFORE_HISTORY, PY_BASE, PY_STRIDE, REMAINDER, python_module_path,
-};
+use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER};
 use vramtrace_format::pickle::{Document, Id, Value};
 use vramtrace_format::{
-    Api, Event, Frame, Metadata, Module, NO_STACK, Pool, Process, Stack, Stream, Tables, Thread,
+    Api, Event, Metadata, NO_STACK, Pool, Process, PythonFrame, Stack, Stream, Tables, Thread,
 };
 
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
@@ -214,7 +212,7 @@ pub fn import(doc: &Document, source: &str) -> Result<Imported, ImportError> {
     report.devices = traces.len() as u64;
     report.events = events.len() as u64;
     report.stacks = tables.stacks.len() as u64;
-    report.frames = tables.frames.len() as u64;
+    report.frames = tables.python_frames.len() as u64;
     Ok(Imported {
         metadata: Metadata {
             writer: format!(
@@ -291,8 +289,7 @@ struct Builder<'d> {
     stack_of_list: HashMap<Id, u32>,
     stack_of_frames: HashMap<Vec<u32>, u32>,
     frame_of_dict: HashMap<Id, u32>,
-    frame_of_address: HashMap<u64, u32>,
-    module_of_function: HashMap<(Arc<str>, Arc<str>), u64>,
+    frame_of_line: HashMap<(Arc<str>, Arc<str>, u32), u32>,
     /// Live requests, segments and mappings per device, by address.
     requests: HashMap<(i32, u64), Live>,
     segments: HashMap<(i32, u64), Live>,
@@ -311,8 +308,7 @@ impl<'d> Builder<'d> {
             stack_of_list: HashMap::new(),
             stack_of_frames: HashMap::new(),
             frame_of_dict: HashMap::new(),
-            frame_of_address: HashMap::new(),
-            module_of_function: HashMap::new(),
+            frame_of_line: HashMap::new(),
             requests: HashMap::new(),
             segments: HashMap::new(),
             mappings: BTreeMap::new(),
@@ -677,33 +673,23 @@ impl<'d> Builder<'d> {
         let line = doc
             .get(f, "line")
             .and_then(Value::as_u64)
-            .unwrap_or(0)
-            .min(PY_STRIDE - 1);
-        let modules = &mut self.tables.modules;
-        let base = *self
-            .module_of_function
-            .entry((file.clone(), name.clone()))
+            .and_then(|l| u32::try_from(l).ok())
+            .unwrap_or(0);
+        let frames = &mut self.tables.python_frames;
+        let id = *self
+            .frame_of_line
+            .entry((file.clone(), name.clone(), line))
             .or_insert_with(|| {
-                let base = PY_BASE + modules.len() as u64 * PY_STRIDE;
-                modules.push(Module {
-                    id: modules.len() as u32 + 1,
-                    pid: SNAPSHOT_PID,
-                    path: python_module_path(&file, &name),
-                    build_id: Vec::new(),
-                    load_address: base,
-                    size: PY_STRIDE,
-                    loaded_ns: 0,
-                    unloaded_ns: None,
+                let id = frames.len() as u32 + 1;
+                frames.push(PythonFrame {
+                    id,
+                    file: file.to_string(),
+                    function: name.to_string(),
+                    line,
+                    module: vramtrace_format::conventions::module_of_file(&file),
                 });
-                base
+                id
             });
-        let address = base + line;
-        let frames = &mut self.tables.frames;
-        let id = *self.frame_of_address.entry(address).or_insert_with(|| {
-            let id = frames.len() as u32 + 1;
-            frames.push(Frame { id, address });
-            id
-        });
         if let Some(k) = key {
             self.frame_of_dict.insert(k, id);
         }
@@ -746,7 +732,8 @@ mod tests {
         assert_eq!(imp.report.preexisting, 0);
         assert_eq!(imp.report.actions["free_requested"], 1);
         // Two distinct frames, two distinct stacks ([f1, f2] and [f2]).
-        assert_eq!(imp.tables.frames.len(), 2);
+        assert!(imp.tables.frames.is_empty() && imp.tables.modules.is_empty());
+        assert_eq!(imp.tables.python_frames.len(), 2);
         assert_eq!(imp.tables.stacks.len(), 2);
         assert_eq!(imp.tables.stacks[0].frames, [1, 2]);
         assert_eq!(imp.metadata.capture_level, "request");

@@ -4,8 +4,8 @@
 use super::level::{LevelReport, detect_level};
 use super::request::{Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
-use vramtrace_format::{Event, MemoryKind, Metadata, Op};
+use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER};
+use vramtrace_format::{Api, Event, MemoryKind, Metadata, Op};
 
 /// Everything the replay and the reports derive from a trace's events.
 #[derive(Debug, Clone, Default)]
@@ -53,6 +53,7 @@ struct Builder {
     torch_reserved: u64,
     torch_peak_reserved: Option<u64>,
     slots: Slots,
+    segments: Vec<(u64, u64)>,
 }
 
 impl Model {
@@ -65,7 +66,16 @@ impl Model {
         for e in events {
             if e.flags & ALLOCATOR_SEGMENT != 0 {
                 // An imported snapshot's record of what the real caching allocator did: the
-                // replay predicts these, it must not replay them as requests.
+                // replay predicts these, it must not replay them as requests. The addresses of
+                // its `cudaMalloc`s are the real driver's, which the replay reuses.
+                if e.api == Api::CuMemAlloc_v2
+                    && e.succeeded()
+                    && e.flags & (BEFORE_HISTORY | REMAINDER) == 0
+                {
+                    Builder::of(&mut builders, &e)
+                        .segments
+                        .push((e.address, e.size));
+                }
                 continue;
             }
             let op = e.api.op();
@@ -147,7 +157,12 @@ impl Model {
                 }
             }
         }
-        model.streams = builders.into_values().map(finish).collect();
+        model.streams = builders
+            .into_values()
+            // A stream of recorded segments alone (no request) is nothing to replay.
+            .filter(|b| !b.requests.is_empty() || b.segments.is_empty())
+            .map(finish)
+            .collect();
         model.level = detect_level(metadata, &stats.into_facts());
         model
     }
@@ -166,6 +181,7 @@ impl Builder {
             torch_reserved: 0,
             torch_peak_reserved: None,
             slots: Slots::default(),
+            segments: Vec::new(),
         }
     }
 
@@ -291,6 +307,7 @@ fn finish(b: Builder) -> RequestStream {
         cuda_streams: sorted,
         slots: b.slots.high_water(),
         outside,
+        recorded_segments: b.segments,
         recorded_peak_reserved: b.torch_peak_reserved,
     }
 }

@@ -73,6 +73,10 @@ pub struct RequestStream {
     pub slots: u32,
     /// Device memory this process took from the driver past its allocator, not replayed.
     pub outside: Outside,
+    /// The `cudaMalloc`s the real caching allocator made, in order, as (address, bytes), when
+    /// the trace records them (an imported PyTorch snapshot); empty otherwise. A replay hands
+    /// these addresses out while its own segment sizes follow them.
+    pub recorded_segments: Vec<(u64, u64)>,
     /// The peak of what the process's own allocator reported holding from the driver
     /// (PyTorch's `torch.segment_*` events), when the trace has it: what a replay with the
     /// policy of the recorded allocator should reproduce.
@@ -100,6 +104,7 @@ impl RequestStream {
             cuda_streams: (0..u64::from(streams)).collect(),
             slots,
             outside: Outside::default(),
+            recorded_segments: Vec::new(),
             recorded_peak_reserved: None,
         }
     }

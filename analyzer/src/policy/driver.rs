@@ -136,7 +136,7 @@ pub struct Driver {
     next_va: u64,
     small_pages: HashMap<u64, SmallPage>,
     open_small: Option<u64>,
-    scripted: std::collections::VecDeque<u64>,
+    scripted: std::collections::VecDeque<(u64, u64)>,
     frozen: bool,
     log: Option<Vec<DriverCall>>,
 }
@@ -177,10 +177,14 @@ impl Driver {
         self.frozen = frozen;
     }
 
-    /// Makes the next successful large `cudaMalloc`s return these addresses, in order (for
-    /// replaying against the addresses a real driver returned; see docs/validation.md).
-    pub fn script_addresses(&mut self, addresses: impl IntoIterator<Item = u64>) {
-        self.scripted.extend(addresses);
+    /// Replays against the `cudaMalloc`s a real driver served, as (address, bytes) in order:
+    /// while the replay's large `cudaMalloc`s ask for the same sizes in the same order they get
+    /// the real addresses; at the first size that differs (another configuration, another
+    /// allocation sequence) the script is dropped and the model's addresses follow. Which of two
+    /// equal-size free blocks PyTorch reuses depends on these addresses (docs/validation.md,
+    /// "Part 3", Q1).
+    pub fn script_segments(&mut self, segments: impl IntoIterator<Item = (u64, u64)>) {
+        self.scripted.extend(segments);
     }
 
     pub fn new(model: DriverModel) -> Driver {
@@ -251,7 +255,11 @@ impl Driver {
             }
             self.reserved += bytes;
             match self.scripted.pop_front() {
-                Some(address) => address,
+                Some((address, recorded)) if recorded == size => address,
+                Some(_) => {
+                    self.scripted.clear();
+                    self.reserve_address(bytes)
+                }
                 None => self.reserve_address(bytes),
             }
         };
@@ -373,6 +381,22 @@ impl Driver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scripted_segments_give_their_addresses_until_a_size_differs() {
+        let mut d = Driver::new(DriverModel::default());
+        d.script_segments([
+            (0x7000_0000, 20 * MIB),
+            (0x6000_0000, 2 * MIB),
+            (0x5000_0000, 4 * MIB),
+        ]);
+        assert_eq!(d.malloc(20 * MIB), Some(0x7000_0000));
+        assert_eq!(d.malloc(2 * MIB), Some(0x6000_0000));
+        // Another size than recorded: the model's own address, and the rest of the script goes.
+        let own = d.malloc(6 * MIB).unwrap();
+        assert_ne!(own, 0x5000_0000);
+        assert_ne!(d.malloc(4 * MIB), Some(0x5000_0000));
+    }
 
     #[test]
     fn small_cuda_mallocs_share_one_2mib_page() {

@@ -127,7 +127,7 @@ pub fn replay(
 }
 
 /// [`replay`] on a driver prepared by the caller (for example one given the real driver's
-/// addresses with [`Driver::script_addresses`]).
+/// addresses with [`Driver::script_segments`]).
 pub fn replay_on(
     policy: &mut dyn Policy,
     requests: impl IntoIterator<Item = Request>,

@@ -2,9 +2,9 @@
 //! deterministic, and results are collected in input order, so any thread count gives the same
 //! answer.
 
-use super::engine::{Outcome, ReplayOptions, replay};
+use super::engine::{Outcome, replay_on};
 use crate::model::RequestStream;
-use crate::policy::{BuildContext, DriverModel, PolicyError, PolicySpec, build};
+use crate::policy::{BuildContext, Driver, DriverModel, PolicyError, PolicySpec, build};
 use rayon::prelude::*;
 
 /// One policy on one stream.
@@ -37,7 +37,9 @@ pub fn replay_all(
         .collect()
 }
 
-/// One policy on one stream at one capacity.
+/// One policy on one stream at one capacity. When the trace recorded the real allocator's
+/// `cudaMalloc`s (an imported snapshot), the driver returns their addresses while the sizes
+/// agree ([`Driver::script_segments`]).
 pub fn run(
     stream: &RequestStream,
     spec: &PolicySpec,
@@ -45,14 +47,13 @@ pub fn run(
 ) -> Result<Outcome, PolicyError> {
     let ctx = BuildContext { stream, capacity };
     let mut policy = build(spec, &ctx)?;
-    let options = ReplayOptions {
-        driver: DriverModel { capacity },
-        stop_after: None,
-    };
-    Ok(replay(
+    let mut driver = Driver::new(DriverModel { capacity });
+    driver.script_segments(stream.recorded_segments.iter().copied());
+    Ok(replay_on(
         policy.as_mut(),
         stream.requests.iter().copied(),
-        &options,
+        driver,
+        None,
         &mut (),
     )
     .0)

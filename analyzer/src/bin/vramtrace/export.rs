@@ -1,23 +1,26 @@
-//! `vramtrace export`: Perfetto JSON or a PyTorch memory snapshot; Parquet in `export_parquet`.
+//! `vramtrace export`: Perfetto JSON, a PyTorch memory snapshot, or RMM's memory-event log;
+//! Parquet in `export_parquet`.
 
 use crate::args::{PolicyList, policies_or_none};
 use crate::load::load_trace;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use vramtrace::interop::{export_perfetto, export_snapshot};
+use vramtrace::interop::{export_perfetto, export_snapshot, rmm_log};
+use vramtrace::model::Model;
 use vramtrace::units::{bytes, count};
 use vramtrace_format::pickle;
 
 /// Write traces in another tool's format: Perfetto (Chrome trace-event JSON), a PyTorch memory
-/// snapshot for pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`, or Apache Parquet
-/// tables for DuckDB, Spark, Trino, Polars and pandas.
+/// snapshot for pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`, RMM's
+/// memory-event log, or Apache Parquet tables for DuckDB, Spark, Trino, Polars and pandas.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
   vramtrace export run.vramtrace --to perfetto -o run.json         # open in ui.perfetto.dev
   vramtrace export run.vramtrace --to pytorch-snapshot -o run.pickle
+  vramtrace export run.vramtrace --to rmm-csv -o run.csv            # RMM's REPLAY_BENCHMARK log
   vramtrace export traces/*.vramtrace --to parquet -o fleet/
   vramtrace export job-42/ --to parquet -o fleet/ --policy pytorch,pytorch-expandable --fit
   duckdb -c \"SELECT path, rank, peak_live_device_bytes FROM 'fleet/traces/*.parquet'\"
@@ -58,6 +61,9 @@ pub enum ExportFormat {
     Perfetto,
     /// A PyTorch memory snapshot pickle, for pytorch.org/memory_viz.
     PytorchSnapshot,
+    /// RMM's memory-event log (Thread,Time,Action,Pointer,Size,Stream) of the trace's requests,
+    /// for RMM's replay benchmark.
+    RmmCsv,
     /// Apache Parquet tables in a directory, for DuckDB, Spark, Trino, Polars and pandas.
     Parquet,
 }
@@ -134,6 +140,27 @@ fn export(
                 r.devices,
                 count(r.segments),
                 count(r.blocks)
+            )
+        }
+        ExportFormat::RmmCsv => {
+            let model = Model::from_events(trace.events(), &trace.metadata);
+            let stream = match &model.streams[..] {
+                [one] => one,
+                [] => bail!("{name}: the trace holds no device allocations"),
+                many => bail!(
+                    "the trace holds {} allocator instances (process, device); an RMM log holds one",
+                    many.len()
+                ),
+            };
+            let mut text = String::new();
+            let w = rmm_log::write(stream, &mut text);
+            std::fs::write(tmp, text.as_bytes()).with_context(|| name.clone())?;
+            format!(
+                "wrote {name} ({}): {} allocations, {} frees, {} failed allocations (RMM log)",
+                bytes(text.len() as u64),
+                count(w.allocations),
+                count(w.frees),
+                count(w.failures)
             )
         }
     };

@@ -1,20 +1,24 @@
-//! `vramtrace import`: a PyTorch memory snapshot (pickle) to a `.vramtrace` trace.
+//! `vramtrace import`: a PyTorch memory snapshot (pickle) or an RMM memory-event log (CSV) to a
+//! `.vramtrace` trace.
 
 use anyhow::{Context, Result};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use vramtrace::interop::import_snapshot::{self, Imported};
+use vramtrace::interop::import_snapshot;
+use vramtrace::interop::rmm_log;
 use vramtrace::units::count;
-use vramtrace_format::{TraceWriter, WriterOptions, pickle};
+use vramtrace_format::{Event, Metadata, Tables, TraceWriter, WriterOptions, pickle};
 
-/// Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) into a trace.
+/// Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) or an RMM memory-event
+/// log (RMM's LoggingResourceAdaptor CSV) into a trace.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
   vramtrace import snapshot.pickle -o run.vramtrace
+  vramtrace import rmm_log.csv -o run.vramtrace      # Thread,Time,Action,Pointer,Size,Stream
   vramtrace summary run.vramtrace")]
 pub struct Args {
-    /// The snapshot pickle (protocols 2 to 5).
+    /// The snapshot pickle (protocols 2 to 5) or RMM log (told apart by its first line).
     snapshot: PathBuf,
     /// The trace to write.
     #[arg(short, long)]
@@ -26,26 +30,44 @@ impl Args {
         let (snapshot, output) = (&self.snapshot, &self.output);
         let name = snapshot.display().to_string();
         let bytes = std::fs::read(snapshot).with_context(|| name.clone())?;
-        let doc = pickle::read(&bytes).with_context(|| name.clone())?;
-        let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
         // A failed import leaves no half trace.
         let tmp = output.with_extension("vramtrace.partial");
-        crate::output::write_via(output, &tmp, |tmp| {
-            write_to(&imported, tmp).with_context(|| output.display().to_string())
-        })?;
+        let write = |metadata: &Metadata, tables: &Tables, events: &[Event]| {
+            crate::output::write_via(output, &tmp, |tmp| {
+                write_to(metadata, tables, events, tmp)
+                    .with_context(|| output.display().to_string())
+            })
+        };
+        if rmm_log::looks_like(&bytes) {
+            let text = std::str::from_utf8(&bytes).with_context(|| format!("{name}: not UTF-8"))?;
+            let log = rmm_log::read(text).with_context(|| name.clone())?;
+            write(&log.metadata, &Tables::default(), &log.events)?;
+            return crate::output::print(&format!(
+                "imported an RMM log from {name}: {} allocations, {} frees, {} failed allocations\n\
+                 wrote {}: {} events\n",
+                count(log.allocations),
+                count(log.frees),
+                count(log.failures),
+                output.display(),
+                count(log.events.len() as u64)
+            ));
+        }
+        let doc = pickle::read(&bytes).with_context(|| name.clone())?;
+        let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
+        write(&imported.metadata, &imported.tables, &imported.events)?;
         crate::output::print(&render(&name, output, &imported))
     }
 }
 
-fn write_to(imp: &Imported, tmp: &Path) -> Result<()> {
+fn write_to(metadata: &Metadata, tables: &Tables, events: &[Event], tmp: &Path) -> Result<()> {
     let file = std::fs::File::create(tmp)?;
     let mut w = TraceWriter::new(
         std::io::BufWriter::new(file),
-        &imp.metadata,
+        metadata,
         WriterOptions::default(),
     )?;
-    w.tables_mut().extend(imp.tables.clone());
-    for e in &imp.events {
+    w.tables_mut().extend(tables.clone());
+    for e in events {
         w.push(e)?;
     }
     let out = w.finish()?;
@@ -53,7 +75,7 @@ fn write_to(imp: &Imported, tmp: &Path) -> Result<()> {
     Ok(())
 }
 
-fn render(source: &str, output: &Path, imp: &Imported) -> String {
+fn render(source: &str, output: &Path, imp: &import_snapshot::Imported) -> String {
     let r = &imp.report;
     let mut s = String::new();
     let entries: u64 = r.actions.values().sum();

@@ -28,6 +28,8 @@ Examples:
   vramtrace record -o traces/ -- torchrun --nproc-per-node 2 train.py
   vramtrace record -o mlp.vramtrace -- python train.py     # PyTorch 2.11: every tensor
   vramtrace record --requests -o jax.vramtrace -- python jax_train.py
+  vramtrace record --stacks mixed -- python train.py   # + native frames down to Python
+  vramtrace record --stacks none -- ./my_cuda_app
 
 Without the launcher (a job scheduler, a container entry point), set the variables it sets:
   LD_PRELOAD=/path/to/libvramtrace_preload.so VRAMTRACE_OUTPUT=traces/ python train.py
@@ -56,9 +58,12 @@ pub struct Args {
     /// beside vramtrace or in its installed Python package).
     #[arg(long, value_name = "PATH")]
     preload: Option<PathBuf>,
-    /// How to capture the calling stack of each allocation: DWARF unwinding (native),
-    /// frame-pointer walking for programs built with frame pointers (fp), or not at all.
-    #[arg(long, value_name = "MODE", default_value = "native", value_parser = ["native", "fp", "none"])]
+    /// How to capture the calling stack of each allocation: the Python frames (python; native
+    /// in a process without Python), the native frames down to the interpreter then the
+    /// Python frames (mixed), DWARF unwinding (native), frame-pointer walking for programs
+    /// built with frame pointers (fp), or not at all. Default: VRAMTRACE_STACKS, else python.
+    #[arg(long, value_name = "MODE", env = env::STACKS, default_value = "python",
+          value_parser = ["python", "mixed", "native", "fp", "none"])]
     stacks: String,
     /// The most frames kept per stack (1 to 256).
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=256))]

@@ -1,12 +1,13 @@
 //! `vramtrace summary`.
 
 use crate::args::TraceView;
+use crate::elf_files::ElfFiles;
 use crate::job;
 use crate::load::{load_job, load_trace};
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
-use vramtrace::summary::{GroupSummary, StackBytes, Summary, short_frame};
+use vramtrace::summary::{GroupSummary, StackBytes, Summary, TOP_STACKS, short_frame};
 use vramtrace::units::{bytes, count, duration};
 
 /// Peaks, counts, size classes, the stacks holding memory at the peak, leaks and failed
@@ -15,13 +16,21 @@ use vramtrace::units::{bytes, count, duration};
 #[command(after_help = "\
 Examples:
   vramtrace summary run.vramtrace
+  vramtrace summary --depth 20 run.vramtrace      # each stack's 20 innermost frames
   vramtrace summary --json run.vramtrace | jq '.groups[0].leaks'
+
+Each stack is named by the user's frame: the innermost one outside the allocator plumbing
+(CUDA libraries, libtorch and torch/ internals, ctypes, the interpreter).
   vramtrace summary traces/job-42/        # per rank, and the rank that sets the job's peak
 
 TRACE may be a directory of one job's per-rank traces.")]
 pub struct Args {
     #[command(flatten)]
     view: TraceView,
+    /// Show each stack's N innermost frames, plumbing included, instead of the user's frame
+    /// and its two callers.
+    #[arg(long, value_name = "N")]
+    depth: Option<usize>,
 }
 
 impl Args {
@@ -31,9 +40,11 @@ impl Args {
             return self.run_job();
         }
         let trace = load_trace(&v.trace, v.salvage)?;
-        let summary = Summary::of(&trace);
+        // Native frames named from the modules' files, as `report` names them.
+        let summary = Summary::with_files(&trace, TOP_STACKS, &mut ElfFiles::new());
         let first = trace.events().next().map_or(0, |e| e.time_ns);
-        crate::output::json_or_text(v.json, &summary, |s| render(&v.trace, s, first))
+        let depth = self.depth;
+        crate::output::json_or_text(v.json, &summary, |s| render(&v.trace, s, first, depth))
     }
 }
 
@@ -67,10 +78,13 @@ impl Args {
     }
 }
 
-/// Frames shown per stack in text output; `--json` has them all.
+/// Frames shown of a failed allocation's stack in text output; `--json` has them all.
 const FRAMES_SHOWN: usize = 4;
+/// Callers shown after a stack's user frame, without `--depth`.
+const CALLERS_SHOWN: usize = 2;
 
-pub fn render(path: &Path, s: &Summary, t0: u64) -> String {
+/// The text summary; `depth`: show each stack's innermost frames instead of its user frame.
+pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>) -> String {
     let mut o = String::new();
     let level = match (s.capture_level.as_str(), s.has_allocator_segments) {
         (_, true) => "request (imported snapshot: requests and the allocator's segments)",
@@ -93,12 +107,12 @@ pub fn render(path: &Path, s: &Summary, t0: u64) -> String {
         );
     }
     for g in &s.groups {
-        group(&mut o, g, t0);
+        group(&mut o, g, t0, depth);
     }
     o
 }
 
-fn group(o: &mut String, g: &GroupSummary, t0: u64) {
+fn group(o: &mut String, g: &GroupSummary, t0: u64, depth: Option<usize>) {
     let place = if g.device < 0 {
         "host memory".to_string()
     } else {
@@ -173,7 +187,7 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64) {
     }
     if !g.top_stacks_at_peak.is_empty() {
         let _ = writeln!(o, "  top stacks at the requested peak");
-        stacks(o, &g.top_stacks_at_peak);
+        stacks(o, &g.top_stacks_at_peak, depth);
     }
     if g.leaks.count > 0 {
         let _ = writeln!(
@@ -182,7 +196,7 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64) {
             bytes(g.leaks.bytes),
             count(g.leaks.count)
         );
-        stacks(o, &g.leaks.stacks);
+        stacks(o, &g.leaks.stacks, depth);
     } else {
         let _ = writeln!(o, "  live at the end: nothing");
     }
@@ -202,7 +216,7 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64) {
         }
         if !f.top_live_stacks.is_empty() {
             let _ = writeln!(o, "    largest live then:");
-            stacks(o, &f.top_live_stacks);
+            stacks(o, &f.top_live_stacks, depth);
         }
     }
     if g.failed > g.failures.len() as u64 {
@@ -215,16 +229,22 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64) {
     }
 }
 
-fn stacks(o: &mut String, list: &[StackBytes]) {
+fn stacks(o: &mut String, list: &[StackBytes], depth: Option<usize>) {
     for s in list {
-        let first = s.frames.first().map_or("<no stack>", |f| short_frame(f));
+        // The user's frame and its callers, or with --depth the innermost frames.
+        let (from, n) = match depth {
+            Some(d) => (0, d.max(1)),
+            None => (s.site_index, 1 + CALLERS_SHOWN),
+        };
+        let mut shown = s.frames.iter().skip(from).take(n);
+        let first = shown.next().map_or("<no stack>", |f| short_frame(f));
         let _ = writeln!(
             o,
             "    {:>12} {:>8}×  {first}",
             bytes(s.bytes),
             count(s.count)
         );
-        for fr in s.frames.iter().skip(1).take(FRAMES_SHOWN - 1) {
+        for fr in shown {
             let _ = writeln!(o, "    {:>12} {:>8}   {}", "", "", short_frame(fr));
         }
     }

@@ -45,10 +45,12 @@ pub fn stacks(trace_id: &str, tables: &Tables) -> RecordBatch {
 }
 
 /// `frames`: native frames by module and offset (`rel_pc`), Python frames by file and line
-/// (imported PyTorch snapshots name them through synthetic `py:` modules).
+/// (the recorder's Python frames table, and imported PyTorch snapshots' synthetic `py:`
+/// modules).
 pub fn frames(trace_id: &str, tables: &Tables) -> RecordBatch {
     let names = ModuleIndex::new(tables);
-    let n = tables.frames.len();
+    let n = tables.frames.len() + tables.python_frames.len();
+    let mut ids = Vec::with_capacity(n);
     let mut kind = Vec::with_capacity(n);
     let mut address = Vec::with_capacity(n);
     let mut mapping = Vec::with_capacity(n);
@@ -57,6 +59,7 @@ pub fn frames(trace_id: &str, tables: &Tables) -> RecordBatch {
     let mut file = Vec::with_capacity(n);
     let mut line = Vec::with_capacity(n);
     for f in &tables.frames {
+        ids.push(i64::from(f.id));
         let at = names.module_at(f.address);
         match at.and_then(|(m, off)| python_frame(&m.path, off)) {
             Some((filename, lineno, name)) => {
@@ -79,11 +82,19 @@ pub fn frames(trace_id: &str, tables: &Tables) -> RecordBatch {
             }
         }
     }
+    for f in &tables.python_frames {
+        ids.push(i64::from(f.id));
+        kind.push("python");
+        address.push(None);
+        mapping.push(None);
+        rel_pc.push(None);
+        function.push(Some(f.function.clone()));
+        file.push(Some(f.file.clone()));
+        line.push(Some(i64::from(f.line)));
+    }
     let columns: Vec<ArrayRef> = vec![
         strings(n, trace_id),
-        Arc::new(Int64Array::from_iter_values(
-            tables.frames.iter().map(|f| i64::from(f.id)),
-        )),
+        Arc::new(Int64Array::from(ids)),
         Arc::new(StringArray::from(kind)),
         Arc::new(Int64Array::from(address)),
         Arc::new(Int64Array::from(mapping)),

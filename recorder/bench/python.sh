@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Python frames' cost per allocation, fake driver, this machine: recorder/BENCHMARKS.md.
+#   recorder/bench/python.sh [REPEATS] [ROUNDS] [DEPTH]
+# Builds the release recorder and the fake driver (nulldriver.c), then runs python_stacks.py
+# plainly and under the recorder with VRAMTRACE_STACKS=none, python, mixed and native,
+# interleaved REPEATS times; prints each configuration's median of the runs' medians.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+repeats=${1:-5}
+rounds=${2:-30}
+depth=${3:-30}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+cargo build --release -q -p vramtrace-recorder --manifest-path "$root/Cargo.toml"
+preload=$root/target/release/libvramtrace_preload.so
+cc -shared -fPIC -O2 -Wl,-soname,libcuda.so.1 -o "$out/libcuda.so.1" "$root/recorder/bench/nulldriver.c"
+py=${PYTHON:-python3}
+run() { # NAME [ENV...]
+    local name=$1; shift
+    env LD_LIBRARY_PATH="$out" "$@" "$py" "$root/recorder/bench/python_stacks.py" "$depth" "$rounds" |
+        sed "s/^/$name /"
+}
+for r in $(seq "$repeats"); do
+    run direct
+    for mode in none python mixed native; do
+        run "$mode" LD_PRELOAD="$preload" VRAMTRACE_OUTPUT="$out/" VRAMTRACE_STACKS=$mode
+    done
+    rm -f "$out"/*.vramtrace
+done >"$out/results"
+python3 - "$out/results" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    cfg, call, median, _ = line.split()
+    runs.setdefault((cfg, call), []).append(float(median))
+print(f"{'config':8} {'call':6} {'median ns':>10} {'over none':>10}   runs")
+for call in ("alloc", "free"):
+    none = statistics.median(runs[("none", call)])
+    for cfg in ("direct", "none", "python", "mixed", "native"):
+        v = runs[(cfg, call)]
+        m = statistics.median(v)
+        print(f"{cfg:8} {call:6} {m:10.1f} {m - none:10.1f}   " + " ".join(f"{x:.0f}" for x in v))
+PY

@@ -1,0 +1,82 @@
+"""Median step times of a PyTorch MLP and of HF GPT-2 small training, for the Python-stacks
+overhead figures (samples/workloads/pyframes_h200.sh runs it under each recorder setting).
+
+    python pyframes_train.py OUT.json [--history SNAPSHOT.pickle]
+
+mlp: 16 x (Linear(1024, 1024) + ReLU), AdamW, batch 64.
+gpt2: GPT2LMHeadModel built from GPT2Config() (124 M parameters, no download), batch 8 of 256
+tokens, bf16 autocast, AdamW.
+--history: PyTorch's own recorder, _record_memory_history(context="all", stacks="python"),
+on for the whole run; its snapshot is dumped at the end (not for "-").
+
+Each step ends with torch.cuda.synchronize(); warm-up steps are left out of the medians.
+"""
+
+import json
+import statistics
+import sys
+
+import torch
+import torch.nn as nn
+from stacks_overhead import timed
+
+
+def build_mlp():
+    layers = []
+    for _ in range(16):
+        layers += [nn.Linear(1024, 1024), nn.ReLU()]
+    return nn.Sequential(*layers).cuda()
+
+
+def mlp_step(model, opt):
+    x = torch.randn(64, 1024, device="cuda")
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def mlp():
+    model = build_mlp()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return timed(lambda: mlp_step(model, opt), 20, 200)
+
+
+def gpt2_step(model, opt, ids):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = model(input_ids=ids, labels=ids)
+    out.loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel(GPT2Config()).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, 50257, (8, 256), device="cuda")
+    return timed(lambda: gpt2_step(model, opt, ids), 5, 30)
+
+
+def main():
+    torch.manual_seed(0)
+    history = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--history" else None
+    if history:
+        torch.cuda.memory._record_memory_history(context="all", stacks="python")
+    result = {"allocator_backend": torch.cuda.get_allocator_backend()}
+    for name, run in [("mlp", mlp), ("gpt2", gpt2)]:
+        times = run()
+        result[name] = {"median_ms": statistics.median(times) * 1e3, "steps": len(times)}
+    result["max_memory_allocated"] = torch.cuda.max_memory_allocated()
+    if history and history != "-":
+        torch.cuda.memory._dump_snapshot(history)
+    if history:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    with open(sys.argv[1], "w") as f:
+        json.dump(result, f)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

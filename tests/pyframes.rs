@@ -1,0 +1,287 @@
+//! Python frames in recorded stacks (recorder/src/python): Python programs reaching the fake
+//! driver through ctypes, recorded, then read back through `vramtrace summary --json`.
+//!
+//! They run under `python3` (CPython 3.11 in CI), and under every other CPython found in
+//! `/root/.pyenv/versions` (3.12 and 3.13 on the development machine; 3.10 must be refused).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use vramtrace_format::NO_STACK;
+use vramtrace_tests::{artifacts, command, open, scratch, traces_in};
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("py").join(name)
+}
+
+/// `python3`, then the other interpreters of the development machine, with their minor version.
+fn interpreters() -> Vec<(PathBuf, u32)> {
+    let mut found = vec![PathBuf::from("python3")];
+    if let Ok(dir) = std::fs::read_dir("/root/.pyenv/versions") {
+        let mut more: Vec<PathBuf> = dir
+            .flatten()
+            .map(|e| e.path().join("bin/python3"))
+            .filter(|p| p.is_file())
+            .collect();
+        more.sort();
+        found.extend(more);
+    }
+    found
+        .into_iter()
+        .filter_map(|p| {
+            let out = Command::new(&p)
+                .args([
+                    "-c",
+                    "import sys; print(sys.version_info[0] * 100 + sys.version_info[1])",
+                ])
+                .output()
+                .ok()?;
+            let v: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+            (v >= 310).then_some((p, v % 100))
+        })
+        .collect()
+}
+
+/// Records `python args` with `vramtrace record --stacks MODE`; the trace path, the program's
+/// stdout and stderr.
+fn record(python: &Path, mode: &str, dir: &Path, args: &[&str]) -> (PathBuf, String, String) {
+    let a = artifacts();
+    let out = command(&a.vramtrace)
+        .args(["record", "--stacks", mode, "-o"])
+        .arg(dir.join("run.vramtrace"))
+        .arg("--")
+        .arg(python)
+        .args(args)
+        .output()
+        .expect("run vramtrace record");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let traces = traces_in(dir);
+    assert_eq!(traces.len(), 1, "{traces:?}\n{stderr}");
+    (traces[0].clone(), stdout, stderr)
+}
+
+/// Every stack `summary --json` lists anywhere: (site, frames).
+fn summary_stacks(trace: &Path) -> Vec<(String, Vec<String>)> {
+    let out = command(&artifacts().vramtrace)
+        .args(["summary", "--json"])
+        .arg(trace)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut found = Vec::new();
+    collect(&json, &mut found);
+    found
+}
+
+fn collect(v: &serde_json::Value, out: &mut Vec<(String, Vec<String>)>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if let (Some(site), Some(frames)) = (m.get("site"), m.get("frames")) {
+                let frames = frames
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|f| f.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.push((site.as_str().unwrap_or_default().to_string(), frames));
+            }
+            m.values().for_each(|x| collect(x, out));
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect(x, out)),
+        _ => {}
+    }
+}
+
+/// The `site NAME LINE` lines a script printed: each allocation's function and line.
+fn sites(stdout: &str) -> Vec<(String, u32)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("site ")?.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn summary_names_each_allocating_function_with_its_file_and_line() {
+    let file = script("alloc_sites.py");
+    for (python, minor) in interpreters() {
+        let dir = scratch(&format!(
+            "pyframes-sites-3{minor}-{}",
+            python.display().to_string().len()
+        ));
+        for mode in ["python", "mixed"] {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let (trace, stdout, stderr) = record(&python, mode, &dir, &[file.to_str().unwrap()]);
+            let listed = summary_stacks(&trace);
+            let expected = sites(&stdout);
+            if minor == 10 {
+                assert!(
+                    stderr.contains("Python frames are read for CPython 3.11 to 3.13 only"),
+                    "{stderr}"
+                );
+                assert!(
+                    listed.iter().all(|(site, _)| !site.contains(".py:")),
+                    "{listed:?}"
+                );
+                continue;
+            }
+            assert_eq!(expected.len(), 4, "{stdout}");
+            for (function, line) in expected {
+                let want = format!("{}:{line} {function}", file.display());
+                assert!(
+                    listed.iter().any(|(site, _)| *site == want),
+                    "3.{minor} {mode}: no stack names {want}: {listed:#?}\n{stderr}"
+                );
+            }
+            // Depth 200: the innermost 64 frames are kept, all of them `deep`.
+            let deep = listed
+                .iter()
+                .find(|(site, _)| site.ends_with(" deep"))
+                .expect("the recursion's stack");
+            let python_frames = deep.1.iter().filter(|f| f.contains(".py:")).count();
+            assert_eq!(python_frames, 64, "3.{minor} {mode}: {:?}", deep.1);
+            // The thread's stack goes out through threading.py.
+            let thread = listed
+                .iter()
+                .find(|(s, _)| s.ends_with(" in_thread"))
+                .unwrap();
+            assert!(
+                thread.1.iter().any(|f| f.contains("threading.py:")),
+                "{thread:?}"
+            );
+            let native_first = deep.1.first().is_some_and(|f| !f.contains(".py:"));
+            assert_eq!(
+                native_first,
+                mode == "mixed",
+                "3.{minor} {mode}: {:?}",
+                deep.1
+            );
+        }
+    }
+}
+
+#[test]
+fn stacks_none_records_no_stack_from_python() {
+    let dir = scratch("pyframes-none");
+    let (trace, _, _) = record(
+        Path::new("python3"),
+        "none",
+        &dir,
+        &[script("alloc_sites.py").to_str().unwrap()],
+    );
+    let t = open(&trace);
+    assert_eq!(t.event_count(), 4);
+    assert!(t.events().all(|e| e.stack == NO_STACK));
+    assert!(t.tables.stacks.is_empty() && t.tables.python_frames.is_empty());
+}
+
+/// Builds the helper library that allocates from a thread without a Python thread state.
+fn native_thread_library() -> PathBuf {
+    let dir = scratch("pyframes-native-thread-lib");
+    let lib = dir.join("libnative_thread.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(cc)
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&lib)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("c/native_thread.c"))
+        .args(["-ldl", "-lpthread"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    lib
+}
+
+#[test]
+fn frames_made_and_freed_by_other_threads_and_a_thread_without_python_do_no_harm() {
+    let lib = native_thread_library();
+    for (python, minor) in interpreters().into_iter().filter(|(_, m)| *m >= 11) {
+        for mode in ["python", "mixed"] {
+            let dir = scratch(&format!("pyframes-stress-3{minor}-{mode}"));
+            let (trace, stdout, stderr) = record(
+                &python,
+                mode,
+                &dir,
+                &[
+                    script("stress.py").to_str().unwrap(),
+                    lib.to_str().unwrap(),
+                    "300",
+                ],
+            );
+            let made: u64 = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("allocations "))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{stdout}\n{stderr}"));
+            assert_eq!(made, 4 * 300 * 3);
+            let t = open(&trace);
+            assert_eq!(t.event_count(), made + 1, "every allocation recorded");
+            // The native thread's allocation is the last event: no Python frames there.
+            let last = t.events().last().unwrap();
+            assert_eq!(last.size, 8192);
+            if mode == "python" {
+                assert_eq!(
+                    last.stack, NO_STACK,
+                    "3.{minor}: a thread without Python frames"
+                );
+            } else {
+                assert_ne!(
+                    last.stack, NO_STACK,
+                    "3.{minor}: mixed keeps its native frames"
+                );
+            }
+            // Each path's own frames were named, with the line of its call.
+            let named = &t.tables.python_frames;
+            for (function, line) in [("short_lived_", 2), ("recurse", 24), ("generator", 29)] {
+                assert!(
+                    named
+                        .iter()
+                        .any(|f| f.function.starts_with(function) && f.line == line),
+                    "3.{minor} {mode}: no {function} at line {line}: {named:#?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_python_lookalike_without_interpreter_symbols_records_native_stacks_and_says_so() {
+    let a = artifacts();
+    let dir = scratch("pyframes-lookalike");
+    // A C program named like an interpreter: the recorder looks for Python, finds no symbols.
+    let fake = dir.join("python3-lookalike");
+    std::fs::copy(&a.client, &fake).unwrap();
+    let out = command(&a.vramtrace)
+        .args(["record", "--stacks", "python", "-o"])
+        .arg(dir.join("out/"))
+        .arg("--")
+        .arg(&fake)
+        .args(["dlsym", "all"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("interpreter's symbols (PyGILState_GetThisThreadState) were not found"),
+        "{stderr}"
+    );
+    let traces = traces_in(&dir.join("out"));
+    let t = open(&traces[0]);
+    assert!(
+        t.events().any(|e| e.stack != NO_STACK),
+        "native stacks instead"
+    );
+    assert!(t.tables.python_frames.is_empty());
+}
