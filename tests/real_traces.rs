@@ -129,3 +129,63 @@ fn an_nvcc_program_traces_exactly_the_calls_it_made() {
         .sum();
     assert_eq!(bytes, 20_689_750);
 }
+
+/// A trace of `samples/traces/h200-tracker/` and the `torch.cuda.memory_stats()` its process
+/// wrote beside it.
+fn tracker_sample(name: &str) -> (Trace, serde_json::Value) {
+    let trace = Trace::open(
+        &sample(&format!("h200-tracker/{name}.vramtrace")),
+        ReadOptions::default(),
+    )
+    .expect("sample trace");
+    assert!(trace.layout.complete);
+    (trace, truth(&format!("h200-tracker/{name}.json")))
+}
+
+#[test]
+fn the_pytorch_tracker_saw_every_allocation_and_segment_pytorch_counted_on_an_h200() {
+    // Native and expandable segments, a CUDA-graph capture and torch.compile(mode=
+    // "reduce-overhead"), which the cudaMallocAsync back-end of `--requests` cannot run.
+    for (name, private_pool) in [
+        ("complete-native", 0),
+        ("complete-expandable", 0),
+        ("complete-graph", 34),
+        ("complete-compile", 536),
+    ] {
+        let (trace, stats) = tracker_sample(name);
+        let (rows, private_pool_allocs) =
+            vramtrace_tests::torch_complete::compare(&trace, &stats).unwrap();
+        for (figure, in_trace, counted) in rows {
+            assert_eq!(in_trace, counted, "{name}: {figure}");
+        }
+        assert_eq!(private_pool_allocs, private_pool, "{name}");
+    }
+}
+
+#[test]
+fn replaying_a_tracker_trace_reproduces_the_reserved_peak_of_its_own_run() {
+    // Two streams with record_stream and periodic empty_cache(): the model frees a block where
+    // PyTorch really reused it (torch.free_completed), not where the program dropped it.
+    let path = sample("h200-tracker/multistream.vramtrace");
+    let out = vramtrace_tests::command(&vramtrace_tests::artifacts().vramtrace)
+        .args([
+            "replay",
+            path.to_str().unwrap(),
+            "--policy",
+            "pytorch",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let real = truth("h200-tracker/multistream.json")["max_memory_reserved"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(real, 450_887_680);
+    assert_eq!(v["policies"][0]["peak_reserved"].as_u64(), Some(real));
+}

@@ -1,8 +1,8 @@
-//! The end-to-end tests, one binary: the recorder against the fake driver, its stacks, its
-//! PyTorch tracker, Python frames, the wheel installed with pip, and the traces recorded on a
-//! real H200. Shared helpers are in `src/lib.rs`.
+//! The end-to-end tests, one binary: the recorder against the fake driver, its fault matrix,
+//! its stacks, its PyTorch tracker, Python frames, the wheel installed with pip, and the traces
+//! recorded on a real H200. Shared helpers are in `src/lib.rs`.
 
-mod pyframes;
+mod faults;
 mod real_traces;
 mod recorder;
 mod stacks;

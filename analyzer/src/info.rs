@@ -4,7 +4,7 @@ use crate::live_peak::LivePeak;
 use crate::model::allocator_as_run;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use vramtrace_format::{Api, Trace};
+use vramtrace_format::{Api, CUDA_SUCCESS, Column, EventBatch, Trace, TraceHead};
 
 /// The facts `info` prints. Field names are a contract (docs/architecture.md, "Output contracts").
 #[derive(Debug, Clone, Serialize)]
@@ -57,24 +57,140 @@ pub struct DeviceInfo {
     pub compute_capability: String,
 }
 
-impl TraceInfo {
-    pub fn of(trace: &Trace) -> TraceInfo {
-        let mut by_api = BTreeMap::new();
-        let mut failed_calls = 0;
-        let mut tids = BTreeSet::new();
-        let mut streams = BTreeSet::new();
-        let mut per_pid: BTreeMap<u32, u64> = BTreeMap::new();
-        let (mut first, mut last) = (u64::MAX, 0);
-        for e in trace.events() {
-            *by_api.entry(e.api.name().to_string()).or_insert(0u64) += 1;
-            failed_calls += u64::from(!e.succeeded());
-            tids.insert(e.tid);
-            streams.insert(e.stream);
-            *per_pid.entry(e.pid).or_default() += 1;
-            first = first.min(e.time_ns);
-            last = last.max(e.time_ns.saturating_add(e.duration_ns));
+/// What `info` counts from the events, one batch at a time: the counts of several batches add
+/// up ([`EventTally::add`]), so batches can be counted in parallel and dropped as they go.
+#[derive(Debug, Clone)]
+pub struct EventTally {
+    events: u64,
+    failed_calls: u64,
+    /// Calls by stored api id.
+    by_api: Vec<u64>,
+    tids: BTreeSet<u32>,
+    streams: BTreeSet<u64>,
+    per_pid: BTreeMap<u32, u64>,
+    /// The earliest call entry and the latest call return (`u64::MAX` and 0 before any).
+    first: u64,
+    last: u64,
+}
+
+impl EventTally {
+    /// The counts of one batch, column by column.
+    pub fn of(batch: &EventBatch) -> EventTally {
+        let n = batch.len();
+        let mut t = EventTally {
+            events: n as u64,
+            first: u64::MAX,
+            ..EventTally::default()
+        };
+        batch.column_named("result").for_each(n, |r| {
+            t.failed_calls += u64::from(r != u64::from(CUDA_SUCCESS))
+        });
+        batch.column_named("api").for_each(n, |id| {
+            let id = id as usize;
+            if id >= t.by_api.len() {
+                t.by_api.resize(id + 1, 0);
+            }
+            t.by_api[id] += 1;
+        });
+        // Threads, streams and processes come in runs: a set is touched once per run.
+        each_run(batch.column_named("tid"), n, |tid, _| {
+            t.tids.insert(tid as u32);
+        });
+        each_run(batch.column_named("stream"), n, |s, _| {
+            t.streams.insert(s);
+        });
+        each_run(batch.column_named("pid"), n, |pid, len| {
+            *t.per_pid.entry(pid as u32).or_default() += len;
+        });
+        let (time, took) = (
+            batch.column_named("time_ns"),
+            batch.column_named("duration_ns"),
+        );
+        time.for_each(n, |v| t.first = t.first.min(v));
+        let mut i = 0;
+        took.for_each(n, |d| {
+            t.last = t.last.max(time.get(i).saturating_add(d));
+            i += 1;
+        });
+        t
+    }
+
+    /// Adds the counts of `other`.
+    pub fn add(&mut self, other: EventTally) {
+        self.events += other.events;
+        self.failed_calls += other.failed_calls;
+        if other.by_api.len() > self.by_api.len() {
+            self.by_api.resize(other.by_api.len(), 0);
         }
-        let t = &trace.tables;
+        for (n, m) in self.by_api.iter_mut().zip(other.by_api) {
+            *n += m;
+        }
+        self.tids.extend(other.tids);
+        self.streams.extend(other.streams);
+        for (pid, n) in other.per_pid {
+            *self.per_pid.entry(pid).or_default() += n;
+        }
+        self.first = self.first.min(other.first);
+        self.last = self.last.max(other.last);
+    }
+}
+
+impl Default for EventTally {
+    fn default() -> EventTally {
+        EventTally {
+            events: 0,
+            failed_calls: 0,
+            by_api: Vec::new(),
+            tids: BTreeSet::new(),
+            streams: BTreeSet::new(),
+            per_pid: BTreeMap::new(),
+            first: u64::MAX,
+            last: 0,
+        }
+    }
+}
+
+/// Calls `f(value, run length)` for each run of equal values of the first `n` of `column`.
+fn each_run(column: &Column, n: usize, mut f: impl FnMut(u64, u64)) {
+    let mut run: Option<(u64, u64)> = None;
+    column.for_each(n, |v| match &mut run {
+        Some((value, len)) if *value == v => *len += 1,
+        _ => {
+            if let Some((value, len)) = run.replace((v, 1)) {
+                f(value, len);
+            }
+        }
+    });
+    if let Some((value, len)) = run {
+        f(value, len);
+    }
+}
+
+impl TraceInfo {
+    /// The facts of a streamed trace: its head, and the tally of all its event batches.
+    pub fn of(head: &TraceHead, tally: EventTally) -> TraceInfo {
+        let (m, t, layout) = (&head.metadata, &head.tables, &head.layout);
+        let EventTally {
+            events,
+            failed_calls,
+            by_api: api_counts,
+            mut tids,
+            mut streams,
+            per_pid,
+            first,
+            last,
+        } = tally;
+        let by_api: BTreeMap<String, u64> = api_counts
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(id, &n)| {
+                let api = u16::try_from(id).ok().and_then(Api::from_id);
+                let api = api.expect("batches hold only known api ids");
+                (api.name().to_string(), n)
+            })
+            .collect();
+        let torch_tracker = by_api.contains_key(Api::TorchAlloc.name());
         tids.extend(t.threads.iter().map(|th| th.tid));
         streams.extend(t.streams.iter().map(|s| s.handle));
         let mut processes: Vec<ProcessInfo> = t
@@ -97,14 +213,11 @@ impl TraceInfo {
                 });
             }
         }
-        let torch_tracker = by_api.contains_key(Api::TorchAlloc.name());
-        let events = trace.event_count();
-        let file_bytes = trace.layout.file_bytes;
-        let m = &trace.metadata;
+        let file_bytes = layout.file_bytes;
         TraceInfo {
-            format_version: trace.layout.version,
-            complete: trace.layout.complete,
-            damage: trace.layout.damage.clone(),
+            format_version: layout.version,
+            complete: layout.complete,
+            damage: layout.damage.clone(),
             writer: m.writer.clone(),
             host: m.host.clone(),
             driver_version: m.driver_version,
@@ -135,7 +248,7 @@ impl TraceInfo {
                 .collect(),
             stacks: t.stacks.len() as u64,
             modules: t.modules.len() as u64,
-            chunks: trace.layout.chunks.len() as u64,
+            chunks: layout.chunks.len() as u64,
             first_time_ns: if events == 0 { 0 } else { first },
             duration_ns: last.saturating_sub(if events == 0 { last } else { first }),
             file_bytes,
@@ -152,4 +265,74 @@ impl TraceInfo {
 /// ([`LivePeak`]).
 pub fn peak_live_device_bytes(trace: &Trace) -> u64 {
     LivePeak::of(trace.events())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vramtrace_format::{
+        Event, Metadata, ReadOptions, TraceWriter, WriterOptions, synthetic::pytorch_like,
+    };
+
+    fn info_with_chunks(events: &[Event], chunk_events: u32) -> TraceInfo {
+        let options = WriterOptions {
+            chunk_events,
+            ..WriterOptions::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), &Metadata::default(), options).unwrap();
+        for e in events {
+            w.push(e).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let mut tally = EventTally::default();
+        let head = TraceHead::stream(
+            &bytes,
+            ReadOptions::default(),
+            |b| EventTally::of(&b),
+            |t| tally.add(t),
+        )
+        .unwrap();
+        TraceInfo::of(&head, tally)
+    }
+
+    #[test]
+    fn counts_do_not_depend_on_chunking_and_match_the_events_one_by_one() {
+        let mut events = pytorch_like(40, 3).events;
+        // A failed call, another process and a late long call, so every count is exercised.
+        events[5].result = 2;
+        events[9].pid = 77;
+        events[9].tid = 78;
+        events[20].duration_ns = 1 << 40;
+        let whole = info_with_chunks(&events, 1 << 16);
+        let small = info_with_chunks(&events, 7);
+        assert!(small.chunks > whole.chunks);
+        let facts = |i: &TraceInfo| {
+            let pids: Vec<_> = i.processes.iter().map(|p| (p.pid, p.events)).collect();
+            let span = (i.first_time_ns, i.duration_ns, i.threads, i.streams);
+            (i.events, i.failed_calls, i.by_api.clone(), pids, span)
+        };
+        assert_eq!(facts(&whole), facts(&small));
+        let mut by_api = BTreeMap::new();
+        for e in &events {
+            *by_api.entry(e.api.name().to_string()).or_insert(0u64) += 1;
+        }
+        let first = events.iter().map(|e| e.time_ns).min().unwrap();
+        let last = events
+            .iter()
+            .map(|e| e.time_ns + e.duration_ns)
+            .max()
+            .unwrap();
+        let tids: BTreeSet<u32> = events.iter().map(|e| e.tid).collect();
+        let streams: BTreeSet<u64> = events.iter().map(|e| e.stream).collect();
+        assert_eq!(whole.by_api, by_api);
+        assert_eq!(whole.failed_calls, 1);
+        assert_eq!(
+            (whole.first_time_ns, whole.duration_ns),
+            (first, last - first)
+        );
+        assert_eq!(whole.threads, tids.len() as u64);
+        assert_eq!(whole.streams, streams.len() as u64);
+        let others = whole.processes.iter().find(|p| p.pid == 77).unwrap();
+        assert_eq!(others.events, 1);
+    }
 }

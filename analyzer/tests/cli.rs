@@ -100,13 +100,13 @@ fn help_shows_examples() {
     assert!(text.contains("Examples:") && text.contains("vramtrace info --json"));
 }
 
-/// A journal as the recorder leaves it after `SIGKILL` (formats/JOURNAL.md): records of seq
-/// `seqs`, each in its own slot of a 16-slot ring, allocations of 4 KiB.
-fn journal(seqs: &[u64]) -> Vec<u8> {
+/// A journal as the recorder of process `pid` leaves it after `SIGKILL` (formats/JOURNAL.md):
+/// records of seq `seqs`, each in its own slot of a 16-slot ring, allocations of 4 KiB.
+fn journal(pid: u32, seqs: &[u64]) -> Vec<u8> {
     use vramtrace_format::journal::{HEADER_LEN, Header, RECORD_LEN};
     let capacity = 16u64;
     let mut b = vec![0u8; HEADER_LEN + capacity as usize * RECORD_LEN];
-    let header = Header::new(4242, capacity).to_bytes();
+    let header = Header::new(pid, capacity).to_bytes();
     b[..header.len()].copy_from_slice(&header);
     for &seq in seqs {
         let at = HEADER_LEN + ((seq - 1) % capacity) as usize * RECORD_LEN;
@@ -118,13 +118,14 @@ fn journal(seqs: &[u64]) -> Vec<u8> {
 }
 
 #[test]
-fn a_crash_journal_beside_a_trace_is_read_without_touching_either_file() {
+fn a_crash_journal_of_a_running_process_is_read_without_touching_either_file() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("run.vramtrace");
     std::fs::copy(sample(), &trace).unwrap();
     let journal_path = dir.path().join("run.vramtrace.journal");
-    // 2,406 events are in the file; 2,405 and 2,406 are also still in the journal.
-    let bytes = journal(&[2405, 2406, 2407, 2408]);
+    // 2,406 events are in the file; 2,405 and 2,406 are also still in the journal, whose owner
+    // (this test process) still runs.
+    let bytes = journal(std::process::id(), &[2405, 2406, 2407, 2408]);
     std::fs::write(&journal_path, &bytes).unwrap();
     let text = stdout(vramtrace().arg("info").arg(&trace).arg("--json"));
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -137,11 +138,162 @@ fn a_crash_journal_beside_a_trace_is_read_without_touching_either_file() {
             .unwrap()
             .contains("2 more events read from the crash journal")
     );
+    assert!(v["damage"].as_str().unwrap().contains("still runs"));
     assert_eq!(std::fs::read(&journal_path).unwrap(), bytes);
     assert_eq!(
         std::fs::read(&trace).unwrap(),
         std::fs::read(sample()).unwrap()
     );
+}
+
+#[test]
+fn a_crash_journal_left_by_a_dead_process_is_merged_on_the_next_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("run.vramtrace");
+    std::fs::copy(sample(), &trace).unwrap();
+    let journal_path = dir.path().join("run.vramtrace.journal");
+    // A pid above the kernel's largest (2^22): no such process runs.
+    std::fs::write(
+        &journal_path,
+        journal(0x7fff_fff0, &[2405, 2406, 2407, 2408]),
+    )
+    .unwrap();
+    let out = vramtrace()
+        .arg("info")
+        .arg(&trace)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("merged 2 events from its crash journal"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["events"].as_u64(), v["complete"].as_bool()),
+        (Some(2408), Some(true))
+    );
+    assert!(!journal_path.exists());
+    // Read again: nothing left to merge, the same finished trace.
+    let again: serde_json::Value =
+        serde_json::from_str(&stdout(vramtrace().arg("info").arg(&trace).arg("--json"))).unwrap();
+    assert_eq!(again["events"], 2408);
+}
+
+#[test]
+fn a_fifo_or_device_named_like_a_journal_is_refused_not_read_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("run.vramtrace");
+    std::fs::copy(sample(), &trace).unwrap();
+    let journal_path = dir.path().join("run.vramtrace.journal");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&journal_path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (code, err) = failure(vramtrace().arg("info").arg(&trace));
+    assert_eq!(code, 1);
+    assert!(err.contains("not a regular file"), "{err}");
+    std::fs::remove_file(&journal_path).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &journal_path).unwrap();
+    let (code, err) = failure(vramtrace().arg("info").arg(&trace));
+    assert_eq!(code, 1);
+    assert!(err.contains("not a regular file"), "{err}");
+}
+
+#[test]
+fn export_onto_its_own_input_is_refused_and_the_input_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("run.vramtrace");
+    std::fs::copy(sample(), &trace).unwrap();
+    let (code, err) = failure(
+        vramtrace()
+            .args(["export", "--to", "perfetto", "-o"])
+            .arg(&trace)
+            .arg(&trace),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("is the input file"), "{err}");
+    assert_eq!(
+        std::fs::read(&trace).unwrap(),
+        std::fs::read(sample()).unwrap()
+    );
+}
+
+#[test]
+fn report_replaces_an_index_html_link_instead_of_writing_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "someone else's file").unwrap();
+    let out = dir.path().join("report");
+    std::fs::create_dir(&out).unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("index.html")).unwrap();
+    stdout(
+        vramtrace()
+            .args(["report", "--policy", "pytorch", "--no-symbolize", "-o"])
+            .arg(&out)
+            .arg(sample()),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "someone else's file"
+    );
+    let index = out.join("index.html");
+    assert!(!std::fs::symlink_metadata(&index).unwrap().is_symlink());
+    assert!(std::fs::read_to_string(&index).unwrap().contains("<html"));
+    // No temporary file is left behind.
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+}
+
+#[test]
+fn an_error_naming_a_path_with_a_newline_stays_on_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("a\nb.vramtrace");
+    let (code, err) = failure(vramtrace().arg("info").arg(&odd));
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("a\\nb.vramtrace"), "{err}");
+}
+
+#[test]
+fn a_report_on_a_full_disk_leaves_no_truncated_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    // A file size limit stands in for a full disk: writes past 16 KiB fail (EFBIG, with
+    // SIGXFSZ ignored).
+    let bin = assert_cmd::cargo::cargo_bin("vramtrace");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 32; exec \"$@\"")
+        .arg("sh")
+        .arg(bin)
+        .args(["report", "--policy", "pytorch", "--no-symbolize", "-o"])
+        .arg(&out)
+        .arg(sample())
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&status.stderr);
+    assert!(err.contains("writing"), "{err}");
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.ends_with(".tmp"), "{name} left behind");
+        let text = std::fs::read_to_string(&path).unwrap();
+        if name.ends_with(".svg") {
+            assert!(text.trim_end().ends_with("</svg>"), "{name} is truncated");
+        }
+        assert_ne!(
+            name, "index.html",
+            "the page was written in full despite the limit"
+        );
+    }
 }
 
 #[test]

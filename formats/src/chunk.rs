@@ -26,6 +26,26 @@ pub const MAX_RAW_LEN: u32 = 64 << 20;
 /// Most a payload may expand on decompression: far above what zstd reaches on event columns
 /// (about 10×), far below what lets a tiny file claim gigabytes.
 pub const MAX_EXPANSION: u64 = 4096;
+/// Events an events chunk may declare regardless of its size.
+pub const FREE_CHUNK_EVENTS: u64 = 4096;
+/// Events per stored payload byte an events chunk may declare beyond [`FREE_CHUNK_EVENTS`].
+///
+/// A column in `LINEAR` mode stores any number of values in two varints, so without this bound
+/// a 60-byte chunk could declare a million events and a file of a few kilobytes would decode to
+/// gigabytes. Recorded events carry clock readings that no progression describes, and zstd
+/// leaves them several bits per event; 64 events per byte is far above what any recorded or
+/// generated trace reaches, and keeps what a reader builds within a constant factor of the file.
+pub const MAX_EVENTS_PER_PAYLOAD_BYTE: u64 = 64;
+
+/// Most events an events chunk with a `payload_len`-byte payload may declare.
+pub fn max_events_in(payload_len: u32) -> u64 {
+    FREE_CHUNK_EVENTS + u64::from(payload_len) * MAX_EVENTS_PER_PAYLOAD_BYTE
+}
+
+/// True when `event_count` events may be stored in a `payload_len`-byte payload.
+pub fn events_fit(event_count: u32, payload_len: u32) -> bool {
+    u64::from(event_count) <= max_events_in(payload_len)
+}
 
 /// What a chunk holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -144,6 +164,14 @@ impl ChunkHeader {
             return Err(format!(
                 "chunk declares {} decompressed bytes (limit {MAX_RAW_LEN})",
                 self.raw_len
+            ));
+        }
+        if self.kind == ChunkKind::Events && !events_fit(self.event_count, self.payload_len) {
+            return Err(format!(
+                "chunk declares {} events in a {}-byte payload (at most {})",
+                self.event_count,
+                self.payload_len,
+                max_events_in(self.payload_len)
             ));
         }
         let ok = match self.compression {

@@ -104,23 +104,23 @@ pub fn trace_stem(output: &Path) -> String {
         .unwrap_or_else(|| "trace".into())
 }
 
-/// The trace of process `pid` beside the output file whose stem is `stem` (the output file
-/// itself belongs to the first process that claims it), or in an output directory, where
-/// `stem` is the program's name: `STEM-PID.vramtrace`.
-pub fn process_trace_name(stem: &str, pid: u32) -> String {
-    format!("{stem}-{pid}{TRACE_EXTENSION}")
-}
-
-/// True when `name` is a [`process_trace_name`] of `stem`.
-pub fn is_process_trace_name(name: &str, stem: &str) -> bool {
-    name.strip_prefix(stem)
-        .and_then(|rest| rest.strip_prefix('-'))
-        .and_then(|rest| rest.strip_suffix(TRACE_EXTENSION))
-        .is_some_and(|pid| !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()))
+/// The trace of image `image` (1 for the first) of process `pid` beside the output file whose
+/// stem is `stem` (the output file itself belongs to the first process that claims it), or in
+/// an output directory, where `stem` is the program's name: `STEM-PID.vramtrace`, then
+/// `STEM-PID.2.vramtrace`, ... for the later images of a process that execs (it keeps its
+/// pid) and for a name that already exists (never truncated).
+pub fn process_trace_name(stem: &str, pid: u32, image: u32) -> String {
+    if image <= 1 {
+        format!("{stem}-{pid}{TRACE_EXTENSION}")
+    } else {
+        format!("{stem}-{pid}.{image}{TRACE_EXTENSION}")
+    }
 }
 
 /// What a process tells the launcher through its heartbeat directory, one empty or one-line
-/// file `PID.MARK` each ([`heartbeat_name`]).
+/// file `PID.MARK` each ([`heartbeat_name`]), `PID.TRACE.trace` for a trace
+/// ([`trace_heartbeat_name`]). The launcher takes exactly the traces these marks name: never
+/// other files of a shared output directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Heartbeat {
     /// The preload library was loaded.
@@ -153,6 +153,13 @@ impl Heartbeat {
 /// The heartbeat file process `pid` writes for `what`.
 pub fn heartbeat_name(pid: u32, what: Heartbeat) -> String {
     format!("{pid}.{}", what.mark())
+}
+
+/// The heartbeat file process `pid` writes when it starts writing `trace`: named after the
+/// trace too, so each image of a process that execs leaves its own.
+pub fn trace_heartbeat_name(pid: u32, trace: &Path) -> String {
+    let name = trace.file_name().unwrap_or_default().to_string_lossy();
+    format!("{pid}.{name}.{}", Heartbeat::Trace.mark())
 }
 
 /// The environment variables the recorder reads (`recorder/README.md` documents them).
@@ -192,16 +199,12 @@ mod tests {
     }
 
     #[test]
-    fn process_traces_are_named_stem_dash_pid() {
+    fn process_traces_are_named_stem_dash_pid_then_numbered() {
         let stem = trace_stem(Path::new("/out/run.vramtrace"));
         assert_eq!(stem, "run");
         assert_eq!(trace_stem(Path::new("/")), "trace");
-        let name = process_trace_name(&stem, 42);
-        assert_eq!(name, "run-42.vramtrace");
-        assert!(is_process_trace_name(&name, "run"));
-        assert!(!is_process_trace_name("run-x.vramtrace", "run"));
-        assert!(!is_process_trace_name("run-.vramtrace", "run"));
-        assert!(!is_process_trace_name("other-42.vramtrace", "run"));
+        assert_eq!(process_trace_name(&stem, 42, 1), "run-42.vramtrace");
+        assert_eq!(process_trace_name(&stem, 42, 2), "run-42.2.vramtrace");
     }
 
     #[test]
@@ -210,6 +213,9 @@ mod tests {
         assert_eq!(name, "7.failed");
         assert_eq!(Heartbeat::of_file(&name), Some(Heartbeat::Failed));
         assert_eq!(Heartbeat::of_file("7.journal"), None);
+        let trace = trace_heartbeat_name(7, Path::new("/out/run-7.2.vramtrace"));
+        assert_eq!(trace, "7.run-7.2.vramtrace.trace");
+        assert_eq!(Heartbeat::of_file(&trace), Some(Heartbeat::Trace));
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub const RECORD_LEN: usize = 128;
 pub const NEXT_OFFSET: usize = 64;
 /// Byte offset of the drain cursor (`u64`, slots whose events are in the trace).
 pub const DRAINED_OFFSET: usize = 128;
+/// Most record slots a journal has (the recorder clamps `VRAMTRACE_JOURNAL_SLOTS` to it).
+pub const MAX_CAPACITY: u64 = 1 << 24;
+/// Most bytes a journal has.
+pub const MAX_LEN: u64 = HEADER_LEN as u64 + MAX_CAPACITY * RECORD_LEN as u64;
 
 /// The fixed header at the start of a journal (the cursors live in their own cache lines after
 /// it and are accessed atomically by the recorder).
@@ -163,6 +167,47 @@ pub fn path_for(trace: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// The bytes of the journal at `path`, `None` when there is none. Only a regular file no longer
+/// than a journal can be is read: a FIFO, a device or `/dev/zero` at that name is an error, not
+/// a hang or an endless read.
+pub fn load(path: &Path) -> Result<Option<Vec<u8>>> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let refuse = |what: String| Error::Io(std::io::Error::other(what));
+    if !meta.is_file() {
+        return Err(refuse(format!(
+            "{}: not a regular file, so not a journal",
+            path.display()
+        )));
+    }
+    if meta.len() > MAX_LEN {
+        return Err(refuse(format!(
+            "{}: {} bytes, more than a journal can hold ({MAX_LEN})",
+            path.display(),
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    use std::io::Read;
+    std::fs::File::open(path)?
+        .take(MAX_LEN)
+        .read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
+}
+
+/// True when the process that owns the journal `bytes` still runs here, so its trace may still
+/// be growing and must not be rewritten. A pid that was reused counts as running (the safe
+/// answer: the journal is then read but left alone).
+pub fn owner_running(bytes: &[u8]) -> bool {
+    let Some(Header { pid, .. }) = Header::from_bytes(bytes) else {
+        return false;
+    };
+    pid != 0 && pid != std::process::id() && Path::new("/proc").join(pid.to_string()).exists()
+}
+
 /// The header and the committed events of a journal, in `seq` order.
 pub fn read(bytes: &[u8]) -> Result<(Header, Vec<Event>)> {
     let corrupt = |what: &str| Error::Corrupt {
@@ -192,7 +237,12 @@ pub fn read(bytes: &[u8]) -> Result<(Header, Vec<Event>)> {
 /// the note) that come after the trace's last event; returns how many. A trace that gained
 /// events is marked incomplete, with a damage note saying where they came from; the files are
 /// left as they are (the journal may still belong to a running process).
-pub fn extend_in_memory(trace: &mut Trace, bytes: &[u8], journal: &str) -> Result<usize> {
+pub fn extend_in_memory(
+    trace: &mut Trace,
+    bytes: &[u8],
+    journal: &str,
+    why: &str,
+) -> Result<usize> {
     let (_, events) = read(bytes)?;
     let last = trace.events().map(|e| e.seq).max().unwrap_or(0);
     let mut extra: Vec<Event> = events.into_iter().filter(|e| e.seq > last).collect();
@@ -201,7 +251,7 @@ pub fn extend_in_memory(trace: &mut Trace, bytes: &[u8], journal: &str) -> Resul
     }
     extra.sort_by_key(|e| e.seq);
     let note = format!(
-        "{} more events read from the crash journal {journal} (not merged into the file)",
+        "{} more events read from the crash journal {journal} (not merged into the file: {why})",
         extra.len()
     );
     trace.layout.complete = false;
@@ -229,10 +279,8 @@ pub struct Recovered {
 /// journal alone.
 pub fn recover(trace: &Path) -> Result<Option<Recovered>> {
     let journal_path = path_for(trace);
-    let journal = match std::fs::read(&journal_path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.into()),
+    let Some(journal) = load(&journal_path)? else {
+        return Ok(None);
     };
     let (header, journal_events) = read(&journal)?;
     let old = match std::fs::metadata(trace) {
@@ -271,19 +319,15 @@ pub fn recover(trace: &Path) -> Result<Option<Recovered>> {
     }
     tables.extend(new_tables);
 
-    let tmp = {
-        let mut p = trace.as_os_str().to_owned();
-        p.push(".recovering");
-        PathBuf::from(p)
-    };
-    let file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-    let mut w = TraceWriter::new(file, &metadata, WriterOptions::default())?;
-    *w.tables_mut() = tables;
-    for e in old_events.iter().chain(&extra) {
-        w.push(e)?;
-    }
-    w.finish()?;
-    std::fs::rename(&tmp, trace)?;
+    crate::replace::write_replacing(trace, |file| -> Result<()> {
+        let mut w = TraceWriter::new(file, &metadata, WriterOptions::default())?;
+        *w.tables_mut() = tables;
+        for e in old_events.iter().chain(&extra) {
+            w.push(e)?;
+        }
+        w.finish()?;
+        Ok(())
+    })?;
     std::fs::remove_file(&journal_path)?;
     Ok(Some(Recovered {
         from_trace: old_events.len() as u64,

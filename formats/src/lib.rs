@@ -41,6 +41,7 @@ mod metadata;
 #[cfg(feature = "pickle")]
 pub mod pickle;
 mod reader;
+pub mod replace;
 #[cfg(feature = "synthetic")]
 pub mod synthetic;
 mod tables;
@@ -54,7 +55,7 @@ pub use column::{COLUMN_NAMES, COLUMNS, Column, ColumnBuilder, EventBatch};
 pub use error::{Error, Result};
 pub use event::{CUDA_SUCCESS, Event, NO_DEVICE, NO_STACK};
 pub use metadata::{ALLOCATOR_ENV_VARS, Metadata};
-pub use reader::{EventChunks, Layout, MappedFile, ReadOptions, Trace};
+pub use reader::{EventChunks, Layout, MappedFile, ReadOptions, Trace, TraceHead};
 pub use tables::{
     Device, Frame, FrameRef, Module, Pool, Process, PythonFrame, Stack, Stream, Tables, Thread,
 };

@@ -39,10 +39,21 @@ impl Layout {
     /// Finds the chunks of `bytes`.
     pub fn scan(bytes: &[u8], options: ReadOptions) -> Result<Layout> {
         let version = chunk::parse_file_header(bytes)?;
-        if let Some(layout) = Self::from_index(bytes, version)? {
-            return Ok(layout);
+        match Self::from_index(bytes, version) {
+            Ok(Some(layout)) => Ok(layout),
+            Ok(None) => Self::sequential(bytes, version, options),
+            // A damaged index or trailer says nothing about the chunks before it: salvage walks
+            // them from the start instead.
+            Err(e) if options.salvage => {
+                let mut layout = Self::sequential(bytes, version, options)?;
+                layout.damage = Some(format!(
+                    "{e}; read the chunks in file order instead ({})",
+                    layout.damage.take().unwrap_or_default()
+                ));
+                Ok(layout)
+            }
+            Err(e) => Err(e),
         }
-        Self::sequential(bytes, version, options)
     }
 
     /// The event chunks whose time range overlaps `[from_ns, to_ns]`, through the index: random
@@ -95,6 +106,12 @@ impl Layout {
                 )));
             }
             let h = header_at(bytes, entry.offset, header.offset)?;
+            if h.kind == ChunkKind::Index {
+                return Err(Error::Corrupt {
+                    offset: entry.offset,
+                    what: "the index lists an index chunk".into(),
+                });
+            }
             if h.kind as u8 != entry.kind || h.event_count != entry.event_count {
                 return Err(Error::Corrupt {
                     offset: entry.offset,
@@ -194,6 +211,16 @@ pub struct Trace {
     pub layout: Layout,
 }
 
+/// What a trace holds besides its events: what [`TraceHead::stream`] returns once the events
+/// have streamed past.
+#[derive(Debug, Clone)]
+pub struct TraceHead {
+    pub metadata: Metadata,
+    pub tables: Tables,
+    /// The chunks read; on damage, up to the last good one.
+    pub layout: Layout,
+}
+
 impl Trace {
     /// Maps the file at `path` and decodes it in parallel.
     pub fn open(path: &Path, options: ReadOptions) -> Result<Trace> {
@@ -203,54 +230,66 @@ impl Trace {
 
     /// Decodes a whole trace held in memory, chunks in parallel.
     pub fn from_bytes(bytes: &[u8], options: ReadOptions) -> Result<Trace> {
-        Self::decode(bytes, options, true)
+        let mut batches = Vec::new();
+        let head = TraceHead::stream(bytes, options, |b| b, |b| batches.push(b))?;
+        Ok(Trace::from_parts(head, batches))
     }
 
     /// Decodes the metadata and tables of a trace held in memory but none of its events
     /// (`batches` stays empty): for streaming them afterwards, one chunk at a time, with
-    /// [`EventChunks`] over `layout.chunks`.
+    /// [`EventChunks`] over `layout.chunks`. Damage is treated as [`Trace::from_bytes`] does.
     pub fn header_from_bytes(bytes: &[u8], options: ReadOptions) -> Result<Trace> {
-        Self::decode(bytes, options, false)
-    }
-
-    fn decode(bytes: &[u8], options: ReadOptions, events: bool) -> Result<Trace> {
         let mut layout = Layout::scan(bytes, options)?;
-        let decoded: Vec<Result<Decoded>> = layout
-            .chunks
-            .par_iter()
-            .map(|h| match h.kind {
-                ChunkKind::Events if !events => Ok(Decoded::Skipped),
-                _ => decode_chunk(bytes, h, layout.version),
-            })
-            .collect();
-        let mut trace = Trace {
-            metadata: Metadata::default(),
-            tables: Tables::default(),
-            batches: Vec::new(),
-            layout: layout.clone(),
-        };
-        let last = decoded.len().saturating_sub(1);
-        for (i, d) in decoded.into_iter().enumerate() {
-            let d = match d {
-                Ok(d) => d,
+        let (mut metadata, mut tables) = (Metadata::default(), Tables::default());
+        let last = layout.chunks.len().saturating_sub(1);
+        let mut stopped = None;
+        for (i, h) in layout.chunks.iter().enumerate() {
+            if h.kind == ChunkKind::Events {
+                continue;
+            }
+            match decode_chunk(bytes, h, layout.version) {
+                Ok(Decoded::Metadata(m)) => metadata = m,
+                Ok(Decoded::Tables(t)) => tables.extend(t),
+                Ok(Decoded::Events(_)) => {}
                 // A torn last chunk of an unfinished file is the crash itself, not corruption.
                 Err(e) if options.salvage || (i == last && !layout.complete) => {
-                    layout.chunks.truncate(i);
-                    layout.complete = false;
-                    layout.damage = Some(format!("{e}; recovered the chunks before it"));
+                    stopped = Some((i, format!("{e}; recovered the chunks before it")));
                     break;
                 }
                 Err(e) => return Err(e),
-            };
-            match d {
-                Decoded::Metadata(m) => trace.metadata = m,
-                Decoded::Tables(t) => trace.tables.extend(t),
-                Decoded::Events(b) => trace.batches.push(*b),
-                Decoded::Skipped => {}
             }
         }
-        trace.layout = layout;
-        Ok(trace)
+        if let Some((i, damage)) = stopped {
+            layout.chunks.truncate(i);
+            layout.complete = false;
+            layout.damage = Some(damage);
+        }
+        Ok(Trace {
+            metadata,
+            tables,
+            batches: Vec::new(),
+            layout,
+        })
+    }
+
+    /// A trace of `head` and its event `batches`.
+    pub fn from_parts(head: TraceHead, batches: Vec<EventBatch>) -> Trace {
+        Trace {
+            metadata: head.metadata,
+            tables: head.tables,
+            batches,
+            layout: head.layout,
+        }
+    }
+
+    /// The trace split into what [`TraceHead::stream`] returns and its event batches.
+    pub fn into_parts(self) -> (TraceHead, Vec<EventBatch>) {
+        let head = TraceHead {
+            metadata: self.metadata,
+            tables: self.tables,
+            layout: self.layout,
+        };
+        (head, self.batches)
     }
 
     /// Number of events.
@@ -264,12 +303,96 @@ impl Trace {
     }
 }
 
-enum Decoded {
+impl TraceHead {
+    /// Decodes the chunks of `bytes` a window at a time, in parallel: `map` turns each events
+    /// batch into a `T` on the decoding threads, and `sink` receives them in file order on the
+    /// calling thread while the next window decodes. Memory stays at about two windows of
+    /// chunks (and what `map` keeps), whatever the trace's length.
+    ///
+    /// Damage is treated as [`Trace::from_bytes`] does: a torn last chunk of an unfinished file,
+    /// or any bad chunk under `salvage`, ends the stream there and is recorded in the layout;
+    /// `sink` has then received every batch before it.
+    pub fn stream<T: Send>(
+        bytes: &[u8],
+        options: ReadOptions,
+        map: impl Fn(EventBatch) -> T + Sync,
+        mut sink: impl FnMut(T),
+    ) -> Result<TraceHead> {
+        let mut layout = Layout::scan(bytes, options)?;
+        let mut head = TraceHead {
+            metadata: Metadata::default(),
+            tables: Tables::default(),
+            layout: layout.clone(),
+        };
+        // Two chunks per thread keep both cores busy without holding much of the trace.
+        let window = 2 * rayon::current_num_threads().max(1);
+        let last = layout.chunks.len().saturating_sub(1);
+        let complete = layout.complete;
+        let version = layout.version;
+        let chunks = &layout.chunks;
+        let map = &map;
+        // A rendezvous channel: the decoder waits with one window while the caller's `sink`
+        // works through the previous one.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<Decoded<T>>>>(0);
+        let stopped = std::thread::scope(|scope| -> Result<Option<(usize, String)>> {
+            scope.spawn(move || {
+                for w in chunks.chunks(window) {
+                    let decoded: Vec<Result<Decoded<T>>> = w
+                        .par_iter()
+                        .map(|h| decode_chunk(bytes, h, version).map(|d| d.map_events(map)))
+                        .collect();
+                    let failed = decoded.iter().any(Result::is_err);
+                    if tx.send(decoded).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+            let mut i = 0;
+            for window in rx {
+                for d in window {
+                    let d = match d {
+                        Ok(d) => d,
+                        // A torn last chunk of an unfinished file is the crash itself, not
+                        // corruption.
+                        Err(e) if options.salvage || (i == last && !complete) => {
+                            return Ok(Some((i, format!("{e}; recovered the chunks before it"))));
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    match d {
+                        Decoded::Metadata(m) => head.metadata = m,
+                        Decoded::Tables(t) => head.tables.extend(t),
+                        Decoded::Events(b) => sink(b),
+                    }
+                    i += 1;
+                }
+            }
+            Ok(None)
+        })?;
+        if let Some((i, damage)) = stopped {
+            layout.chunks.truncate(i);
+            layout.complete = false;
+            layout.damage = Some(damage);
+        }
+        head.layout = layout;
+        Ok(head)
+    }
+}
+
+enum Decoded<T = EventBatch> {
     Metadata(Metadata),
     Tables(Tables),
-    Events(Box<EventBatch>),
-    /// An event chunk left for later ([`Trace::header_from_bytes`]).
-    Skipped,
+    Events(T),
+}
+
+impl Decoded {
+    fn map_events<T>(self, f: impl Fn(EventBatch) -> T) -> Decoded<T> {
+        match self {
+            Decoded::Metadata(m) => Decoded::Metadata(m),
+            Decoded::Tables(t) => Decoded::Tables(t),
+            Decoded::Events(b) => Decoded::Events(f(b)),
+        }
+    }
 }
 
 fn decode_chunk(bytes: &[u8], h: &ChunkHeader, version: u16) -> Result<Decoded> {
@@ -296,8 +419,13 @@ fn decode_payload(
             Decoded::Tables(codec::decode_value::<TablesV1>(raw, at)?.into())
         }
         ChunkKind::Tables => Decoded::Tables(codec::decode_value(raw, at)?),
-        ChunkKind::Events => Decoded::Events(Box::new(decode_events(raw, h)?)),
-        ChunkKind::Index => unreachable!("layouts never list the index chunk"),
+        ChunkKind::Events => Decoded::Events(decode_events(raw, h)?),
+        ChunkKind::Index => {
+            return Err(Error::Corrupt {
+                offset: h.offset,
+                what: "an index chunk among the data chunks".into(),
+            });
+        }
     })
 }
 

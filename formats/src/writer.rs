@@ -1,6 +1,9 @@
 //! The streaming writer: bounded memory, one chunk at a time.
 
-use crate::chunk::{ChunkHeader, ChunkKind, Compression, MAX_CHUNK_EVENTS, file_header, trailer};
+use crate::chunk::{
+    ChunkHeader, ChunkKind, Compression, FREE_CHUNK_EVENTS, MAX_CHUNK_EVENTS, events_fit,
+    file_header, trailer,
+};
 use crate::codec::{self, Compressor, checksum};
 use crate::column::ColumnBuilder;
 use crate::error::{Error, Result};
@@ -74,7 +77,7 @@ impl<W: Write> TraceWriter<W> {
     /// Writes a metadata chunk that replaces the earlier one for readers.
     pub fn set_metadata(&mut self, metadata: &Metadata) -> Result<()> {
         self.raw = codec::encode_value(metadata);
-        self.write_chunk(ChunkKind::Metadata, 0, 0, 0, 0)
+        self.write_chunk(ChunkKind::Metadata)
     }
 
     /// New table entries; they are written before the next events chunk.
@@ -115,7 +118,7 @@ impl<W: Write> TraceWriter<W> {
         for h in &self.index {
             self.raw.extend_from_slice(&h.index_entry());
         }
-        self.write_chunk(ChunkKind::Index, 0, 0, 0, 0)?;
+        self.write_chunk(ChunkKind::Index)?;
         self.write_all(&trailer(index_offset))?;
         self.out.flush().map_err(|e| self.poison(e))?;
         Ok(self.out)
@@ -124,72 +127,114 @@ impl<W: Write> TraceWriter<W> {
     fn flush_chunks(&mut self) -> Result<()> {
         if !self.tables.is_empty() {
             self.raw = codec::encode_value(&self.tables);
-            self.write_chunk(ChunkKind::Tables, 0, 0, 0, 0)?;
+            self.write_chunk(ChunkKind::Tables)?;
             self.tables = Tables::default();
         }
-        if self.events.is_empty() {
-            return Ok(());
+        let n = self.events.len();
+        let mut start = 0;
+        let mut piece = n;
+        while start < n {
+            let end = n.min(start + piece);
+            self.raw.clear();
+            self.events.encode_into(start..end, &mut self.raw);
+            let (compression, payload) = self.pack(ChunkKind::Events)?;
+            let count = (end - start) as u32;
+            if !events_fit(count, payload.len() as u32) && piece > FREE_CHUNK_EVENTS as usize {
+                // Events so regular that every column is a progression: readers refuse a chunk
+                // that declares this many events in so few bytes, so it goes in smaller pieces.
+                self.unpack(compression, payload);
+                piece = FREE_CHUNK_EVENTS as usize;
+                continue;
+            }
+            let header = ChunkHeader {
+                event_count: count,
+                first_seq: self.events.value(0, start),
+                first_time_ns: self.events.value(1, start),
+                last_time_ns: self.events.value(1, end - 1),
+                ..self.header(ChunkKind::Events, compression, &payload)?
+            };
+            self.emit(header, compression, payload)?;
+            self.events_written += u64::from(count);
+            start = end;
         }
-        let count = self.events.len() as u32;
-        let (first_seq, _) = self.events.first_last(0).unwrap_or_default();
-        let (first_time, last_time) = self.events.first_last(1).unwrap_or_default();
-        self.raw.clear();
-        self.events.encode_into(&mut self.raw);
-        self.events_written += u64::from(count);
-        self.write_chunk(ChunkKind::Events, count, first_seq, first_time, last_time)
+        self.events.clear();
+        Ok(())
     }
 
-    /// Writes `self.raw` as one chunk, compressed when that makes it smaller.
-    fn write_chunk(
-        &mut self,
-        kind: ChunkKind,
-        event_count: u32,
-        first_seq: u64,
-        first_time_ns: u64,
-        last_time_ns: u64,
-    ) -> Result<()> {
-        if self.poisoned {
-            return Err(Error::WriterPoisoned);
-        }
-        let raw_len = u32::try_from(self.raw.len())
-            .ok()
-            .filter(|&n| n <= crate::chunk::MAX_RAW_LEN)
-            .ok_or_else(|| {
-                std::io::Error::other(format!(
-                    "a {kind:?} chunk of {} bytes is too large",
-                    self.raw.len()
-                ))
-            })?;
+    /// Writes `self.raw` as one chunk without events, compressed when that makes it smaller.
+    fn write_chunk(&mut self, kind: ChunkKind) -> Result<()> {
+        let (compression, payload) = self.pack(kind)?;
+        let header = self.header(kind, compression, &payload)?;
+        self.emit(header, compression, payload)
+    }
+
+    /// Compresses `self.raw` when that makes it smaller; the payload is handed back with
+    /// [`Self::unpack`] or [`Self::emit`] so its buffer is reused.
+    fn pack(&mut self, kind: ChunkKind) -> Result<(Compression, Vec<u8>)> {
         let compress = kind != ChunkKind::Index && self.raw.len() > 64;
         if compress {
             self.compressor.compress(&self.raw, &mut self.packed)?;
         }
-        let (compression, payload) = if compress && self.packed.len() < self.raw.len() {
+        Ok(if compress && self.packed.len() < self.raw.len() {
             (Compression::Zstd, std::mem::take(&mut self.packed))
         } else {
             (Compression::None, std::mem::take(&mut self.raw))
+        })
+    }
+
+    fn unpack(&mut self, compression: Compression, payload: Vec<u8>) {
+        match compression {
+            Compression::Zstd => self.packed = payload,
+            Compression::None => self.raw = payload,
+        }
+    }
+
+    /// The header of a chunk of `kind` holding `payload` (no events, no time range).
+    fn header(
+        &mut self,
+        kind: ChunkKind,
+        compression: Compression,
+        payload: &[u8],
+    ) -> Result<ChunkHeader> {
+        if self.poisoned {
+            return Err(Error::WriterPoisoned);
+        }
+        let raw = match compression {
+            Compression::None => payload.len(),
+            Compression::Zstd => self.raw.len(),
         };
-        let header = ChunkHeader {
+        let raw_len = u32::try_from(raw)
+            .ok()
+            .filter(|&n| n <= crate::chunk::MAX_RAW_LEN)
+            .ok_or_else(|| {
+                std::io::Error::other(format!("a {kind:?} chunk of {raw} bytes is too large"))
+            })?;
+        Ok(ChunkHeader {
             offset: self.offset,
             kind,
             compression,
             payload_len: payload.len() as u32,
             raw_len,
-            event_count,
-            first_seq,
-            first_time_ns,
-            last_time_ns,
-            payload_crc: checksum(&payload),
-        };
+            event_count: 0,
+            first_seq: 0,
+            first_time_ns: 0,
+            last_time_ns: 0,
+            payload_crc: checksum(payload),
+        })
+    }
+
+    fn emit(
+        &mut self,
+        header: ChunkHeader,
+        compression: Compression,
+        payload: Vec<u8>,
+    ) -> Result<()> {
         let written = self
             .write_all(&header.to_bytes())
             .and_then(|()| self.write_all(&payload));
-        match compression {
-            Compression::Zstd => self.packed = payload,
-            Compression::None => self.raw = payload,
-        }
+        self.unpack(compression, payload);
         written?;
-        if kind != ChunkKind::Index {
+        if header.kind != ChunkKind::Index {
             self.index.push(header);
         }
         Ok(())

@@ -167,11 +167,16 @@ fn an_empty_file_and_a_directory_give_clear_errors() {
     assert!(err.contains("directory"), "{err}");
 }
 
-/// A file whose only chunk is `kind` with `payload`, correctly checksummed.
-fn file_with_chunk(kind: ChunkKind, payload: &[u8], raw_len: u32, event_count: u32) -> Vec<u8> {
-    let mut bytes = vramtrace_format::chunk::file_header().to_vec();
-    let h = ChunkHeader {
-        offset: bytes.len() as u64,
+/// The header of an uncompressed chunk at `offset` holding `payload`, correctly checksummed.
+fn header(
+    offset: u64,
+    kind: ChunkKind,
+    payload: &[u8],
+    raw_len: u32,
+    event_count: u32,
+) -> ChunkHeader {
+    ChunkHeader {
+        offset,
         kind,
         compression: Compression::None,
         payload_len: payload.len() as u32,
@@ -181,7 +186,13 @@ fn file_with_chunk(kind: ChunkKind, payload: &[u8], raw_len: u32, event_count: u
         first_time_ns: 0,
         last_time_ns: 0,
         payload_crc: checksum(payload),
-    };
+    }
+}
+
+/// A file whose only chunk is `kind` with `payload`, correctly checksummed.
+fn file_with_chunk(kind: ChunkKind, payload: &[u8], raw_len: u32, event_count: u32) -> Vec<u8> {
+    let mut bytes = vramtrace_format::chunk::file_header().to_vec();
+    let h = header(bytes.len() as u64, kind, payload, raw_len, event_count);
     bytes.extend_from_slice(&h.to_bytes());
     bytes.extend_from_slice(payload);
     bytes
@@ -250,6 +261,153 @@ fn fuzzer_regressions_give_errors_not_panics() {
         let _ = read(&bytes);
         let _ = Trace::from_bytes(&bytes, ReadOptions { salvage: true });
     }
+}
+
+/// `bytes` (a finished file) with its index replaced by one listing the chunks `entries` and
+/// a new trailer: every header and checksum matches.
+fn with_index(bytes: &[u8], body_end: usize, extra: &[u8], entries: &[ChunkHeader]) -> Vec<u8> {
+    let mut out = bytes[..body_end].to_vec();
+    out.extend_from_slice(extra);
+    let payload: Vec<u8> = entries.iter().flat_map(|h| h.index_entry()).collect();
+    let index = header(
+        out.len() as u64,
+        ChunkKind::Index,
+        &payload,
+        payload.len() as u32,
+        0,
+    );
+    out.extend_from_slice(&index.to_bytes());
+    out.extend_from_slice(&payload);
+    out.extend_from_slice(&vramtrace_format::chunk::trailer(index.offset));
+    out
+}
+
+#[test]
+fn an_index_that_lists_an_index_chunk_is_corruption_not_a_panic() {
+    let (bytes, original) = small_trace();
+    let layout = read(&bytes).unwrap().layout;
+    let body_end = layout.chunks.last().unwrap().end() as usize;
+    // An empty index-kind chunk among the data chunks, listed by the index like any other.
+    let inner = header(body_end as u64, ChunkKind::Index, &[], 0, 0);
+    let mut entries = layout.chunks.clone();
+    entries.push(inner);
+    let forged = with_index(&bytes, body_end, &inner.to_bytes(), &entries);
+    let err = read(&forged).unwrap_err().to_string();
+    assert!(err.contains("the index lists an index chunk"), "{err}");
+    let t = Trace::from_bytes(&forged, ReadOptions { salvage: true }).unwrap();
+    assert!(!t.layout.complete);
+    assert_eq!(events(&t), original);
+}
+
+#[test]
+fn salvage_reads_every_data_chunk_when_the_trailer_offset_or_the_index_is_damaged() {
+    let (bytes, original) = small_trace();
+    let n = bytes.len();
+    let mut bad_offset = bytes.clone();
+    bad_offset[n - 16..n - 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    let mut bad_index = bytes.clone();
+    // The last byte of the index payload, just before the trailer: its checksum no longer holds.
+    bad_index[n - 17] ^= 0x01;
+    for (name, damaged) in [("trailer offset", bad_offset), ("index", bad_index)] {
+        let err = read(&damaged).unwrap_err().to_string();
+        assert!(err.contains("corrupt data at byte"), "{name}: {err}");
+        let t = Trace::from_bytes(&damaged, ReadOptions { salvage: true })
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!t.layout.complete, "{name}");
+        let damage = t.layout.damage.clone().unwrap();
+        assert!(damage.contains("in file order"), "{name}: {damage}");
+        assert_eq!(events(&t), original, "{name}");
+    }
+}
+
+/// The raw payload of an events chunk of `count` events whose sixteen columns are all `LINEAR`
+/// (a constant, known api id): a few dozen bytes whatever `count` is.
+fn linear_events_payload(count: u64) -> Vec<u8> {
+    let mut raw = Vec::new();
+    vramtrace_format::codec::put_uvarint(&mut raw, count);
+    for c in 0..vramtrace_format::COLUMNS {
+        let start = if vramtrace_format::COLUMN_NAMES[c] == "api" {
+            u64::from(vramtrace_format::Api::CuMemAlloc_v2.id())
+        } else {
+            0
+        };
+        raw.extend_from_slice(&[0, 2, start as u8, 0]);
+    }
+    raw
+}
+
+#[test]
+fn a_chunk_of_linear_columns_cannot_declare_more_events_than_its_bytes_justify() {
+    use vramtrace_format::chunk::max_events_in;
+    let payload = linear_events_payload(1 << 20);
+    // Twenty such chunks: a few kilobytes that once decoded to twenty million events.
+    let mut file = vramtrace_format::chunk::file_header().to_vec();
+    for _ in 0..20 {
+        let h = header(
+            file.len() as u64,
+            ChunkKind::Events,
+            &payload,
+            payload.len() as u32,
+            1 << 20,
+        );
+        file.extend_from_slice(&h.to_bytes());
+        file.extend_from_slice(&payload);
+    }
+    ALLOC
+        .peak
+        .store(ALLOC.current.load(Ordering::SeqCst), Ordering::SeqCst);
+    let before = ALLOC.current.load(Ordering::SeqCst);
+    let err = read(&file).unwrap_err().to_string();
+    assert!(err.contains("events in a"), "{err}");
+    let salvaged = Trace::from_bytes(&file, ReadOptions { salvage: true }).unwrap();
+    assert_eq!(salvaged.event_count(), 0);
+    let grew = ALLOC.peak.load(Ordering::SeqCst) - before;
+    assert!(grew < 8 << 20, "allocated {grew} bytes");
+    // What a chunk of that size may declare: the reader's work stays a constant per file byte.
+    // (Sixteen four-byte columns and a two-byte count.)
+    let most = max_events_in(66);
+    let allowed = linear_events_payload(most);
+    assert_eq!(allowed.len(), 66);
+    let fits = file_with_chunk(
+        ChunkKind::Events,
+        &allowed,
+        allowed.len() as u32,
+        most as u32,
+    );
+    let t = Trace::from_bytes(&fits, ReadOptions::default()).unwrap();
+    assert_eq!(t.event_count(), most);
+}
+
+#[test]
+fn the_writer_splits_events_too_regular_for_one_chunk_so_readers_accept_them() {
+    use vramtrace_format::{Api, Metadata, TraceWriter, WriterOptions};
+    // Every column an arithmetic progression: a 65,536-event chunk would be a few dozen bytes.
+    let pushed: Vec<Event> = (1..=100_000u64)
+        .map(|i| Event {
+            seq: i,
+            time_ns: 1_000 * i,
+            address: 0x7000_0000_0000,
+            size: 4096,
+            ..Event::new(Api::CuMemAlloc_v2)
+        })
+        .collect();
+    let mut w =
+        TraceWriter::new(Vec::new(), &Metadata::default(), WriterOptions::default()).unwrap();
+    for e in &pushed {
+        w.push(e).unwrap();
+    }
+    let bytes = w.finish().unwrap();
+    let t = read(&bytes).unwrap();
+    assert!(t.layout.complete);
+    assert_eq!(events(&t), pushed);
+    assert!(
+        t.layout
+            .chunks
+            .iter()
+            .filter(|h| h.kind == ChunkKind::Events)
+            .count()
+            > 2
+    );
 }
 
 #[test]

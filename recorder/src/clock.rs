@@ -55,6 +55,7 @@ pub fn tid() -> u32 {
             // which only glibc 2.30 and later export (the library must load on 2.17).
             let id = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
             t.set(id);
+            crate::threadnames::note(id);
             id
         }
         id => id,

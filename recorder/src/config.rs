@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use vramtrace_format::conventions::env;
+use vramtrace_format::journal;
 
 /// Ring slots when `VRAMTRACE_JOURNAL_SLOTS` is not set: 8 MiB of journal per process.
 pub const DEFAULT_SLOTS: u64 = 1 << 16;
@@ -45,7 +46,7 @@ pub fn get() -> &'static Config {
             requests: flag(env::REQUESTS),
             slots: var(env::JOURNAL_SLOTS)
                 .and_then(|v| v.to_str()?.parse::<u64>().ok())
-                .map(|n| n.clamp(1 << 10, 1 << 24).next_power_of_two())
+                .map(|n| n.clamp(1 << 10, journal::MAX_CAPACITY).next_power_of_two())
                 .unwrap_or(DEFAULT_SLOTS),
             heartbeat: var(env::HEARTBEAT).map(PathBuf::from),
             stacks: crate::stacks::parse_mode(var(env::STACKS).as_deref().and_then(|v| v.to_str())),

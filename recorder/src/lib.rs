@@ -43,6 +43,8 @@ mod resolve;
 mod ring;
 mod session;
 mod stacks;
+mod threadnames;
 mod torch;
+mod tracefile;
 mod unwind;
 mod writer;

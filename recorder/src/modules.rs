@@ -11,6 +11,57 @@
 
 use std::ffi::{CStr, c_int, c_void};
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+/// Threads of this library inside `dl_iterate_phdr` now.
+static INSIDE: AtomicU32 = AtomicU32::new(0);
+/// Set while a thread forks: no new `dl_iterate_phdr` starts.
+static FORKING: AtomicBool = AtomicBool::new(false);
+
+type Callback = unsafe extern "C" fn(*mut libc::dl_phdr_info, usize, *mut c_void) -> c_int;
+
+/// `dl_iterate_phdr`, never across a `fork`. It holds the loader's lock while it runs; a fork
+/// child gets the lock in whatever state the parent's threads had it, so a child forked while
+/// the writer thread was iterating would wait forever for a lock no thread of it holds the next
+/// time anything iterates the modules. [`before_fork`] waits for such calls to end first.
+///
+/// # Safety
+///
+/// As `dl_iterate_phdr`: `callback` must be sound for `data`.
+unsafe fn iterate(callback: Callback, data: *mut c_void) {
+    loop {
+        INSIDE.fetch_add(1, Ordering::SeqCst);
+        if !FORKING.load(Ordering::SeqCst) {
+            break;
+        }
+        INSIDE.fetch_sub(1, Ordering::SeqCst);
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { libc::dl_iterate_phdr(Some(callback), data) };
+    INSIDE.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// `pthread_atfork` prepare handler: holds new iterations back and waits for running ones, up
+/// to a second (a thread that forks while it holds the loader's lock, from a constructor that
+/// `dlopen` runs, would otherwise wait for an iteration that waits for it).
+pub fn before_fork() {
+    FORKING.store(true, Ordering::SeqCst);
+    let deadline = crate::clock::now().saturating_add(1_000_000_000);
+    while INSIDE.load(Ordering::SeqCst) != 0 && crate::clock::now() < deadline {
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+}
+
+/// After the fork, in the parent (the child's other threads are gone: nothing is inside).
+pub fn after_fork(in_child: bool) {
+    if in_child {
+        INSIDE.store(0, Ordering::SeqCst);
+    }
+    FORKING.store(false, Ordering::SeqCst);
+}
 
 /// One loaded object.
 #[derive(Debug, Clone)]
@@ -60,7 +111,7 @@ pub fn generation() -> (u64, u64) {
     }
     let mut pair = (0u64, 0u64);
     // SAFETY: the callback only reads the info it is handed and writes `pair`.
-    unsafe { libc::dl_iterate_phdr(Some(first), (&raw mut pair).cast()) };
+    unsafe { iterate(first, (&raw mut pair).cast()) };
     pair
 }
 
@@ -83,7 +134,7 @@ pub fn scan() -> Vec<Loaded> {
     }
     let mut list: Vec<Loaded> = Vec::new();
     // SAFETY: the callback is panic-free and only reads loader-provided memory.
-    unsafe { libc::dl_iterate_phdr(Some(each), (&raw mut list).cast()) };
+    unsafe { iterate(each, (&raw mut list).cast()) };
     list
 }
 

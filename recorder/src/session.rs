@@ -8,14 +8,16 @@ use crate::exit;
 use crate::lifecycle;
 use crate::ring;
 use crate::stacks;
+use crate::tracefile::{self, Create, TraceFile};
 use crate::writer::{self, Job};
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use vramtrace_format::conventions::{Heartbeat, heartbeat_name, process_trace_name, trace_stem};
-use vramtrace_format::journal::{self, HEADER_LEN, Header, RECORD_LEN};
+use vramtrace_format::conventions::{
+    Heartbeat, heartbeat_name, process_trace_name, trace_heartbeat_name, trace_stem,
+};
+use vramtrace_format::journal::{self, HEADER_FIELDS_LEN, HEADER_LEN, Header, RECORD_LEN};
 use vramtrace_format::{ALLOCATOR_ENV_VARS, Metadata, Process, TraceWriter, WriterOptions};
 
 /// Opens this process's session; false when it records nothing (disabled, or a file could not
@@ -27,7 +29,8 @@ pub fn open() -> bool {
     }
     match open_session(cfg) {
         Ok(path) => {
-            heartbeat(cfg, Heartbeat::Trace, &path.to_string_lossy());
+            let mark = trace_heartbeat_name(clock::pid(), &path);
+            heartbeat(cfg, &mark, &path.to_string_lossy());
             true
         }
         Err(e) => {
@@ -37,7 +40,7 @@ pub fn open() -> bool {
             );
             // SAFETY: write(2) of a valid buffer; the result is irrelevant.
             unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-            heartbeat(cfg, Heartbeat::Failed, &e);
+            heartbeat(cfg, &heartbeat_name(clock::pid(), Heartbeat::Failed), &e);
             false
         }
     }
@@ -47,8 +50,16 @@ fn open_session(cfg: &Config) -> Result<PathBuf, String> {
     let pid = clock::pid();
     let (path, file) = trace_file(cfg, pid)?;
     let journal_path = journal::path_for(&path);
-    let base = create_journal(&journal_path, cfg.slots, pid)
-        .map_err(|e| format!("{}: {e}", journal_path.display()))?;
+    let base = match create_journal(&journal_path, cfg.slots, pid) {
+        Ok(base) => base,
+        Err(e) => {
+            // No empty trace beside the warning.
+            let _ = std::fs::remove_file(&path);
+            return Err(format!("{}: {e}", journal_path.display()));
+        }
+    };
+    let file =
+        TraceFile::new(file, path.clone()).map_err(|e| format!("{}: {e}", path.display()))?;
 
     let metadata = Metadata {
         writer: format!("vramtrace-recorder {}", env!("CARGO_PKG_VERSION")),
@@ -100,63 +111,81 @@ fn open_session(cfg: &Config) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// The trace file of this process, opened for writing.
+/// The trace file of this process, opened for writing, empty.
 ///
 /// A directory gets `PROGRAM-PID.vramtrace`. A file name goes to the first process that claims
 /// it (an exclusive `flock` held for the process's life, so a stale file from an earlier run is
 /// reused); any other process, and every fork child, writes `STEM-PID.vramtrace` beside it.
+/// A name that exists is never truncated, except the claimed file: a process that execs keeps
+/// its pid, so each later image writes `STEM-PID.2.vramtrace`, `STEM-PID.3.vramtrace`, ... and the
+/// earlier image's unfinished trace and journal stay for `vramtrace record` (or the next read)
+/// to merge. Nothing is written through a symbolic link, into a FIFO or a device.
 fn trace_file(cfg: &Config, pid: u32) -> Result<(PathBuf, File), String> {
     let output = match &cfg.output {
         Some(p) => p.clone(),
         None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
     };
     let as_dir = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
-    let path = if as_dir {
+    let (dir, stem) = if as_dir {
         std::fs::create_dir_all(&output).map_err(|e| format!("{}: {e}", output.display()))?;
-        output.join(process_trace_name(&program_name(), pid))
+        (output.clone(), program_name())
     } else {
-        if !lifecycle::is_fork_child()
-            && let Some(f) = claim(&output)
-        {
-            return Ok((output, f));
+        if !lifecycle::is_fork_child() && !earlier_image_claimed(&output, pid) {
+            match claim(&output) {
+                Ok(Some(f)) => return Ok((output, f)),
+                Ok(None) => {}
+                Err(e) => return Err(format!("{}: {e}", output.display())),
+            }
         }
-        output.with_file_name(process_trace_name(&trace_stem(&output), pid))
+        let dir = output.parent().unwrap_or(Path::new("/")).to_path_buf();
+        (dir, trace_stem(&output))
     };
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok((path, file))
+    for image in 1..=1000 {
+        let path = dir.join(process_trace_name(&stem, pid, image));
+        match tracefile::open(&path, Create::New) {
+            Ok(f) => return Ok((path, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+    Err(format!(
+        "{}: a thousand traces of process {pid} exist",
+        dir.join(process_trace_name(&stem, pid, 1)).display()
+    ))
 }
 
-fn claim(path: &Path) -> Option<File> {
-    let f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .ok()?;
-    // SAFETY: flock on a file descriptor this function owns.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return None;
+/// The named output file, locked and emptied; `None` when another process holds it.
+fn claim(path: &Path) -> std::io::Result<Option<File>> {
+    let f = tracefile::open(path, Create::Reuse)?;
+    if !tracefile::lock(f.as_raw_fd()) {
+        return Ok(None);
     }
-    f.set_len(0).ok()?;
-    Some(f)
+    f.set_len(0)?;
+    Ok(Some(f))
+}
+
+/// True when the journal beside `path` belongs to `pid`: an earlier image of this process
+/// (before an `exec`, which releases the claim's lock) wrote it and left it unfinished.
+fn earlier_image_claimed(path: &Path, pid: u32) -> bool {
+    let mut header = [0u8; HEADER_FIELDS_LEN];
+    tracefile::open_regular(&journal::path_for(path), OpenOptions::new().read(true))
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok()
+        && Header::from_bytes(&header).is_some_and(|h| h.pid == pid)
 }
 
 /// Creates the journal with all its blocks allocated (a store into a hole of a full disk would
 /// be a SIGBUS in the program) and maps it.
 fn create_journal(path: &Path, slots: u64, pid: u32) -> std::io::Result<*mut u8> {
     let len = HEADER_LEN + slots as usize * RECORD_LEN;
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o644)
-        .open(path)?;
+    let f = tracefile::open_regular(
+        path,
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true),
+    )?;
     // SAFETY: a valid descriptor; posix_fallocate writes zeros where the file system lacks
     // fallocate.
     let r = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, len as libc::off_t) };
@@ -223,9 +252,10 @@ fn hostname() -> String {
         .unwrap_or_default()
 }
 
-/// Tells the launcher (through `VRAMTRACE_HEARTBEAT`) what this process did.
-pub fn heartbeat(cfg: &Config, what: Heartbeat, detail: &str) {
+/// Tells the launcher (through `VRAMTRACE_HEARTBEAT`, in the file `mark`) what this process
+/// did.
+pub fn heartbeat(cfg: &Config, mark: &str, detail: &str) {
     if let Some(dir) = &cfg.heartbeat {
-        let _ = std::fs::write(dir.join(heartbeat_name(clock::pid(), what)), detail);
+        let _ = std::fs::write(dir.join(mark), detail);
     }
 }

@@ -18,7 +18,9 @@
 //! memory (framehop's cache, the intern table) lives in per-thread blocks that the writer thread
 //! allocates ahead of need; a thread claims a free one on its first capture, and the writer
 //! hands the blocks of threads that ended to new threads. A thread that finds none waits for
-//! the writer to make more, once, up to 100 ms, and otherwise records [`NO_STACK`].
+//! the writer to make more, once, for as long as the writer keeps turning (a loaded machine
+//! only slows it down), and records [`NO_STACK`] only when the writer made no turn for 100 ms
+//! (it may be waiting for a lock this thread holds) or the pool is full.
 //!
 //! # The module list
 //!
@@ -93,8 +95,10 @@ const PROBES: usize = 16;
 /// as are in use, so that a program that starts threads in bursts finds them ready.
 const SPARE_BLOCKS: usize = 8;
 const POOL_CAPACITY: usize = 1024;
-/// How long a new thread waits for the writer to make a block when none is free.
+/// How long a new thread waits for a block when none is free and the writer makes no turn.
 const CLAIM_WAIT_NS: u64 = 100_000_000;
+/// Turns of the writer's pool upkeep ([`top_up_pool`]): what a waiting thread watches.
+static TOP_UPS: AtomicU64 = AtomicU64::new(0);
 /// Set by a thread that found no free block: the writer makes more at once.
 static STARVED: AtomicBool = AtomicBool::new(false);
 
@@ -334,8 +338,9 @@ fn capture_in(block: &Block, mode: u8) -> u32 {
 
 /// This thread's block, claiming a free one on first use (or after a fork, where the block the
 /// thread-local points to belongs to a thread of the parent). When every block is taken (a
-/// burst of new threads), the thread waits up to [`CLAIM_WAIT_NS`] for the writer thread to
-/// make more, once, as a full journal makes it wait for the writer.
+/// burst of new threads), the thread waits for the writer thread to make more, once, as a full
+/// journal makes it wait for the writer: as long as the writer keeps turning, or up to
+/// [`CLAIM_WAIT_NS`] after its last turn (and no longer once the pool is full).
 fn thread_block() -> Option<&'static Block> {
     let tid = clock::tid();
     let mine = BLOCK.with(Cell::get);
@@ -345,13 +350,20 @@ fn thread_block() -> Option<&'static Block> {
     {
         return Some(b);
     }
-    let deadline = clock::now().saturating_add(CLAIM_WAIT_NS);
+    let mut deadline = clock::now().saturating_add(CLAIM_WAIT_NS);
+    let mut turns = TOP_UPS.load(Ordering::Acquire);
     loop {
         if let Some(b) = claim(tid) {
             BLOCK.with(|c| c.set(b));
             return Some(b);
         }
-        if !lifecycle::writer_alive() || clock::now() > deadline {
+        let now = clock::now();
+        let turned = TOP_UPS.load(Ordering::Acquire);
+        if turned != turns && POOL_LEN.load(Ordering::Acquire) < POOL_CAPACITY {
+            turns = turned;
+            deadline = now.saturating_add(CLAIM_WAIT_NS);
+        }
+        if !lifecycle::writer_alive() || now > deadline {
             return None;
         }
         STARVED.store(true, Ordering::Release);
@@ -513,6 +525,7 @@ fn top_up_pool(starved: bool) {
             POOL_LEN.store(i + 1, Ordering::Release);
         }
     }
+    TOP_UPS.fetch_add(1, Ordering::Release);
 }
 
 /// Frees the blocks of threads that have ended (and, in a fork child, of the parent's threads).

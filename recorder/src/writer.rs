@@ -8,8 +8,9 @@ use crate::hooks::context;
 use crate::lifecycle;
 use crate::ring;
 use crate::stacks::TableWriter;
+use crate::threadnames;
+use crate::tracefile::{self, TraceFile};
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -33,7 +34,7 @@ unsafe impl Send for Base {}
 pub struct Job {
     base: Base,
     capacity: u64,
-    trace: Option<TraceWriter<BufWriter<File>>>,
+    trace: Option<TraceWriter<BufWriter<TraceFile>>>,
     trace_path: PathBuf,
     journal_path: PathBuf,
     pid: u32,
@@ -51,7 +52,7 @@ impl Job {
     pub fn new(
         base: *mut u8,
         capacity: u64,
-        trace: TraceWriter<BufWriter<File>>,
+        trace: TraceWriter<BufWriter<TraceFile>>,
         trace_path: PathBuf,
         journal_path: PathBuf,
         pid: u32,
@@ -198,9 +199,7 @@ impl Job {
         let tables = trace.tables_mut();
         let mut new_metadata = false;
         if self.threads.insert(e.tid) {
-            let name = std::fs::read_to_string(format!("/proc/self/task/{}/comm", e.tid))
-                .map(|n| n.trim_end().to_string())
-                .unwrap_or_default();
+            let name = threadnames::get(e.tid);
             tables.threads.push(Thread {
                 tid: e.tid,
                 pid,
@@ -253,7 +252,7 @@ impl Job {
     /// from then on events are discarded (the program is never disturbed).
     fn write(
         &mut self,
-        op: impl FnOnce(&mut TraceWriter<BufWriter<File>>) -> vramtrace_format::Result<()>,
+        op: impl FnOnce(&mut TraceWriter<BufWriter<TraceFile>>) -> vramtrace_format::Result<()>,
     ) {
         let Some(trace) = self.trace.as_mut().filter(|_| !self.broken) else {
             return;
@@ -263,16 +262,26 @@ impl Job {
         }
     }
 
-    /// The first failure warns once; from then on the hooks record nothing and the journal is
-    /// deleted (merging it into the damaged trace later would leave a gap in the middle).
+    /// The first failure warns once; from then on the hooks record nothing. When the program
+    /// took the trace's descriptor away (the file itself is intact), the journal stays for
+    /// `vramtrace record` or the next read to merge; after a write error (a full disk) it is
+    /// deleted, as merging it into the damaged trace is not known to leave no gap.
     fn fail(&mut self, e: vramtrace_format::Error) {
         self.broken = true;
         ring::detach();
-        let _ = std::fs::remove_file(&self.journal_path);
+        let kept = if tracefile::descriptor_lost() {
+            format!(
+                " (the journal {} keeps the events)",
+                self.journal_path.display()
+            )
+        } else {
+            let _ = std::fs::remove_file(&self.journal_path);
+            String::new()
+        };
         let msg = format!(
-            "vramtrace: cannot write {} ({e}); process {} runs on, no longer recorded\n",
+            "vramtrace: cannot write {} ({e}); process {} runs on, no longer recorded{kept}\n",
             self.trace_path.display(),
-            self.pid
+            self.pid,
         );
         // SAFETY: write(2) of a valid buffer.
         unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };

@@ -1,19 +1,13 @@
-//! Completeness of a trace recorded with the PyTorch tracker: its `torch.*` events against the
-//! `torch.cuda.memory_stats()` the same process wrote (`samples/workloads/
-//! torch_tracker_workloads.py`, which allocates a marker tensor right after taking them).
+//! Completeness of a trace recorded with the PyTorch tracker against the
+//! `torch.cuda.memory_stats()` of the same process (`vramtrace_tests::torch_complete`).
 //!
 //!     cargo run -p vramtrace-tests --example torch_complete -- TRACE STATS.json
 //!
-//! Prints one line per figure, `name trace stats equal`, for the events before the marker:
-//! allocations and their requested bytes, frees, segments (cudaMalloc'ed, or mapped pages of
-//! expandable segments) and their bytes, and the peak of reserved bytes the segment events add
-//! up to against `max_memory_reserved()`. Exits 1 when a figure differs.
+//! Prints one line per figure, `name trace stats equal`. Exits 1 when a figure differs.
 
 use std::path::PathBuf;
-use vramtrace_format::{Api, ReadOptions, Trace};
-
-/// The marker tensor's bytes (torch_tracker_workloads.py `MARKER`).
-const MARKER: u64 = 1_234_567;
+use vramtrace_format::{ReadOptions, Trace};
+use vramtrace_tests::torch_complete::compare;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -32,66 +26,10 @@ fn main() {
             eprintln!("{stats}: not a JSON file");
             std::process::exit(1)
         });
-    let stat = |k: &str| stats["stats"][k].as_u64().unwrap_or(0);
-    let (mut allocs, mut alloc_bytes, mut freed, mut requested_frees) = (0u64, 0u64, 0u64, 0u64);
-    let (mut segments, mut segment_bytes, mut segment_frees) = (0u64, 0u64, 0u64);
-    let (mut reserved, mut peak, mut private_pool_allocs, mut marker) = (0i128, 0i128, 0u64, false);
-    for e in trace.events() {
-        match e.api {
-            Api::TorchAlloc if e.succeeded() && e.size == MARKER => {
-                marker = true;
-                break;
-            }
-            Api::TorchAlloc if e.succeeded() => {
-                allocs += 1;
-                alloc_bytes += e.size;
-                private_pool_allocs += u64::from(e.pool != 0 || e.handle != 0);
-            }
-            Api::TorchFreeRequested => requested_frees += 1,
-            Api::TorchFreeCompleted => freed += 1,
-            Api::TorchSegmentAlloc | Api::TorchSegmentMap => {
-                segments += 1;
-                segment_bytes += e.size;
-                reserved += i128::from(e.size);
-                peak = peak.max(reserved);
-            }
-            Api::TorchSegmentFree | Api::TorchSegmentUnmap => {
-                segment_frees += 1;
-                reserved -= i128::from(e.size);
-            }
-            _ => {}
-        }
-    }
-    if !marker {
-        eprintln!("no marker allocation of {MARKER} bytes in the trace");
-        std::process::exit(1);
-    }
-    let rows: [(&str, u64, u64); 8] = [
-        ("allocations", allocs, stat("allocation.all.allocated")),
-        (
-            "requested_bytes",
-            alloc_bytes,
-            stat("requested_bytes.all.allocated"),
-        ),
-        (
-            "frees_requested",
-            requested_frees,
-            stat("allocation.all.freed"),
-        ),
-        ("frees_completed", freed, stat("allocation.all.freed")),
-        ("segments", segments, stat("num_device_alloc")),
-        ("segment_frees", segment_frees, stat("num_device_free")),
-        (
-            "reserved_bytes",
-            segment_bytes,
-            stat("reserved_bytes.all.allocated"),
-        ),
-        (
-            "peak_reserved",
-            peak as u64,
-            stats["max_memory_reserved"].as_u64().unwrap_or(0),
-        ),
-    ];
+    let (rows, private_pool_allocs) = compare(&trace, &stats).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(1)
+    });
     let mut all = true;
     for (name, got, want) in rows {
         println!("{name} {got} {want} {}", got == want);

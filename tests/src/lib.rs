@@ -5,6 +5,8 @@
 //! Everything is built from the tests themselves with `cargo` and `cc`, so plain
 //! `cargo test --workspace` on a machine with Rust and a C compiler runs them.
 
+pub mod torch_complete;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -25,6 +27,8 @@ pub struct Artifacts {
     pub client_linked: PathBuf,
     /// A program whose library looks itself up with `dlsym(RTLD_NEXT, ...)`.
     pub rtld_next: PathBuf,
+    /// The fault matrix's programs (`c/faults.c`), linked with `-lcuda`.
+    pub faults: PathBuf,
     /// A PyTorch-shaped program: `torch_client LIBC10_CUDA`.
     pub torch_client: PathBuf,
     /// A fake `libc10_cuda.so` of PyTorch 2.11 (in `torch/lib/`, beside `torch/version.py`).
@@ -129,6 +133,16 @@ pub fn artifacts() -> &'static Artifacts {
                 .arg(format!("-Wl,-rpath,{}", c_dir.display())),
             "cc rtld_next.c",
         );
+        let faults = c_dir.join("faults");
+        run_ok(
+            Command::new(&cc)
+                .args(["-O1", "-o"])
+                .arg(&faults)
+                .arg(c_source("faults.c"))
+                .arg(format!("-L{}", c_dir.display()))
+                .args(["-l:libcuda.so.1", "-lpthread"]),
+            "cc faults.c",
+        );
         let fake_c10 = |dir: &str, version: &str| {
             let lib_dir = c_dir.join(dir).join("torch").join("lib");
             std::fs::create_dir_all(&lib_dir).expect("create fake torch folder");
@@ -175,6 +189,7 @@ pub fn artifacts() -> &'static Artifacts {
             client,
             client_linked,
             rtld_next,
+            faults,
         }
     })
 }

@@ -4,6 +4,10 @@
 use super::level::{LevelReport, detect_level};
 use super::request::{Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
 use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The hasher of the model's maps: a fast one (SipHash was a fifth of the load time), seeded
+/// at random so that a crafted trace cannot aim at collisions.
+type Hasher = foldhash::fast::RandomState;
 use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER};
 use vramtrace_format::{Api, Event, MemoryKind, Metadata, Op};
 
@@ -40,13 +44,19 @@ struct Live {
 struct Builder {
     key: StreamKey,
     requests: Vec<Request>,
+    /// CUDA stream handles (see [`stream_of`]) in the order first seen; a request's `stream`
+    /// indexes this until [`finish`] renumbers them in handle order.
     handles: Vec<u64>,
+    stream_ids: HashMap<u64, u32, Hasher>,
+    /// The last handle seen and its index: requests come in runs on one stream.
+    last_handle: Option<(u64, u32)>,
     /// The memory kind of each request's call, to set aside what bypassed the allocator.
     kinds: Vec<MemoryKind>,
-    /// The address each request's call named (0 for VMM handles).
-    addresses: Vec<u64>,
+    /// The address each driver call (`cuMemAlloc*`, VMM) among the requests named, in order:
+    /// only those can be PyTorch's segments.
+    driver_addresses: Vec<u64>,
     /// Segments PyTorch's tracker reported (their driver calls are no requests).
-    torch_segments: HashSet<u64>,
+    torch_segments: HashSet<u64, Hasher>,
     /// True when the tracker reported expandable-segment mappings.
     torch_maps: bool,
     /// Bytes PyTorch reported holding from the driver, now and at most.
@@ -59,111 +69,136 @@ struct Builder {
 impl Model {
     /// Builds the model from events in call order.
     pub fn from_events(events: impl IntoIterator<Item = Event>, metadata: &Metadata) -> Model {
-        let mut model = Model::default();
-        let mut live: HashMap<ObjectId, Live> = HashMap::new();
-        let mut builders: BTreeMap<StreamKey, Builder> = BTreeMap::new();
-        let mut stats = LevelStats::default();
+        let mut b = ModelBuilder::default();
         for e in events {
-            if e.flags & ALLOCATOR_SEGMENT != 0 {
-                // An imported snapshot's record of what the real caching allocator did: the
-                // replay predicts these, it must not replay them as requests. The addresses of
-                // its `cudaMalloc`s are the real driver's, which the replay reuses.
-                if e.api == Api::CuMemAlloc_v2
-                    && e.succeeded()
-                    && e.flags & (BEFORE_HISTORY | REMAINDER) == 0
-                {
-                    Builder::of(&mut builders, &e)
-                        .segments
-                        .push((e.address, e.size));
-                }
-                continue;
+            b.push(&e);
+        }
+        b.finish(metadata)
+    }
+}
+
+/// Builds a [`Model`] from events pushed one at a time in call order, for callers that stream
+/// the events ([`Model::from_events`] when they are at hand).
+#[derive(Default)]
+pub struct ModelBuilder {
+    model: Model,
+    live: HashMap<ObjectId, Live, Hasher>,
+    builders: BTreeMap<StreamKey, Builder>,
+    stats: LevelStats,
+}
+
+impl ModelBuilder {
+    /// Takes the next event in call order.
+    pub fn push(&mut self, e: &Event) {
+        let Self {
+            model,
+            live,
+            builders,
+            stats,
+        } = self;
+        if e.flags & ALLOCATOR_SEGMENT != 0 {
+            // An imported snapshot's record of what the real caching allocator did: the
+            // replay predicts these, it must not replay them as requests. The addresses of
+            // its `cudaMalloc`s are the real driver's, which the replay reuses.
+            if e.api == Api::CuMemAlloc_v2
+                && e.succeeded()
+                && e.flags & (BEFORE_HISTORY | REMAINDER) == 0
+            {
+                Builder::of(builders, e).segments.push((e.address, e.size));
             }
-            let op = e.api.op();
-            let kind = e.api.kind();
-            if kind == MemoryKind::TorchSegment || op == Op::FreeRequested {
-                // PyTorch's own word on its segments (what the replay predicts), or a free that
-                // takes effect at `torch.free_completed`.
-                if kind == MemoryKind::TorchSegment {
-                    Builder::of(&mut builders, &e).see_torch_segment(&e, op);
-                }
-                continue;
+            return;
+        }
+        let op = e.api.op();
+        let kind = e.api.kind();
+        if kind == MemoryKind::TorchSegment || op == Op::FreeRequested {
+            // PyTorch's own word on its segments (what the replay predicts), or a free that
+            // takes effect at `torch.free_completed`.
+            if kind == MemoryKind::TorchSegment {
+                Builder::of(builders, e).see_torch_segment(e, op);
             }
-            if !e.succeeded() {
-                model.failed_calls += 1;
-                if e.result == CUDA_ERROR_OUT_OF_MEMORY
-                    && op == Op::Alloc
-                    && matches!(
-                        kind,
-                        MemoryKind::Device | MemoryKind::Pool | MemoryKind::TorchBlock
-                    )
-                {
-                    let b = Builder::of(&mut builders, &e);
-                    let slot = b.slots.take();
-                    b.slots.give_back(slot);
-                    b.push(&e, kind, e.size, slot, RequestKind::Attempt);
-                }
-                continue;
+            return;
+        }
+        if !e.succeeded() {
+            model.failed_calls += 1;
+            if e.result == CUDA_ERROR_OUT_OF_MEMORY
+                && op == Op::Alloc
+                && matches!(
+                    kind,
+                    MemoryKind::Device | MemoryKind::Pool | MemoryKind::TorchBlock
+                )
+            {
+                let b = Builder::of(builders, e);
+                let slot = b.slots.take();
+                b.slots.give_back(slot);
+                b.push(e, kind, e.size, slot, RequestKind::Attempt);
             }
-            stats.see(&e, op, kind);
-            let vmm = kind == MemoryKind::Vmm;
-            let (births, ends) = match (op, vmm) {
-                (Op::Alloc, false) => (true, false),
-                (Op::Free, false) => (false, true),
-                (Op::Create, true) => (true, false),
-                (Op::Release, true) => (false, true),
-                _ => (false, false),
-            };
-            let id = ObjectId {
-                pid: e.pid,
-                by_handle: vmm,
-                value: if vmm { e.handle } else { e.address },
-            };
-            let device_memory = matches!(
-                kind,
-                MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm | MemoryKind::TorchBlock
-            );
-            if births {
-                let request = device_memory.then(|| {
-                    let b = Builder::of(&mut builders, &e);
-                    let slot = b.slots.take();
-                    b.push(&e, kind, e.size, slot, RequestKind::Alloc);
-                    slot
-                });
-                // The same address born twice without a free: the first free was not recorded,
-                // and the first allocation is forgotten here.
-                live.insert(
-                    id,
-                    Live {
-                        key: StreamKey {
-                            pid: e.pid,
-                            device: e.device,
-                        },
-                        size: e.size,
-                        kind,
-                        request,
+            return;
+        }
+        stats.see(e, op, kind);
+        let vmm = kind == MemoryKind::Vmm;
+        let (births, ends) = match (op, vmm) {
+            (Op::Alloc, false) => (true, false),
+            (Op::Free, false) => (false, true),
+            (Op::Create, true) => (true, false),
+            (Op::Release, true) => (false, true),
+            _ => (false, false),
+        };
+        let id = ObjectId {
+            pid: e.pid,
+            by_handle: vmm,
+            value: if vmm { e.handle } else { e.address },
+        };
+        let device_memory = matches!(
+            kind,
+            MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm | MemoryKind::TorchBlock
+        );
+        if births {
+            let request = device_memory.then(|| {
+                let b = Builder::of(builders, e);
+                let slot = b.slots.take();
+                b.push(e, kind, e.size, slot, RequestKind::Alloc);
+                slot
+            });
+            // The same address born twice without a free: the first free was not recorded,
+            // and the first allocation is forgotten here.
+            live.insert(
+                id,
+                Live {
+                    key: StreamKey {
+                        pid: e.pid,
+                        device: e.device,
                     },
-                );
-            } else if ends {
-                let Some(object) = live.remove(&id) else {
-                    model.unmatched_frees += 1;
-                    continue;
-                };
-                if let Some(slot) = object.request {
-                    let b = builders
-                        .get_mut(&object.key)
-                        .expect("a live request has a builder");
-                    b.slots.give_back(slot);
-                    b.push(&e, object.kind, object.size, slot, RequestKind::Free);
-                }
+                    size: e.size,
+                    kind,
+                    request,
+                },
+            );
+        } else if ends {
+            let Some(object) = live.remove(&id) else {
+                model.unmatched_frees += 1;
+                return;
+            };
+            if let Some(slot) = object.request {
+                let b = builders
+                    .get_mut(&object.key)
+                    .expect("a live request has a builder");
+                b.slots.give_back(slot);
+                b.push(e, object.kind, object.size, slot, RequestKind::Free);
             }
         }
-        model.streams = builders
+    }
+
+    /// The model of every event pushed; `metadata` is the trace's, for its capture level.
+    pub fn finish(self, metadata: &Metadata) -> Model {
+        let mut model = self.model;
+        model.streams = self
+            .builders
             .into_values()
             // A stream of recorded segments alone (no request) is nothing to replay.
             .filter(|b| !b.requests.is_empty() || b.segments.is_empty())
             .map(finish)
             .collect();
-        model.level = detect_level(metadata, &stats.into_facts());
+        model.level = detect_level(metadata, &self.stats.into_facts());
         model
     }
 }
@@ -174,9 +209,11 @@ impl Builder {
             key,
             requests: Vec::new(),
             handles: Vec::new(),
+            stream_ids: HashMap::default(),
+            last_handle: None,
             kinds: Vec::new(),
-            addresses: Vec::new(),
-            torch_segments: HashSet::new(),
+            driver_addresses: Vec::new(),
+            torch_segments: HashSet::default(),
             torch_maps: false,
             torch_reserved: 0,
             torch_peak_reserved: None,
@@ -212,19 +249,33 @@ impl Builder {
         builders.entry(key).or_insert_with(|| Builder::new(key))
     }
 
-    /// Adds the request of `size` bytes in `slot` that `e`, a call of `kind`, made. Keeps the
-    /// stream handle aside: requests store a stream index, known only once every handle has
-    /// been seen (indices follow the handles' numeric order, as PyTorch's block comparator
-    /// orders streams by handle value).
+    /// Adds the request of `size` bytes in `slot` that `e`, a call of `kind`, made. Its stream
+    /// is numbered in first-seen order here; the final indices follow the handles' numeric
+    /// order (as PyTorch's block comparator orders streams by handle value), known only once
+    /// every handle has been seen.
     fn push(&mut self, e: &Event, kind: MemoryKind, size: u64, slot: u32, what: RequestKind) {
-        self.handles.push(stream_of(e));
+        let handle = stream_of(e);
+        let stream = match self.last_handle {
+            Some((h, i)) if h == handle => i,
+            _ => {
+                let next = self.handles.len() as u32;
+                let i = *self.stream_ids.entry(handle).or_insert(next);
+                if i == next {
+                    self.handles.push(handle);
+                }
+                self.last_handle = Some((handle, i));
+                i
+            }
+        };
         self.kinds.push(kind);
-        self.addresses.push(e.address);
+        if is_driver(kind) {
+            self.driver_addresses.push(e.address);
+        }
         self.requests.push(Request {
             time_ns: e.time_ns,
             size,
             slot,
-            stream: 0,
+            stream,
             stack: e.stack,
             kind: what,
         });
@@ -258,30 +309,47 @@ fn stream_of(e: &Event) -> u64 {
 /// memory taken past PyTorch (set aside as [`Outside`], as above). A driver allocation is a
 /// segment when the tracker reported a segment at its address; with expandable segments,
 /// every VMM allocation is taken as PyTorch's.
+///
+/// Works in place: the requests are the bulk of a model's memory.
 fn finish(b: Builder) -> RequestStream {
-    let through_pool = b.kinds.contains(&MemoryKind::Pool);
-    let through_tracker = b.kinds.contains(&MemoryKind::TorchBlock);
+    let Builder {
+        key,
+        mut requests,
+        handles,
+        kinds,
+        driver_addresses,
+        torch_segments,
+        torch_maps,
+        torch_peak_reserved,
+        slots,
+        segments,
+        ..
+    } = b;
+    let through_pool = kinds.contains(&MemoryKind::Pool);
+    let through_tracker = kinds.contains(&MemoryKind::TorchBlock);
     let mut outside = Outside::default();
     let mut live = 0u64;
-    let mut handles = Vec::with_capacity(b.handles.len());
-    let mut requests = Vec::with_capacity(b.requests.len());
-    let driver = |k: &MemoryKind| matches!(k, MemoryKind::Device | MemoryKind::Vmm);
-    let rows = b.requests.into_iter().zip(b.handles).zip(&b.kinds);
-    for (((r, h), k), address) in rows.zip(&b.addresses) {
+    // The streams the kept requests use: a stream that only set-aside requests used is dropped.
+    let mut used = vec![false; handles.len()];
+    let mut kinds = kinds.into_iter();
+    let mut addresses = driver_addresses.into_iter();
+    requests.retain(|r| {
+        let k = kinds.next().expect("one kind per request");
+        let address = is_driver(k).then(|| addresses.next().expect("one address per driver call"));
         let bypass = if through_tracker {
-            driver(k)
+            is_driver(k)
         } else {
-            through_pool && *k == MemoryKind::Device
+            through_pool && k == MemoryKind::Device
         };
         if !bypass {
-            requests.push(r);
-            handles.push(h);
-            continue;
+            used[r.stream as usize] = true;
+            return true;
         }
         if through_tracker
-            && (b.torch_segments.contains(address) || *k == MemoryKind::Vmm && b.torch_maps)
+            && (address.is_some_and(|a| torch_segments.contains(&a))
+                || k == MemoryKind::Vmm && torch_maps)
         {
-            continue;
+            return false;
         }
         match r.kind {
             RequestKind::Alloc => {
@@ -292,24 +360,38 @@ fn finish(b: Builder) -> RequestStream {
             RequestKind::Free => live = live.saturating_sub(r.size),
             RequestKind::Attempt => {}
         }
-    }
-    let mut sorted = handles.clone();
+        false
+    });
+    requests.shrink_to_fit();
+    let mut sorted: Vec<u64> = handles
+        .iter()
+        .zip(&used)
+        .filter(|&(_, &u)| u)
+        .map(|(&h, _)| h)
+        .collect();
     sorted.sort_unstable();
-    sorted.dedup();
-    for (r, h) in requests.iter_mut().zip(&handles) {
-        r.stream = sorted
-            .binary_search(h)
-            .expect("every handle is in the table") as u32;
+    // Set-aside requests' streams are not in `sorted`; no kept request names them.
+    let index: Vec<u32> = handles
+        .iter()
+        .map(|h| sorted.binary_search(h).map_or(u32::MAX, |i| i as u32))
+        .collect();
+    for r in &mut requests {
+        r.stream = index[r.stream as usize];
     }
     RequestStream {
-        key: Some(b.key),
+        key: Some(key),
         requests,
         cuda_streams: sorted,
-        slots: b.slots.high_water(),
+        slots: slots.high_water(),
         outside,
-        recorded_segments: b.segments,
-        recorded_peak_reserved: b.torch_peak_reserved,
+        recorded_segments: segments,
+        recorded_peak_reserved: torch_peak_reserved,
     }
+}
+
+/// A plain driver allocation (`cuMemAlloc*`, VMM), as opposed to a pool's or PyTorch's.
+fn is_driver(kind: MemoryKind) -> bool {
+    matches!(kind, MemoryKind::Device | MemoryKind::Vmm)
 }
 
 /// Facts about the events that tell a request-level trace from a segment-level one.

@@ -8,7 +8,7 @@ mod level;
 mod modules;
 mod request;
 
-pub use from_events::{LevelStats, Model};
+pub use from_events::{LevelStats, Model, ModelBuilder};
 pub use level::{
     CaptureLevel, LevelFacts, LevelReport, allocator_as_run, detect_level, pytorch_alloc_conf,
 };

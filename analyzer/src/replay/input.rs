@@ -4,7 +4,7 @@
 use crate::model::{Model, pytorch_alloc_conf};
 use crate::policy::PolicySpec;
 use crate::policy::pytorch::spec_from_alloc_conf;
-use vramtrace_format::Trace;
+use vramtrace_format::{Device, Metadata, Trace};
 
 /// Where a stream's capacity came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,10 +28,15 @@ pub struct ReplayInput {
 }
 
 impl ReplayInput {
-    /// Builds the request streams of `trace`; `capacity` overrides the traced devices' memory.
-    /// `None` when the trace holds no device-memory allocation to replay.
-    pub fn from_trace(trace: &Trace, capacity: Option<u64>) -> Option<ReplayInput> {
-        let model = Model::from_events(trace.events(), &trace.metadata);
+    /// The input of the `model` of a trace with this `metadata` and these `devices`;
+    /// `capacity` overrides the traced devices' memory. `None` when the trace holds no
+    /// device-memory allocation to replay.
+    pub fn of_model(
+        model: Model,
+        metadata: &Metadata,
+        devices: &[Device],
+        capacity: Option<u64>,
+    ) -> Option<ReplayInput> {
         if model.streams.is_empty() {
             return None;
         }
@@ -40,14 +45,14 @@ impl ReplayInput {
             .iter()
             .map(|s| {
                 let device = s.key.expect("model streams have keys").device;
-                capacity_of(trace, device, capacity)
+                capacity_among(devices, device, capacity)
             })
             .collect();
         let recorded_policy = model
             .streams
             .iter()
             .any(|s| s.recorded_peak_reserved.is_some())
-            .then(|| spec_from_alloc_conf(&pytorch_alloc_conf(&trace.metadata), None));
+            .then(|| spec_from_alloc_conf(&pytorch_alloc_conf(metadata), None));
         Some(ReplayInput {
             model,
             capacities,
@@ -59,12 +64,14 @@ impl ReplayInput {
 /// The capacity a stream on `device` replays under: `given`, else the traced device's memory,
 /// else unlimited (`u64::MAX`).
 pub fn capacity_of(trace: &Trace, device: i32, given: Option<u64>) -> (u64, CapacitySource) {
+    capacity_among(&trace.tables.devices, device, given)
+}
+
+fn capacity_among(devices: &[Device], device: i32, given: Option<u64>) -> (u64, CapacitySource) {
     if let Some(c) = given {
         return (c, CapacitySource::Given);
     }
-    trace
-        .tables
-        .devices
+    devices
         .iter()
         .find(|d| d.ordinal == device && d.total_memory > 0)
         .map_or((u64::MAX, CapacitySource::Unlimited), |d| {

@@ -21,7 +21,10 @@
 //!   reference to it, first or through the memo, is the same [`Id`].
 //! - Bounded work and memory: a length prefix is checked against the bytes that remain before
 //!   anything is allocated, the memo is a map (a huge `LONG_BINPUT` index costs nothing), and the
-//!   reader is a loop, not a recursion, so nesting depth cannot overflow the stack.
+//!   reader is a loop, not a recursion, so nesting depth cannot overflow the stack. What one
+//!   opcode byte can still make (a container, a memo entry, a copied value) is charged against a
+//!   budget in proportion to the pickle's length ([`Limits::for_len`]) that the recorded
+//!   snapshots use less than half of.
 //! - No panics on any input: truncated, corrupt and hostile bytes give an [`Error`] naming the
 //!   byte offset (fuzzed by `formats/fuzz`, tested at every truncation point).
 //!
@@ -34,7 +37,7 @@ mod reader;
 mod value;
 mod writer;
 
-pub use reader::{Limits, read, read_with};
+pub use reader::{Limits, MEMORY_BASE, MEMORY_PER_BYTE, memory_spent, read, read_with};
 pub use value::{Document, Id, Value};
 pub use writer::write;
 

@@ -13,35 +13,60 @@ pub struct Limits {
     pub max_containers: usize,
     /// Entries in the memo.
     pub max_memo: usize,
+    /// Bytes of memory the values, containers and memo entries made may take, at most.
+    pub max_memory: usize,
 }
 
-impl Default for Limits {
-    fn default() -> Self {
+/// Memory the reader may spend regardless of the pickle's length.
+pub const MEMORY_BASE: usize = 64 << 20;
+/// Memory the reader may spend per byte of pickle, beyond [`MEMORY_BASE`].
+///
+/// One opcode byte can make a container (about 110 bytes of memory with its stack slot) or a
+/// copy of a value (`DUP`, 32 bytes), so without a budget 50 MB of `EMPTY_LIST`s took 5 GB.
+/// The recorded PyTorch snapshots under `samples/snapshots/` spend about 21 bytes per pickle
+/// byte (most of it the values that memo references push, two bytes each); the test
+/// `real_snapshots_stay_far_inside_the_memory_budget` keeps them under half of this.
+pub const MEMORY_PER_BYTE: usize = 48;
+/// Containers allowed regardless of the pickle's length.
+pub const CONTAINERS_BASE: usize = 1 << 16;
+/// Pickle bytes per container, beyond [`CONTAINERS_BASE`]: the recorded snapshots hold one
+/// container per 40 bytes (a dict per frame and block, a list per traceback).
+pub const BYTES_PER_CONTAINER: usize = 8;
+
+impl Limits {
+    /// The default limits for a pickle of `len` bytes.
+    pub fn for_len(len: usize) -> Limits {
         Limits {
-            max_containers: u32::MAX as usize,
+            max_containers: CONTAINERS_BASE + len / BYTES_PER_CONTAINER,
             max_memo: u32::MAX as usize,
+            max_memory: MEMORY_BASE.saturating_add(len.saturating_mul(MEMORY_PER_BYTE)),
         }
     }
 }
 
 /// Reads one pickle with default limits. Bytes after `STOP` are ignored, as Python does.
 pub fn read(bytes: &[u8]) -> Result<Document> {
-    read_with(bytes, Limits::default())
+    read_with(bytes, Limits::for_len(bytes.len()))
+}
+
+/// The memory the reader charged for reading `bytes` (what [`Limits::max_memory`] bounds).
+pub fn memory_spent(bytes: &[u8]) -> Result<usize> {
+    let mut r = Reader::new(bytes, Limits::for_len(bytes.len()));
+    r.step_all()?;
+    Ok(r.spent)
 }
 
 /// Reads one pickle.
 pub fn read_with(bytes: &[u8], limits: Limits) -> Result<Document> {
-    Reader {
-        bytes,
-        pos: 0,
-        doc: Document::new(),
-        stack: Vec::new(),
-        marks: Vec::new(),
-        memo: HashMap::new(),
-        limits,
-    }
-    .run()
+    let mut r = Reader::new(bytes, limits);
+    r.step_all()?;
+    Ok(r.doc)
 }
+
+/// What the reader charges, in bytes, for a value made, a container and a memo or dict entry.
+const VALUE_COST: usize = std::mem::size_of::<Value>();
+const NODE_COST: usize = std::mem::size_of::<Node>();
+const ENTRY_COST: usize = 2 * std::mem::size_of::<Value>();
 
 struct Reader<'a> {
     bytes: &'a [u8],
@@ -51,18 +76,43 @@ struct Reader<'a> {
     marks: Vec<usize>,
     memo: HashMap<u32, Value>,
     limits: Limits,
+    /// Bytes of memory charged so far (see [`Limits::max_memory`]).
+    spent: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn run(mut self) -> Result<Document> {
+    fn new(bytes: &'a [u8], limits: Limits) -> Reader<'a> {
+        Reader {
+            bytes,
+            pos: 0,
+            doc: Document::new(),
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: HashMap::new(),
+            limits,
+            spent: 0,
+        }
+    }
+
+    /// Runs opcodes up to and including `STOP`.
+    fn step_all(&mut self) -> Result<()> {
         loop {
             let at = self.pos as u64;
+            if self.spent > self.limits.max_memory {
+                return Err(self.limit(
+                    at,
+                    &format!(
+                        "the pickle would take more than {} MiB of memory to read",
+                        self.limits.max_memory >> 20
+                    ),
+                ));
+            }
             let code = self.take(1, "an opcode")?[0];
             match code {
                 op::STOP => {
                     let root = self.pop(at, "STOP")?;
                     self.doc.set_root(root);
-                    return Ok(self.doc);
+                    return Ok(());
                 }
                 op::PROTO => {
                     let v = self.take(1, "PROTO")?[0];
@@ -81,37 +131,37 @@ impl<'a> Reader<'a> {
                         return Err(self.truncated("a FRAME"));
                     }
                 }
-                op::NONE => self.stack.push(Value::None),
-                op::NEWTRUE => self.stack.push(Value::Bool(true)),
-                op::NEWFALSE => self.stack.push(Value::Bool(false)),
+                op::NONE => self.push(Value::None),
+                op::NEWTRUE => self.push(Value::Bool(true)),
+                op::NEWFALSE => self.push(Value::Bool(false)),
                 op::BININT => {
                     let b = self.take(4, "BININT")?;
                     let v = i32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                    self.stack.push(Value::Int(i128::from(v)));
+                    self.push(Value::Int(i128::from(v)));
                 }
                 op::BININT1 => {
                     let v = self.take(1, "BININT1")?[0];
-                    self.stack.push(Value::Int(i128::from(v)));
+                    self.push(Value::Int(i128::from(v)));
                 }
                 op::BININT2 => {
                     let b = self.take(2, "BININT2")?;
                     let v = u16::from_le_bytes([b[0], b[1]]);
-                    self.stack.push(Value::Int(i128::from(v)));
+                    self.push(Value::Int(i128::from(v)));
                 }
                 op::LONG1 => {
                     let n = usize::from(self.take(1, "LONG1")?[0]);
                     let v = self.long(at, n)?;
-                    self.stack.push(v);
+                    self.push(v);
                 }
                 op::LONG4 => {
                     let n = self.i32_len(at, "LONG4")?;
                     let v = self.long(at, n)?;
-                    self.stack.push(v);
+                    self.push(v);
                 }
                 op::BINFLOAT => {
                     let b = self.take(8, "BINFLOAT")?;
                     let v = f64::from_be_bytes(b.try_into().expect("8 bytes"));
-                    self.stack.push(Value::Float(v));
+                    self.push(Value::Float(v));
                 }
                 op::SHORT_BINUNICODE => {
                     let n = usize::from(self.take(1, "SHORT_BINUNICODE")?[0]);
@@ -148,15 +198,15 @@ impl<'a> Reader<'a> {
                 }
                 op::EMPTY_LIST => {
                     let v = Value::List(self.node(at, Node::List(Vec::new()))?);
-                    self.stack.push(v);
+                    self.push(v);
                 }
                 op::EMPTY_DICT => {
                     let v = Value::Dict(self.node(at, Node::Dict(Default::default()))?);
-                    self.stack.push(v);
+                    self.push(v);
                 }
                 op::EMPTY_TUPLE => {
                     let v = Value::Tuple(self.node(at, Node::Tuple(Vec::new()))?);
-                    self.stack.push(v);
+                    self.push(v);
                 }
                 op::TUPLE1 | op::TUPLE2 | op::TUPLE3 => {
                     let n = usize::from(code - op::TUPLE1 + 1);
@@ -165,12 +215,12 @@ impl<'a> Reader<'a> {
                     }
                     let items = self.stack.split_off(self.stack.len() - n);
                     let v = Value::Tuple(self.node(at, Node::Tuple(items))?);
-                    self.stack.push(v);
+                    self.push(v);
                 }
                 op::TUPLE => {
                     let items = self.pop_mark(at, "TUPLE")?;
                     let v = Value::Tuple(self.node(at, Node::Tuple(items))?);
-                    self.stack.push(v);
+                    self.push(v);
                 }
                 op::MARK => self.marks.push(self.stack.len()),
                 op::POP => {
@@ -185,7 +235,7 @@ impl<'a> Reader<'a> {
                 }
                 op::DUP => {
                     let top = self.top(at, "DUP")?.clone();
-                    self.stack.push(top);
+                    self.push(top);
                 }
                 op::APPEND => {
                     let item = self.pop(at, "APPEND")?;
@@ -367,21 +417,34 @@ impl<'a> Reader<'a> {
         let b = self.take(n, "a string")?;
         let s = std::str::from_utf8(b)
             .map_err(|e| self.malformed(at, &format!("string is not UTF-8 ({e})")))?;
-        self.stack.push(Value::Str(Arc::from(s)));
+        self.push(Value::Str(Arc::from(s)));
         Ok(())
     }
 
     fn bytes_value(&mut self, n: usize, what: &'static str) -> Result<()> {
         let b = self.take(n, what)?;
-        self.stack.push(Value::Bytes(Arc::from(b)));
+        self.push(Value::Bytes(Arc::from(b)));
         Ok(())
     }
 
     fn node(&mut self, at: u64, node: Node) -> Result<super::Id> {
         if self.doc.containers() >= self.limits.max_containers {
-            return Err(self.limit(at, "too many containers"));
+            return Err(self.limit(
+                at,
+                &format!(
+                    "more than {} containers (one per {BYTES_PER_CONTAINER} bytes of pickle \
+                     is the most a snapshot needs)",
+                    self.limits.max_containers
+                ),
+            ));
         }
+        self.spent += NODE_COST;
         Ok(self.doc.add_node(node))
+    }
+
+    fn push(&mut self, v: Value) {
+        self.spent += VALUE_COST;
+        self.stack.push(v);
     }
 
     /// The stack height below which the innermost MARK protects the values.
@@ -436,6 +499,7 @@ impl<'a> Reader<'a> {
                 &format!("SETITEM(S) on a {} instead of a dict", target.type_name()),
             ));
         };
+        self.spent += items.len() / 2 * ENTRY_COST;
         let node = self.doc.node_mut(id);
         let mut it = items.into_iter();
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
@@ -449,6 +513,7 @@ impl<'a> Reader<'a> {
         if self.memo.len() >= self.limits.max_memo && !self.memo.contains_key(&index) {
             return Err(self.limit(at, "too many memo entries"));
         }
+        self.spent += ENTRY_COST;
         self.memo.insert(index, v);
         Ok(())
     }
@@ -458,7 +523,7 @@ impl<'a> Reader<'a> {
             self.memo.get(&index).cloned().ok_or_else(|| {
                 self.malformed(at, &format!("memo entry {index} was never stored"))
             })?;
-        self.stack.push(v);
+        self.push(v);
         Ok(())
     }
 }

@@ -375,3 +375,52 @@ fn large_dicts_keep_one_entry_per_key_like_small_ones() {
     assert_eq!(again.get(again.root(), "k0").unwrap().as_int(), Some(100));
     assert_eq!(again.entries(again.root()).unwrap()[40].1.as_int(), Some(7));
 }
+
+#[test]
+fn real_snapshots_stay_far_inside_the_memory_budget() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/snapshots");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "pickle") {
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let spent = memory_spent(&bytes).unwrap();
+        // Half of the per-byte budget: real snapshots never come near it.
+        assert!(
+            spent <= bytes.len() * MEMORY_PER_BYTE / 2,
+            "{}: {spent} bytes for a {}-byte pickle",
+            path.display(),
+            bytes.len()
+        );
+        seen += 1;
+    }
+    assert!(seen >= 3, "the recorded snapshots are missing");
+}
+
+#[test]
+fn megabytes_of_empty_containers_or_memo_entries_stop_at_the_budget() {
+    let len = 8 << 20;
+    for (name, prefix, fill, what) in [
+        ("EMPTY_LIST", &b"N"[..], &b"]"[..], "containers"),
+        ("EMPTY_DICT", b"N", b"}", "containers"),
+        // A memo entry per byte: the most memory one byte can ask for.
+        ("MEMOIZE", b"N", b"\x94", "MiB of memory"),
+    ] {
+        let mut bytes = b"\x80\x04".to_vec();
+        bytes.extend_from_slice(prefix);
+        while bytes.len() < len {
+            bytes.extend_from_slice(fill);
+        }
+        bytes.push(b'.');
+        let err = read(&bytes).unwrap_err();
+        assert!(matches!(err, Error::Limit { .. }), "{name}: {err}");
+        assert!(err.to_string().contains(what), "{name}: {err}");
+        let Error::Limit { offset, .. } = err else {
+            unreachable!()
+        };
+        // Stopped once the budget was spent, not at the end.
+        assert!(offset < bytes.len() as u64 - 1, "{name}");
+    }
+}

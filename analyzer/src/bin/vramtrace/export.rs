@@ -5,12 +5,13 @@ use crate::args::{PolicyList, policies_or_none};
 use crate::load::load_trace;
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use vramtrace::interop::{export_perfetto, export_snapshot, rmm_log};
 use vramtrace::model::Model;
 use vramtrace::units::{bytes, count};
 use vramtrace_format::pickle;
+use vramtrace_format::replace::write_replacing;
 
 /// Write traces in another tool's format: Perfetto (Chrome trace-event JSON), a PyTorch memory
 /// snapshot for pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`, RMM's
@@ -88,27 +89,18 @@ impl Args {
                 self.traces.len()
             ));
         };
+        crate::output::refuse_overwriting_input(path, &self.output)?;
         let trace = load_trace(path, self.salvage)?;
-        // Written beside the output and renamed at the end, so a failure leaves no half file.
-        let tmp = self.output.with_extension("partial");
-        let line = crate::output::write_via(&self.output, &tmp, |tmp| {
-            export(&trace, self.to, &self.output, tmp)
-        })?;
-        crate::output::print(&(line + "\n"))
+        crate::output::print(&(export(&trace, self.to, &self.output)? + "\n"))
     }
 }
 
-fn export(
-    trace: &vramtrace_format::Trace,
-    to: ExportFormat,
-    output: &Path,
-    tmp: &Path,
-) -> Result<String> {
+/// Written beside the output and renamed at the end, so a failure leaves no half file.
+fn export(trace: &vramtrace_format::Trace, to: ExportFormat, output: &Path) -> Result<String> {
     let name = output.display().to_string();
     let line = match to {
         ExportFormat::Perfetto => {
-            let file = std::fs::File::create(tmp).with_context(|| name.clone())?;
-            let r = export_perfetto::write(trace, BufWriter::new(file))
+            let r = write_replacing(output, |file| export_perfetto::write(trace, file))
                 .with_context(|| name.clone())?;
             format!(
                 "wrote {name}: {} counter points, {} OOM instants, {} processes \
@@ -122,8 +114,7 @@ fn export(
         ExportFormat::PytorchSnapshot => {
             let (doc, r) = export_snapshot::snapshot(trace);
             let bytes_out = pickle::write(&doc).with_context(|| name.clone())?;
-            let mut f = std::fs::File::create(tmp).with_context(|| name.clone())?;
-            f.write_all(&bytes_out).with_context(|| name.clone())?;
+            write_replacing(output, |f| f.write_all(&bytes_out)).with_context(|| name.clone())?;
             let skipped = if r.host_events_skipped > 0 {
                 format!(
                     "; {} host-memory events left out",
@@ -154,7 +145,8 @@ fn export(
             };
             let mut text = String::new();
             let w = rmm_log::write(stream, &mut text);
-            std::fs::write(tmp, text.as_bytes()).with_context(|| name.clone())?;
+            write_replacing(output, |f| f.write_all(text.as_bytes()))
+                .with_context(|| name.clone())?;
             format!(
                 "wrote {name} ({}): {} allocations, {} frees, {} failed allocations (RMM log)",
                 bytes(text.len() as u64),

@@ -4,7 +4,7 @@
 //! Every file is written beside its final name and renamed when complete, so a reader of the
 //! directory (or an export that fails half way) never sees a partial file.
 
-use crate::load::{load_trace, trace_files};
+use crate::load::trace_files;
 use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 use std::fs::File;
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::interop::parquet::{self, PolicyResult, Sinks, TraceRow, schema};
 use vramtrace::policy::PolicySpec;
-use vramtrace::replay::{FitReport, ReplayInput, ReplayReport};
+use vramtrace::replay::{FitReport, ReplayReport};
 use vramtrace::units::{bytes, count};
 use vramtrace_format::MappedFile;
 
@@ -144,11 +144,9 @@ fn export_one(
 /// The `replay --json` figures of every policy (summed over the trace's request streams), and
 /// with `fit` the `fit --json` capacity; none for a trace without device allocations.
 fn policy_results(path: &Path, specs: &[PolicySpec], fit: bool) -> Result<Vec<PolicyResult>> {
-    let trace = load_trace(path, false)?;
-    let Some(input) = ReplayInput::from_trace(&trace, None) else {
+    let Some(input) = crate::load::replay_input(path, None)? else {
         return Ok(Vec::new());
     };
-    drop(trace);
     let name = path.display().to_string();
     let report = ReplayReport::build(&name, specs, &input)?;
     let fits = if fit {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use vramtrace::interop::import_snapshot;
 use vramtrace::interop::rmm_log;
 use vramtrace::units::count;
+use vramtrace_format::replace::write_replacing;
 use vramtrace_format::{Event, Metadata, Tables, TraceWriter, WriterOptions, pickle};
 
 /// Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) or an RMM memory-event
@@ -28,15 +29,12 @@ pub struct Args {
 impl Args {
     pub fn run(self) -> Result<()> {
         let (snapshot, output) = (&self.snapshot, &self.output);
+        crate::output::refuse_overwriting_input(snapshot, output)?;
         let name = snapshot.display().to_string();
         let bytes = std::fs::read(snapshot).with_context(|| name.clone())?;
-        // A failed import leaves no half trace.
-        let tmp = output.with_extension("vramtrace.partial");
         let write = |metadata: &Metadata, tables: &Tables, events: &[Event]| {
-            crate::output::write_via(output, &tmp, |tmp| {
-                write_to(metadata, tables, events, tmp)
-                    .with_context(|| output.display().to_string())
-            })
+            write_trace(metadata, tables, events, output)
+                .with_context(|| output.display().to_string())
         };
         if rmm_log::looks_like(&bytes) {
             let text = std::str::from_utf8(&bytes).with_context(|| format!("{name}: not UTF-8"))?;
@@ -59,20 +57,22 @@ impl Args {
     }
 }
 
-fn write_to(metadata: &Metadata, tables: &Tables, events: &[Event], tmp: &Path) -> Result<()> {
-    let file = std::fs::File::create(tmp)?;
-    let mut w = TraceWriter::new(
-        std::io::BufWriter::new(file),
-        metadata,
-        WriterOptions::default(),
-    )?;
-    w.tables_mut().extend(tables.clone());
-    for e in events {
-        w.push(e)?;
-    }
-    let out = w.finish()?;
-    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-    Ok(())
+/// Writes through a temporary file beside `output`, so a failed import leaves no half trace.
+fn write_trace(
+    metadata: &Metadata,
+    tables: &Tables,
+    events: &[Event],
+    output: &Path,
+) -> Result<()> {
+    write_replacing(output, |file| -> Result<()> {
+        let mut w = TraceWriter::new(file, metadata, WriterOptions::default())?;
+        w.tables_mut().extend(tables.clone());
+        for e in events {
+            w.push(e)?;
+        }
+        w.finish()?;
+        Ok(())
+    })
 }
 
 fn render(source: &str, output: &Path, imp: &import_snapshot::Imported) -> String {

@@ -1,11 +1,11 @@
 //! `vramtrace info`.
 
 use crate::args::TraceView;
-use crate::load::load_trace;
+use crate::load::stream_trace;
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
-use vramtrace::info::TraceInfo;
+use vramtrace::info::{EventTally, TraceInfo};
 use vramtrace::units::{bytes, count, duration};
 
 /// Describe a trace file: what wrote it, how many calls of which function, its size.
@@ -23,8 +23,15 @@ pub struct Args {
 impl Args {
     pub fn run(self) -> Result<()> {
         let v = &self.view;
-        let trace = load_trace(&v.trace, v.salvage)?;
-        let info = TraceInfo::of(&trace);
+        // Counted as the chunks decode: memory does not grow with the trace.
+        let mut tally = EventTally::default();
+        let head = stream_trace(
+            &v.trace,
+            v.salvage,
+            |b| EventTally::of(&b),
+            |t| tally.add(t),
+        )?;
+        let info = TraceInfo::of(&head, tally);
         crate::output::json_or_text(v.json, &info, |info| render(&v.trace, info))
     }
 }

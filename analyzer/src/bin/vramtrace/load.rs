@@ -4,34 +4,96 @@ use anyhow::{Context, Result, anyhow, bail};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use vramtrace::job::{Rank, rank_of, ranks};
+use vramtrace::model::{Model, ModelBuilder};
 use vramtrace::replay::ReplayInput;
-use vramtrace_format::{ReadOptions, Trace, journal};
+use vramtrace_format::{EventBatch, MappedFile, ReadOptions, Trace, TraceHead, journal};
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
 ///
 /// A crash journal left beside the trace (the recording process was killed before it could
-/// finish the file, and no `vramtrace record` launcher was there to merge it) is read too, and
-/// its events that the file lacks are added in memory ([`journal::extend_in_memory`]).
+/// finish the file, and no `vramtrace record` launcher was there to merge it) is merged into
+/// the file first when its process no longer runs, and the finished trace is read. When the
+/// process still runs, or the file cannot be rewritten, the journal's events that the file lacks
+/// are added in memory only ([`journal::extend_in_memory`]) and the files are left as they are.
 pub fn load_trace(path: &Path, salvage: bool) -> Result<Trace> {
+    let journal_path = journal::path_for(path);
+    let name = journal_path.display().to_string();
+    let bytes = journal::load(&journal_path).with_context(|| name.clone())?;
+    let not_merged = match &bytes {
+        Some(b) if !journal::owner_running(b) => match journal::recover(path) {
+            Ok(r) => {
+                if let Some(r) = r {
+                    eprintln!(
+                        "vramtrace: {}: merged {} events from its crash journal into the file",
+                        path.display(),
+                        r.from_journal
+                    );
+                }
+                None
+            }
+            Err(e) => Some(format!("it could not be merged ({e})")),
+        },
+        Some(_) => Some("its process still runs".to_string()),
+        None => None,
+    };
     let mut trace = Trace::open(path, ReadOptions { salvage })
         .with_context(|| format!("{}", path.display()))?;
-    let journal_path = journal::path_for(path);
-    let Ok(bytes) = std::fs::read(&journal_path) else {
-        return Ok(trace);
-    };
-    let name = journal_path.display().to_string();
-    journal::extend_in_memory(&mut trace, &bytes, &name).with_context(|| name.clone())?;
+    if let (Some(why), Some(bytes)) = (not_merged, bytes) {
+        journal::extend_in_memory(&mut trace, &bytes, &name, &why).with_context(|| name.clone())?;
+    }
     Ok(trace)
 }
 
-/// Reads the trace and builds its request streams; `capacity` overrides the traced devices'.
-pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<ReplayInput> {
-    streams_of(path, &load_trace(path, false)?, capacity)
+/// Streams the trace's event batches through `map` (in parallel) and `sink` (in order), holding
+/// only a few chunks at a time ([`TraceHead::stream`]); returns the rest of the trace.
+///
+/// With a crash journal beside the trace the whole trace is read as [`load_trace`] reads it, so
+/// the journal's events stream too.
+pub fn stream_trace<T: Send>(
+    path: &Path,
+    salvage: bool,
+    map: impl Fn(EventBatch) -> T + Sync,
+    mut sink: impl FnMut(T),
+) -> Result<TraceHead> {
+    if journal::path_for(path).exists() {
+        let (head, batches) = load_trace(path, salvage)?.into_parts();
+        batches.into_iter().for_each(|b| sink(map(b)));
+        return Ok(head);
+    }
+    let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
+    TraceHead::stream(file.bytes(), ReadOptions { salvage }, map, sink)
+        .with_context(|| format!("{}", path.display()))
 }
 
-/// The request streams of `trace`, read from `path`.
+/// Streams the trace into its request streams; `capacity` overrides the traced devices'.
+pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<ReplayInput> {
+    replay_input(path, capacity)?
+        .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
+}
+
+/// Streams the trace into its request streams; `None` when it holds no device-memory
+/// allocation to replay.
+pub fn replay_input(path: &Path, capacity: Option<u64>) -> Result<Option<ReplayInput>> {
+    let mut builder = ModelBuilder::default();
+    let head = stream_trace(
+        path,
+        false,
+        |b| b,
+        |b| b.iter().for_each(|e| builder.push(&e)),
+    )?;
+    let model = builder.finish(&head.metadata);
+    Ok(ReplayInput::of_model(
+        model,
+        &head.metadata,
+        &head.tables.devices,
+        capacity,
+    ))
+}
+
+/// The request streams of `trace`, already loaded from `path`.
 pub fn streams_of(path: &Path, trace: &Trace, capacity: Option<u64>) -> Result<ReplayInput> {
-    ReplayInput::from_trace(trace, capacity)
+    let model = Model::from_events(trace.events(), &trace.metadata);
+    ReplayInput::of_model(model, &trace.metadata, &trace.tables.devices, capacity)
         .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
 }
 

@@ -79,9 +79,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // One line: the context chain joined, most general first.
-            let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
-            eprintln!("vramtrace: error: {}", chain.join(": "));
+            eprintln!("vramtrace: error: {}", output::error_line(&e));
             ExitCode::from(1)
         }
     }

@@ -1,23 +1,24 @@
 //! `vramtrace record`: run a program under `libvramtrace_preload.so` and report its traces.
 //!
 //! The launcher only sets environment variables (`recorder/README.md` lists them), so every
-//! child process of the program inherits the recording; it then finds the traces that appeared,
-//! merges any crash journal into its trace (a process killed by `SIGKILL` or ended by `_exit`
-//! leaves one), and prints one line per trace on stderr. The program's stdout is untouched.
+//! child process of the program inherits the recording; it then takes the traces its own
+//! processes named in its private heartbeat directory (never other files of the output
+//! directory: another launcher may be writing there), merges any crash journal into its trace
+//! (a process killed by `SIGKILL`, ended by `_exit` or replaced by `exec` leaves one), and
+//! prints one line per trace on stderr. The program's stdout is untouched. Ctrl-C reaches the
+//! program; the launcher waits for it and still merges.
 
 use crate::find_preload::{PRELOAD_NAME, find_preload};
-use anyhow::{Context, Result};
-use std::collections::{HashMap, HashSet};
-use std::ffi::{OsStr, OsString};
-use std::os::unix::process::ExitStatusExt;
+use anyhow::{Context, Result, bail};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
 use vramtrace::info::peak_live_device_bytes;
 use vramtrace::units::{bytes, count};
-use vramtrace_format::conventions::{
-    Heartbeat, TRACE_EXTENSION, env, is_process_trace_name, trace_stem,
-};
+use vramtrace_format::conventions::{Heartbeat, env};
 use vramtrace_format::{ReadOptions, Trace, journal};
 
 /// Run a program and record every CUDA allocation it makes (one trace per process).
@@ -93,15 +94,12 @@ fn record(opts: Args) -> Result<()> {
         None => cwd.clone(),
     };
     let as_dir = output.as_os_str().to_string_lossy().ends_with('/') || output.is_dir();
-    let (watch_dir, prefix) = if as_dir {
+    if as_dir {
         std::fs::create_dir_all(&output)
             .with_context(|| format!("creating output directory {}", output.display()))?;
-        (output.clone(), None)
     } else {
-        let parent = output.parent().unwrap_or(Path::new("/")).to_path_buf();
-        (parent, Some((output.clone(), trace_stem(&output))))
-    };
-    let before = snapshot(&watch_dir);
+        check_output_file(&output)?;
+    }
     let heartbeat = std::env::temp_dir().join(format!(
         "vramtrace-record-{}-{}",
         std::process::id(),
@@ -138,12 +136,30 @@ fn record(opts: Args) -> Result<()> {
             cmd.env(k, v);
         }
     }
-    let status = cmd
-        .status()
+    // The terminal's Ctrl-C and Ctrl-\ go to the program (same process group), which decides
+    // what they mean; the launcher outlives them to merge what the program's processes left.
+    // Ignored from before the program starts (no window where they end the launcher first),
+    // and given back to the program as the launcher found them.
+    let ignoring = IgnoreTerminalSignals::new();
+    let found = ignoring.0;
+    // SAFETY: the closure runs in the child between fork and exec and only calls signal(2),
+    // which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            for (s, old) in TERMINAL_SIGNALS.iter().zip(found) {
+                libc::signal(*s, old);
+            }
+            Ok(())
+        })
+    };
+    let mut child = cmd
+        .spawn()
         .with_context(|| format!("cannot run {}", opts.command[0].to_string_lossy()))?;
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for {}", opts.command[0].to_string_lossy()))?;
 
-    let mut traces = new_traces(&watch_dir, &before, prefix.as_ref());
-    traces.sort();
+    let traces = own_traces(&heartbeat);
     for t in &traces {
         report(t);
     }
@@ -164,6 +180,70 @@ fn record(opts: Args) -> Result<()> {
         std::process::exit(code);
     }
     Ok(())
+}
+
+/// `-o FILE` must be a regular file or a new name: never a link into someone else's file, a
+/// FIFO (opening it would block the program) or a device.
+fn check_output_file(output: &Path) -> Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(output) else {
+        return Ok(());
+    };
+    let t = meta.file_type();
+    if t.is_symlink() {
+        bail!(
+            "{} is a symbolic link; vramtrace does not write through links (name the file \
+             itself, or a directory)",
+            output.display()
+        );
+    }
+    if !t.is_file() {
+        bail!(
+            "{} is not a regular file (a FIFO, a device or a socket); give a file or a \
+             directory to write traces into",
+            output.display()
+        );
+    }
+    Ok(())
+}
+
+/// `SIGINT` and `SIGQUIT` ignored in the launcher while it lives; holds the dispositions it
+/// found.
+struct IgnoreTerminalSignals([libc::sighandler_t; 2]);
+
+const TERMINAL_SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGQUIT];
+
+impl IgnoreTerminalSignals {
+    fn new() -> Self {
+        // SAFETY: setting a disposition to SIG_IGN has no preconditions.
+        IgnoreTerminalSignals(TERMINAL_SIGNALS.map(|s| unsafe { libc::signal(s, libc::SIG_IGN) }))
+    }
+}
+
+impl Drop for IgnoreTerminalSignals {
+    fn drop(&mut self) {
+        for (s, old) in TERMINAL_SIGNALS.iter().zip(self.0) {
+            // SAFETY: restoring the disposition `new` found.
+            unsafe { libc::signal(*s, old) };
+        }
+    }
+}
+
+/// The traces this launcher's processes wrote, as they named them in the heartbeat directory
+/// (`PID.NAME.trace` holding the path), sorted; those whose file and journal are both gone
+/// (a process with no memory call removes its empty trace) are left out.
+fn own_traces(heartbeat: &Path) -> Vec<PathBuf> {
+    let mut traces: Vec<PathBuf> = std::fs::read_dir(heartbeat)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| Heartbeat::of_file(&e.file_name().to_string_lossy()) == Some(Heartbeat::Trace))
+        .filter_map(|e| std::fs::read(e.path()).ok())
+        .map(|b| PathBuf::from(OsString::from_vec(b)))
+        .filter(|p| p.exists() || journal::path_for(p).exists())
+        .collect();
+    traces.sort();
+    traces.dedup();
+    traces
 }
 
 /// Removes the launcher's scratch directory however `run` ends.
@@ -218,51 +298,16 @@ fn with_backend(conf: &str) -> String {
     parts.join(",")
 }
 
-fn snapshot(dir: &Path) -> HashMap<OsString, SystemTime> {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| Some((e.file_name(), e.metadata().ok()?.modified().ok()?)))
-        .collect()
-}
-
-/// Trace files that appeared or changed in `dir` during the run (restricted to the output file
-/// and its `STEM-PID.vramtrace` siblings in file mode), after merging their crash journals.
-fn new_traces(
-    dir: &Path,
-    before: &HashMap<OsString, SystemTime>,
-    file: Option<&(PathBuf, String)>,
-) -> Vec<PathBuf> {
-    let mine = |name: &OsStr| -> bool {
-        let name = name.to_string_lossy();
-        match file {
-            None => true,
-            Some((path, stem)) => {
-                path.file_name()
-                    .is_some_and(|f| f.to_string_lossy() == name)
-                    || is_process_trace_name(&name, stem)
-            }
-        }
-    };
-    let after = snapshot(dir);
-    let mut found = HashSet::new();
-    for (name, modified) in &after {
-        let changed = before.get(name).is_none_or(|t| t != modified);
-        let s = name.to_string_lossy();
-        let trace_name = if let Some(t) = s.strip_suffix(".journal") {
-            t.to_string()
-        } else {
-            s.to_string()
-        };
-        if changed && trace_name.ends_with(TRACE_EXTENSION) && mine(OsStr::new(&trace_name)) {
-            found.insert(dir.join(trace_name));
-        }
-    }
-    found.into_iter().collect()
-}
-
 fn report(path: &Path) {
+    let journal_bytes = journal::load(&journal::path_for(path)).ok().flatten();
+    if journal_bytes.as_deref().is_some_and(journal::owner_running) {
+        // A process the program left running in the background: its trace is still growing.
+        eprintln!(
+            "vramtrace: {}: still being written by a process that outlived the program",
+            path.display()
+        );
+        return;
+    }
     let recovered = match journal::recover(path) {
         Ok(Some(r)) => format!(
             ", {} recovered from the crash journal",

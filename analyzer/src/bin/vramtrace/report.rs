@@ -4,12 +4,13 @@ use crate::args::{PolicyList, policies};
 use crate::elf_files::ElfFiles;
 use crate::load::load_trace;
 use anyhow::{Context, Result};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::report::generate::{Options as ReportOptions, generate};
 use vramtrace::symbolize::{ModuleFiles, NoFiles};
 use vramtrace::units::{bytes, parse_size};
+use vramtrace_format::replace::write_replacing;
 
 /// Write SVG charts and one self-contained HTML page: memory over time per policy, what is
 /// live at the peak and from where, fragmentation, address maps, histograms, a timeline.
@@ -74,7 +75,7 @@ fn write_report(o: &Args) -> Result<()> {
     std::fs::create_dir_all(&out)
         .with_context(|| format!("cannot create the output directory {}", out.display()))?;
     let probe = out.join(".vramtrace-write-test");
-    std::fs::write(&probe, b"")
+    write_replacing(&probe, |_| std::io::Result::Ok(()))
         .with_context(|| format!("cannot write in the output directory {}", out.display()))?;
     let _ = std::fs::remove_file(&probe);
 
@@ -90,12 +91,18 @@ fn write_report(o: &Args) -> Result<()> {
     let report = generate(&trace, &options, files, &mut progress)
         .with_context(|| o.trace.display().to_string())?;
     progress("writing files");
-    for c in &report.charts {
-        let path = out.join(&c.file);
-        std::fs::write(&path, &c.svg).with_context(|| format!("writing {}", path.display()))?;
+    // Each file is written whole or not at all (a full disk leaves no truncated chart), and a
+    // link at its name is replaced, never written through.
+    let files = report
+        .charts
+        .iter()
+        .map(|c| (out.join(&c.file), c.svg.as_bytes()))
+        .chain([(out.join("index.html"), report.html.as_bytes())]);
+    for (path, bytes) in files {
+        write_replacing(&path, |f| f.write_all(bytes))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     let index = out.join("index.html");
-    std::fs::write(&index, &report.html).with_context(|| format!("writing {}", index.display()))?;
     progress("done");
     let peak = report
         .data
