@@ -1,10 +1,9 @@
 //! What `vramtrace info` reports about a trace: its shape, not its analysis.
 
-use crate::live_peak::LivePeak;
 use crate::model::allocator_as_run;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use vramtrace_format::{Api, CUDA_SUCCESS, Column, EventBatch, Trace, TraceHead};
+use vramtrace_format::{Api, CUDA_SUCCESS, Column, EventBatch, TraceHead};
 
 /// The facts `info` prints. Field names are a contract (docs/architecture.md, "Output contracts").
 #[derive(Debug, Clone, Serialize)]
@@ -259,12 +258,6 @@ impl TraceInfo {
             },
         }
     }
-}
-
-/// The most device memory the process held at once, by the driver calls themselves
-/// ([`LivePeak`]).
-pub fn peak_live_device_bytes(trace: &Trace) -> u64 {
-    LivePeak::of(trace.events())
 }
 
 #[cfg(test)]

@@ -18,9 +18,11 @@
 //! - `replay` (the engine over `policy`, parallel runs, the result tables of `replay` and `fit`);
 //! - the views: `info`, `summary`, `diff`, `symbolize`, `report`.
 
+pub mod answers;
 #[cfg(feature = "device")]
 pub mod device_replay;
 pub mod diff;
+pub mod failures;
 pub mod info;
 pub mod interop;
 pub mod job;
@@ -32,4 +34,5 @@ pub mod report;
 pub mod summary;
 pub mod symbolize;
 pub mod terminal;
+pub mod tune;
 pub mod units;

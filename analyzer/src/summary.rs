@@ -6,209 +6,19 @@
 //! (docs/architecture.md, "Definitions"), not a policy's prediction. The [`Ledger`] that follows live memory event by
 //! event is shared with `diff` and the exporters.
 
+use crate::failures::{FailureSite, FailureSites};
 use crate::model::ModuleIndex;
+pub use crate::model::live::{Change, Ledger, Object, Totals};
+use crate::model::{CaptureLevel, Model, StreamKey};
 use crate::symbolize::{ModuleFiles, NamedFrame, NoFiles, Symbolizer};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
-use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, NO_STACK, Op, Tables, Trace};
+use vramtrace_format::{MemoryKind, NO_STACK, Tables, Trace};
 
-/// How many stacks a ranked list keeps, and how many failures are described in full.
+/// How many stacks a ranked list keeps.
 pub const TOP_STACKS: usize = 10;
-pub const DESCRIBED_FAILURES: usize = 20;
-
-/// One live allocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Object {
-    pub pid: u32,
-    pub device: i32,
-    pub kind: MemoryKind,
-    pub address: u64,
-    pub size: u64,
-    pub stack: u32,
-    pub stream: u64,
-    pub time_ns: u64,
-    /// An allocator segment of an imported PyTorch snapshot rather than a program request.
-    pub segment: bool,
-    pub requested: bool,
-    pub reserved: bool,
-}
-
-/// What one event did to live memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
-    /// Nothing that holds memory (address reservations, mappings, pool settings).
-    None,
-    Alloc(Object),
-    Free(Object),
-    /// A call that returned an error: it created and ended nothing.
-    Failed,
-    /// A free of an address (or handle) the trace never saw allocated, for example memory
-    /// allocated before recording began.
-    UnmatchedFree,
-}
-
-/// Per-(process, device) running totals.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Totals {
-    pub requested: u64,
-    pub reserved: u64,
-}
-
-/// Live memory, event by event: which objects exist and how many bytes they hold.
-///
-/// Accounting rules, the same in every command:
-/// - Device memory (`cuMemAlloc*`, managed, stream-ordered pools, arrays, graph allocations,
-///   and VMM physical handles from `cuMemCreate`) and pinned or registered host memory (device
-///   [`NO_DEVICE`]) count; memory opened from another process or API (IPC, external,
-///   multicast) is listed by kind but counts in neither total, since another owner holds it.
-/// - In a recorded trace every counted byte is both *requested* and *reserved*: the driver saw
-///   exactly what the program asked for (under a caching allocator those "requests" are its
-///   segments, which `capture_level` says).
-/// - In an imported PyTorch snapshot the program's requests and the allocator's segments are
-///   both present; segments (events flagged [`ALLOCATOR_SEGMENT`]) count only as reserved and
-///   requests only as requested.
-/// - A trace recorded with PyTorch's tracker is split the same way: `torch.alloc` blocks are
-///   the requests, the driver calls what the process reserved (PyTorch's segments and memory
-///   taken past PyTorch); `torch.segment_*` events repeat those driver calls and count in
-///   neither.
-#[derive(Debug, Default)]
-pub struct Ledger {
-    split_levels: bool,
-    /// The requests come from PyTorch's tracker (`torch.alloc` events).
-    tracker: bool,
-    live: HashMap<(u32, bool, u64), Object>,
-    handles: HashMap<(u32, u64), Object>,
-    totals: HashMap<(u32, i32), Totals>,
-}
-
-impl Ledger {
-    /// A ledger for `trace`, whose events are then given to [`Ledger::apply`] in file order.
-    pub fn for_trace(trace: &Trace) -> Ledger {
-        let tracker = trace
-            .events()
-            .any(|e| e.api.kind() == MemoryKind::TorchBlock);
-        Ledger {
-            split_levels: tracker || trace.events().any(|e| e.flags & ALLOCATOR_SEGMENT != 0),
-            tracker,
-            ..Ledger::default()
-        }
-    }
-
-    /// True when the trace carries both request and allocator-segment events.
-    pub fn split_levels(&self) -> bool {
-        self.split_levels
-    }
-
-    pub fn apply(&mut self, e: &Event) -> Change {
-        let op = e.api.op();
-        if e.api.kind() == MemoryKind::TorchSegment {
-            return Change::None;
-        }
-        let segment = if self.tracker {
-            !e.api.from_framework()
-        } else {
-            e.flags & ALLOCATOR_SEGMENT != 0
-        };
-        if !e.succeeded() {
-            return if matches!(op, Op::Alloc | Op::Create | Op::Register) {
-                Change::Failed
-            } else {
-                Change::None
-            };
-        }
-        match op {
-            Op::Alloc | Op::Register => {
-                let obj = self.object(e, segment);
-                if let Some(old) = self.live.insert((e.pid, segment, e.address), obj) {
-                    // The address was handed out again without a free we saw: the old object
-                    // is gone.
-                    self.account(&old, false);
-                }
-                self.account(&obj, true);
-                Change::Alloc(obj)
-            }
-            Op::Free | Op::Unregister => match self.live.remove(&(e.pid, segment, e.address)) {
-                Some(obj) => {
-                    self.account(&obj, false);
-                    Change::Free(obj)
-                }
-                None => Change::UnmatchedFree,
-            },
-            Op::Create => {
-                let obj = self.object(e, segment);
-                if let Some(old) = self.handles.insert((e.pid, e.handle), obj) {
-                    self.account(&old, false);
-                }
-                self.account(&obj, true);
-                Change::Alloc(obj)
-            }
-            Op::Release => match self.handles.remove(&(e.pid, e.handle)) {
-                Some(obj) => {
-                    self.account(&obj, false);
-                    Change::Free(obj)
-                }
-                None => Change::UnmatchedFree,
-            },
-            _ => Change::None,
-        }
-    }
-
-    fn object(&self, e: &Event, segment: bool) -> Object {
-        let kind = e.api.kind();
-        let counted = !matches!(
-            kind,
-            MemoryKind::Ipc | MemoryKind::External | MemoryKind::Multicast
-        );
-        Object {
-            pid: e.pid,
-            device: if is_host(kind) { NO_DEVICE } else { e.device },
-            kind,
-            address: if e.api.op() == Op::Create {
-                e.handle
-            } else {
-                e.address
-            },
-            size: e.size,
-            stack: e.stack,
-            stream: e.stream,
-            time_ns: e.time_ns,
-            segment,
-            requested: counted && !(self.split_levels && segment),
-            reserved: counted && (!self.split_levels || segment),
-        }
-    }
-
-    fn account(&mut self, o: &Object, add: bool) {
-        let t = self.totals.entry((o.pid, o.device)).or_default();
-        let apply = |v: &mut u64, on: bool| {
-            if on {
-                *v = if add {
-                    v.saturating_add(o.size)
-                } else {
-                    v.saturating_sub(o.size)
-                };
-            }
-        };
-        apply(&mut t.requested, o.requested);
-        apply(&mut t.reserved, o.reserved);
-    }
-
-    /// Running totals of one process and device.
-    pub fn totals(&self, pid: u32, device: i32) -> Totals {
-        self.totals.get(&(pid, device)).copied().unwrap_or_default()
-    }
-
-    /// Every live object, in no particular order.
-    pub fn live(&self) -> impl Iterator<Item = &Object> {
-        self.live.values().chain(self.handles.values())
-    }
-}
-
-fn is_host(kind: MemoryKind) -> bool {
-    matches!(kind, MemoryKind::PinnedHost | MemoryKind::RegisteredHost)
-}
 
 /// Readable stack frames for the views that work on text (summary, diff, the exporters): the
 /// [`Symbolizer`]'s names, so every view names a frame the same way.
@@ -356,7 +166,8 @@ pub struct SizeClass {
 /// Everything `summary` prints.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Summary {
-    /// `request`, `segment`, or empty, from the trace's metadata.
+    /// `request`, `segment`, or empty: the metadata's word, else inferred from the events
+    /// ([`crate::model::detect_level`]).
     pub capture_level: String,
     /// True for an imported snapshot: requests and the allocator's segments both present.
     pub has_allocator_segments: bool,
@@ -372,7 +183,11 @@ pub struct Summary {
 pub struct GroupSummary {
     pub pid: u32,
     pub device: i32,
+    /// Everything requested on the device, memory outside the allocator's pool included.
     pub peak_requested: u64,
+    /// The peak of the requests an allocator serves (the replays' lower bound), when the
+    /// process also allocated outside the pool (docs/definitions.md); `null` otherwise.
+    pub pool_peak_requested: Option<u64>,
     pub peak_requested_time_ns: u64,
     pub peak_reserved: u64,
     pub peak_reserved_time_ns: u64,
@@ -384,7 +199,8 @@ pub struct GroupSummary {
     /// Stacks holding the most requested bytes at the moment requested bytes peaked.
     pub top_stacks_at_peak: Vec<StackBytes>,
     pub leaks: Leaks,
-    pub failures: Vec<Failure>,
+    /// Failed allocations grouped by site, in the order they first failed.
+    pub failures: Vec<FailureSite>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -416,20 +232,6 @@ pub struct Leaks {
     pub stacks: Vec<StackBytes>,
 }
 
-/// A failed allocation and what was live at that moment.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Failure {
-    pub time_ns: u64,
-    pub api: Api,
-    pub result: u32,
-    pub size: u64,
-    pub stream: u64,
-    pub frames: Vec<String>,
-    pub live_requested: u64,
-    pub live_reserved: u64,
-    pub top_live_stacks: Vec<StackBytes>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,7 +260,6 @@ struct GroupAcc {
     failed: u64,
     kinds: BTreeMap<(MemoryKind, bool), KindAcc>,
     streams: BTreeMap<u64, (u64, u64, u64)>,
-    failures: Vec<Failure>,
 }
 
 #[derive(Default)]
@@ -489,6 +290,8 @@ impl Summary {
         let mut ledger = Ledger::for_trace(trace);
         let mut groups: BTreeMap<(u32, i32), GroupAcc> = BTreeMap::new();
         let (mut events, mut failed_allocations, mut unmatched_frees) = (0u64, 0u64, 0u64);
+        let start = trace.events().next().map_or(0, |e| e.time_ns);
+        let mut sites = FailureSites::new(start);
         for (i, e) in trace.events().enumerate() {
             events += 1;
             let change = ledger.apply(&e);
@@ -497,30 +300,14 @@ impl Summary {
                 Change::Failed => {
                     failed_allocations += 1;
                     let kind = e.api.kind();
-                    let device = if is_host(kind) { NO_DEVICE } else { e.device };
+                    let device = FailureSites::device_of(&e);
                     let g = groups.entry((e.pid, device)).or_default();
                     g.failed += 1;
                     g.kinds
                         .entry((kind, e.flags & ALLOCATOR_SEGMENT != 0))
                         .or_default()
                         .failed += 1;
-                    if g.failures.len() < DESCRIBED_FAILURES {
-                        let t = ledger.totals(e.pid, device);
-                        let live = ledger
-                            .live()
-                            .filter(|o| o.pid == e.pid && o.device == device && o.requested);
-                        g.failures.push(Failure {
-                            time_ns: e.time_ns,
-                            api: e.api,
-                            result: e.result,
-                            size: e.size,
-                            stream: e.stream,
-                            frames: names.frames(e.stack),
-                            live_requested: t.requested,
-                            live_reserved: t.reserved,
-                            top_live_stacks: top_stacks(live, &names, 5),
-                        });
-                    }
+                    sites.see(&e, &ledger, &names);
                     continue;
                 }
                 Change::UnmatchedFree => {
@@ -574,10 +361,15 @@ impl Summary {
             leaks.entry((o.pid, o.device)).or_default().push(*o);
         }
 
+        let mut failures: HashMap<(u32, i32), Vec<FailureSite>> = HashMap::new();
+        for f in sites.finish() {
+            failures.entry((f.pid, f.device)).or_default().push(f);
+        }
+
         // Second pass: the live set at each group's peak.
         let at_peak = stacks_at_peaks(trace, &groups, &names, top);
 
-        let groups = groups
+        let mut groups: Vec<GroupSummary> = groups
             .into_iter()
             .map(|((pid, device), g)| {
                 let leaked = leaks.remove(&(pid, device)).unwrap_or_default();
@@ -585,6 +377,7 @@ impl Summary {
                     pid,
                     device,
                     peak_requested: g.peak.requested,
+                    pool_peak_requested: None,
                     peak_requested_time_ns: g.peak_time.0,
                     peak_reserved: g.peak.reserved,
                     peak_reserved_time_ns: g.peak_time.1,
@@ -630,12 +423,31 @@ impl Summary {
                         count: leaked.len() as u64,
                         stacks: top_stacks(leaked.iter(), &names, TOP_STACKS),
                     },
-                    failures: g.failures,
+                    failures: failures.remove(&(pid, device)).unwrap_or_default(),
                 }
             })
             .collect();
+        let model = Model::from_events(trace.events(), &trace.metadata);
+        let level = match model.level.level {
+            CaptureLevel::Unknown => "",
+            known => known.name(),
+        };
+        for g in &mut groups {
+            g.pool_peak_requested = model
+                .streams
+                .iter()
+                .find(|s| {
+                    s.key
+                        == Some(StreamKey {
+                            pid: g.pid,
+                            device: g.device,
+                        })
+                })
+                .filter(|s| s.outside.allocations > 0)
+                .map(|s| s.lower_bound());
+        }
         Summary {
-            capture_level: trace.metadata.capture_level.clone(),
+            capture_level: level.to_string(),
             has_allocator_segments: ledger.split_levels(),
             events,
             failed_allocations,

@@ -47,6 +47,21 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     Ok(bytes.round() as u64)
 }
 
+/// Parses a GPU's size as boards are sold: `24GB` or `24` is a board of 24 GB, taken as
+/// 24 GiB ([`crate::model::device::gpu_bytes`]); any other unit is exact, as in
+/// [`parse_size`].
+pub fn parse_gpu_size(text: &str) -> Result<u64, SizeError> {
+    let t = text.trim();
+    let number = t
+        .strip_suffix("GB")
+        .or_else(|| t.strip_suffix("gb"))
+        .unwrap_or(t);
+    match number.trim().parse::<u64>() {
+        Ok(gb) if gb > 0 && gb < 1 << 20 => Ok(crate::model::device::gpu_bytes(gb)),
+        _ => parse_size(t),
+    }
+}
+
 /// `1536` → `1.50 KiB`; below 1 KiB, plain bytes.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];

@@ -63,9 +63,14 @@ fn the_oom_is_reported_with_what_was_live() {
     let dir = tempfile::tempdir().unwrap();
     let s = summary_json(&import(dir.path(), "fp32"));
     let f = &device0(&s)["failures"][0];
-    assert_eq!(f["size"], 1u64 << 45);
+    assert_eq!(
+        (f["count"].as_u64(), f["max_size"].as_u64()),
+        (Some(1), Some(1u64 << 45))
+    );
     assert_eq!(f["api"], "cuMemAllocAsync");
     assert_eq!(f["result"], 2);
+    assert_eq!(f["out_of_memory"], true);
+    assert_eq!(f["result_name"], "CUDA_ERROR_OUT_OF_MEMORY (2)");
     assert!(f["live_requested"].as_u64().unwrap() > 300 << 20);
     assert!(
         f["frames"][0]

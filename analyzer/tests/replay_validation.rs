@@ -8,7 +8,7 @@ use crate::util::{only_stream, repo};
 use std::path::PathBuf;
 use vramtrace::model::RequestStream;
 use vramtrace::policy::PolicySpec;
-use vramtrace::policy::pytorch::spec_from_alloc_conf;
+use vramtrace::policy::alloc_conf::spec_from_alloc_conf;
 use vramtrace::replay::run;
 
 fn samples() -> PathBuf {
@@ -26,6 +26,7 @@ fn policy_of(stats: &serde_json::Value) -> PolicySpec {
         stats["alloc_conf"].as_str().unwrap(),
         stats["memory_fraction"].as_str(),
     )
+    .unwrap()
 }
 
 fn stream_of(name: &str) -> RequestStream {

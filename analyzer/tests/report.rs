@@ -1,5 +1,6 @@
 //! `vramtrace report` as users meet it: the files it writes render, hostile trace strings stay
-//! text, the page is self-contained and opens in a browser, errors are one line.
+//! text, the page is self-contained and works in a real browser (headless Chromium driven through
+//! the DevTools protocol by `tests/support/cdp.py`), errors are one line.
 
 use crate::util::{sample, vramtrace};
 use std::path::{Path, PathBuf};
@@ -59,21 +60,21 @@ fn rasterize(svg: &str) -> resvg::tiny_skia::Pixmap {
 
 #[test]
 fn every_chart_of_the_sample_parses_renders_and_is_small() {
-    let dir = report(&sample(), &[]);
+    let dir = report(&sample(), &["--svg"]);
     let files = svgs(dir.path());
     let names: Vec<String> = files
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     for expected in [
-        "memory.svg",
-        "policies.svg",
-        "fragmentation.svg",
+        "memory-over-time.svg",
+        "policy-peaks.svg",
+        "fragmentation-over-time.svg",
         "live-at-peak.svg",
-        "timeline.svg",
-        "sizes.svg",
-        "lifetimes.svg",
-        "address-map-pytorch.svg",
+        "allocation-timeline.svg",
+        "request-sizes.svg",
+        "request-lifetimes.svg",
+        "address-space-at-peak-pytorch.svg",
     ] {
         assert!(
             names.iter().any(|n| n == expected),
@@ -91,9 +92,19 @@ fn every_chart_of_the_sample_parses_renders_and_is_small() {
         let ink = ink(&rasterize(&svg));
         assert!(ink > 0.01, "{} renders almost blank ({ink})", f.display());
     }
-    // Every chart is also inline in the page.
+    // The page links every chart, with its caption.
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
-    assert_eq!(html.matches("<svg ").count(), files.len());
+    for f in &names {
+        assert!(html.contains(&format!("<a href=\"{f}\">")), "{f}");
+    }
+    assert!(html.contains("the dashed grey line is the lower bound"));
+}
+
+#[test]
+fn without_svg_only_the_page_is_written() {
+    let dir = report(&sample(), &[]);
+    assert!(svgs(dir.path()).is_empty());
+    assert!(dir.path().join("index.html").is_file());
 }
 
 #[test]
@@ -102,15 +113,20 @@ fn the_page_is_self_contained() {
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     let lower = html.to_lowercase();
     for banned in [
-        "<script",
-        "src=\"http",
+        "src=",
         "href=\"http",
         "@import",
         "url(",
         "<link",
+        "fetch(",
+        "xmlhttprequest",
+        "import(",
     ] {
         assert!(!lower.contains(banned), "the page contains {banned}");
     }
+    // Two inline scripts: the data and the code.
+    assert_eq!(lower.matches("<script").count(), 2);
+    assert!(html.contains("<script type=\"application/json\" id=\"vramtrace-data\">"));
     assert!(html.contains("capture level: <b>request"));
     assert!(html.contains("lower bound"));
 }
@@ -211,12 +227,14 @@ pub(crate) fn hostile_trace(dir: &Path) -> PathBuf {
 fn hostile_names_stay_text_in_svg_and_html() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = hostile_trace(tmp.path());
-    let dir = report(&trace, &[]);
+    let dir = report(&trace, &["--svg"]);
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
-    assert!(!html.to_lowercase().contains("<script"));
+    // Only the page's own two scripts; the trace's strings are escaped in the JSON too.
+    assert_eq!(html.to_lowercase().matches("<script").count(), 2);
     assert!(!html.contains("<b>.so") && !html.contains("<i>"));
     assert!(html.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;q&#39;"));
-    assert!(html.contains("lib\u{fffd}\u{fffd}&lt;b&gt;.so+0x100"));
+    // Frame names travel in the page's JSON, with `<` escaped there too.
+    assert!(html.contains("lib\u{fffd}\u{fffd}\\u003cb>.so+0x100"));
     assert!(!html.contains('\u{0}') && !html.contains('\u{1b}'));
     for f in svgs(dir.path()) {
         let svg = std::fs::read_to_string(&f).unwrap();
@@ -242,17 +260,23 @@ fn hostile_names_stay_text_in_svg_and_html() {
 fn policies_can_be_chosen() {
     let dir = report(
         &sample(),
-        &["--policy", "pytorch,cuda-malloc", "--capacity", "2GiB"],
+        &[
+            "--policy",
+            "pytorch,cuda-malloc",
+            "--capacity",
+            "2GiB",
+            "--svg",
+        ],
     );
     let names: Vec<String> = svgs(dir.path())
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    assert!(names.contains(&"address-map-pytorch.svg".to_string()));
-    assert!(names.contains(&"address-map-cuda-malloc.svg".to_string()));
+    assert!(names.contains(&"address-space-at-peak-pytorch.svg".to_string()));
+    assert!(names.contains(&"address-space-at-peak-cuda-malloc.svg".to_string()));
     assert!(!names.iter().any(|n| n.contains("expandable")));
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
-    assert!(html.contains("capacity 2.00 GiB") || html.contains("2.00 GiB"));
+    assert!(html.contains("replayed under a capacity of 2.00 GiB"));
 }
 
 #[test]
@@ -338,13 +362,20 @@ fn chromium() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Says that `test` was skipped and why, on the real stderr: libtest captures only the print
+/// macros, so this shows in `cargo test` output without `--nocapture`.
+fn skipped(test: &str, why: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+}
+
+const NO_CHROMIUM: &str = "no chromium binary on PATH (install Debian's `chromium`, or set \
+                           CHROMIUM=/path/to/chrome)";
+
 #[test]
 fn the_page_renders_in_headless_chromium() {
     let Some(browser) = chromium() else {
-        eprintln!(
-            "SKIPPED the_page_renders_in_headless_chromium: no chromium binary on PATH \
-             (install Debian's `chromium`, or set CHROMIUM=/path/to/chrome)"
-        );
+        skipped("the_page_renders_in_headless_chromium", NO_CHROMIUM);
         return;
     };
     let dir = report(&sample(), &[]);
@@ -420,16 +451,16 @@ fn each_process_and_device_gets_its_own_section_and_files() {
         }
     }
     w.finish().unwrap();
-    let dir = report(&path, &[]);
+    let dir = report(&path, &["--svg"]);
     for f in [
-        "p1-gpu0-memory.svg",
-        "p2-gpu1-memory.svg",
-        "p1-gpu0-policies.svg",
+        "p1-gpu0-memory-over-time.svg",
+        "p2-gpu1-memory-over-time.svg",
+        "p1-gpu0-policy-peaks.svg",
     ] {
         assert!(dir.path().join(f).is_file(), "{f}");
     }
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
-    assert!(html.contains("href=\"#section-1\">process 2, GPU 1</a>"));
+    assert!(html.contains("<h3>process 2, GPU 1</h3>"));
     // The larger peak comes first.
     assert!(html.find("process 1, GPU 0").unwrap() < html.find("process 2, GPU 1").unwrap());
 }
@@ -445,7 +476,7 @@ fn every_bundled_sample_gives_a_page_with_valid_charts() {
     samples.sort();
     assert!(!samples.is_empty());
     for sample in samples {
-        let out = report(&sample, &[]);
+        let out = report(&sample, &["--svg"]);
         let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
         assert!(html.contains("</html>"), "{}", sample.display());
         for f in svgs(out.path()) {
@@ -460,4 +491,487 @@ fn every_bundled_sample_gives_a_page_with_valid_charts() {
             assert!(html.contains("<div class=\"warn\"><b>Note:</b>"), "{name}");
         }
     }
+}
+
+/// Runs `commands` (one JSON object each, see `tests/support/cdp.py`) against `page` in headless
+/// Chromium; the results in order, then the page's console errors and exceptions. `None` (the
+/// test says it skipped) without chromium or python3.
+fn browse(test: &str, page: &Path, commands: &[serde_json::Value]) -> Option<Browsed> {
+    let Some(browser) = chromium() else {
+        skipped(test, NO_CHROMIUM);
+        return None;
+    };
+    let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/cdp.py");
+    let mut child = match std::process::Command::new("python3")
+        .arg(&helper)
+        .arg(&browser)
+        .arg(page)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            skipped(
+                test,
+                &format!("cannot run python3 for the DevTools helper: {e}"),
+            );
+            return None;
+        }
+    };
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        for c in commands {
+            writeln!(stdin, "{c}").unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the DevTools helper failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let end = lines
+        .pop()
+        .expect("the helper ends with the console report");
+    let loaded = lines.remove(0);
+    assert!(loaded.get("loaded_s").is_some(), "{loaded}");
+    for (c, r) in commands.iter().zip(&lines) {
+        assert!(r.get("error").is_none(), "{c} failed: {r}");
+    }
+    Some(Browsed {
+        values: lines.into_iter().map(|r| r["value"].clone()).collect(),
+        console_errors: end["console_errors"].as_array().unwrap().clone(),
+        exceptions: end["exceptions"].as_array().unwrap().clone(),
+    })
+}
+
+struct Browsed {
+    values: Vec<serde_json::Value>,
+    console_errors: Vec<serde_json::Value>,
+    exceptions: Vec<serde_json::Value>,
+}
+
+impl Browsed {
+    fn assert_clean(&self) {
+        assert!(
+            self.console_errors.is_empty() && self.exceptions.is_empty(),
+            "console errors {:?}, exceptions {:?}",
+            self.console_errors,
+            self.exceptions
+        );
+    }
+}
+
+fn eval(expr: &str) -> serde_json::Value {
+    serde_json::json!({"op": "eval", "expr": expr})
+}
+
+fn wait(expr: &str) -> serde_json::Value {
+    serde_json::json!({"op": "wait", "expr": expr, "timeout": 20})
+}
+
+/// A trace whose frames are Python lines (as an imported snapshot's are): a 512 MiB weight made
+/// in `load_weights` live from 1 ms to 9 ms, a 64 MiB activation from `forward` live 2–3 ms, and
+/// 1 MiB scratch buffers from `scratch` between. `hostile` names one frame with markup.
+fn python_trace(dir: &Path, hostile: bool) -> PathBuf {
+    use vramtrace_format::conventions::python_module_path;
+    let names: [(&str, &str); 4] = [
+        ("/src/train.py", "main"),
+        ("/src/model.py", "load_weights"),
+        ("/src/model.py", "forward"),
+        (
+            "/src/util.py",
+            if hostile {
+                "</script><script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\">"
+            } else {
+                "scratch"
+            },
+        ),
+    ];
+    let modules: Vec<Module> = names
+        .iter()
+        .enumerate()
+        .map(|(i, (file, name))| Module {
+            id: i as u32 + 1,
+            pid: 5,
+            path: python_module_path(file, name),
+            build_id: Vec::new(),
+            load_address: 0x7f00_0000_0000 + (i as u64) * 0x1_0000_0000,
+            size: 1 << 20,
+            loaded_ns: 0,
+            unloaded_ns: None,
+        })
+        .collect();
+    let frames: Vec<Frame> = modules
+        .iter()
+        .map(|m| Frame {
+            id: m.id,
+            address: m.load_address + 10 * u64::from(m.id),
+        })
+        .collect();
+    // Innermost first, as the recorder writes stacks.
+    let stacks = vec![
+        Stack {
+            id: 1,
+            frames: vec![2, 1],
+        },
+        Stack {
+            id: 2,
+            frames: vec![3, 1],
+        },
+        Stack {
+            id: 3,
+            frames: vec![4, 3, 1],
+        },
+    ];
+    let path = dir.join(if hostile {
+        "hostile-py.vramtrace"
+    } else {
+        "py.vramtrace"
+    });
+    let mut w = TraceWriter::new(
+        std::fs::File::create(&path).unwrap(),
+        &Metadata {
+            capture_level: "request".into(),
+            ..Metadata::default()
+        },
+        WriterOptions::default(),
+    )
+    .unwrap();
+    *w.tables_mut() = Tables {
+        processes: vec![Process {
+            pid: 5,
+            parent_pid: 1,
+            command_line: vec!["python".into(), "train.py".into()],
+            start_unix_ns: 0,
+            start_monotonic_ns: 0,
+        }],
+        devices: vec![Device {
+            ordinal: 0,
+            name: "test GPU".into(),
+            uuid: [0; 16],
+            total_memory: 80 << 30,
+            compute_capability: (9, 0),
+        }],
+        stacks,
+        frames,
+        modules,
+        ..Tables::default()
+    };
+    let mut seq = 0;
+    let mut push = |api, t: u64, address: u64, size: u64, stack: u32| {
+        seq += 1;
+        w.push(&Event {
+            seq,
+            time_ns: t,
+            pid: 5,
+            device: 0,
+            address,
+            size,
+            stack,
+            ..Event::new(api)
+        })
+        .unwrap();
+    };
+    const MS: u64 = 1_000_000;
+    push(Api::CuMemAllocAsync, MS, 0x1000_0000, 512 << 20, 1);
+    push(Api::CuMemAllocAsync, 2 * MS, 0x4000_0000, 64 << 20, 2);
+    push(Api::CuMemFreeAsync, 3 * MS, 0x4000_0000, 0, 2);
+    for k in 0..40u64 {
+        let t = 3 * MS + k * 100_000;
+        push(
+            Api::CuMemAllocAsync,
+            t,
+            0x6000_0000 + k * 0x10_0000,
+            1 << 20,
+            3,
+        );
+        push(
+            Api::CuMemFreeAsync,
+            t + 50_000,
+            0x6000_0000 + k * 0x10_0000,
+            0,
+            3,
+        );
+    }
+    push(Api::CuMemFreeAsync, 9 * MS, 0x1000_0000, 0, 1);
+    push(Api::CuMemAllocAsync, 10 * MS, 0x1000_0000, 1 << 20, 3);
+    w.finish().unwrap();
+    path
+}
+
+/// JS: page coordinates of the middle of allocation `size` at time `t_ns` in the timeline, from
+/// the page's own axis mapping.
+fn point_in_band(t_ns: u64, size: u64) -> String {
+    format!(
+        "(() => {{ const {{S, T}} = window.vramtraceView; const c = document.getElementById('timeline'); \
+         c.scrollIntoView({{block: 'center'}}); const r = c.getBoundingClientRect(); \
+         const x = r.left + T.left + ({t_ns} - S.v0) / (S.v1 - S.v0) * T.pw; \
+         const j = Math.floor((x - r.left - T.left) / T.colW); const a = window.vramtraceData.runs[0].sections[0].allocs; \
+         let off = null; for (let k = 0; k < T.cols[j].length; k += 2) if (a.size[T.cols[j][k]] === {size}) off = T.cols[j][k + 1]; \
+         const y = r.top + T.top + T.ph - (off + {size} / 2) / T.yMax * T.ph; return [x, y]; }})()"
+    )
+}
+
+fn mouse_at(xy: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"op": "mouse", "type": "mouseMoved", "x": xy[0], "y": xy[1]})
+}
+
+#[test]
+fn in_the_browser_the_page_hovers_zooms_toggles_and_searches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = python_trace(tmp.path(), false);
+    let dir = report(&trace, &["--policy", "pytorch,cuda-malloc"]);
+    let page = dir.path().join("index.html");
+    // First: where the 512 MiB band is at 5 ms.
+    let Some(first) = browse(
+        "in_the_browser_the_page_hovers_zooms_toggles_and_searches",
+        &page,
+        &[
+            wait("document.body.dataset.ready"),
+            eval(&point_in_band(5_000_000, 512 << 20)),
+        ],
+    ) else {
+        return;
+    };
+    first.assert_clean();
+    let xy = first.values[1].clone();
+    let timeline = "document.getElementById('timeline').dataset";
+    let b = browse(
+        "in_the_browser_the_page_hovers_zooms_toggles_and_searches",
+        &page,
+        &[
+            wait("document.body.dataset.ready"),
+            eval(&point_in_band(5_000_000, 512 << 20)),
+            mouse_at(&xy),
+            eval("document.getElementById('tooltip').style.display + '|' + document.getElementById('tooltip').textContent"),
+            eval(&format!("{timeline}.range")),
+            serde_json::json!({"op": "wheel", "x": xy[0], "y": xy[1], "deltaY": -300}),
+            eval(&format!("{timeline}.range")),
+            eval(&format!("{timeline}.lines")),
+            eval("document.querySelector('input.policy-toggle[data-policy=\"pytorch\"]').click()"),
+            eval(&format!("{timeline}.lines")),
+            eval("(() => { const s = document.getElementById('search'); s.value = 'load_weights'; s.dispatchEvent(new Event('input')); })()"),
+            wait("document.getElementById('search-count').textContent"),
+            eval(&format!("{timeline}.highlighted")),
+            eval("document.getElementById('icicle').dataset.matches"),
+            eval(&format!("{timeline}.axis")),
+        ],
+    )
+    .unwrap();
+    b.assert_clean();
+    let v = &b.values;
+    let tip = v[3].as_str().unwrap();
+    assert!(
+        tip.starts_with("block|/src/model.py:20 load_weights"),
+        "{tip}"
+    );
+    assert!(tip.contains("512.00 MiB on stream 0"), "{tip}");
+    let range = |x: &serde_json::Value| -> (f64, f64) {
+        let (a, b) = x.as_str().unwrap().split_once(',').unwrap();
+        (a.parse().unwrap(), b.parse().unwrap())
+    };
+    let (a0, a1) = range(&v[4]);
+    let (b0, b1) = range(&v[6]);
+    assert!(
+        b1 - b0 < 0.9 * (a1 - a0),
+        "zoom in: {a0}..{a1} -> {b0}..{b1}"
+    );
+    assert!(v[7].as_str().unwrap().split('|').any(|l| l == "pytorch"));
+    assert!(
+        !v[9].as_str().unwrap().split('|').any(|l| l == "pytorch"),
+        "{}",
+        v[9]
+    );
+    assert!(
+        v[9].as_str()
+            .unwrap()
+            .split('|')
+            .any(|l| l == "cuda-malloc")
+    );
+    assert_eq!(
+        v[12].as_str().unwrap(),
+        "1",
+        "the 512 MiB weight from load_weights"
+    );
+    assert!(v[13].as_str().unwrap().parse::<u32>().unwrap() >= 1);
+    let axis: Vec<&str> = v[14].as_str().unwrap().split('|').collect();
+    let mut unique = axis.clone();
+    unique.dedup();
+    assert_eq!(axis, unique, "axis labels repeat");
+}
+
+#[test]
+fn in_the_browser_the_state_view_shows_the_segments_the_replay_reported() {
+    use vramtrace::model::Model;
+    use vramtrace::policy::parse_specs;
+    use vramtrace::report::data::Buckets;
+    use vramtrace::report::from_replay::replay_policies;
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = python_trace(tmp.path(), false);
+    // The replay, through the library.
+    let t = vramtrace_format::Trace::open(&trace, Default::default()).unwrap();
+    let model = Model::from_events(t.events(), &t.metadata);
+    let b = Buckets::new(0, 20_000_000, 10);
+    let results = replay_policies(
+        &model.streams[0],
+        &parse_specs("pytorch").unwrap(),
+        u64::MAX,
+        b,
+        b,
+    )
+    .unwrap();
+    let mut expected: Vec<u64> = results[0]
+        .address_map
+        .segments
+        .iter()
+        .map(|s| s.size)
+        .collect();
+    expected.sort_unstable();
+    assert!(!expected.is_empty());
+    let dir = report(&trace, &["--policy", "pytorch"]);
+    let Some(r) = browse(
+        "in_the_browser_the_state_view_shows_the_segments_the_replay_reported",
+        &dir.path().join("index.html"),
+        &[
+            wait("document.body.dataset.ready"),
+            eval("[...document.querySelectorAll('#state .segment')].map(e => +e.dataset.size)"),
+            eval("document.querySelectorAll('#state .block').length"),
+            eval("document.getElementById('state-note').textContent"),
+            eval(
+                "document.getElementById('state').dataset.peak + '|' + document.getElementById('state').dataset.t",
+            ),
+            serde_json::json!({"op": "key", "key": "["}),
+            eval(
+                "document.getElementById('state').dataset.peak + '|' + document.getElementById('state').dataset.t",
+            ),
+            serde_json::json!({"op": "key", "key": "ArrowRight"}),
+            eval("document.getElementById('moment').textContent"),
+        ],
+    ) else {
+        return;
+    };
+    r.assert_clean();
+    let mut shown: Vec<u64> = r.values[1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    shown.sort_unstable();
+    assert_eq!(shown, expected);
+    // At the peak the 512 MiB weight and the 64 MiB activation are live.
+    assert!(r.values[2].as_u64().unwrap() >= 2, "{}", r.values[2]);
+    assert!(
+        r.values[3]
+            .as_str()
+            .unwrap()
+            .starts_with("pytorch at its peak")
+    );
+}
+
+#[test]
+fn in_the_browser_hostile_frame_names_stay_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = python_trace(tmp.path(), true);
+    let dir = report(&trace, &["--policy", "pytorch"]);
+    let Some(r) = browse(
+        "in_the_browser_hostile_frame_names_stay_text",
+        &dir.path().join("index.html"),
+        &[
+            wait("document.body.dataset.ready"),
+            eval(
+                "(() => { const s = document.getElementById('search'); s.value = 'script'; s.dispatchEvent(new Event('input')); })()",
+            ),
+            wait("document.getElementById('search-count').textContent"),
+            eval("typeof window.__pwned"),
+            eval(
+                "document.querySelectorAll('script').length + document.querySelectorAll('img').length",
+            ),
+            eval("document.getElementById('sites').textContent"),
+        ],
+    ) else {
+        return;
+    };
+    r.assert_clean();
+    assert_eq!(r.values[3], "undefined");
+    assert_eq!(r.values[4], 2, "only the page's two scripts, no image");
+    assert!(
+        r.values[5]
+            .as_str()
+            .unwrap()
+            .contains("</script><script>window.__pwned=1</script>"),
+        "the name shows as text: {}",
+        r.values[5]
+    );
+}
+
+#[test]
+fn a_pytorch_snapshot_is_read_directly() {
+    let snapshot = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/snapshots/fp32.pickle");
+    let dir = report(&snapshot, &["--policy", "pytorch"]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(html.contains("fp32.pickle"));
+    // Its Python frames are on the page, named as the importer names them.
+    assert!(
+        html.contains("interop_snapshot.py:44 \\u003cmodule>"),
+        "Python frames"
+    );
+    assert!(html.contains("\"mode\":\"single\""));
+}
+
+#[test]
+fn two_traces_compare_on_one_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let other = python_trace(tmp.path(), false);
+    let dir = report(&sample(), &["--compare", other.to_str().unwrap()]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(html.contains("\"mode\":\"compare\""));
+    assert!(html.contains("The two traces compared"));
+    assert!(html.contains("py.vramtrace") && html.contains("synthetic-mlp.vramtrace"));
+}
+
+#[test]
+fn a_directory_of_ranks_is_one_page_with_a_rank_selector() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ranks = tmp.path().join("job");
+    std::fs::create_dir(&ranks).unwrap();
+    let one = python_trace(tmp.path(), false);
+    for r in [0, 1, 10] {
+        std::fs::copy(&one, ranks.join(format!("rank-{r}.vramtrace"))).unwrap();
+    }
+    let dir = report(&ranks, &["--policy", "pytorch"]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(html.contains("\"mode\":\"ranks\""));
+    let (a, b, c) = (
+        html.find("rank 0: <code>").unwrap(),
+        html.find("rank 1: <code>").unwrap(),
+        html.find("rank 2: <code>").unwrap(),
+    );
+    assert!(a < b && b < c);
+    assert!(html[c..].starts_with("rank 2: <code>") && html.contains("rank-10.vramtrace"));
+}
+
+#[test]
+fn an_empty_directory_is_one_line_and_exit_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = vramtrace()
+        .arg("report")
+        .arg(tmp.path())
+        .arg("-o")
+        .arg(tmp.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no .vramtrace, .pickle or .pkl file"), "{err}");
 }

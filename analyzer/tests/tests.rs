@@ -17,4 +17,5 @@ mod replay_snapshots;
 mod replay_validation;
 mod report;
 mod streams;
+mod tune;
 mod validation_h200;

@@ -34,6 +34,7 @@ pub mod chunk;
 pub mod codec;
 mod column;
 pub mod conventions;
+pub mod cuda_result;
 mod error;
 mod event;
 pub mod journal;

@@ -8,8 +8,9 @@
 //! - one process per traced process (`M` `process_name` metadata);
 //! - per process and device one counter track (`C`) with two series, `requested` and
 //!   `reserved` bytes (the [`Ledger`] definitions), a point at every change;
-//! - an instant event (`i`, process scope) at every failed allocation, with its size, result,
-//!   the live bytes at that moment and the stack.
+//! - an instant event (`i`, process scope) at every failed allocation, with its size, result
+//!   (by name), the live bytes at that moment and the stack: category `oom` and a name starting
+//!   `OOM:` only for `CUDA_ERROR_OUT_OF_MEMORY`, category `failed_allocation` otherwise.
 //!
 //! `analyzer/tests/perfetto.schema.json` is the schema the output is checked against in CI.
 
@@ -19,6 +20,7 @@ use serde_json::json;
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 use vramtrace_format::Trace;
+use vramtrace_format::cuda_result::{describe_result, is_out_of_memory};
 
 /// What an export wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -99,14 +101,32 @@ pub fn write<W: Write>(trace: &Trace, mut out: W) -> io::Result<PerfettoReport> 
             }
             Change::Failed => {
                 let t = ledger.totals(e.pid, e.device);
+                // Only an out-of-memory result is an OOM; others are named by their result.
+                let (name, cat) = if is_out_of_memory(e.result) {
+                    (
+                        format!("OOM: {} of {}", e.api, crate::units::bytes(e.size)),
+                        "oom",
+                    )
+                } else {
+                    (
+                        format!(
+                            "failed: {} of {}, {}",
+                            e.api,
+                            crate::units::bytes(e.size),
+                            describe_result(e.result)
+                        ),
+                        "failed_allocation",
+                    )
+                };
                 emit(
                     &mut out,
                     json!({
-                        "name": format!("OOM: {} of {}", e.api, crate::units::bytes(e.size)),
-                        "cat": "oom", "ph": "i", "s": "p", "ts": ts(e.time_ns),
+                        "name": name,
+                        "cat": cat, "ph": "i", "s": "p", "ts": ts(e.time_ns),
                         "pid": e.pid, "tid": e.tid,
                         "args": {
-                            "size": e.size, "result": e.result, "device": e.device,
+                            "size": e.size, "result": e.result,
+                            "result_name": describe_result(e.result), "device": e.device,
                             "stream": format!("{:#x}", e.stream),
                             "live_requested": t.requested, "live_reserved": t.reserved,
                             "stack": names.frames(e.stack),

@@ -23,6 +23,7 @@
 use crate::summary::{Change, Ledger, Object, StackNames};
 use crate::symbolize::{NamedFrame, NoFiles};
 use std::collections::{BTreeMap, HashMap};
+use vramtrace_format::cuda_result::is_out_of_memory;
 use vramtrace_format::pickle::{Document, Value};
 use vramtrace_format::{Event, MemoryKind, NO_STACK, Op, Trace};
 
@@ -203,7 +204,9 @@ pub fn snapshot(trace: &Trace) -> (Document, SnapshotReport) {
                     out.entry(&e, "segment_free", o.address, o.size);
                 }
             }
-            Change::Failed => {
+            // The snapshot format knows one failure, `oom`: other failed calls (an invalid
+            // context, a call not permitted) are not out-of-memory errors and are left out.
+            Change::Failed if is_out_of_memory(e.result) => {
                 // An imported OOM keeps PyTorch's `device_free` in `aux`; otherwise it is
                 // what the device table's capacity leaves beside the reserved bytes.
                 let t = ledger.totals(e.pid, e.device);

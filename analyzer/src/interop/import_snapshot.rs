@@ -122,6 +122,32 @@ pub struct Imported {
     pub report: ImportReport,
 }
 
+impl Imported {
+    /// Writes it as a `.vramtrace` trace into `out` (a file, or a buffer to read back in memory).
+    pub fn write<W: std::io::Write>(&self, out: W) -> vramtrace_format::Result<W> {
+        write_trace(out, &self.metadata, &self.tables, &self.events)
+    }
+}
+
+/// Imported trace content (of a snapshot or any other import) as a `.vramtrace` trace in `out`.
+pub fn write_trace<W: std::io::Write>(
+    out: W,
+    metadata: &Metadata,
+    tables: &Tables,
+    events: &[Event],
+) -> vramtrace_format::Result<W> {
+    let mut w = vramtrace_format::TraceWriter::new(
+        out,
+        metadata,
+        vramtrace_format::WriterOptions::default(),
+    )?;
+    w.tables_mut().extend(tables.clone());
+    for e in events {
+        w.push(e)?;
+    }
+    w.finish()
+}
+
 /// Converts an unpickled snapshot. `source` names the file for the process table.
 pub fn import(doc: &Document, source: &str) -> Result<Imported, ImportError> {
     let root = doc.root();

@@ -20,6 +20,9 @@ pub struct Model {
     /// Frees of addresses never seen allocated (allocated before recording began).
     pub unmatched_frees: u64,
     pub failed_calls: u64,
+    /// The time of the trace's first event: every time a command shows is taken from it
+    /// (docs/definitions.md, "Time").
+    pub start_ns: u64,
 }
 
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
@@ -85,6 +88,8 @@ pub struct ModelBuilder {
     live: HashMap<ObjectId, Live, Hasher>,
     builders: BTreeMap<StreamKey, Builder>,
     stats: LevelStats,
+    /// Whether an event was pushed: the first one's time is the trace's start.
+    started: bool,
 }
 
 impl ModelBuilder {
@@ -95,7 +100,11 @@ impl ModelBuilder {
             live,
             builders,
             stats,
+            started,
         } = self;
+        if !std::mem::replace(started, true) {
+            model.start_ns = e.time_ns;
+        }
         if e.flags & ALLOCATOR_SEGMENT != 0 {
             // An imported snapshot's record of what the real caching allocator did: the
             // replay predicts these, it must not replay them as requests. The addresses of

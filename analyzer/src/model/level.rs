@@ -115,9 +115,34 @@ fn infer(metadata: &Metadata, facts: &LevelFacts) -> CaptureLevel {
     }
     // PyTorch's native allocator asks the driver only for 2 MiB multiples (2 MiB small
     // segments, 20 MiB large ones, 2 MiB-rounded big ones); a program's own buffers are not
-    // all such multiples.
-    if facts.device_allocs >= 4 && facts.device_allocs_2mib_multiple == facts.device_allocs {
+    // all such multiples. Beside its segments, libraries of a PyTorch process (cuBLAS, cuDNN,
+    // NCCL) make a few plain allocations of their own (six in every H200 run: samples/README.md),
+    // so with a PyTorch configuration in the environment three in four are enough.
+    let torch = metadata
+        .environment
+        .iter()
+        .any(|(k, _)| k == "PYTORCH_CUDA_ALLOC_CONF" || k == "PYTORCH_ALLOC_CONF");
+    let (n, multiples) = (facts.device_allocs, facts.device_allocs_2mib_multiple);
+    if n >= 4 && (multiples == n || (torch && 4 * multiples >= 3 * n)) {
         return CaptureLevel::Segment;
+    }
+    // JAX's `platform` allocator maps one VMM allocation per buffer: those are the requests.
+    let xla_platform = metadata
+        .environment
+        .iter()
+        .any(|(k, v)| k == "XLA_PYTHON_CLIENT_ALLOCATOR" && v == "platform");
+    if xla_platform && facts.vmm_maps > 0 {
+        return CaptureLevel::Request;
+    }
+    // No framework in the environment: a program calling the driver itself, whose
+    // allocations are its buffers (a library's own pool would hide them; that is not
+    // recognisable from the events).
+    let framework = metadata
+        .environment
+        .iter()
+        .any(|(k, _)| k.starts_with("PYTORCH_") || k.starts_with("XLA_") || k.starts_with("TF_"));
+    if !framework && n + facts.pool_allocs > 0 {
+        return CaptureLevel::Request;
     }
     CaptureLevel::Unknown
 }
@@ -153,6 +178,26 @@ mod tests {
         assert_eq!(r.level, CaptureLevel::Segment);
         assert!(!r.declared);
         assert!(r.warning.unwrap().contains("segment-level"));
+    }
+
+    #[test]
+    fn pytorchs_segments_beside_a_few_library_allocations_are_segment_level() {
+        let m = Metadata {
+            environment: vec![("PYTORCH_CUDA_ALLOC_CONF".into(), String::new())],
+            ..Metadata::default()
+        };
+        // torch-mlp-native.vramtrace: 43 segments and the libraries' 6 allocations.
+        let facts = LevelFacts {
+            device_allocs: 49,
+            device_allocs_2mib_multiple: 43,
+            ..LevelFacts::default()
+        };
+        assert_eq!(detect_level(&m, &facts).level, CaptureLevel::Segment);
+        // The same shape without PyTorch: a program's own cudaMalloc calls.
+        assert_eq!(
+            detect_level(&Metadata::default(), &facts).level,
+            CaptureLevel::Request
+        );
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //!
 //! Sans-IO: everything here takes decoded events and returns data.
 
+pub mod device;
 mod from_events;
 mod level;
+pub mod live;
 mod modules;
 mod request;
 

@@ -311,6 +311,7 @@ impl Policy for CudaAsync {
                 self.free[i].take_low(a, rounded);
                 a
             } else {
+                driver.count_retry();
                 self.trim(driver);
                 self.grow(rounded, own, driver).ok_or(Refused)?
             }

@@ -81,4 +81,10 @@ impl Device<'_> {
     pub fn count_free(&mut self, call: Call, bytes: u64) {
         self.driver.count_free(call, bytes)
     }
+
+    /// Counts one retry after emptying the cache ([`Driver::count_retry`]).
+    #[inline]
+    pub fn count_retry(&mut self) {
+        self.driver.count_retry()
+    }
 }

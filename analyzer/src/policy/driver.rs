@@ -132,6 +132,9 @@ pub struct Driver {
     reserved: u64,
     device_allocs: u64,
     device_frees: u64,
+    sync_frees: u64,
+    refusals: u64,
+    retries: u64,
     cost_us: f64,
     next_va: u64,
     small_pages: HashMap<u64, SmallPage>,
@@ -193,6 +196,9 @@ impl Driver {
             reserved: 0,
             device_allocs: 0,
             device_frees: 0,
+            sync_frees: 0,
+            refusals: 0,
+            retries: 0,
             cost_us: 0.0,
             next_va: 0x7f00_0000_0000,
             small_pages: HashMap::new(),
@@ -221,9 +227,39 @@ impl Driver {
         self.device_frees
     }
 
-    /// Estimated time spent in driver calls, failed ones included.
+    /// Frees that synchronize the device (`cudaFree`, `cuMemUnmap`): the program waits for
+    /// all its queued work at each.
+    pub fn sync_frees(&self) -> u64 {
+        self.sync_frees
+    }
+
+    /// Allocating calls the device refused (no room): each sends an allocator down its retry
+    /// path.
+    pub fn refusals(&self) -> u64 {
+        self.refusals
+    }
+
+    /// Times a policy emptied its cache and tried again after running out of memory
+    /// (PyTorch's `num_alloc_retries`), as the policies report them ([`Driver::count_retry`]).
+    pub fn retries(&self) -> u64 {
+        self.retries
+    }
+
+    /// Counts one retry of an allocation after freeing the cache (synchronizing).
+    pub fn count_retry(&mut self) {
+        self.retries += 1;
+    }
+
+    /// Estimated time spent in successful driver calls. A refused call returns at once, so
+    /// it is counted ([`Driver::refusals`]) but not charged: a request no device could hold
+    /// costs nothing, not the extrapolated time of allocating it.
     pub fn cost_us(&self) -> f64 {
         self.cost_us
+    }
+
+    fn refuse<T>(&mut self) -> Option<T> {
+        self.refusals += 1;
+        None
     }
 
     /// Physical bytes a `cudaMalloc` of `size` takes, not counting small-page sharing.
@@ -243,15 +279,17 @@ impl Driver {
                 .is_some_and(|t| t <= self.model.capacity)
     }
 
-    /// `cudaMalloc`: an address, or `None` when the device is full. A refused call still costs.
+    /// `cudaMalloc`: an address, or `None` when the device is full.
     pub fn malloc(&mut self, size: u64) -> Option<u64> {
-        self.cost_us += call_cost_us(Call::Malloc, size);
         let address = if size <= SMALL_PACKED {
-            self.malloc_small(size)?
+            match self.malloc_small(size) {
+                Some(a) => a,
+                None => return self.refuse(),
+            }
         } else {
             let bytes = size.next_multiple_of(PAGE);
             if !self.fits(bytes) {
-                return None;
+                return self.refuse();
             }
             self.reserved += bytes;
             match self.scripted.pop_front() {
@@ -263,6 +301,7 @@ impl Driver {
                 None => self.reserve_address(bytes),
             }
         };
+        self.cost_us += call_cost_us(Call::Malloc, size);
         self.device_allocs += 1;
         self.note(DriverCall::Malloc(size));
         Some(address)
@@ -298,6 +337,7 @@ impl Driver {
     pub fn free(&mut self, address: u64, size: u64) {
         self.cost_us += call_cost_us(Call::Free, size);
         self.device_frees += 1;
+        self.sync_frees += 1;
         self.note(DriverCall::Free(size));
         if size <= SMALL_PACKED {
             let base = address & !(PAGE - 1);
@@ -331,10 +371,11 @@ impl Driver {
     /// per `map_block`.
     pub fn map(&mut self, pages: u64, page: u64) -> bool {
         let bytes = pages * page;
-        self.cost_us += pages as f64 * call_cost_us(Call::Malloc, page);
         if !self.fits(bytes) {
+            self.refusals += 1;
             return false;
         }
+        self.cost_us += pages as f64 * call_cost_us(Call::Malloc, page);
         self.reserved += bytes;
         self.device_allocs += 1;
         self.note(DriverCall::Map(bytes));
@@ -346,6 +387,7 @@ impl Driver {
         self.cost_us += pages as f64 * call_cost_us(Call::Free, page);
         self.reserved -= pages * page;
         self.device_frees += 1;
+        self.sync_frees += 1;
         self.note(DriverCall::Unmap(pages * page));
     }
 
@@ -424,13 +466,14 @@ mod tests {
     }
 
     #[test]
-    fn a_full_device_refuses_but_the_call_still_costs() {
+    fn a_refused_call_is_counted_but_not_charged() {
         let mut d = Driver::new(DriverModel { capacity: 4 * MIB });
         assert!(d.malloc(4 * MIB).is_some());
         let before = d.cost_us();
         assert!(d.malloc(MIB + 1).is_none());
-        assert!(d.cost_us() > before);
-        assert_eq!(d.device_allocs(), 1);
+        assert!(d.malloc(32 << 40).is_none());
+        assert_eq!(d.cost_us(), before);
+        assert_eq!((d.device_allocs(), d.refusals()), (1, 2));
     }
 
     #[test]

@@ -76,4 +76,7 @@ pub enum SpecSyntax {
     NotKeyValue(String),
     #[error("no policy named")]
     Empty,
+    /// A `PYTORCH_CUDA_ALLOC_CONF` value that PyTorch would reject too.
+    #[error("{0}")]
+    AllocConf(String),
 }

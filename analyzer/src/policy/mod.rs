@@ -11,6 +11,7 @@
 //! list and the slot table several policies share. The replay engine (`crate::replay`) builds
 //! on this module, never the reverse.
 
+pub mod alloc_conf;
 mod allocator;
 pub mod best_fit;
 pub mod bfc;
@@ -107,12 +108,71 @@ pub const REGISTRY: &[PolicyInfo] = &[
     buddy::INFO,
 ];
 
+/// The bounds: policies that plan with the whole stream known (or hold exactly what is live),
+/// so no program can select them and their placement does not depend on the capacity.
+pub const BOUNDS: &[&str] = &["lower-bound", "greedy-by-size"];
+
+/// The policies a program can select: each is an allocator some framework or library offers,
+/// chosen by an environment variable or a documented call (docs/definitions.md, "tune"). The
+/// others model research allocators (GMLake, best fit, buddy) or are [`BOUNDS`].
+pub const SELECTABLE: &[&str] = &[
+    "cuda-malloc",
+    "pytorch",
+    "pytorch-expandable",
+    "cuda-async",
+    "bfc",
+    "rmm-pool",
+    "rmm-arena",
+    "rmm-binning",
+];
+
+/// What a policy is to a user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyRole {
+    /// One of [`SELECTABLE`].
+    Setting,
+    /// One of [`BOUNDS`]: the best any allocator could do.
+    Bound,
+    /// A research allocator's model: no framework ships it.
+    Model,
+}
+
+/// The role of the policy `spec` names.
+pub fn role(spec: &PolicySpec) -> PolicyRole {
+    if BOUNDS.contains(&spec.name.as_str()) {
+        PolicyRole::Bound
+    } else if SELECTABLE.contains(&spec.name.as_str()) {
+        PolicyRole::Setting
+    } else {
+        PolicyRole::Model
+    }
+}
+
+/// Whether `spec` reserves a fixed share of the device up front whatever the program does
+/// (BFC without growth, an RMM arena): its peak is that share, not a measure of the program.
+pub fn preallocates(spec: &PolicySpec) -> bool {
+    let opt = |k: &str| {
+        spec.options
+            .iter()
+            .rev()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    match spec.name.as_str() {
+        "bfc" => opt("allow_growth") != Some("true"),
+        "rmm-arena" => true,
+        _ => false,
+    }
+}
+
 /// The registered policy called `name`.
 pub fn find(name: &str) -> Option<&'static PolicyInfo> {
     REGISTRY.iter().find(|p| p.name == name)
 }
 
-/// `all`, or a list of specs; checks names and options so errors come before any work.
+/// `all`, or a list of specs (in the policy syntax or the `PYTORCH_CUDA_ALLOC_CONF` syntax,
+/// [`alloc_conf::parse_policy_list`]); checks names and options so errors come before any work.
 pub fn resolve(text: &str) -> Result<Vec<PolicySpec>, PolicyError> {
     let specs = if text.trim() == "all" {
         REGISTRY
@@ -123,7 +183,7 @@ pub fn resolve(text: &str) -> Result<Vec<PolicySpec>, PolicyError> {
             })
             .collect()
     } else {
-        parse_specs(text)?
+        alloc_conf::parse_policy_list(text)?
     };
     let empty = RequestStream::default();
     for spec in &specs {

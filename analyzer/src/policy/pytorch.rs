@@ -36,7 +36,7 @@
 use super::driver::H200_TOTAL_MEMORY;
 use super::support::options::{Options, parse_divisions};
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
-use super::{BuildContext, KeyInfo, OptionError, PolicyInfo, PolicySpec};
+use super::{BuildContext, KeyInfo, OptionError, PolicyInfo};
 use std::collections::BTreeMap;
 
 const fn keys(expandable_default: &'static str) -> [KeyInfo; 7] {
@@ -63,8 +63,8 @@ const fn keys(expandable_default: &'static str) -> [KeyInfo; 7] {
         },
         KeyInfo {
             key: "memory_fraction",
-            default: "1.0",
-            about: "set_per_process_memory_fraction: cap on reserved memory as a fraction of the capacity",
+            default: "none",
+            about: "set_per_process_memory_fraction: cap on reserved memory as a fraction of the capacity (any value, 1.0 too, enables gc)",
         },
         KeyInfo {
             key: "expandable_segments",
@@ -96,47 +96,6 @@ pub const EXPANDABLE_INFO: PolicyInfo = PolicyInfo {
     build: build_expandable,
 };
 
-/// The policy a process ran under, from its `PYTORCH_CUDA_ALLOC_CONF` (`key:value,...`) and,
-/// when it called `set_per_process_memory_fraction`, that fraction. Keys that do not change
-/// device placement (`backend`, `pinned_*`, `release_lock_on_cudamalloc`, ...) are ignored.
-pub fn spec_from_alloc_conf(conf: &str, memory_fraction: Option<&str>) -> PolicySpec {
-    let mut spec = PolicySpec {
-        name: INFO.name.into(),
-        options: Vec::new(),
-    };
-    let mut depth = 0;
-    let mut items = vec![String::new()];
-    for c in conf.chars() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                items.push(String::new());
-                continue;
-            }
-            _ => {}
-        }
-        items.last_mut().expect("never empty").push(c);
-    }
-    for item in &items {
-        let Some((key, value)) = item.split_once(':') else {
-            continue;
-        };
-        let (key, value) = (key.trim(), value.trim());
-        if key == "expandable_segments" {
-            if value.eq_ignore_ascii_case("true") {
-                spec.name = EXPANDABLE_INFO.name.into();
-            }
-        } else if NATIVE_KEYS.iter().any(|k| k.key == key) {
-            spec.options.push((key.into(), value.into()));
-        }
-    }
-    if let Some(f) = memory_fraction.filter(|f| !f.is_empty()) {
-        spec.options.push(("memory_fraction".into(), f.into()));
-    }
-    spec
-}
-
 fn build_native(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let cfg = Config::from_options(o, false, ctx.device_memory())?;
     Ok(Box::new(PyTorchCaching::new(cfg)))
@@ -167,8 +126,9 @@ pub struct Config {
     pub divisions: [u64; 16],
     /// `garbage_collection_threshold`; 0 is off.
     pub gc_threshold: f64,
-    /// `torch.cuda.set_per_process_memory_fraction`; 1.0 means none was set.
-    pub memory_fraction: f64,
+    /// `torch.cuda.set_per_process_memory_fraction` (or `per_process_memory_fraction`);
+    /// `None` when none was set. Setting one, even 1.0, is what enables garbage collection.
+    pub memory_fraction: Option<f64>,
     pub expandable_segments: bool,
     /// Size of a large segment / large expandable page (`kLargeBuffer`).
     pub large_segment_size: u64,
@@ -183,7 +143,7 @@ impl Default for Config {
             max_non_split_rounding: K_LARGE_BUFFER,
             divisions: [0; 16],
             gc_threshold: 0.0,
-            memory_fraction: 1.0,
+            memory_fraction: None,
             expandable_segments: false,
             large_segment_size: K_LARGE_BUFFER,
             total_memory: H200_TOTAL_MEMORY,
@@ -228,9 +188,12 @@ impl Config {
         if c.gc_threshold != 0.0 && !(c.gc_threshold > 0.0 && c.gc_threshold < 1.0) {
             return Err("garbage_collection_threshold must be in (0.0, 1.0)".into());
         }
-        c.memory_fraction = o.f64("memory_fraction", 1.0)?;
-        if !(0.0..=1.0).contains(&c.memory_fraction) {
-            return Err("memory_fraction must be in [0, 1]".into());
+        if o.str_opt("memory_fraction").is_some() {
+            let f = o.f64("memory_fraction", 1.0)?;
+            if !(0.0..=1.0).contains(&f) {
+                return Err("memory_fraction must be in [0, 1]".into());
+            }
+            c.memory_fraction = Some(f);
         }
         if let Some(mb) = o.u64_opt("large_segment_size_mb", 1 << 30)? {
             c.large_segment_size = mb.max(1).saturating_mul(MIB);
@@ -238,10 +201,10 @@ impl Config {
         Ok(c)
     }
 
-    /// `allowed_memory_maximum`: set only when a fraction below 1 was given.
+    /// `allowed_memory_maximum`: set only when a fraction was given.
     fn allowed_maximum(&self) -> Option<u64> {
-        (self.memory_fraction < 1.0)
-            .then_some((self.memory_fraction * self.total_memory as f64) as u64)
+        self.memory_fraction
+            .map(|f| (f * self.total_memory as f64) as u64)
     }
 
     fn divisions_for(&self, size: u64) -> u64 {
@@ -899,6 +862,7 @@ impl Policy for PyTorchCaching {
                 found = self.alloc_block(small, stream, size, alloc_size, driver);
             }
             if found.is_none() {
+                driver.count_retry();
                 self.release_cached_blocks(driver);
                 found = self.alloc_block(small, stream, size, alloc_size, driver);
             }
@@ -1140,19 +1104,6 @@ mod tests {
     }
 
     #[test]
-    fn an_alloc_conf_becomes_the_policy_it_configures() {
-        let s = spec_from_alloc_conf(
-            "expandable_segments:True,roundup_power2_divisions:[256:1,>:4],backend:native",
-            Some("0.5"),
-        );
-        assert_eq!(
-            s.to_string(),
-            "pytorch-expandable:roundup_power2_divisions=[256:1,>:4],memory_fraction=0.5"
-        );
-        assert_eq!(spec_from_alloc_conf("", None).to_string(), "pytorch");
-    }
-
-    #[test]
     fn rounding_follows_round_size() {
         let c = Config::default();
         assert_eq!(c.round_size(1), 512);
@@ -1228,7 +1179,7 @@ mod tests {
     fn garbage_collection_frees_old_cached_blocks_above_the_threshold() {
         let cfg = Config {
             gc_threshold: 0.5,
-            memory_fraction: 1.0 - f64::EPSILON,
+            memory_fraction: Some(1.0 - f64::EPSILON),
             total_memory: 100 * MIB,
             ..Config::default()
         };

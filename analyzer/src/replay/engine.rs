@@ -33,6 +33,18 @@ pub trait Observer {
     /// the state the request left it in. Called before [`Observer::step`] for that request.
     #[inline]
     fn peak(&mut self, _index: usize, _policy: &dyn Policy, _usage: Usage) {}
+
+    /// The next request index after which [`Observer::state`] wants to see the policy;
+    /// `usize::MAX` for none.
+    #[inline]
+    fn next_state(&self) -> usize {
+        usize::MAX
+    }
+
+    /// `policy` right after request `index`, which [`Observer::next_state`] asked for. Called
+    /// after [`Observer::step`] for that request.
+    #[inline]
+    fn state(&mut self, _index: usize, _policy: &dyn Policy) {}
 }
 
 impl Observer for () {}
@@ -92,7 +104,30 @@ pub struct Outcome {
     pub device_allocs: u64,
     pub device_frees: u64,
     pub est_alloc_time_us: f64,
+    /// What running this way costs besides time: synchronizing frees, refusals, retries.
+    pub costs: Costs,
     pub oom: Option<Oom>,
+}
+
+/// The cost proxy of a replay, beside [`Outcome::est_alloc_time_us`] (docs/definitions.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Costs {
+    /// Frees that synchronize the device (`cudaFree`, `cuMemUnmap`).
+    pub sync_frees: u64,
+    /// Allocating driver calls refused for lack of room.
+    pub refusals: u64,
+    /// Times the allocator emptied its cache and tried again.
+    pub retries: u64,
+}
+
+impl std::iter::Sum for Costs {
+    fn sum<I: Iterator<Item = Costs>>(iter: I) -> Costs {
+        iter.fold(Costs::default(), |a, b| Costs {
+            sync_frees: a.sync_frees + b.sync_frees,
+            refusals: a.refusals + b.refusals,
+            retries: a.retries + b.retries,
+        })
+    }
 }
 
 impl Outcome {
@@ -147,6 +182,7 @@ pub fn replay_on(
         device_allocs: 0,
         device_frees: 0,
         est_alloc_time_us: 0.0,
+        costs: Costs::default(),
         oom: None,
     };
     let limit = stop_after.unwrap_or(usize::MAX);
@@ -202,10 +238,18 @@ pub fn replay_on(
             observer.peak(index, &*policy, usage);
         }
         observer.step(index, &r, usage);
+        if index == observer.next_state() {
+            observer.state(index, &*policy);
+        }
     }
     out.device_allocs = driver.device_allocs();
     out.device_frees = driver.device_frees();
     out.est_alloc_time_us = driver.cost_us();
+    out.costs = Costs {
+        sync_frees: driver.sync_frees(),
+        refusals: driver.refusals(),
+        retries: driver.retries(),
+    };
     (out, driver)
 }
 

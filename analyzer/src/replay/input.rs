@@ -3,7 +3,7 @@
 
 use crate::model::{Model, pytorch_alloc_conf};
 use crate::policy::PolicySpec;
-use crate::policy::pytorch::spec_from_alloc_conf;
+use crate::policy::alloc_conf::spec_from_alloc_conf;
 use vramtrace_format::{Device, Metadata, Trace};
 
 /// Where a stream's capacity came from.
@@ -15,6 +15,9 @@ pub enum CapacitySource {
     Device,
     /// Neither: no limit (`u64::MAX`).
     Unlimited,
+    /// The limit the recorded process ran under, as its metadata states it (a memory fraction
+    /// of the traced device).
+    Recorded,
 }
 
 /// A trace's request streams with the capacity each replays under.
@@ -28,6 +31,13 @@ pub struct ReplayInput {
 }
 
 impl ReplayInput {
+    /// The request streams of a trace already in memory; `capacity` overrides the traced
+    /// devices' memory. `None` when it holds no device-memory allocation to replay.
+    pub fn from_trace(trace: &Trace, capacity: Option<u64>) -> Option<ReplayInput> {
+        let model = Model::from_events(trace.events(), &trace.metadata);
+        ReplayInput::of_model(model, &trace.metadata, &trace.tables.devices, capacity)
+    }
+
     /// The input of the `model` of a trace with this `metadata` and these `devices`;
     /// `capacity` overrides the traced devices' memory. `None` when the trace holds no
     /// device-memory allocation to replay.
@@ -52,12 +62,23 @@ impl ReplayInput {
             .streams
             .iter()
             .any(|s| s.recorded_peak_reserved.is_some())
-            .then(|| spec_from_alloc_conf(&pytorch_alloc_conf(metadata), None));
+            .then(|| spec_from_alloc_conf(&pytorch_alloc_conf(metadata), None).ok())
+            .flatten();
         Some(ReplayInput {
             model,
             capacities,
             recorded_policy,
         })
+    }
+
+    /// Replays every stream that took its capacity from the traced device under `fraction` of
+    /// it instead: the limit the recorded process ran under.
+    pub fn limit_to(&mut self, fraction: f64) {
+        for c in &mut self.capacities {
+            if c.1 == CapacitySource::Device {
+                *c = ((c.0 as f64 * fraction) as u64, CapacitySource::Recorded);
+            }
+        }
     }
 }
 

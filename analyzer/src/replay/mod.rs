@@ -11,9 +11,9 @@ mod parallel;
 mod table;
 
 pub use engine::{
-    LiveObject, OOM_LIVE_SHOWN, Observer, Oom, Outcome, ReplayOptions, Timeline, Usage,
+    Costs, LiveObject, OOM_LIVE_SHOWN, Observer, Oom, Outcome, ReplayOptions, Timeline, Usage,
     address_map_at, replay, replay_on,
 };
 pub use input::{CapacitySource, ReplayInput, capacity_of};
-pub use parallel::{FitResult, RunResult, fit_all, fit_one, replay_all, run};
+pub use parallel::{FitResult, Progress, RunResult, fit_all, fit_one, replay_all, run};
 pub use table::{FitReport, FitRow, PolicyRow, ReplayReport, StreamFit, StreamReport};

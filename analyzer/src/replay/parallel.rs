@@ -4,7 +4,7 @@
 
 use super::engine::{Outcome, replay_on};
 use crate::model::RequestStream;
-use crate::policy::{BuildContext, Driver, DriverModel, PolicyError, PolicySpec, build};
+use crate::policy::{BOUNDS, BuildContext, Driver, DriverModel, PolicyError, PolicySpec, build};
 use rayon::prelude::*;
 
 /// One policy on one stream.
@@ -60,7 +60,7 @@ pub fn run(
 }
 
 /// The smallest capacity at which a policy serves a stream without OOM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FitResult {
     pub stream: usize,
     pub policy: usize,
@@ -68,7 +68,14 @@ pub struct FitResult {
     pub min_capacity_bytes: Option<u64>,
     /// Replays the bisection took.
     pub replays: u32,
+    /// The replay without a capacity limit.
+    pub uncapped: Outcome,
+    /// The replay at `min_capacity_bytes`: what running at the smallest capacity costs.
+    pub at_min: Option<Outcome>,
 }
+
+/// Progress of a long search: called with (pairs done, pairs in all) as each finishes.
+pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Sync);
 
 /// Bisects the capacity of every (stream, policy) pair, in parallel.
 ///
@@ -78,67 +85,98 @@ pub struct FitResult {
 /// too. Every answer is a capacity at which a replay was run and fitted, with the capacity one
 /// byte below it run and failed. Policies whose placement depends on the capacity (the address
 /// space of expandable segments, a memory fraction) are not monotone in it, so a smaller
-/// capacity may exist off the bisection path.
+/// capacity may exist off the bisection path. The bounds ([`BOUNDS`]) plan without regard to
+/// the capacity: they are checked at their own peak and one byte below, not bisected.
 pub fn fit_all(
     streams: &[RequestStream],
     specs: &[PolicySpec],
+    progress: Progress,
 ) -> Result<Vec<FitResult>, PolicyError> {
     let jobs: Vec<(usize, usize)> = (0..streams.len())
         .flat_map(|s| (0..specs.len()).map(move |p| (s, p)))
         .collect();
+    let done = std::sync::atomic::AtomicUsize::new(0);
     jobs.par_iter()
         .map(|&(s, p)| {
-            let (min_capacity_bytes, replays) = fit_one(&streams[s], &specs[p])?;
+            let fit = fit_one(&streams[s], &specs[p])?;
+            let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            progress(n, jobs.len());
             Ok(FitResult {
                 stream: s,
                 policy: p,
-                min_capacity_bytes,
-                replays,
+                ..fit
             })
         })
         .collect()
 }
 
-/// Bisection for one pair: (smallest capacity without OOM, replays made); `None` when even an
-/// unlimited device does not fit.
-pub fn fit_one(
-    stream: &RequestStream,
-    spec: &PolicySpec,
-) -> Result<(Option<u64>, u32), PolicyError> {
+/// Bisection for one pair (`stream` and `policy` of the result are 0); `min_capacity_bytes` is
+/// `None` when even an unlimited device does not fit.
+pub fn fit_one(stream: &RequestStream, spec: &PolicySpec) -> Result<FitResult, PolicyError> {
     let unlimited = run(stream, spec, u64::MAX)?;
     let mut replays = 1;
+    let mut result = FitResult {
+        stream: 0,
+        policy: 0,
+        min_capacity_bytes: None,
+        replays,
+        uncapped: unlimited.clone(),
+        at_min: None,
+    };
     if unlimited.oom.is_some() {
-        return Ok((None, replays));
+        return Ok(result);
     }
-    let fits = |c: u64, replays: &mut u32| -> Result<Option<u64>, PolicyError> {
+    let fits = |c: u64, replays: &mut u32| -> Result<Option<Outcome>, PolicyError> {
         *replays += 1;
         let o = run(stream, spec, c)?;
-        Ok(o.oom.is_none().then_some(o.peak_reserved))
+        Ok(o.oom.is_none().then_some(o))
     };
-    // Invariant: capacity `lo` fails (below the lower bound it must); `hi` was run and fits.
+    // Invariant: capacity `lo` fails (below the lower bound it must); `hi` was run and fits,
+    // giving `at_hi`.
     let mut lo = stream.lower_bound().saturating_sub(1);
     let mut hi = unlimited.peak_reserved.max(lo + 1);
-    while fits(hi, &mut replays)?.is_none() {
+    if BOUNDS.contains(&spec.name.as_str())
+        && let Some(at) = fits(hi, &mut replays)?
+        && fits(hi - 1, &mut replays)?.is_none()
+    {
+        result.min_capacity_bytes = Some(hi);
+        result.at_min = Some(at);
+        result.replays = replays;
+        return Ok(result);
+    }
+    let mut at_hi = loop {
+        if let Some(o) = fits(hi, &mut replays)? {
+            break o;
+        }
         lo = hi;
         hi = hi.saturating_mul(2);
         if lo == u64::MAX {
-            return Ok((None, replays));
+            result.replays = replays;
+            return Ok(result);
         }
-    }
+    };
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         match fits(mid, &mut replays)? {
             None => lo = mid,
-            Some(peak) => {
+            Some(o) => {
+                let peak = o.peak_reserved;
                 hi = mid;
+                at_hi = o;
                 if peak > lo && peak < mid {
                     match fits(peak, &mut replays)? {
-                        Some(_) => hi = peak,
+                        Some(o) => {
+                            hi = peak;
+                            at_hi = o;
+                        }
                         None => lo = peak,
                     }
                 }
             }
         }
     }
-    Ok((Some(hi), replays))
+    result.min_capacity_bytes = Some(hi);
+    result.at_min = Some(at_hi);
+    result.replays = replays;
+    Ok(result)
 }

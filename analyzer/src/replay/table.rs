@@ -3,9 +3,11 @@
 //! "Output contracts"); the insta snapshots of `analyzer/tests` guard it.
 
 use super::input::ReplayInput;
-use super::{FitResult, Oom, Outcome, fit_all, replay_all};
+use super::{FitResult, Oom, Outcome, Progress, fit_all, replay_all};
+use crate::model::device::{GPU_SIZES_GB, gpu_bytes, process_peak};
 use crate::model::{CaptureLevel, Outside};
-use crate::policy::{PolicyError, PolicySpec};
+use crate::model::{RequestKind, RequestStream};
+use crate::policy::{PolicyError, PolicyRole, PolicySpec, preallocates, role};
 use serde::Serialize;
 
 /// One policy's figures.
@@ -15,6 +17,9 @@ pub struct PolicyRow {
     pub peak_requested: u64,
     pub peak_allocated: u64,
     pub peak_reserved: u64,
+    /// Allocated bytes at the moment reserved peaked: with `peak_reserved`, what
+    /// `fragmentation_at_peak` is computed from (docs/definitions.md).
+    pub allocated_at_peak_reserved: u64,
     pub fragmentation_at_peak: f64,
     pub ratio_to_lower_bound: f64,
     pub device_allocs: u64,
@@ -39,6 +44,9 @@ pub struct StreamReport {
     /// Plain driver allocations beside a stream-ordered-pool request stream: libraries that
     /// bypass the framework's allocator. Not replayed; the process holds them under any policy.
     pub outside_allocator: Outside,
+    /// Allocations the recorded run's driver refused with `CUDA_ERROR_OUT_OF_MEMORY` (replayed
+    /// as refused again).
+    pub recorded_oom_failures: u64,
     /// What the process's allocator really reserved at its peak, from its own segment events
     /// (PyTorch's tracker); `null` when the trace does not say.
     pub recorded_peak_reserved: Option<u64>,
@@ -59,19 +67,28 @@ pub struct ReplayReport {
     pub streams: Vec<StreamReport>,
 }
 
-fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64) -> PolicyRow {
+/// `o`'s row, its OOM's times taken from the trace's start `start_ns`.
+fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64, start_ns: u64) -> PolicyRow {
+    let oom = o.oom.clone().map(|mut oom| {
+        oom.time_ns = oom.time_ns.saturating_sub(start_ns);
+        for l in &mut oom.largest_live {
+            l.time_ns = l.time_ns.saturating_sub(start_ns);
+        }
+        oom
+    });
     PolicyRow {
         error_vs_recorded: None,
         name: spec.to_string(),
         peak_requested: o.peak_requested,
         peak_allocated: o.peak_allocated,
         peak_reserved: o.peak_reserved,
+        allocated_at_peak_reserved: o.allocated_at_peak_reserved,
         fragmentation_at_peak: o.fragmentation_at_peak(),
         ratio_to_lower_bound: ratio(o.peak_reserved, lower_bound),
         device_allocs: o.device_allocs,
         device_frees: o.device_frees,
         est_alloc_time_us: o.est_alloc_time_us,
-        oom: o.oom.clone(),
+        oom,
     }
 }
 
@@ -90,6 +107,7 @@ impl ReplayReport {
         let streams = &input.model.streams;
         let capacities: Vec<u64> = input.capacities.iter().map(|c| c.0).collect();
         let results = replay_all(streams, specs, &capacities)?;
+        let start = input.model.start_ns;
         let models_recorded = |spec: &PolicySpec| {
             input
                 .recorded_policy
@@ -113,11 +131,16 @@ impl ReplayReport {
                 capacity_bytes: Some(capacities[s]).filter(|&c| c != u64::MAX),
                 lower_bound_bytes: lb,
                 outside_allocator: stream.outside,
+                recorded_oom_failures: stream
+                    .requests
+                    .iter()
+                    .filter(|r| r.kind == RequestKind::Attempt)
+                    .count() as u64,
                 policies: results[s * n..(s + 1) * n]
                     .iter()
                     .map(|r| {
                         let spec = &specs[r.policy];
-                        let mut row = row(spec, &r.outcome, lb);
+                        let mut row = row(spec, &r.outcome, lb, start);
                         row.error_vs_recorded = recorded
                             .filter(|&t| t > 0 && models_recorded(spec))
                             .map(|t| (r.outcome.peak_reserved as f64 - t as f64) / t as f64);
@@ -136,7 +159,7 @@ impl ReplayReport {
                     .filter(|r| r.policy == p)
                     .map(|r| &r.outcome)
                     .collect();
-                row(spec, &summed(&outs), lower_bound)
+                row(spec, &summed(&outs), lower_bound, start)
             })
             .collect();
         let level = &input.model.level;
@@ -165,6 +188,7 @@ fn summed(outs: &[&Outcome]) -> Outcome {
         device_allocs: sum(|o| o.device_allocs),
         device_frees: sum(|o| o.device_frees),
         est_alloc_time_us: outs.iter().map(|o| o.est_alloc_time_us).sum(),
+        costs: outs.iter().map(|o| o.costs).sum(),
         oom: outs
             .iter()
             .filter_map(|o| o.oom.clone())
@@ -172,14 +196,58 @@ fn summed(outs: &[&Outcome]) -> Outcome {
     }
 }
 
+/// What running at the smallest capacity costs (docs/definitions.md, "Costs").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FitCost {
+    pub device_allocs: u64,
+    pub device_frees: u64,
+    pub sync_frees: u64,
+    pub retries: u64,
+    pub est_alloc_time_us: f64,
+}
+
+impl FitCost {
+    fn of(o: &Outcome) -> FitCost {
+        FitCost {
+            device_allocs: o.device_allocs,
+            device_frees: o.device_frees,
+            sync_frees: o.costs.sync_frees,
+            retries: o.costs.retries,
+            est_alloc_time_us: o.est_alloc_time_us,
+        }
+    }
+}
+
+/// Whether a setting runs on a GPU of one of the common sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GpuFit {
+    /// The board's size as sold, in GB ([`crate::model::device::gpu_bytes`]).
+    pub gb: u64,
+    pub fits: bool,
+}
+
 /// One policy's smallest capacity.
 #[derive(Debug, Clone, Serialize)]
 pub struct FitRow {
     pub name: String,
+    /// Whether a user can select it, or it bounds what any allocator could do.
+    pub role: PolicyRole,
+    pub preallocates: bool,
     /// The largest over streams: every process must fit on its own device. `null` when no
     /// capacity fits (a request larger than any device).
     pub min_capacity_bytes: Option<u64>,
     pub ratio_to_lower_bound: Option<f64>,
+    /// `min_capacity_bytes` + memory outside the pool + the CUDA context: the smallest device
+    /// (docs/definitions.md, "process peak").
+    pub min_gpu_bytes: Option<u64>,
+    /// The pool peak without a capacity limit.
+    pub uncapped_peak_reserved: u64,
+    /// The fit is below the uncapped peak: there the allocator frees its cache under pressure.
+    pub below_uncapped: bool,
+    /// The replay at the fit (summed over streams).
+    pub at_min: Option<FitCost>,
+    /// Which common GPUs it runs on.
+    pub gpus: Vec<GpuFit>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -187,6 +255,8 @@ pub struct StreamFit {
     pub pid: u32,
     pub device: i32,
     pub lower_bound_bytes: u64,
+    /// Plain driver allocations beside the pool, held under any policy.
+    pub outside_allocator: Outside,
     pub policies: Vec<FitRow>,
 }
 
@@ -196,20 +266,79 @@ pub struct FitReport {
     pub trace: String,
     pub warning: Option<String>,
     pub lower_bound_bytes: u64,
+    /// The CUDA context's share counted in `min_gpu_bytes`.
+    pub context_bytes: u64,
     pub policies: Vec<FitRow>,
     pub streams: Vec<StreamFit>,
 }
 
+fn fit_row<'a>(
+    spec: &PolicySpec,
+    fits: impl Iterator<Item = (&'a FitResult, &'a RequestStream)> + Clone,
+    lower_bound: u64,
+    context: u64,
+) -> FitRow {
+    let need = largest_need(fits.clone().map(|(f, _)| f));
+    let min_gpu = fits
+        .clone()
+        .map(|(f, s)| {
+            f.min_capacity_bytes
+                .map(|c| process_peak(c, s.outside.peak_bytes, context))
+        })
+        .try_fold(0u64, |m, c| c.map(|c| m.max(c)));
+    let uncapped = fits
+        .clone()
+        .map(|(f, _)| f.uncapped.peak_reserved)
+        .max()
+        .unwrap_or(0);
+    let below = fits.clone().any(|(f, _)| {
+        f.min_capacity_bytes
+            .is_some_and(|c| c < f.uncapped.peak_reserved)
+    });
+    let at_min: Option<Vec<FitCost>> = fits
+        .clone()
+        .map(|(f, _)| f.at_min.as_ref().map(FitCost::of))
+        .collect();
+    let at_min = at_min.map(|v| FitCost {
+        device_allocs: v.iter().map(|c| c.device_allocs).sum(),
+        device_frees: v.iter().map(|c| c.device_frees).sum(),
+        sync_frees: v.iter().map(|c| c.sync_frees).sum(),
+        retries: v.iter().map(|c| c.retries).sum(),
+        est_alloc_time_us: v.iter().map(|c| c.est_alloc_time_us).sum(),
+    });
+    FitRow {
+        name: spec.to_string(),
+        role: role(spec),
+        preallocates: preallocates(spec),
+        min_capacity_bytes: need,
+        ratio_to_lower_bound: need.map(|c| ratio(c, lower_bound)),
+        min_gpu_bytes: min_gpu,
+        uncapped_peak_reserved: uncapped,
+        below_uncapped: below,
+        at_min,
+        gpus: GPU_SIZES_GB
+            .iter()
+            .map(|&gb| GpuFit {
+                gb,
+                fits: min_gpu.is_some_and(|m| m <= gpu_bytes(gb)),
+            })
+            .collect(),
+    }
+}
+
 impl FitReport {
     /// Bisects the capacity of every stream of `input` under every policy of `specs` (the
-    /// capacities of `input` are not used) and assembles the table.
+    /// capacities of `input` are not used) and assembles the table; `context` is the CUDA
+    /// context's share per process, `progress` hears of each finished bisection.
     pub fn build(
         trace: &str,
         specs: &[PolicySpec],
         input: &ReplayInput,
+        context: u64,
+        progress: Progress,
     ) -> Result<Self, PolicyError> {
         let streams = &input.model.streams;
-        let fits = fit_all(streams, specs)?;
+        let fits = fit_all(streams, specs, progress)?;
         // Fits come in (stream, policy) order, as replays do.
         let n = specs.len();
         let per_stream: Vec<StreamFit> = streams
@@ -222,13 +351,10 @@ impl FitReport {
                     pid: key.pid,
                     device: key.device,
                     lower_bound_bytes: lb,
+                    outside_allocator: st.outside,
                     policies: fits[s * n..(s + 1) * n]
                         .iter()
-                        .map(|f| FitRow {
-                            name: specs[f.policy].to_string(),
-                            min_capacity_bytes: f.min_capacity_bytes,
-                            ratio_to_lower_bound: f.min_capacity_bytes.map(|c| ratio(c, lb)),
-                        })
+                        .map(|f| fit_row(&specs[f.policy], std::iter::once((f, st)), lb, context))
                         .collect(),
                 }
             })
@@ -242,18 +368,18 @@ impl FitReport {
             .iter()
             .enumerate()
             .map(|(p, spec)| {
-                let need = largest_need(fits.iter().filter(|f| f.policy == p));
-                FitRow {
-                    name: spec.to_string(),
-                    min_capacity_bytes: need,
-                    ratio_to_lower_bound: need.map(|c| ratio(c, lower_bound)),
-                }
+                let of_policy = fits
+                    .iter()
+                    .filter(move |f| f.policy == p)
+                    .map(|f| (f, &streams[f.stream]));
+                fit_row(spec, of_policy, lower_bound, context)
             })
             .collect();
         Ok(FitReport {
             trace: trace.to_string(),
             warning: input.model.level.warning.clone(),
             lower_bound_bytes: lower_bound,
+            context_bytes: context,
             policies,
             streams: per_stream,
         })

@@ -19,6 +19,12 @@ pub struct Buckets {
     pub count: usize,
 }
 
+impl Default for Buckets {
+    fn default() -> Buckets {
+        Buckets::new(0, 1, 1)
+    }
+}
+
 impl Buckets {
     pub fn new(start_ns: u64, end_ns: u64, count: usize) -> Buckets {
         Buckets {
@@ -192,6 +198,51 @@ pub struct Section {
     pub timeline: Timeline,
     /// The same, zoomed on the moments around the peak.
     pub timeline_at_peak: Timeline,
+    /// Where memory moves: the shortest stretch of time holding most allocations and frees,
+    /// widened to hold the peak, cut into buckets of its own (a finer level of detail).
+    pub focus: Buckets,
+    /// Live requested bytes over [`Section::focus`].
+    pub requested_focus: Series,
+    /// The largest allocations, for the per-allocation view; the rest are summarized.
+    pub top: Vec<AllocationRecord>,
+    /// Per allocating stack, what it allocated; most bytes at the peak first.
+    pub stacks: Vec<StackUse>,
+    /// Allocations the driver refused that the program survived (the first few thousand).
+    pub refused: Vec<Refused>,
+    pub refused_total: u64,
+}
+
+/// One allocation of the per-allocation view.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AllocationRecord {
+    /// Its index among the section's allocations, in allocation order.
+    pub index: u32,
+    pub size: u64,
+    /// Absolute ns; `death_ns` is `u64::MAX` for one never freed.
+    pub birth_ns: u64,
+    pub death_ns: u64,
+    pub stack: u32,
+    pub stream: u32,
+}
+
+/// What one stack allocated over the trace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StackUse {
+    pub stack: u32,
+    pub allocations: u64,
+    pub bytes: u64,
+    /// Live bytes from it at the peak.
+    pub bytes_at_peak: u64,
+    /// Requests from it the driver refused.
+    pub refused: u64,
+}
+
+/// A request the real driver refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refused {
+    pub time_ns: u64,
+    pub size: u64,
+    pub stack: u32,
 }
 
 impl Section {
@@ -220,6 +271,11 @@ pub struct PolicyResult {
     pub color: usize,
     pub reserved: Series,
     pub allocated: Series,
+    /// Reserved bytes over the section's [`Section::focus`] buckets.
+    pub reserved_focus: Series,
+    /// Its address space at moments spread over the focus window (absolute ns of the request
+    /// after which each was taken), besides the one at its peak.
+    pub states: Vec<(u64, AddressLayout)>,
     pub peak_reserved: Peak,
     pub peak_allocated: u64,
     /// 1 − allocated / reserved when reserved peaked.
@@ -235,6 +291,8 @@ pub struct PolicyResult {
 /// Where a replay ran out of memory.
 #[derive(Debug, Clone, Default)]
 pub struct OomFacts {
+    /// CUDA stream index of the request.
+    pub stream: u32,
     pub time_ns: u64,
     pub size: u64,
     pub reserved: u64,
@@ -257,6 +315,9 @@ pub struct SegmentLayout {
     pub size: u64,
     /// Handed-out blocks as (offset from the segment's start, size), sorted; the rest is free.
     pub allocated: Vec<(u64, u64)>,
+    /// For each block of `allocated`, the index of the allocation it holds among the section's
+    /// allocations ([`AllocationRecord::index`]); `u32::MAX` when unknown.
+    pub owners: Vec<u32>,
 }
 
 /// What was live when requested bytes peaked, by allocating stack.

@@ -1,11 +1,12 @@
 //! The adapter from the replay engine to chart data: replays a request stream through each
 //! policy, sampling reserved and allocated bytes into the report's time buckets as it goes (no
-//! per-request timeline is kept), and takes the policy's address map where reserved peaked.
+//! per-request timeline is kept), and takes the policy's address map where reserved peaked and
+//! at a few moments spread over where memory moves ([`moments`]), for the page's state view.
 
 use super::data::{
     AddressLayout, Buckets, OomFacts, Peak, PolicyResult, SegmentLayout, SeriesBuilder,
 };
-use crate::model::{Request, RequestStream};
+use crate::model::{Request, RequestKind, RequestStream};
 use crate::policy::{
     AddressMap, BuildContext, DriverModel, Policy, PolicyError, PolicySpec, build,
 };
@@ -20,18 +21,71 @@ use rayon::prelude::*;
 struct Sampler {
     reserved: SeriesBuilder,
     allocated: SeriesBuilder,
+    /// Reserved over the focus window's finer buckets.
+    reserved_focus: SeriesBuilder,
     map: Option<AddressMap>,
     budget: u64,
+    /// Request indices, increasing, after which to keep the address map.
+    moments: Vec<usize>,
+    /// The maps kept so far, with the request's time.
+    states: Vec<(u64, AddressLayout)>,
+    /// Slot → the allocation it holds (allocations counted in request order), kept up to date
+    /// for the states' owners.
+    owners: Vec<u32>,
+    allocations: u32,
+    /// Blocks the states may still copy.
+    state_budget: usize,
+    last_ns: u64,
 }
 
 /// Blocks and segments copied in peak snapshots before the [`Sampler`] gives up on them.
 const SNAPSHOT_BUDGET: u64 = 20_000_000;
+/// Moments at which each policy's state is kept besides its peak.
+pub const STATE_MOMENTS: usize = 24;
+/// Blocks the states of all policies of a section may hold together (each policy its share),
+/// so the page stays small however many policies are replayed.
+const STATE_BLOCKS: usize = 120_000;
 
 impl Observer for Sampler {
     #[inline]
     fn step(&mut self, _: usize, request: &Request, usage: Usage) {
         self.reserved.step(request.time_ns, usage.reserved);
         self.allocated.step(request.time_ns, usage.allocated);
+        self.reserved_focus.step(request.time_ns, usage.reserved);
+        self.last_ns = request.time_ns;
+        let slot = request.slot as usize;
+        match request.kind {
+            RequestKind::Alloc => {
+                if self.owners.len() <= slot {
+                    self.owners.resize(slot + 1, u32::MAX);
+                }
+                self.owners[slot] = self.allocations;
+                self.allocations += 1;
+            }
+            RequestKind::Free => {
+                if let Some(o) = self.owners.get_mut(slot) {
+                    *o = u32::MAX;
+                }
+            }
+            RequestKind::Attempt => {}
+        }
+    }
+
+    #[inline]
+    fn next_state(&self) -> usize {
+        self.moments.first().copied().unwrap_or(usize::MAX)
+    }
+
+    fn state(&mut self, _: usize, policy: &dyn Policy) {
+        self.moments.remove(0);
+        let map = layout(&policy.address_map(), &self.owners);
+        let blocks: usize = map.segments.iter().map(|s| s.allocated.len()).sum();
+        if blocks > self.state_budget {
+            self.moments.clear();
+            return;
+        }
+        self.state_budget -= blocks;
+        self.states.push((self.last_ns, map));
     }
 
     fn peak(&mut self, _: usize, policy: &dyn Policy, _: Usage) {
@@ -73,19 +127,22 @@ pub fn colors(specs: &[PolicySpec]) -> Vec<usize> {
 }
 
 /// Replays `stream` through every policy in `specs` (in parallel) under `capacity` (`u64::MAX`
-/// for none). Results are in `specs` order; a result's `index` is its position there.
+/// for none), sampled into `buckets` and, finer, into `focus`. Results are in `specs` order; a
+/// result's `index` is its position there.
 pub fn replay_policies(
     stream: &RequestStream,
     specs: &[PolicySpec],
     capacity: u64,
     buckets: Buckets,
+    focus: Buckets,
 ) -> Result<Vec<PolicyResult>, PolicyError> {
     let colors = colors(specs);
     specs
         .par_iter()
         .enumerate()
         .map(|(index, spec)| {
-            let mut r = replay_one(stream, spec, index, capacity, buckets)?;
+            let budget = STATE_BLOCKS / specs.len().max(1);
+            let mut r = replay_one(stream, spec, index, capacity, (buckets, focus), budget)?;
             r.color = colors[index];
             Ok(r)
         })
@@ -97,7 +154,8 @@ fn replay_one(
     spec: &PolicySpec,
     index: usize,
     capacity: u64,
-    buckets: Buckets,
+    (buckets, focus): (Buckets, Buckets),
+    state_budget: usize,
 ) -> Result<PolicyResult, PolicyError> {
     let ctx = BuildContext { stream, capacity };
     let options = ReplayOptions {
@@ -107,8 +165,15 @@ fn replay_one(
     let mut sampler = Sampler {
         reserved: SeriesBuilder::new(buckets),
         allocated: SeriesBuilder::new(buckets),
+        reserved_focus: SeriesBuilder::new(focus),
         map: None,
         budget: SNAPSHOT_BUDGET,
+        moments: moments(stream, focus),
+        states: Vec::new(),
+        owners: Vec::new(),
+        allocations: 0,
+        state_budget,
+        last_ns: 0,
     };
     let mut policy = build(spec, &ctx)?;
     let (outcome, _) = replay(
@@ -117,19 +182,23 @@ fn replay_one(
         &options,
         &mut sampler,
     );
+    let owners = owners_at(stream, outcome.peak_reserved_index);
     let address_map = match sampler.map.take() {
         _ if outcome.peak_reserved == 0 => AddressLayout::default(),
-        Some(map) => layout(&map),
+        Some(map) => layout(&map, &owners),
         _ => {
             // Replays are deterministic: a fresh policy replayed up to the peak is in the state
             // the full replay passed through.
             let mut fresh = build(spec, &ctx)?;
-            layout(&address_map_at(
-                fresh.as_mut(),
-                &stream.requests,
-                outcome.peak_reserved_index,
-                &options,
-            ))
+            layout(
+                &address_map_at(
+                    fresh.as_mut(),
+                    &stream.requests,
+                    outcome.peak_reserved_index,
+                    &options,
+                ),
+                &owners,
+            )
         }
     };
     let peak_time = stream
@@ -137,12 +206,17 @@ fn replay_one(
         .get(outcome.peak_reserved_index)
         .map_or(0, |r| r.time_ns);
     // A replay that ran out of memory stopped there: its lines end there too.
-    let (reserved, allocated) = match &outcome.oom {
+    let (reserved, allocated, reserved_focus) = match &outcome.oom {
         Some(oom) => (
             sampler.reserved.finish_at(oom.time_ns),
             sampler.allocated.finish_at(oom.time_ns),
+            sampler.reserved_focus.finish_at(oom.time_ns),
         ),
-        None => (sampler.reserved.finish(), sampler.allocated.finish()),
+        None => (
+            sampler.reserved.finish(),
+            sampler.allocated.finish(),
+            sampler.reserved_focus.finish(),
+        ),
     };
     Ok(PolicyResult {
         name: spec.to_string(),
@@ -150,6 +224,8 @@ fn replay_one(
         color: index,
         reserved,
         allocated,
+        reserved_focus,
+        states: std::mem::take(&mut sampler.states),
         peak_reserved: Peak {
             time_ns: peak_time,
             bytes: outcome.peak_reserved,
@@ -160,6 +236,7 @@ fn replay_one(
         device_frees: outcome.device_frees,
         est_alloc_time_us: outcome.est_alloc_time_us,
         oom: outcome.oom.map(|o| OomFacts {
+            stream: o.stream,
             time_ns: o.time_ns,
             size: o.size,
             reserved: o.reserved,
@@ -170,8 +247,47 @@ fn replay_one(
     })
 }
 
-/// Each segment with the allocated blocks inside it, as offsets.
-pub fn layout(map: &AddressMap) -> AddressLayout {
+/// [`STATE_MOMENTS`] request indices spread evenly in time over `focus`: the last request before
+/// each of its evenly spaced instants, without repeats.
+pub fn moments(stream: &RequestStream, focus: Buckets) -> Vec<usize> {
+    let r = &stream.requests;
+    let mut v: Vec<usize> = (0..STATE_MOMENTS)
+        .filter_map(|k| {
+            let t = focus.start_ns
+                + ((2 * k as u128 + 1) * focus.span_ns as u128 / (2 * STATE_MOMENTS) as u128)
+                    as u64;
+            r.partition_point(|q| q.time_ns <= t).checked_sub(1)
+        })
+        .collect();
+    v.dedup();
+    v
+}
+
+/// Slot → the index of the allocation it holds (allocations counted in request order, as
+/// [`super::trace::Instance::allocations`] are) right after request `index`.
+pub fn owners_at(stream: &RequestStream, index: usize) -> Vec<u32> {
+    let mut by_slot = vec![u32::MAX; stream.slots as usize];
+    let mut next = 0u32;
+    for r in stream.requests.iter().take(index.saturating_add(1)) {
+        let slot = r.slot as usize;
+        if by_slot.len() <= slot {
+            by_slot.resize(slot + 1, u32::MAX);
+        }
+        match r.kind {
+            RequestKind::Alloc => {
+                by_slot[slot] = next;
+                next += 1;
+            }
+            RequestKind::Free => by_slot[slot] = u32::MAX,
+            RequestKind::Attempt => {}
+        }
+    }
+    by_slot
+}
+
+/// Each segment with the allocated blocks inside it, as offsets, and the allocation each block
+/// holds (`owners`: slot → allocation index, from [`owners_at`]).
+pub fn layout(map: &AddressMap, owners: &[u32]) -> AddressLayout {
     let mut segments: Vec<_> = map.segments.clone();
     // Policies that pack several blocks in one driver page list the page once per block.
     segments.sort_by_key(|s| (s.address, std::cmp::Reverse(s.size)));
@@ -187,16 +303,22 @@ pub fn layout(map: &AddressMap) -> AddressLayout {
                 while next < blocks.len() && blocks[next].address < s.address {
                     next += 1;
                 }
-                let mut allocated = Vec::new();
+                let (mut allocated, mut held_by) = (Vec::new(), Vec::new());
                 while next < blocks.len() && blocks[next].address < end {
                     let b = blocks[next];
                     allocated.push((b.address - s.address, b.size.min(end - b.address)));
+                    held_by.push(
+                        b.slot
+                            .and_then(|slot| owners.get(slot as usize).copied())
+                            .unwrap_or(u32::MAX),
+                    );
                     next += 1;
                 }
                 SegmentLayout {
                     address: s.address,
                     size: s.size,
                     allocated,
+                    owners: held_by,
                 }
             })
             .collect(),
@@ -252,10 +374,14 @@ mod tests {
                 },
             ],
         };
-        let l = layout(&map);
+        let l = layout(&map, &[7, 8, 9]);
         assert_eq!(l.segments[0].allocated, vec![(0, 500)]);
         assert_eq!(l.segments[1].address, 2000);
         assert_eq!(l.segments[1].allocated, vec![(100, 100)]);
+        assert_eq!(
+            (l.segments[0].owners.clone(), l.segments[1].owners.clone()),
+            (vec![8], vec![9])
+        );
     }
 
     #[test]
@@ -276,8 +402,15 @@ mod tests {
             let mut sampler = Sampler {
                 reserved: SeriesBuilder::new(Buckets::new(0, 1, 1)),
                 allocated: SeriesBuilder::new(Buckets::new(0, 1, 1)),
+                reserved_focus: SeriesBuilder::new(Buckets::new(0, 1, 1)),
                 map: None,
                 budget: SNAPSHOT_BUDGET,
+                moments: vec![3, 7],
+                states: Vec::new(),
+                owners: Vec::new(),
+                allocations: 0,
+                state_budget: STATE_BLOCKS,
+                last_ns: 0,
             };
             let mut policy = build(&spec, &ctx).unwrap();
             let (outcome, _) = replay(
@@ -295,6 +428,31 @@ mod tests {
             );
             assert!(outcome.peak_reserved > 0, "{}", info.name);
             assert_eq!(sampler.map, Some(again), "{}", info.name);
+            // The states taken on the way are those a replay stopped there leaves.
+            assert_eq!(sampler.states.len(), 2, "{}", info.name);
+            let mut fresh = build(&spec, &ctx).unwrap();
+            let at_7 = address_map_at(fresh.as_mut(), &stream.requests, 7, &options);
+            assert_eq!(
+                sampler.states[1].1.segments.len(),
+                layout(&at_7, &owners_at(stream, 7)).segments.len(),
+                "{}",
+                info.name
+            );
+            assert_eq!(
+                sampler.states[1]
+                    .1
+                    .segments
+                    .iter()
+                    .map(|s| s.owners.clone())
+                    .collect::<Vec<_>>(),
+                layout(&at_7, &owners_at(stream, 7))
+                    .segments
+                    .iter()
+                    .map(|s| s.owners.clone())
+                    .collect::<Vec<_>>(),
+                "{}",
+                info.name
+            );
         }
     }
 
@@ -314,7 +472,7 @@ mod tests {
         let stream = RequestStream::from_requests(requests);
         let specs = parse_specs("cuda-malloc,pytorch").unwrap();
         let buckets = Buckets::new(0, 40, 4);
-        let results = replay_policies(&stream, &specs, u64::MAX, buckets).unwrap();
+        let results = replay_policies(&stream, &specs, u64::MAX, buckets, buckets).unwrap();
         assert_eq!(results.len(), 2);
         for (i, r) in results.iter().enumerate() {
             assert_eq!(r.index, i);

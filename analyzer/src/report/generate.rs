@@ -2,9 +2,12 @@
 //! symbolization of what is shown, the replays, the charts and the page. No file is written
 //! here (symbolization reads the traced program's binaries, nothing else is touched).
 
+use super::charts::{REGISTRY, Rendered, render_all};
 use super::data::{ProcessFacts, ReportData, TraceFacts};
+use super::page::{self, Mode, PageRun};
+use super::page_data::{self, Run};
 use super::trace::TracePass;
-use super::{Chart, build, charts, from_replay, page};
+use super::{build, from_replay};
 use crate::model::Model;
 use crate::policy::{PolicyError, PolicySpec};
 use crate::replay::{CapacitySource, capacity_of};
@@ -23,15 +26,32 @@ pub struct Options {
     /// Whether the caller's files name the frames (shown on the page; `false` with
     /// [`crate::symbolize::NoFiles`]).
     pub symbolize: bool,
+    /// Draw each chart of [`REGISTRY`] as SVG too.
+    pub svg: bool,
 }
 
-/// A finished report, ready to be written.
-#[derive(Debug, Clone)]
+/// A finished report of one trace, ready to be put on a page ([`page`]).
+#[derive(Debug)]
 pub struct Report {
     pub data: ReportData,
-    pub charts: Vec<Chart>,
-    /// `index.html`.
-    pub html: String,
+    /// What the page's script draws from.
+    pub run: Run,
+    /// The SVG charts, when asked for.
+    pub charts: Vec<Rendered>,
+}
+
+/// `index.html` for one report, two compared, or the ranks of one job; with the SVG charts of
+/// the first listed.
+pub fn page(reports: &[Report], mode: Mode) -> String {
+    let runs: Vec<PageRun> = reports
+        .iter()
+        .map(|r| PageRun {
+            data: &r.data,
+            run: &r.run,
+        })
+        .collect();
+    let charts = reports.first().map_or(&[][..], |r| &r.charts[..]);
+    page::html_page(&runs, mode, charts)
 }
 
 /// Why no report could be made.
@@ -90,10 +110,15 @@ pub fn generate(
             }
         }
     }
-    progress("drawing charts");
-    let charts = charts(&data).map_err(ReportError::Chart)?;
-    let html = page::html_page(&data, &charts);
-    Ok(Report { data, charts, html })
+    let charts = if o.svg {
+        progress("drawing charts");
+        render_all(&data, REGISTRY).map_err(ReportError::Chart)?
+    } else {
+        Vec::new()
+    };
+    progress("aggregating the page");
+    let run = page_data::run(&o.file, &data, &mut |stack| symbolizer.stack(stack));
+    Ok(Report { data, run, charts })
 }
 
 /// Fills each section's policy results from the replay of its request stream.
@@ -114,7 +139,8 @@ fn replay_sections(
             continue;
         };
         let capacity = section.capacity.unwrap_or(u64::MAX);
-        section.policies = from_replay::replay_policies(stream, specs, capacity, buckets)?;
+        section.policies =
+            from_replay::replay_policies(stream, specs, capacity, buckets, section.focus)?;
     }
     Ok(())
 }

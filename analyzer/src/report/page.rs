@@ -1,48 +1,218 @@
-//! The HTML page: one self-contained file (inline CSS and SVG, no script, no network) that
-//! opens from disk. Every trace string is escaped with [`html`].
+//! The HTML page: one self-contained file that opens from disk (inline CSS, inline script, the
+//! data embedded as JSON; no network, no CDN).
+//!
+//! The facts, the answers and the policy table are written here as HTML, every trace string
+//! escaped with [`html`]; the interactive views (timeline with minimap, flame graph, allocator
+//! state, sortable tables) are drawn by `assets/page.js` from [`super::page_data`].
+//!
+//! Why hand-written canvas and DOM code rather than a charting library: the views need a
+//! stacked per-allocation polygon chart with hit testing, an icicle with click-to-zoom and a
+//! segment map, which no small library provides as a whole (memory_viz itself is d3 plus its own
+//! drawing code); d3 alone would add some 280 KB to every page and still leave the drawing to
+//! us. About 700 lines of plain canvas and DOM code do what is needed and keep the page free of
+//! third-party code.
 
+use super::charts::Rendered;
+use super::charts::style;
 use super::data::{ReportData, Section};
 use super::escape::html;
-use super::style;
-use super::{Chart, ChartKind};
+use super::page_data::{Run, script_json};
 use crate::units::{bytes, count, duration};
+use serde::Serialize;
 use std::fmt::Write as _;
 
-const CSS: &str = "
-body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#222;background:#f6f6f4}
-main{max-width:1040px;margin:0 auto;padding:24px 20px 60px;background:#fff}
-h1{font-size:1.6em;margin:0 0 4px}h2{margin-top:1.8em;border-bottom:2px solid #ddd;padding-bottom:4px}
-h3{margin-top:1.4em}
-.facts{color:#555;margin:0 0 12px}.facts code{word-break:break-all}
-.warn{background:#fff4e0;border-left:5px solid #e69f00;padding:10px 14px;margin:12px 0}
-.oom{color:#c81e1e;font-weight:bold}
-table{border-collapse:collapse;margin:10px 0;font-size:.93em}
-th,td{padding:5px 10px;border-bottom:1px solid #e4e4e4;text-align:right;vertical-align:top}
-th:first-child,td:first-child{text-align:left;white-space:nowrap}th{background:#f0f0ee}
-td.stack{text-align:left;font-family:ui-monospace,monospace;font-size:.88em;max-width:560px;overflow-wrap:anywhere}
-.swatch{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:6px;vertical-align:-1px}
-figure{margin:18px 0}figure svg{width:100%;height:auto;display:block;border:1px solid #eee}
-figcaption{color:#555;font-size:.93em;margin-top:4px}
-details{margin:4px 0}summary{cursor:pointer}
-nav a{margin-right:14px}footer{color:#888;font-size:.85em;margin-top:40px}
-";
+const CSS: &str = include_str!("assets/page.css");
+const SCRIPT: &str = include_str!("assets/page.js");
 
-/// The whole page.
-pub fn html_page(data: &ReportData, charts: &[Chart]) -> String {
-    let t = &data.trace;
+/// How the page's traces relate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// One trace.
+    Single,
+    /// `--compare`: the first trace against the second.
+    Compare,
+    /// The per-rank traces of one job.
+    Ranks,
+}
+
+/// One trace on the page: its aggregated data and what the script draws from.
+pub struct PageRun<'a> {
+    pub data: &'a ReportData,
+    pub run: &'a Run,
+}
+
+#[derive(Serialize)]
+struct Embedded<'a> {
+    mode: Mode,
+    runs: Vec<&'a Run>,
+}
+
+/// The whole page; `charts` are the SVG files written beside it, if any.
+pub fn html_page(runs: &[PageRun], mode: Mode, charts: &[Rendered]) -> String {
+    let first = runs
+        .first()
+        .map(|r| r.data.trace.file.as_str())
+        .unwrap_or("");
     let mut s = String::with_capacity(1 << 20);
+    let title = match mode {
+        Mode::Compare if runs.len() > 1 => format!("{first} against {}", runs[1].data.trace.file),
+        Mode::Ranks => format!("{} ranks, {first} …", runs.len()),
+        _ => first.to_string(),
+    };
     let _ = write!(
         s,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>vramtrace report: {}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n",
-        html(&t.file)
+        html(&title)
     );
     let _ = writeln!(
         s,
         "<h1>GPU memory report: <code>{}</code></h1>",
-        html(&t.file)
+        html(&title)
     );
+    for (i, r) in runs.iter().enumerate() {
+        // Ranks of one job: the first one's facts open, the others folded.
+        let fold = mode == Mode::Ranks || (mode == Mode::Compare && i > 0);
+        if fold {
+            let _ = writeln!(
+                s,
+                "<details{}><summary>{}<code>{}</code></summary>",
+                if i == 0 { " open" } else { "" },
+                if mode == Mode::Ranks {
+                    format!("rank {i}: ")
+                } else {
+                    String::new()
+                },
+                html(&r.data.trace.file)
+            );
+        } else if mode == Mode::Compare {
+            let _ = writeln!(s, "<h2>{}</h2>", html(&r.data.trace.file));
+        }
+        trace_facts(&mut s, r.data);
+        if fold {
+            s.push_str("</details>\n");
+        }
+    }
+    s.push_str(GLOSSARY);
+    s.push_str(VIEWS);
+    s.push_str("<h2>Policy comparison</h2>\n");
+    for r in runs {
+        let start_ns = r.data.buckets.map_or(0, |b| b.start_ns);
+        for x in &r.data.sections {
+            if runs.len() > 1 || r.data.sections.len() > 1 {
+                let _ = writeln!(
+                    s,
+                    "<h3><code>{}</code>, {}</h3>",
+                    html(&r.data.trace.file),
+                    html(&x.label())
+                );
+            }
+            summary_table(&mut s, x, start_ns);
+        }
+    }
+    if mode == Mode::Compare && runs.len() > 1 {
+        s.push_str(COMPARE);
+    }
+    let _ = write!(
+        s,
+        "<footer>Made by vramtrace {} from <code>{}</code>{}.",
+        env!("CARGO_PKG_VERSION"),
+        html(first),
+        if runs.iter().all(|r| r.data.trace.symbolized) {
+            ""
+        } else {
+            ", without symbolization"
+        }
+    );
+    if !charts.is_empty() {
+        s.push_str(" The charts as SVG, beside this page:<ul>");
+        for c in charts {
+            let _ = write!(
+                s,
+                "<li><a href=\"{}\">{}</a>: {}</li>",
+                html(&c.file),
+                html(&c.file),
+                html(c.caption)
+            );
+        }
+        s.push_str("</ul>");
+    }
+    s.push_str("</footer>\n</main>\n<div id=\"tooltip\"></div>\n");
+    let embedded = Embedded {
+        mode,
+        runs: runs.iter().map(|r| r.run).collect(),
+    };
+    let _ = write!(
+        s,
+        "<script type=\"application/json\" id=\"vramtrace-data\">{}</script>\n<script>{SCRIPT}</script>\n",
+        script_json(&embedded)
+    );
+    s.push_str("</body>\n</html>\n");
+    s
+}
+
+/// The interactive part, filled by the script.
+const VIEWS: &str = r#"<div class="controls">
+<label>trace <select id="run-select"></select></label>
+<label>process and device <select id="section-select"></select></label>
+<label>search frames <input id="search" type="search" placeholder="function, file or module"></label>
+<span id="search-count" class="hint"></span>
+</div>
+<div id="views">
+<h2>Memory over time</h2>
+<div class="toggles" id="policy-toggles"></div>
+<div class="controls"><button id="zoom-in">zoom in</button><button id="zoom-out">zoom out</button>
+<button id="zoom-focus">where memory moves</button><button id="zoom-all">whole trace</button>
+<label>allocations drawn one by one <input id="detail-n" type="number" min="0" step="500" value="2000" style="width:6em"></label>
+<span id="moment" class="hint">moment: the peak</span></div>
+<div class="chart"><canvas id="timeline"></canvas><canvas id="minimap"></canvas></div>
+<p id="range" class="hint"></p>
+<p class="hint">Each coloured band is one allocation, stacked in allocation order and coloured by the
+site that made it; grey is everything smaller, summarized. Black: live requested bytes; coloured
+lines: the bytes each allocator policy would reserve (tick a policy above to show or hide it).
+Wheel or buttons to zoom, drag to pan, drag on the strip below to choose a range. Hover for an
+allocation's size, stream, lifetime and stack; click to choose it and its moment; ← and → step
+through allocation events.</p>
+<div id="detail"></div>
+<h2>What is live at the moment</h2>
+<div class="controls"><label><input id="plumbing" type="checkbox"> hide allocator and interpreter plumbing frames</label>
+<label><input id="flame" type="checkbox"> flame (root at the bottom)</label></div>
+<p id="icicle-note" class="hint"></p>
+<div id="icicle"></div>
+<div id="icicle-label"></div>
+<p class="hint">The outermost frame on top; click a frame to zoom into it, click the top bar to go back up.</p>
+<h2>Allocator state</h2>
+<nav class="tabs" id="state-tabs"></nav>
+<p id="state-note" class="hint"></p>
+<div id="state"></div>
+<div id="state-detail" class="hint"></div>
+<p class="hint">One row per segment the policy holds from the driver (addresses in order); each block
+coloured by the site that allocated it; hatched orange is held but free. Click a block for its
+allocation. Each policy's state is kept at its peak and at 24 moments spread over where memory
+moves: the one shown is the last before the moment chosen in the timeline (← and → step through
+allocation events), or step through the states with the buttons or [ and ].</p>
+<h2>Sites</h2>
+<p class="hint">Allocations grouped by their user frame (the innermost frame that is not allocator
+or interpreter machinery). Click a column to sort; hover a row for the whole stack.</p>
+<table id="sites"></table>
+<h3>Failures</h3>
+<ul id="failures"></ul>
+</div>
+"#;
+
+const COMPARE: &str = r#"<div id="compare">
+<h2>The two traces compared</h2>
+<table id="compare-peaks"></table>
+<h3>Sites that grew or shrank (bytes live at the peak)</h3>
+<table id="compare-sites"></table>
+</div>
+"#;
+
+/// The header of one trace: what it is, the answers, the policy table.
+fn trace_facts(s: &mut String, data: &ReportData) {
+    let t = &data.trace;
     let state = if t.complete {
         ""
     } else {
@@ -110,18 +280,14 @@ pub fn html_page(data: &ReportData, charts: &[Chart]) -> String {
              allocators.</div>\n",
         );
     }
-    s.push_str(GLOSSARY);
-    if data.sections.len() > 1 {
-        s.push_str("<nav>");
-        for (i, x) in data.sections.iter().enumerate() {
-            let _ = write!(s, "<a href=\"#section-{i}\">{}</a>", html(&x.label()));
-        }
-        s.push_str("</nav>\n");
-    }
     let start_ns = data.buckets.map_or(0, |b| b.start_ns);
     let segments = t.level.starts_with("segment");
-    for (i, x) in data.sections.iter().enumerate() {
-        section(&mut s, i, x, charts, start_ns, segments);
+    for x in &data.sections {
+        if data.sections.len() > 1 {
+            let _ = writeln!(s, "<h3>{}</h3>", html(&x.label()));
+        }
+        answers(s, x);
+        let _ = writeln!(s, "<p>{}</p>", headline(x, start_ns, segments));
     }
     if data.sections_omitted > 0 {
         let _ = writeln!(
@@ -130,39 +296,72 @@ pub fn html_page(data: &ReportData, charts: &[Chart]) -> String {
             data.sections_omitted
         );
     }
-    s.push_str("<h2>All requests</h2>\n");
-    figure(
-        &mut s,
-        charts,
-        ChartKind::Sizes,
-        None,
-        None,
-        "How many requests of each size (left) and how many bytes they add up to (right). \
-         Many small requests cost allocator time; a few large ones usually make the peak.",
-    );
-    figure(
-        &mut s,
-        charts,
-        ChartKind::Lifetimes,
-        None,
-        None,
-        "How long requests lived, from allocation to free. Short-lived requests are what a \
-         caching allocator recycles; memory never freed stays until the process ends.",
-    );
-    let _ = writeln!(
+}
+
+/// Policies a PyTorch program can select, and how.
+const SETTINGS: &[(&str, &str)] = &[
+    ("pytorch", "the default caching allocator"),
+    (
+        "pytorch-expandable",
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+    ),
+    (
+        "cuda-async",
+        "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync",
+    ),
+];
+
+/// The setting a user can select that needs the least GPU memory, its saving over the default,
+/// and so the smallest GPU the program fits on; as boxes at the top.
+fn answers(s: &mut String, x: &Section) {
+    let selectable: Vec<_> = x
+        .policies
+        .iter()
+        .filter(|p| p.oom.is_none())
+        .filter_map(|p| {
+            let base = p.name.split(':').next().unwrap_or("");
+            SETTINGS
+                .iter()
+                .find(|(n, _)| *n == base)
+                .map(|(_, how)| (p, *how))
+        })
+        .collect();
+    let Some((best, how)) = selectable
+        .iter()
+        .min_by_key(|(p, _)| (p.peak_reserved.bytes, p.index))
+    else {
+        return;
+    };
+    s.push_str("<div class=\"answers\">");
+    let default = x.policies.iter().find(|p| p.name == "pytorch");
+    let saving = match default {
+        Some(d) if d.oom.is_none() && d.peak_reserved.bytes > best.peak_reserved.bytes => format!(
+            "saves {} ({:.1}%) over the default",
+            bytes(d.peak_reserved.bytes - best.peak_reserved.bytes),
+            100.0 * (1.0 - best.peak_reserved.bytes as f64 / d.peak_reserved.bytes as f64)
+        ),
+        Some(d) if d.oom.is_some() => "the default runs out of memory".to_string(),
+        _ => "no setting does better than the default".to_string(),
+    };
+    let _ = write!(
         s,
-        "<footer>Made by vramtrace {} from <code>{}</code>{}. Each chart is also a separate \
-         .svg file beside this page.</footer>",
-        env!("CARGO_PKG_VERSION"),
-        html(&t.file),
-        if t.symbolized {
-            ""
-        } else {
-            ", without symbolization"
-        }
+        "<div class=\"answer\"><span>best selectable setting</span><b>{}</b><span>{}; {}</span></div>",
+        html(&best.name),
+        html(how),
+        saving
     );
-    s.push_str("</main>\n</body>\n</html>\n");
-    s
+    let _ = write!(
+        s,
+        "<div class=\"answer\"><span>smallest GPU that fits</span><b>{}</b><span>free device memory, with {}</span></div>",
+        bytes(best.peak_reserved.bytes),
+        html(&best.name)
+    );
+    let _ = write!(
+        s,
+        "<div class=\"answer\"><span>lower bound</span><b>{}</b><span>live at once at the peak; no allocator needs less</span></div>",
+        bytes(x.lower_bound())
+    );
+    s.push_str("</div>\n");
 }
 
 const GLOSSARY: &str = "<details><summary>What the words mean</summary><ul>
@@ -174,97 +373,6 @@ const GLOSSARY: &str = "<details><summary>What the words mean</summary><ul>
 <li><b>driver calls</b>: cudaMalloc/cudaFree-like calls the allocator makes, each costing tens of µs.</li>
 </ul></details>
 ";
-
-fn section(s: &mut String, i: usize, x: &Section, charts: &[Chart], start_ns: u64, segments: bool) {
-    let _ = writeln!(s, "<h2 id=\"section-{i}\">{}</h2>", html(&x.label()));
-    let _ = writeln!(s, "<p>{}</p>", headline(x, start_ns, segments));
-    summary_table(s, x, start_ns);
-    figure(
-        s,
-        charts,
-        ChartKind::Memory,
-        Some(i),
-        None,
-        "Black: bytes the program had live. Coloured: bytes each allocator policy would hold \
-         from the driver. Dots mark each peak; the dashed grey line is the lower bound. Each \
-         line shows the highest value within each of 600 time slices, so no peak is hidden.",
-    );
-    figure(
-        s,
-        charts,
-        ChartKind::Policies,
-        Some(i),
-        None,
-        "The GPU memory each policy needs (its peak reserved) against the lower bound, with the \
-         driver calls it makes and their estimated time.",
-    );
-    figure(
-        s,
-        charts,
-        ChartKind::Fragmentation,
-        Some(i),
-        None,
-        "The share of each policy's reserved memory that holds no live block, over time.",
-    );
-    figure(
-        s,
-        charts,
-        ChartKind::LiveAtPeak,
-        Some(i),
-        None,
-        "What was live at the moment of the peak, by the call stack that allocated it: the \
-         widest boxes are what to shrink first.",
-    );
-    live_table(s, x);
-    figure(
-        s,
-        charts,
-        ChartKind::Timeline,
-        Some(i),
-        None,
-        "Every allocation as a band, stacked in allocation order; when one is freed the bands \
-         above it move down. Allocations too small or too short to see at this scale are \
-         summed in the grey band, whose top follows the highest live total, so peaks show.",
-    );
-    figure(
-        s,
-        charts,
-        ChartKind::TimelineAtPeak,
-        Some(i),
-        None,
-        "The same timeline, zoomed on the moments around the peak.",
-    );
-    let maps = charts
-        .iter()
-        .filter(|c| c.kind == ChartKind::AddressMap && c.section == Some(i))
-        .count();
-    if maps == 0 {
-        return;
-    }
-    // Many policies make a long page: their maps fold away, open on demand.
-    let open = if maps <= 3 { " open" } else { "" };
-    let _ = writeln!(
-        s,
-        "<details{open}><summary>Address space of each policy at its peak ({maps} charts)\
-         </summary>"
-    );
-    for (p, policy) in x.policies.iter().enumerate() {
-        figure(
-            s,
-            charts,
-            ChartKind::AddressMap,
-            Some(i),
-            Some(p),
-            &format!(
-                "The address space of {} when its reserved memory peaked: each row one \
-                 segment it held from the driver, blue where blocks were in use, orange \
-                 where memory was free but held (fragmentation).",
-                html(&policy.name)
-            ),
-        );
-    }
-    s.push_str("</details>\n");
-}
 
 /// The answer in one paragraph: how much was live at most, and what the policies make of it.
 /// `segments`: the trace's allocations are a caching allocator's segments.
@@ -349,6 +457,14 @@ fn summary_table(s: &mut String, x: &Section, start_ns: u64) {
     if x.policies.is_empty() {
         return;
     }
+    let _ = writeln!(
+        s,
+        "<p class=\"facts\">{}</p>",
+        match x.capacity {
+            Some(c) => format!("replayed under a capacity of {}", bytes(c)),
+            None => "replayed without a capacity limit".to_string(),
+        }
+    );
     s.push_str(
         "<table><tr><th>policy</th><th>peak reserved</th><th>over the lower bound</th>\
          <th>peak allocated</th><th>fragmentation at peak</th><th>driver allocs / frees</th>\
@@ -411,68 +527,6 @@ fn summary_table(s: &mut String, x: &Section, start_ns: u64) {
     }
 }
 
-/// The largest live stacks at the peak, innermost frames shown, the whole stack on demand.
-fn live_table(s: &mut String, x: &Section) {
-    let live = &x.live_at_peak;
-    if live.stacks.is_empty() {
-        return;
-    }
-    s.push_str(
-        "<table><tr><th>live bytes</th><th>share</th><th>objects</th>\
-         <th style=\"text-align:left\">allocated from (innermost frames first)</th></tr>\n",
-    );
-    for st in live.stacks.iter().take(12) {
-        let share = 100.0 * st.bytes as f64 / live.peak.bytes.max(1) as f64;
-        let inner: Vec<String> = st.frames.iter().rev().take(3).map(|f| html(f)).collect();
-        let whole: Vec<String> = st.frames.iter().rev().map(|f| html(f)).collect();
-        let shown = if inner.is_empty() {
-            "(no stack recorded)".to_string()
-        } else {
-            inner.join(" ← ")
-        };
-        let _ = writeln!(
-            s,
-            "<tr><td>{}</td><td>{share:.1}%</td><td>{}</td><td class=\"stack\">\
-             <details><summary>{shown}</summary>{}</details></td></tr>",
-            bytes(st.bytes),
-            count(st.objects),
-            whole.join("<br>")
-        );
-    }
-    s.push_str("</table>\n");
-}
-
-fn figure(
-    s: &mut String,
-    charts: &[Chart],
-    kind: ChartKind,
-    section: Option<usize>,
-    policy: Option<usize>,
-    caption: &str,
-) {
-    let Some(c) = charts
-        .iter()
-        .find(|c| c.kind == kind && c.section == section && c.policy == policy)
-    else {
-        return;
-    };
-    let _ = writeln!(
-        s,
-        "<figure>\n{}<figcaption>{caption} <a href=\"{}\">{}</a></figcaption>\n</figure>",
-        strip_prolog(&c.svg),
-        html(&c.file),
-        html(&c.file)
-    );
-}
-
-/// The SVG without an XML declaration, which HTML does not allow inside a page.
-fn strip_prolog(svg: &str) -> &str {
-    match svg.find("<svg") {
-        Some(i) => &svg[i..],
-        None => svg,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,10 +565,5 @@ mod tests {
         assert!(h.contains("<b>cuda-malloc</b> needs the least GPU memory (110.00 MiB, +10.0%)"));
         assert!(h.contains("<b>pytorch</b> the most (150.00 MiB, +50.0%)"));
         assert!(headline(&x, 0, true).contains("segments"));
-    }
-
-    #[test]
-    fn an_svg_loses_its_xml_declaration_inside_the_page() {
-        assert_eq!(strip_prolog("<?xml version=\"1.0\"?>\n<svg/>"), "<svg/>");
     }
 }

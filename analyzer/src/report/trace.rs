@@ -20,6 +20,8 @@ pub struct Allocation {
     /// [`NEVER`] while still live at the end.
     pub death_ns: u64,
     pub stack: u32,
+    /// Index into the request stream's CUDA streams.
+    pub stream: u32,
     /// Index in [`Instance::steps`] of its allocation.
     pub birth_step: u32,
     /// Index of its free, or `u32::MAX`.
@@ -55,6 +57,16 @@ pub struct Instance {
     pub steps: Vec<Step>,
     /// Plain driver allocations beside a stream-ordered pool, which the model sets aside.
     pub outside: Outside,
+    /// Allocations the driver refused and the program survived, in call order.
+    pub refused: Vec<Refusal>,
+}
+
+/// An allocation the real driver refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    pub time_ns: u64,
+    pub size: u64,
+    pub stack: u32,
 }
 
 /// What the pass found.
@@ -119,6 +131,7 @@ fn instance(stream: &RequestStream) -> Instance {
         allocations: Vec::with_capacity(stream.requests.len() / 2 + 1),
         steps: Vec::with_capacity(stream.requests.len()),
         outside: stream.outside,
+        refused: Vec::new(),
     };
     let mut by_slot: Vec<u32> = vec![u32::MAX; stream.slots as usize];
     for r in &stream.requests {
@@ -135,6 +148,7 @@ fn instance(stream: &RequestStream) -> Instance {
                     birth_ns: r.time_ns,
                     death_ns: NEVER,
                     stack: r.stack,
+                    stream: r.stream,
                     birth_step: step,
                     death_step: u32::MAX,
                 });
@@ -145,7 +159,11 @@ fn instance(stream: &RequestStream) -> Instance {
                 });
             }
             // A refused allocation the program survived holds nothing.
-            RequestKind::Attempt => {}
+            RequestKind::Attempt => inst.refused.push(Refusal {
+                time_ns: r.time_ns,
+                size: r.size,
+                stack: r.stack,
+            }),
             RequestKind::Free => {
                 let index = by_slot[slot];
                 let a = &mut inst.allocations[index as usize];

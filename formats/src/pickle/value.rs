@@ -139,14 +139,30 @@ pub(crate) struct Dict {
     index: Option<HashMap<Key, usize>>,
 }
 
+/// `Key::of(a) == Key::of(b)` without making the keys (no reference count touched): the scan
+/// of a small dict runs once per inserted key.
+fn same_key(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Str(x), Value::Str(y)) => Arc::ptr_eq(x, y) || x == y,
+        (Value::Int(_) | Value::Bool(_), Value::Int(_) | Value::Bool(_)) => {
+            a.as_int() == b.as_int()
+        }
+        (Value::None, Value::None) => true,
+        (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits(),
+        (Value::Bytes(x), Value::Bytes(y)) => x == y,
+        (
+            Value::List(x) | Value::Tuple(x) | Value::Dict(x),
+            Value::List(y) | Value::Tuple(y) | Value::Dict(y),
+        ) => x == y,
+        _ => false,
+    }
+}
+
 impl Dict {
     fn position(&self, key: &Value) -> Option<usize> {
         match &self.index {
             Some(index) => index.get(&Key::of(key)).copied(),
-            None => {
-                let k = Key::of(key);
-                self.entries.iter().position(|(e, _)| Key::of(e) == k)
-            }
+            None => self.entries.iter().position(|(e, _)| same_key(e, key)),
         }
     }
 

@@ -150,7 +150,13 @@ fn policy_results(path: &Path, specs: &[PolicySpec], fit: bool) -> Result<Vec<Po
     let name = path.display().to_string();
     let report = ReplayReport::build(&name, specs, &input)?;
     let fits = if fit {
-        Some(FitReport::build(&name, specs, &input)?)
+        Some(FitReport::build(
+            &name,
+            specs,
+            &input,
+            vramtrace::model::device::CUDA_CONTEXT_BYTES,
+            &|_, _| {},
+        )?)
     } else {
         None
     };

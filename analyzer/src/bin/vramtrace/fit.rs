@@ -1,4 +1,5 @@
-//! `vramtrace fit`: per policy, the smallest capacity with no OOM, by bisection in parallel.
+//! `vramtrace fit`: per policy, the smallest device with no OOM, by bisection in parallel, and
+//! which common GPUs that is.
 
 use crate::args::{PolicyList, policies};
 use crate::job;
@@ -7,22 +8,31 @@ use anyhow::Result;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
-use vramtrace::replay::FitReport;
-use vramtrace::units::{bytes, count};
+use vramtrace::model::device::{CUDA_CONTEXT_BYTES, GPU_SIZES_GB};
+use vramtrace::policy::PolicyRole;
+use vramtrace::replay::{FitReport, FitRow};
+use vramtrace::units::{bytes, count, parse_size};
 
-/// The smallest device each policy runs the trace on without running out of memory.
+/// The smallest device each policy runs the trace on without running out of memory: the
+/// allocator's pool, the memory outside it and the CUDA context, and which common GPUs hold it.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
   vramtrace fit run.vramtrace
   vramtrace fit run.vramtrace --policy pytorch,pytorch-expandable,lower-bound --json
-  vramtrace fit traces/job-42/ --policy pytorch   # the device every rank of the job fits on")]
+  vramtrace fit traces/job-42/ --policy pytorch   # the device every rank of the job fits on
+  vramtrace fit run.vramtrace --policy 'expandable_segments:True' --context 500MiB
+
+A GPU of N GB is taken as N GiB (docs/definitions.md).")]
 pub struct Args {
     /// The .vramtrace file, or a directory of one job's per-rank traces.
     trace: PathBuf,
-    /// Policies: `all`, or NAME[:KEY=VALUE,...] separated by commas.
+    /// Policies: `all`, NAME[:KEY=VALUE,...] separated by commas, or a PYTORCH_CUDA_ALLOC_CONF.
     #[arg(long, default_value = "all", value_parser = policies)]
     policy: PolicyList,
+    /// The CUDA context's share of the device (default: the estimate in docs/definitions.md).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    context: Option<u64>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -35,7 +45,9 @@ impl Args {
             return self.run_job(specs);
         }
         let input = load_streams(&self.trace, None)?;
-        if std::io::stderr().is_terminal() {
+        let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
+        let terminal = std::io::stderr().is_terminal();
+        if terminal {
             let requests: usize = input.model.streams.iter().map(|s| s.requests.len()).sum();
             eprintln!(
                 "vramtrace: bisecting the capacity of {} policies over {} requests...",
@@ -43,7 +55,21 @@ impl Args {
                 count(requests as u64)
             );
         }
-        let report = FitReport::build(&self.trace.display().to_string(), specs, &input)?;
+        let progress = |done: usize, all: usize| {
+            if terminal {
+                eprint!("\rvramtrace: {done}/{all} fits found");
+                if done == all {
+                    eprintln!();
+                }
+            }
+        };
+        let report = FitReport::build(
+            &self.trace.display().to_string(),
+            specs,
+            &input,
+            context,
+            &progress,
+        )?;
         if let Some(w) = &report.warning
             && !self.json
         {
@@ -58,8 +84,15 @@ impl Args {
     fn run_job(&self, specs: &[vramtrace::policy::PolicySpec]) -> Result<()> {
         let ranks = load_job(&self.trace, false, |path, trace| {
             let input = streams_of(path, &trace, None)?;
-            FitReport::build(&path.display().to_string(), specs, &input)
-                .map_err(anyhow::Error::from)
+            let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
+            FitReport::build(
+                &path.display().to_string(),
+                specs,
+                &input,
+                context,
+                &|_, _| {},
+            )
+            .map_err(anyhow::Error::from)
         })?;
         let need: Vec<_> = (0..specs.len())
             .map(|p| move |r: &FitReport| r.policies[p].min_capacity_bytes)
@@ -90,13 +123,50 @@ impl Args {
     }
 }
 
+fn note(p: &FitRow) -> String {
+    let mut notes = Vec::new();
+    match p.role {
+        PolicyRole::Bound => notes.push("bound, not selectable".to_string()),
+        PolicyRole::Model => notes.push("research model".to_string()),
+        PolicyRole::Setting => {}
+    }
+    if p.preallocates {
+        notes.push("preallocates a share of the device".into());
+    }
+    if p.below_uncapped
+        && !p.preallocates
+        && let Some(c) = &p.at_min
+    {
+        notes.push(format!(
+            "fits below its uncapped peak of {}; at the fit: {} retries, {} synchronizing frees, {} driver calls",
+            bytes(p.uncapped_peak_reserved),
+            count(c.retries),
+            count(c.sync_frees),
+            count(c.device_allocs + c.device_frees)
+        ));
+    }
+    notes.join("; ")
+}
+
 fn render(r: &FitReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "trace        {}", r.trace);
     let _ = writeln!(
         s,
-        "lower bound  {} (no allocator fits in less)\n",
+        "lower bound  {} (no allocator fits in less)",
         bytes(r.lower_bound_bytes)
+    );
+    let outside = r
+        .streams
+        .iter()
+        .map(|st| st.outside_allocator.peak_bytes)
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(
+        s,
+        "min GPU      = min pool + outside the pool ({}) + CUDA context ({}, --context)\n",
+        bytes(outside),
+        bytes(r.context_bytes)
     );
     let width = r
         .policies
@@ -105,27 +175,39 @@ fn render(r: &FitReport) -> String {
         .max()
         .unwrap_or(6)
         .max(6);
+    let gpus: String = GPU_SIZES_GB.iter().map(|g| format!(" {g:>4}")).collect();
     let _ = writeln!(
         s,
-        "{:<width$}  {:>14}  {:>12}  {:>6}",
-        "policy", "min capacity", "", "xLB"
+        "{:<width$}  {:>12}  {:>12} {gpus}  (GB: fits?)",
+        "policy", "min pool", "min GPU"
     );
     for p in &r.policies {
-        let _ = match (p.min_capacity_bytes, p.ratio_to_lower_bound) {
-            (Some(c), Some(x)) => writeln!(
-                s,
-                "{:<width$}  {:>14}  {:>12}  {:>6.3}",
-                p.name,
-                bytes(c),
-                c,
-                x
-            ),
-            _ => writeln!(
+        let (Some(c), Some(g)) = (p.min_capacity_bytes, p.min_gpu_bytes) else {
+            let _ = writeln!(
                 s,
                 "{:<width$}  never fits: a request no device can serve",
                 p.name
-            ),
+            );
+            continue;
         };
+        let fits: String = p
+            .gpus
+            .iter()
+            .map(|f| format!(" {:>4}", if f.fits { "yes" } else { "-" }))
+            .collect();
+        let note = note(p);
+        let _ = writeln!(
+            s,
+            "{:<width$}  {:>12}  {:>12} {fits}{}",
+            p.name,
+            bytes(c),
+            bytes(g),
+            if note.is_empty() {
+                String::new()
+            } else {
+                format!("  {note}")
+            }
+        );
     }
     s
 }

@@ -8,7 +8,7 @@ use vramtrace::interop::import_snapshot;
 use vramtrace::interop::rmm_log;
 use vramtrace::units::count;
 use vramtrace_format::replace::write_replacing;
-use vramtrace_format::{Event, Metadata, Tables, TraceWriter, WriterOptions, pickle};
+use vramtrace_format::{Event, Metadata, Tables, pickle};
 
 /// Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) or an RMM memory-event
 /// log (RMM's LoggingResourceAdaptor CSV) into a trace.
@@ -65,12 +65,7 @@ fn write_trace(
     output: &Path,
 ) -> Result<()> {
     write_replacing(output, |file| -> Result<()> {
-        let mut w = TraceWriter::new(file, metadata, WriterOptions::default())?;
-        w.tables_mut().extend(tables.clone());
-        for e in events {
-            w.push(e)?;
-        }
-        w.finish()?;
+        import_snapshot::write_trace(file, metadata, tables, events)?;
         Ok(())
     })
 }

@@ -3,10 +3,11 @@
 use anyhow::{Context, Result, anyhow, bail};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
+use vramtrace::interop::import_snapshot;
 use vramtrace::job::{Rank, rank_of, ranks};
 use vramtrace::model::{Model, ModelBuilder};
 use vramtrace::replay::ReplayInput;
-use vramtrace_format::{EventBatch, MappedFile, ReadOptions, Trace, TraceHead, journal};
+use vramtrace_format::{EventBatch, MappedFile, ReadOptions, Trace, TraceHead, journal, pickle};
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
 ///
@@ -130,4 +131,24 @@ pub fn load_job<R: Send>(
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(ranks(loaded))
+}
+
+/// A `.vramtrace` trace, or a PyTorch memory snapshot pickle imported in memory (nothing is
+/// written): what `report` accepts.
+pub fn load_trace_or_snapshot(path: &Path) -> Result<Trace> {
+    let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
+    if file.bytes().starts_with(&vramtrace_format::chunk::MAGIC) {
+        drop(file);
+        return load_trace(path, false);
+    }
+    let name = path.display().to_string();
+    let doc = pickle::read(file.bytes()).with_context(|| {
+        format!("{name}: neither a .vramtrace trace nor a PyTorch memory snapshot")
+    })?;
+    let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
+    drop(doc);
+    let bytes = imported
+        .write(Vec::with_capacity(imported.events.len() * 4 + (1 << 16)))
+        .with_context(|| name.clone())?;
+    Trace::from_bytes(&bytes, ReadOptions::default()).with_context(|| name.clone())
 }

@@ -22,6 +22,7 @@ mod record;
 mod replay;
 mod report;
 mod summary;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -52,6 +53,7 @@ enum Command {
     Diff(diff::Args),
     Replay(replay::Args),
     Fit(fit::Args),
+    Tune(tune::Args),
     Import(import::Args),
     Export(export::Args),
     Report(report::Args),
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
         Command::Diff(a) => a.run(),
         Command::Replay(a) => a.run(),
         Command::Fit(a) => a.run(),
+        Command::Tune(a) => a.run(),
         Command::Import(a) => a.run(),
         Command::Export(a) => a.run(),
         Command::Report(a) => a.run(),

@@ -16,7 +16,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
-use vramtrace::info::peak_live_device_bytes;
+use vramtrace::model::live::recorded_device_peak;
 use vramtrace::units::{bytes, count};
 use vramtrace_format::conventions::{Heartbeat, env};
 use vramtrace_format::{ReadOptions, Trace, journal};
@@ -330,7 +330,7 @@ fn report(path: &Path) {
                 path.display(),
                 count(trace.event_count()),
                 count(failed),
-                bytes(peak_live_device_bytes(&trace)),
+                bytes(recorded_device_peak(&trace)),
             );
         }
         Err(e) => eprintln!("vramtrace: {}: unreadable trace: {e}", path.display()),

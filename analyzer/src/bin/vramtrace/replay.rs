@@ -2,13 +2,14 @@
 
 use crate::args::{PolicyList, policies};
 use crate::job;
-use crate::load::{load_job, load_streams, streams_of};
-use anyhow::Result;
+use crate::load::{load_job, load_trace, streams_of};
+use anyhow::{Result, anyhow};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use vramtrace::policy::REGISTRY;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
+use vramtrace::tune::recorded_of;
 use vramtrace::units::{bytes, count, duration, parse_size};
 
 /// Replay a trace's requests against allocator policies: peak reserved, fragmentation,
@@ -62,7 +63,13 @@ impl Args {
         if path.is_dir() {
             return self.run_job(path);
         }
-        let input = load_streams(path, self.capacity)?;
+        let trace = load_trace(path, false)?;
+        let mut input = ReplayInput::from_trace(&trace, self.capacity)
+            .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
+        let limit = recorded_of(&trace).memory_fraction;
+        if let Some(f) = limit {
+            input.limit_to(f);
+        }
         // The configuration the program ran under leads, whatever else was asked for.
         let mut specs = self.policy.0.clone();
         if let Some(r) = &input.recorded_policy
@@ -81,7 +88,7 @@ impl Args {
         } else if self.csv {
             render_csv(&report)
         } else {
-            render_text(&report, &input)
+            render_text(&report, &input, limit)
         };
         crate::output::print(&out)
     }
@@ -178,7 +185,7 @@ fn render_policy_list() -> String {
     s
 }
 
-fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
+fn render_text(r: &ReplayReport, input: &ReplayInput, limit: Option<f64>) -> String {
     let mut s = String::new();
     let how = if r.capture_level_declared {
         "declared"
@@ -196,6 +203,7 @@ fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
             CapacitySource::Given => "--capacity",
             CapacitySource::Device => "device",
             CapacitySource::Unlimited => "unlimited",
+            CapacitySource::Recorded => "the recorded memory fraction of the device",
         };
         let cap = if cap == u64::MAX {
             "unlimited".to_string()
@@ -225,7 +233,26 @@ fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
                 bytes(st.outside_allocator.peak_bytes)
             );
         }
-        s.push('\n');
+        if st.recorded_oom_failures > 0 {
+            let how = match (limit, source) {
+                (Some(f), _) => format!("replayed under the limit it recorded ({f} of the device)"),
+                (None, "--capacity") => "replayed under --capacity".to_string(),
+                _ => "the trace does not record the limit it ran under: pass --capacity SIZE \
+                      (the memory it had), or --policy 'pytorch:memory_fraction=F' for \
+                      torch.cuda.set_per_process_memory_fraction(F)"
+                    .to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "recorded     {} allocations failed with CUDA_ERROR_OUT_OF_MEMORY in the \
+                 recorded run (replayed as refused again); {how}",
+                count(st.recorded_oom_failures)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "(requested, reserved: peaks; allocated, frag: when reserved peaked)\n"
+        );
         render_table(&mut s, &st.policies);
         if let Some(t) = st.recorded_peak_reserved {
             for p in st.policies.iter().filter(|p| p.error_vs_recorded.is_some()) {
@@ -251,6 +278,8 @@ fn render_text(r: &ReplayReport, input: &ReplayInput) -> String {
     s
 }
 
+/// Requested and reserved are peaks; allocated and frag are taken at the moment reserved
+/// peaked, so that frag = 1 - allocated / reserved on each row (docs/definitions.md).
 fn render_table(s: &mut String, rows: &[PolicyRow]) {
     let width = rows.iter().map(|p| p.name.len()).max().unwrap_or(6).max(6);
     let _ = writeln!(
@@ -275,7 +304,7 @@ fn render_table(s: &mut String, rows: &[PolicyRow]) {
             "{:<width$}  {:>12}  {:>12}  {:>12}  {:>5.1}%  {:>6.3}  {:>15}  {:>10}  {oom}",
             p.name,
             bytes(p.peak_requested),
-            bytes(p.peak_allocated),
+            bytes(p.allocated_at_peak_reserved),
             bytes(p.peak_reserved),
             100.0 * p.fragmentation_at_peak,
             p.ratio_to_lower_bound,

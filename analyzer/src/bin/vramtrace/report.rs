@@ -1,30 +1,41 @@
-//! `vramtrace report`: writes `DIR/index.html` and each chart as its own `.svg`.
+//! `vramtrace report`: writes `DIR/index.html` and, with `--svg`, each chart as its own `.svg`.
+//!
+//! The input is a `.vramtrace` trace, a PyTorch memory snapshot pickle (imported in memory), or
+//! a directory of per-rank traces of one job (one page, a rank selector); `--compare` puts a
+//! second trace beside the first.
 
 use crate::args::{PolicyList, policies};
 use crate::elf_files::ElfFiles;
-use crate::load::load_trace;
+use crate::load::load_trace_or_snapshot;
 use anyhow::{Context, Result};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use vramtrace::report::generate::{Options as ReportOptions, generate};
+use vramtrace::report::generate::{Options as ReportOptions, Report, generate, page};
+use vramtrace::report::page::Mode;
 use vramtrace::symbolize::{ModuleFiles, NoFiles};
 use vramtrace::units::{bytes, parse_size};
 use vramtrace_format::replace::write_replacing;
 
-/// Write SVG charts and one self-contained HTML page: memory over time per policy, what is
-/// live at the peak and from where, fragmentation, address maps, histograms, a timeline.
+/// Write one self-contained interactive HTML page: memory over time per allocation and per
+/// policy, what is live when and from where, each policy's allocator state, sites, failures
+/// (and, with --svg, the charts as SVG files).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
   vramtrace report run.vramtrace
   vramtrace report run.vramtrace -o report/ --capacity 80GiB
   vramtrace report run.vramtrace --policy pytorch,pytorch-expandable
-  vramtrace report run.vramtrace --no-symbolize")]
+  vramtrace report run.vramtrace --no-symbolize
+  vramtrace report snapshot.pickle              # a PyTorch memory snapshot, read directly
+  vramtrace report before.vramtrace --compare after.vramtrace
+  vramtrace report job-traces/                  # one page, a rank selector
+  vramtrace report run.vramtrace --svg          # the charts as .svg files too")]
 pub struct Args {
-    /// The .vramtrace file.
+    /// A .vramtrace trace, a PyTorch memory snapshot pickle, or a directory of per-rank
+    /// traces of one job.
     trace: PathBuf,
-    /// Directory for index.html and the .svg files (created if missing); default
+    /// Directory for index.html (and the .svg files) (created if missing); default
     /// TRACE-NAME-report in the current directory.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     out: Option<PathBuf>,
@@ -38,22 +49,28 @@ pub struct Args {
     /// Show frames as module+0xoffset without reading the traced program's files.
     #[arg(long)]
     no_symbolize: bool,
-}
-
-impl From<&Args> for ReportOptions {
-    fn from(a: &Args) -> ReportOptions {
-        ReportOptions {
-            file: a.trace.display().to_string(),
-            policies: a.policy.0.clone(),
-            capacity: a.capacity,
-            symbolize: !a.no_symbolize,
-        }
-    }
+    /// A second trace (or snapshot) to put beside the first on the same page.
+    #[arg(long, value_name = "TRACE")]
+    compare: Option<PathBuf>,
+    /// Also write each chart as an .svg file beside the page.
+    #[arg(long)]
+    svg: bool,
 }
 
 impl Args {
     pub fn run(self) -> Result<()> {
         write_report(&self)
+    }
+
+    /// The library's options for the report of `path`.
+    fn options(&self, path: &Path, svg: bool) -> ReportOptions {
+        ReportOptions {
+            file: path.display().to_string(),
+            policies: self.policy.0.clone(),
+            capacity: self.capacity,
+            symbolize: !self.no_symbolize,
+            svg,
+        }
     }
 }
 
@@ -79,44 +96,114 @@ fn write_report(o: &Args) -> Result<()> {
         .with_context(|| format!("cannot write in the output directory {}", out.display()))?;
     let _ = std::fs::remove_file(&probe);
 
-    progress(&format!("opening {}", o.trace.display()));
-    let trace = load_trace(&o.trace, false)?;
-    let options = ReportOptions::from(o);
+    let (inputs, mode) = inputs(o)?;
+    let mut reports: Vec<Report> = Vec::with_capacity(inputs.len());
     let mut elf = ElfFiles::new();
-    let files: &mut dyn ModuleFiles = if o.no_symbolize {
-        &mut NoFiles
-    } else {
-        &mut elf
-    };
-    let report = generate(&trace, &options, files, &mut progress)
-        .with_context(|| o.trace.display().to_string())?;
+    for (k, path) in inputs.iter().enumerate() {
+        progress(&format!("opening {}", path.display()));
+        let trace = load_trace_or_snapshot(path)?;
+        // The SVG charts are of the first trace.
+        let options = o.options(path, o.svg && k == 0);
+        let files: &mut dyn ModuleFiles = if o.no_symbolize {
+            &mut NoFiles
+        } else {
+            &mut elf
+        };
+        let report = generate(&trace, &options, files, &mut progress)
+            .with_context(|| path.display().to_string())?;
+        reports.push(report);
+    }
     progress("writing files");
+    let html = page(&reports, mode);
+    let charts = &reports[0].charts;
     // Each file is written whole or not at all (a full disk leaves no truncated chart), and a
     // link at its name is replaced, never written through.
-    let files = report
-        .charts
+    let files = charts
         .iter()
         .map(|c| (out.join(&c.file), c.svg.as_bytes()))
-        .chain([(out.join("index.html"), report.html.as_bytes())]);
+        .chain([(out.join("index.html"), html.as_bytes())]);
     for (path, bytes) in files {
         write_replacing(&path, |f| f.write_all(bytes))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let index = out.join("index.html");
     progress("done");
-    let peak = report
+    let peak = reports[0]
         .data
         .sections
         .iter()
         .map(|s| s.lower_bound())
         .max()
         .unwrap_or(0);
+    let svgs = if charts.is_empty() {
+        String::new()
+    } else {
+        format!(" and {} SVG charts", charts.len())
+    };
     crate::output::print(&format!(
-        "wrote {} and {} charts (peak requested {})\n",
+        "wrote {} ({}){svgs} from {} trace{} (peak requested {})\n",
         index.display(),
-        report.charts.len(),
+        bytes(html.len() as u64),
+        reports.len(),
+        if reports.len() == 1 { "" } else { "s" },
         bytes(peak)
     ))
+}
+
+/// The traces to read and how they relate: a directory is the ranks of one job (its traces
+/// and snapshots in rank order); `--compare` adds a second trace.
+fn inputs(o: &Args) -> Result<(Vec<PathBuf>, Mode)> {
+    if o.trace.is_dir() {
+        if o.compare.is_some() {
+            anyhow::bail!("--compare takes two traces, not a directory of ranks");
+        }
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&o.trace)
+            .with_context(|| o.trace.display().to_string())?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.extension()
+                    .is_some_and(|e| e == "vramtrace" || e == "pickle" || e == "pkl")
+            })
+            .collect();
+        found.sort_by_key(|p| rank_key(p));
+        if found.is_empty() {
+            anyhow::bail!(
+                "{}: no .vramtrace, .pickle or .pkl file in this directory",
+                o.trace.display()
+            );
+        }
+        return Ok((found, Mode::Ranks));
+    }
+    Ok(match &o.compare {
+        Some(b) => (vec![o.trace.clone(), b.clone()], Mode::Compare),
+        None => (vec![o.trace.clone()], Mode::Single),
+    })
+}
+
+/// Files named `rank-10` sort after `rank-9`: the name with its digit runs compared as numbers.
+fn rank_key(p: &Path) -> Vec<(String, u64)> {
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut key = Vec::new();
+    let (mut text, mut digits) = (String::new(), String::new());
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            if !digits.is_empty() {
+                key.push((
+                    std::mem::take(&mut text),
+                    digits.parse().unwrap_or(u64::MAX),
+                ));
+                digits.clear();
+            }
+            text.push(c);
+        }
+    }
+    key.push((text, digits.parse().unwrap_or(0)));
+    key
 }
 
 /// `run.vramtrace` → `run-report/` in the current directory.
@@ -126,4 +213,19 @@ fn default_dir(trace: &Path) -> PathBuf {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "vramtrace".into());
     PathBuf::from(format!("{stem}-report"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_sort_by_number_not_by_text() {
+        let mut v = vec!["rank-10.vramtrace", "rank-9.vramtrace", "rank-0.vramtrace"];
+        v.sort_by_key(|p| rank_key(Path::new(p)));
+        assert_eq!(
+            v,
+            vec!["rank-0.vramtrace", "rank-9.vramtrace", "rank-10.vramtrace"]
+        );
+    }
 }

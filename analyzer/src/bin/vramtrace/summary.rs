@@ -7,6 +7,7 @@ use crate::load::{load_job, load_trace};
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
+use vramtrace::failures::FailureSite;
 use vramtrace::summary::{GroupSummary, StackBytes, Summary, TOP_STACKS, short_frame};
 use vramtrace::units::{bytes, count, duration};
 
@@ -126,9 +127,17 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64, depth: Option<usize>) {
         bytes(g.peak_requested),
         at(g.peak_requested_time_ns)
     );
+    if let Some(pool) = g.pool_peak_requested {
+        let _ = writeln!(
+            o,
+            "  pool peak req.  {:>12}  (the allocator's requests alone: the lower bound replay, fit \
+             and tune use; the rest is outside the pool)",
+            bytes(pool)
+        );
+    }
     let _ = writeln!(
         o,
-        "  peak reserved   {:>12}  at {}   (as the driver saw it)",
+        "  peak reserved   {:>12}  at {}   (as the driver saw it: the recorded process peak)",
         bytes(g.peak_reserved),
         at(g.peak_reserved_time_ns)
     );
@@ -201,31 +210,53 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64, depth: Option<usize>) {
         let _ = writeln!(o, "  live at the end: nothing");
     }
     for f in &g.failures {
-        let _ = writeln!(
-            o,
-            "  FAILED {} of {} at {} (CUresult {}); live then: {} requested, {} reserved",
-            f.api,
-            bytes(f.size),
-            at(f.time_ns),
-            f.result,
-            bytes(f.live_requested),
-            bytes(f.live_reserved)
-        );
-        for fr in f.frames.iter().take(FRAMES_SHOWN) {
-            let _ = writeln!(o, "      at {}", short_frame(fr));
-        }
-        if !f.top_live_stacks.is_empty() {
-            let _ = writeln!(o, "    largest live then:");
-            stacks(o, &f.top_live_stacks, depth);
-        }
+        failure(o, f, depth);
     }
-    if g.failed > g.failures.len() as u64 {
-        let _ = writeln!(
-            o,
-            "  ... and {} more failed allocations (see --json for the first {})",
-            count(g.failed - g.failures.len() as u64),
-            g.failures.len()
-        );
+}
+
+/// One failure site: `FAILED` (an out-of-memory error says so), how often, which sizes, when.
+fn failure(o: &mut String, f: &FailureSite, depth: Option<usize>) {
+    let what = if f.out_of_memory {
+        "OUT OF MEMORY"
+    } else {
+        "FAILED"
+    };
+    let sizes = if f.min_size == f.max_size {
+        bytes(f.min_size)
+    } else {
+        format!("{} to {}", bytes(f.min_size), bytes(f.max_size))
+    };
+    let (times, when, live) = if f.count == 1 {
+        (
+            String::new(),
+            format!("at {}", duration(f.first_time_ns)),
+            "then",
+        )
+    } else {
+        (
+            format!("{}× ", count(f.count)),
+            format!(
+                "{} to {}",
+                duration(f.first_time_ns),
+                duration(f.last_time_ns)
+            ),
+            "at the first",
+        )
+    };
+    let _ = writeln!(
+        o,
+        "  {what}: {times}{} of {sizes} {when}, {}; live {live}: {} requested, {} reserved",
+        f.api,
+        f.result_name,
+        bytes(f.live_requested),
+        bytes(f.live_reserved)
+    );
+    for fr in f.frames.iter().take(FRAMES_SHOWN) {
+        let _ = writeln!(o, "      at {}", short_frame(fr));
+    }
+    if !f.top_live_stacks.is_empty() {
+        let _ = writeln!(o, "    largest live then:");
+        stacks(o, &f.top_live_stacks, depth);
     }
 }
 

@@ -10,6 +10,13 @@ pub struct PolicySpec {
     pub options: Vec<(String, String)>,
 }
 
+/// Serialized as its `--policy` text.
+impl serde::Serialize for PolicySpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl fmt::Display for PolicySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)?;
@@ -21,7 +28,7 @@ impl fmt::Display for PolicySpec {
 }
 
 /// Splits on `sep` outside square brackets (`roundup_power2_divisions=[256:1,>:4]`).
-fn split_outside_brackets(text: &str, sep: char) -> Vec<&str> {
+pub(crate) fn split_outside_brackets(text: &str, sep: char) -> Vec<&str> {
     let mut parts = Vec::new();
     let (mut depth, mut start) = (0i32, 0);
     for (i, c) in text.char_indices() {

@@ -1,9 +1,9 @@
-//! Chart 3, policy comparison: each policy's peak reserved bytes against the lower bound, with
+//! Policy comparison: each policy's peak reserved bytes against the lower bound, with
 //! its driver calls and their estimated time.
 
-use super::data::Section;
 use super::style::{self, ByteUnit};
 use super::{Svg, svg};
+use crate::report::data::Section;
 use crate::units::{bytes, count};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -31,6 +31,27 @@ pub fn bar_label(peak: u64, lower_bound: u64, calls: u64, est_us: f64, oom: bool
     )
 }
 
+pub struct PolicyPeaks;
+
+impl super::Chart for PolicyPeaks {
+    fn name(&self) -> &'static str {
+        "policy-peaks"
+    }
+    fn caption(&self) -> &'static str {
+        "The GPU memory each policy needs (its peak reserved) against the lower bound, with the \
+         driver calls it makes and their estimated time."
+    }
+    fn scope(&self) -> super::Scope {
+        super::Scope::Section
+    }
+    fn shown(&self, at: &super::Target) -> bool {
+        !at.section().policies.is_empty()
+    }
+    fn render(&self, at: &super::Target) -> Svg {
+        render(at.section())
+    }
+}
+
 pub fn render(section: &Section) -> Svg {
     let n = section.policies.len().max(1);
     let height = 110 + ROW * n as u32;
@@ -53,15 +74,12 @@ pub fn render(section: &Section) -> Svg {
             .y_label_area_size(NAME_WIDTH)
             // Half a row on top for the lower bound's label.
             .build_cartesian_2d(0f64..x_max, 0f64..n as f64 + 0.5)?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(0)
-            .x_desc(format!("peak reserved ({})", bu.name))
-            .x_label_formatter(&|v| style::tick(*v))
-            .axis_desc_style((style::FONT, style::LABEL_SIZE))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()?;
+        style::draw_bar_mesh(
+            &mut chart,
+            &format!("peak reserved ({})", bu.name),
+            10,
+            &|v| style::tick(*v),
+        )?;
         let name_chars = style::fit_chars(f64::from(NAME_WIDTH) - 16.0, 14.0);
         for (i, p) in section.policies.iter().enumerate() {
             let color = style::policy_color(p.color);

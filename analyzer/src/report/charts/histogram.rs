@@ -1,10 +1,10 @@
-//! Chart 5, size and lifetime histograms of the requests: log-scale bins, each with how many
+//! The size and lifetime histograms of the requests: log-scale bins, each with how many
 //! requests fell in it and how many bytes they asked for.
 
-use super::data::{Bin, Histogram};
 use super::style::{self, ByteUnit};
-use super::trace::{Instance, NEVER};
 use super::{Svg, svg};
+use crate::report::data::{Bin, Histogram};
+use crate::report::trace::{Instance, NEVER};
 use crate::units::{bytes, count};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -124,31 +124,20 @@ pub fn render(title: &str, what: &str, h: &Histogram) -> Svg {
             .x_label_area_size(45)
             .y_label_area_size(LABEL_WIDTH)
             .build_cartesian_2d(0f64..max_count as f64 * 1.3, 0f64..n)?;
-        counts
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(0)
-            .x_labels(5)
-            .x_desc(format!("{what} (count)"))
-            .x_label_formatter(&|v| count(*v as u64))
-            .axis_desc_style((style::FONT, style::LABEL_SIZE))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()?;
+        style::draw_bar_mesh(&mut counts, &format!("{what} (count)"), 5, &|v| {
+            count(*v as u64)
+        })?;
         let mut sizes = ChartBuilder::on(&right)
             .margin(10)
             .x_label_area_size(45)
             .y_label_area_size(10)
             .build_cartesian_2d(0f64..bu.of(max_bytes) * 1.3, 0f64..n)?;
-        sizes
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(0)
-            .x_labels(5)
-            .x_desc(format!("bytes requested ({})", bu.name))
-            .x_label_formatter(&|v| style::tick(*v))
-            .axis_desc_style((style::FONT, style::LABEL_SIZE))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()?;
+        style::draw_bar_mesh(
+            &mut sizes,
+            &format!("bytes requested ({})", bu.name),
+            5,
+            &|v| style::tick(*v),
+        )?;
         let value_font = (style::FONT, 12.0)
             .into_font()
             .color(&BLACK)
@@ -199,6 +188,7 @@ mod tests {
             birth_ns,
             death_ns,
             stack: 0,
+            stream: 0,
             birth_step: 0,
             death_step: 0,
         }

@@ -1,4 +1,4 @@
-//! Chart 6, a policy's address space when its reserved bytes peaked: one row per segment held
+//! A policy's address space when its reserved bytes peaked: one row per segment held
 //! from the driver, its blocks coloured allocated or free, so fragmentation is something to see.
 //!
 //! Rows share one byte axis (a short segment is a short row). Blocks narrower than a pixel are
@@ -6,9 +6,9 @@
 //! mix of both in between; runs of equal pixels become one rectangle, so the SVG stays small
 //! whatever the number of blocks.
 
-use super::data::{AddressLayout, PolicyResult, Section};
 use super::style::{self, ByteUnit, LegendEntry, Mark};
 use super::{Svg, svg};
+use crate::report::data::{AddressLayout, PolicyResult, Section};
 use crate::units::{bytes, count};
 use plotters::prelude::*;
 
@@ -66,6 +66,29 @@ pub fn runs(size: u64, allocated: &[(u64, u64)], pixel: f64) -> Vec<(u64, u64, F
 
 fn mixed_color() -> RGBColor {
     RGBColor(150, 140, 130)
+}
+
+pub struct AddressSpaceAtPeak;
+
+impl super::Chart for AddressSpaceAtPeak {
+    fn name(&self) -> &'static str {
+        "address-space-at-peak"
+    }
+    fn caption(&self) -> &'static str {
+        "A policy's address space when its reserved memory peaked: each row one segment it held \
+         from the driver, blue where blocks were in use, orange where memory was free but held \
+         (fragmentation)."
+    }
+    fn scope(&self) -> super::Scope {
+        super::Scope::Policy
+    }
+    /// Offline bounds have no address space to show.
+    fn shown(&self, at: &super::Target) -> bool {
+        !at.policy().address_map.segments.is_empty()
+    }
+    fn render(&self, at: &super::Target) -> Svg {
+        render(at.section(), at.policy())
+    }
 }
 
 pub fn render(section: &Section, policy: &PolicyResult) -> Svg {

@@ -1,4 +1,4 @@
-//! Chart 7, the allocation timeline in the style of PyTorch's memory_viz "active memory
+//! The allocation timeline in the style of PyTorch's memory_viz "active memory
 //! timeline": each allocation a band stacked on those allocated before it, so the top edge is
 //! the live requested bytes and a band's height is its size.
 //!
@@ -9,10 +9,10 @@
 //! Drawn bands sit at the bottom and keep their order, as in memory_viz, so a band moves only
 //! when a drawn band below it ends.
 
-use super::data::{Band, Buckets, SeriesBuilder, Timeline};
 use super::style::{self, ByteUnit, LegendEntry, Mark, TimeUnit};
-use super::trace::Instance;
 use super::{Svg, svg};
+use crate::report::data::{Band, Buckets, SeriesBuilder, Timeline};
+use crate::report::trace::Instance;
 use crate::units::{bytes, count};
 use plotters::prelude::*;
 
@@ -142,6 +142,26 @@ fn simplify(points: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
         }
     }
     out
+}
+
+pub struct AllocationTimeline;
+
+impl super::Chart for AllocationTimeline {
+    fn name(&self) -> &'static str {
+        "allocation-timeline"
+    }
+    fn caption(&self) -> &'static str {
+        "Every allocation as a band, stacked in allocation order; when one is freed the bands \
+         above it move down. Allocations too small or too short to see at this scale are \
+         summed in the grey band, whose top follows the highest live total, so peaks show."
+    }
+    fn scope(&self) -> super::Scope {
+        super::Scope::Section
+    }
+    fn render(&self, at: &super::Target) -> Svg {
+        let x = at.section();
+        render(&format!("Allocation timeline: {}", x.label()), &x.timeline)
+    }
 }
 
 pub fn render(title: &str, t: &Timeline) -> Svg {

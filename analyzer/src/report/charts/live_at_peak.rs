@@ -1,12 +1,12 @@
-//! Chart 4, what is live at the peak, by allocating stack: an icicle chart (the outermost frame
+//! What is live at the peak, by allocating stack: an icicle chart (the outermost frame
 //! on top, each row splitting its bytes among the frames it called), widest first. It answers
 //! "what do I shrink?".
 
-use super::data::{LiveAtPeak, LiveStack, Peak, Section};
-use super::escape::clean;
 use super::style;
-use super::trace::Instance;
 use super::{Svg, svg};
+use crate::report::data::{LiveAtPeak, LiveStack, Peak, Section};
+use crate::report::escape::clean;
+use crate::report::trace::Instance;
 use crate::units::bytes;
 use plotters::prelude::*;
 use std::collections::HashMap;
@@ -144,6 +144,24 @@ fn frame_color(name: &str) -> RGBColor {
     let g = 90 + ((h >> 8) % 130) as u8;
     let b = 40 + ((h >> 16) % 50) as u8;
     RGBColor(r, g, b)
+}
+
+pub struct LiveAtPeakChart;
+
+impl super::Chart for LiveAtPeakChart {
+    fn name(&self) -> &'static str {
+        "live-at-peak"
+    }
+    fn caption(&self) -> &'static str {
+        "What was live at the moment of the peak, by the call stack that allocated it: the \
+         widest boxes are what to shrink first."
+    }
+    fn scope(&self) -> super::Scope {
+        super::Scope::Section
+    }
+    fn render(&self, at: &super::Target) -> Svg {
+        render(at.section(), at.buckets().start_ns)
+    }
 }
 
 pub fn render(section: &Section, start_ns: u64) -> Svg {

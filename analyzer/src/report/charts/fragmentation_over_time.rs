@@ -1,9 +1,9 @@
-//! Chart 2, fragmentation over time per policy: 1 − allocated / reserved, the share of what the
+//! Fragmentation over time per policy: 1 − allocated / reserved, the share of what the
 //! policy holds from the driver that no live block uses.
 
-use super::data::{Buckets, PolicyResult, Section};
 use super::style::{self, LegendEntry, Mark, TimeUnit};
 use super::{Svg, svg};
+use crate::report::data::{Buckets, PolicyResult, Section};
 use plotters::prelude::*;
 
 /// Fragmentation in percent at the end of each bucket; `None` where nothing was reserved.
@@ -14,6 +14,26 @@ pub fn percent(p: &PolicyResult) -> Vec<Option<f64>> {
         .zip(&p.allocated.last)
         .map(|(&r, &a)| (r > 0).then(|| 100.0 * (1.0 - a.min(r) as f64 / r as f64)))
         .collect()
+}
+
+pub struct FragmentationOverTime;
+
+impl super::Chart for FragmentationOverTime {
+    fn name(&self) -> &'static str {
+        "fragmentation-over-time"
+    }
+    fn caption(&self) -> &'static str {
+        "The share of each policy's reserved memory that holds no live block, over time."
+    }
+    fn scope(&self) -> super::Scope {
+        super::Scope::Section
+    }
+    fn shown(&self, at: &super::Target) -> bool {
+        !at.section().policies.is_empty()
+    }
+    fn render(&self, at: &super::Target) -> Svg {
+        render(at.section(), at.buckets())
+    }
 }
 
 pub fn render(section: &Section, buckets: Buckets) -> Svg {

@@ -1,10 +1,10 @@
-//! Chart 1, memory over time: live requested bytes and each policy's reserved bytes, their
+//! Memory over time: live requested bytes and each policy's reserved bytes, their
 //! peaks marked, the lower bound, and the capacity when one was given.
 
-use super::data::{Buckets, Peak, Section, Series, SeriesBuilder};
 use super::style::{self, ByteUnit, LegendEntry, Mark, TimeUnit};
-use super::trace::Instance;
 use super::{Svg, svg};
+use crate::report::data::{Buckets, Peak, Section, Series, SeriesBuilder};
+use crate::report::trace::Instance;
 use crate::units::bytes;
 use plotters::prelude::*;
 
@@ -48,6 +48,25 @@ pub(super) fn points(
             (tu.of(mid), bu.of(v.min(top)))
         })
         .collect()
+}
+
+pub struct MemoryOverTime;
+
+impl super::Chart for MemoryOverTime {
+    fn name(&self) -> &'static str {
+        "memory-over-time"
+    }
+    fn caption(&self) -> &'static str {
+        "Black: bytes the program had live. Coloured: bytes each allocator policy would hold \
+         from the driver. Dots mark each peak; the dashed grey line is the lower bound. Each \
+         line shows the highest value within each of 600 time slices, so no peak is hidden."
+    }
+    fn scope(&self) -> super::Scope {
+        super::Scope::Section
+    }
+    fn render(&self, at: &super::Target) -> Svg {
+        render(at.section(), at.buckets())
+    }
 }
 
 pub fn render(section: &Section, buckets: Buckets) -> Svg {

@@ -1,7 +1,7 @@
 //! What every chart shares: sizes, fonts, one colour per policy, byte and time axis units, and
 //! the legend, which is drawn beside the plot so it never covers data.
 
-use super::escape::clean;
+use crate::report::escape::clean;
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
@@ -275,6 +275,25 @@ pub fn draw_legend<DB: DrawingBackend>(
 pub type TimeChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 /// A chart over time, as memory, fragmentation and timeline charts draw it: titled, time on x
+/// The mesh of a horizontal bar chart: vertical grid lines only, no y labels, `x_labels` labels
+/// made by `format` on the x axis, described by `x_desc`.
+pub fn draw_bar_mesh<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    x_desc: &str,
+    x_labels: usize,
+    format: &dyn Fn(&f64) -> String,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(0)
+        .x_labels(x_labels)
+        .x_desc(x_desc)
+        .x_label_formatter(format)
+        .axis_desc_style((FONT, LABEL_SIZE))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+}
 /// (`time_unit`), `y_desc` on y, light grid, ticks without trailing zeros.
 pub fn time_chart<'a, DB: DrawingBackend>(
     area: &'a DrawingArea<DB, Shift>,

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Snapshot to page: `vramtrace report SNAPSHOT` against PyTorch's `_memory_viz trace_plot`, and
+the unpickler against CPython's `pickle.load`, alternately, REPS times each.
+
+    python3 analyzer/benches/snapshot_page.py SNAPSHOT.pickle MEMORY_VIZ.py [--reps 5]
+
+MEMORY_VIZ.py is `torch/cuda/_memory_viz.py` (from a PyTorch install or its source; its
+`trace_plot` needs no torch import), run as `python3 MEMORY_VIZ.py trace_plot SNAPSHOT -o
+OUT.html`. vramtrace is `target/release/vramtrace` (build it first: `cargo build --release -p
+vramtrace`), run with its default `--policy all` as a user would. The unpickler is the
+`unpickle` bench binary (`cargo build --release -p vramtrace-format --bench unpickle` first),
+timed on one read of the file (file read included, as `pickle.load` of an open file includes
+it). Each figure is given as wall time and as CPU time (user + system, of the child process or,
+for `pickle.load`, of this one): on a machine shared with other work the CPU time is the one
+that does not depend on the load. The script prints every run, then medians, spread (min–max),
+the ratios, and the page sizes.
+"""
+import glob
+import resource
+import argparse
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+parser = argparse.ArgumentParser()
+parser.add_argument("snapshot")
+parser.add_argument("memory_viz")
+parser.add_argument("--reps", type=int, default=5)
+args = parser.parse_args()
+
+vramtrace = os.path.join(ROOT, "target", "release", "vramtrace")
+if not os.path.exists(vramtrace):
+    sys.exit("build vramtrace first: cargo build --release -p vramtrace")
+
+
+benches = [p for p in glob.glob(os.path.join(ROOT, "target", "release", "deps", "unpickle-*")) if os.access(p, os.X_OK) and not p.endswith(".d")]
+if not benches:
+    sys.exit("build the unpickle bench first: cargo build --release -p vramtrace-format --bench unpickle")
+unpickle_bin = max(benches, key=os.path.getmtime)
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd):
+    c, t = children_cpu(), time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
+    return time.perf_counter() - t, children_cpu() - c
+
+
+def pickle_load():
+    c, t = time.process_time(), time.perf_counter()
+    with open(args.snapshot, "rb") as f:
+        data = pickle.load(f)
+    out = (time.perf_counter() - t, time.process_time() - c)
+    del data
+    return out
+
+
+results = {"trace_plot": [], "vramtrace report": [], "pickle.load": [], "unpickler": []}
+sizes = {}
+with tempfile.TemporaryDirectory() as tmp:
+    viz_out = os.path.join(tmp, "trace_plot.html")
+    page_dir = os.path.join(tmp, "report")
+    for rep in range(args.reps):
+        results["trace_plot"].append(timed([sys.executable, args.memory_viz, "trace_plot", args.snapshot, "-o", viz_out]))
+        results["vramtrace report"].append(timed([vramtrace, "report", args.snapshot, "-o", page_dir]))
+        results["pickle.load"].append(pickle_load())
+        results["unpickler"].append(timed([unpickle_bin, args.snapshot, "1"]))
+        print(f"rep {rep + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f} s wall / {v[-1][1]:.2f} s CPU" for k, v in results.items()), flush=True)
+    sizes["trace_plot"] = os.path.getsize(viz_out)
+    sizes["vramtrace report"] = os.path.getsize(os.path.join(page_dir, "index.html"))
+
+for which, name in ((0, "wall"), (1, "CPU")):
+    med = {k: statistics.median(x[which] for x in v) for k, v in results.items()}
+    for k, v in results.items():
+        xs = [x[which] for x in v]
+        print(f"{name:4} {k:18} median {med[k]:7.3f} s  (min {min(xs):.3f}, max {max(xs):.3f}, {len(xs)} runs)")
+    print(f"{name:4} snapshot to page: vramtrace {med['trace_plot'] / med['vramtrace report']:.1f}x faster than trace_plot")
+    print(f"{name:4} unpickler: {med['pickle.load'] / med['unpickler']:.1f}x faster than pickle.load")
+print(
+    f"page: {sizes['vramtrace report']:,} bytes against trace_plot's {sizes['trace_plot']:,} "
+    f"({sizes['trace_plot'] / sizes['vramtrace report']:.1f}x smaller)"
+)

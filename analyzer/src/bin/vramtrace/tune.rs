@@ -1,0 +1,204 @@
+//! `vramtrace tune`: the allocator setting to run with, against the recorded one.
+
+use crate::load::load_trace;
+use anyhow::{Result, anyhow};
+use std::fmt::Write as _;
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use vramtrace::model::device::CUDA_CONTEXT_BYTES;
+use vramtrace::tune::{Row, Tune, recorded_of, tune_trace};
+use vramtrace::units::{bytes, count, parse_gpu_size, parse_size};
+
+/// The allocator setting to run with: every selectable setting of the trace's framework
+/// replayed, ranked by process peak, against the configuration the trace was recorded with.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  vramtrace tune run.vramtrace
+  vramtrace tune run.vramtrace --gpu 24GB
+  vramtrace tune run.vramtrace --capacity 20GiB --json | jq -r '.ranked[0].select'
+
+Sizes: --gpu 24GB means a board sold as 24 GB (taken as 24 GiB); --capacity is exact (123,
+512MiB, 20GiB, 21GB). docs/definitions.md defines every figure.")]
+pub struct Args {
+    /// The .vramtrace file.
+    trace: PathBuf,
+    /// The GPU to fit (board size: 16GB, 24GB, 80GB, ...): replays run at its memory less the
+    /// CUDA context and the memory outside the pool, and a column says what fits.
+    #[arg(long, value_name = "SIZE", value_parser = parse_gpu_size, conflicts_with = "capacity")]
+    gpu: Option<u64>,
+    /// Exact device memory the allocator may take in the replays (default: the traced device's,
+    /// less the CUDA context and the memory outside the pool).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    capacity: Option<u64>,
+    /// The CUDA context's share of the device (default: the estimate in docs/definitions.md).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    context: Option<u64>,
+    /// Ranked settings shown (all in --json).
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    top: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let path = &self.trace;
+        let trace = load_trace(path, false)?;
+        let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
+        let started = Instant::now();
+        if std::io::stderr().is_terminal() && !self.json {
+            eprintln!(
+                "vramtrace: replaying {} events under every {} setting...",
+                count(trace.event_count()),
+                recorded_of(&trace).framework.name()
+            );
+        }
+        let t = tune_trace(&trace, self.capacity, self.gpu, context)?
+            .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
+        let took = started.elapsed().as_secs_f64();
+        let out = if self.json {
+            serde_json::to_string_pretty(&t)? + "\n"
+        } else {
+            render(path, &t, self.top, took)
+        };
+        crate::output::print(&out)
+    }
+}
+
+fn signed(n: i64) -> String {
+    if n < 0 {
+        format!("+{}", bytes(n.unsigned_abs()))
+    } else if n == 0 {
+        "0".into()
+    } else {
+        format!("-{}", bytes(n as u64))
+    }
+}
+
+fn saving(r: &Row) -> String {
+    if r.recorded {
+        "(recorded)".into()
+    } else {
+        format!(
+            "{} ({:+.1}%)",
+            signed(r.saving_bytes),
+            -100.0 * r.saving_fraction
+        )
+    }
+}
+
+fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "trace      {} ({} level)",
+        path.display(),
+        t.capture_level.name()
+    );
+    let _ = writeln!(s, "framework  {} ({})", t.framework.name(), t.evidence);
+    let r = &t.recorded;
+    let _ = writeln!(
+        s,
+        "recorded   {}\n           process peak {} = pool {} + outside the pool {} + CUDA context {}",
+        r.select,
+        bytes(r.process_peak),
+        bytes(r.pool_peak_reserved),
+        bytes(t.outside_bytes),
+        bytes(t.context_bytes),
+    );
+    for n in &t.notes {
+        let _ = writeln!(s, "note       {n}");
+    }
+    if !t.judged {
+        let _ = writeln!(s, "\nno setting ranked:");
+        for u in &t.not_judged {
+            let _ = writeln!(s, "  {}: {}", u.setting, u.why);
+        }
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "tried      {} settings in {took:.2} s\n",
+        count(t.tried as u64)
+    );
+    let fits = t.gpu_bytes.map(|g| format!("fits {}", bytes(g)));
+    let _ = writeln!(
+        s,
+        "{:>3}  {:>12}  {:>20}  {:>10}  {:>7}  {:>12}{}  setting",
+        "#",
+        "process peak",
+        "vs recorded",
+        "sync frees",
+        "retries",
+        "driver calls",
+        fits.as_ref()
+            .map_or(String::new(), |f| format!("  {f:>12}"))
+    );
+    let shown: Vec<(usize, &Row)> = t
+        .ranked
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| *i < top || r.recorded)
+        .collect();
+    for (i, r) in shown {
+        let fit = r.fits_gpu.map_or(String::new(), |f| {
+            format!("  {:>12}", if f { "yes" } else { "no" })
+        });
+        let mut tags = Vec::new();
+        if r.oom {
+            tags.push("runs out of memory".to_string());
+        }
+        if r.preallocates {
+            tags.push("preallocates".into());
+        }
+        if !r.equivalent.is_empty() {
+            tags.push(format!("same as {} other(s)", r.equivalent.len()));
+        }
+        let tags = if tags.is_empty() {
+            String::new()
+        } else {
+            format!("  [{}]", tags.join("; "))
+        };
+        let _ = writeln!(
+            s,
+            "{:>3}  {:>12}  {:>20}  {:>10}  {:>7}  {:>12}{fit}  {}{tags}",
+            i + 1,
+            bytes(r.process_peak),
+            saving(r),
+            count(r.sync_frees),
+            count(r.retries),
+            count(r.device_allocs + r.device_frees),
+            r.select,
+        );
+    }
+    let _ = writeln!(s, "\nthe best any allocator could do (not selectable):");
+    for b in &t.bounds {
+        let _ = writeln!(
+            s,
+            "     {:>12}  {:>20}  {}",
+            bytes(b.process_peak),
+            saving(b),
+            b.setting
+        );
+    }
+    if !t.not_judged.is_empty() {
+        let _ = writeln!(s, "\nnot judged from this trace:");
+        for u in &t.not_judged {
+            let _ = writeln!(s, "  {}: {}", u.setting, u.why);
+        }
+    }
+    if let Some(best) = t.best() {
+        if best.recorded {
+            let _ = writeln!(
+                s,
+                "\nthe recorded setting is already the best of those tried"
+            );
+        } else {
+            let _ = writeln!(s, "\nto apply the best setting:\n  {}", best.select);
+        }
+    }
+    s
+}

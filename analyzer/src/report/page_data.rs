@@ -1,0 +1,452 @@
+//! The data the page's script draws from, as compact JSON embedded in the page.
+//!
+//! Everything here is already aggregated ([`super::data`]): two levels of detail per time series
+//! (the whole trace, and the finer focus window where memory moves), the largest allocations as
+//! columns (the rest summarized by the live total), stacks and frame names interned once, the
+//! policies' segments at their peaks. So the page stays a few MB whatever the trace's size.
+//!
+//! The JSON is made safe to sit inside `<script type="application/json">`: every `<` is
+//! written `\u003c`, so no trace string can close the element; the script reads it with
+//! `JSON.parse` and puts strings on the page only as text (`textContent`), never as markup.
+
+use super::charts::style;
+use super::data::{AddressLayout, Buckets, PolicyResult, ReportData, Section, Series};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Blocks listed in the peak address maps of all policies of a section together (each policy
+/// its share); a larger map lists its largest segments.
+pub const MAX_BLOCKS: usize = 160_000;
+
+/// One trace of the page (two with `--compare`, one per rank for a directory).
+#[derive(Debug, Serialize)]
+pub struct Run {
+    /// The trace's name as given on the command line.
+    pub name: String,
+    /// Interned frame names.
+    pub frames: Vec<String>,
+    /// Per frame: 1 when it is allocator or interpreter plumbing ([`is_plumbing`]).
+    pub plumbing: Vec<u8>,
+    /// Interned stacks: frame indices, outermost first. Stack 0 is "no stack recorded".
+    pub stacks: Vec<Vec<u32>>,
+    pub sections: Vec<SectionData>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SectionData {
+    pub label: String,
+    pub capacity: Option<u64>,
+    pub lower_bound: u64,
+    /// Ns since the trace's start.
+    pub peak_ns: u64,
+    pub duration_ns: u64,
+    /// The levels of detail: the whole trace, then the focus window.
+    pub levels: Vec<Level>,
+    pub policies: Vec<PolicyData>,
+    /// The largest allocations, as columns.
+    pub allocs: Allocs,
+    /// How many allocations the section has in all.
+    pub allocations: u64,
+    /// Per allocating stack: [stack, allocations, bytes, bytes at peak, refused].
+    pub sites: Vec<[u64; 5]>,
+    /// [ns, size, stack] of each refused request listed.
+    pub refused: Vec<[u64; 3]>,
+    pub refused_total: u64,
+}
+
+/// One level of detail: bucket `i` covers `[t0 + i·dt, t0 + (i+1)·dt)` (ns since the start).
+#[derive(Debug, Serialize)]
+pub struct Level {
+    pub t0: f64,
+    pub dt: f64,
+    /// Highest live requested bytes per bucket.
+    pub requested: Vec<u64>,
+    /// Per policy, highest reserved bytes per bucket (shorter when the replay ran out).
+    pub reserved: Vec<Vec<u64>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PolicyData {
+    pub name: String,
+    pub color: String,
+    pub peak: u64,
+    pub peak_ns: u64,
+    pub peak_allocated: u64,
+    pub fragmentation: f64,
+    pub device_allocs: u64,
+    pub device_frees: u64,
+    pub est_us: f64,
+    /// [ns, size, reserved, stream, stack] of the request it could not serve.
+    pub oom: Option<[u64; 5]>,
+    /// Its segments at its peak: [address, size, [offset, size, allocation index or -1, stack]…].
+    pub segments: Vec<Segment>,
+    /// Blocks left out of `segments` (see [`MAX_BLOCKS`]).
+    pub blocks_omitted: u64,
+    /// Its segments at moments spread over the focus window.
+    pub states: Vec<StateData>,
+}
+
+/// [address, size, [offset, size, allocation index or -1, stack]…].
+pub type Segment = (u64, u64, Vec<[i64; 4]>);
+
+/// A policy's segments after the request at `t` (ns since the start).
+#[derive(Debug, Serialize)]
+pub struct StateData {
+    pub t: u64,
+    pub segments: Vec<Segment>,
+}
+
+/// The drawn allocations as columns, in allocation order.
+#[derive(Debug, Default, Serialize)]
+pub struct Allocs {
+    /// Index among the section's allocations.
+    pub index: Vec<u32>,
+    pub size: Vec<u64>,
+    /// Ns since the start; `death` is -1 for one never freed.
+    pub birth: Vec<u64>,
+    pub death: Vec<i64>,
+    pub stack: Vec<u32>,
+    pub stream: Vec<u32>,
+}
+
+/// Frames that are the allocator's or the interpreter's machinery rather than the program's:
+/// what the page's "hide plumbing" toggle hides and what the user frame skips. The names follow
+/// PyTorch's own filter in `torch/cuda/_memory_viz.py` (`_frame_filter`) plus the allocator and
+/// driver entry points a recorded native stack passes through.
+pub fn is_plumbing(frame: &str) -> bool {
+    const PARTS: &[&str] = &[
+        // The recorder, the unwinder, process start.
+        "vramtrace",
+        "unwind::",
+        "CapturedTraceback",
+        "gather_with_cpp",
+        "__libc_start_main",
+        // CPython's evaluation loop and call machinery.
+        "PyEval_",
+        "_PyEval",
+        "PyObject_",
+        "_PyObject_",
+        "PyFunction_",
+        "_PyFunction_",
+        "PyVectorcall",
+        "cfunction_",
+        "method_vectorcall",
+        "pybind11::",
+        // PyTorch's dispatcher and allocator.
+        "c10::",
+        "at::_ops::",
+        "at::native::empty",
+        "at::detail::empty",
+        "at::empty",
+        "torch::autograd::",
+        "torch/utils/_contextlib.py",
+        "torch/nn/modules/module.py",
+        "_call_impl",
+        "_wrapped_call_impl",
+        "core/boxing",
+        "/Redispatch",
+        // The CUDA runtime and driver.
+        "cudaMalloc",
+        "cuMemAlloc",
+        "cuMemCreate",
+        "libcudart",
+        "libcuda.so",
+    ];
+    PARTS.iter().any(|p| frame.contains(p))
+}
+
+/// Interns frame names and stacks for one run.
+struct Interner<'n> {
+    names: &'n mut dyn FnMut(u32) -> Vec<String>,
+    frames: Vec<String>,
+    frame_ids: HashMap<String, u32>,
+    stacks: Vec<Vec<u32>>,
+    stack_ids: HashMap<u32, u32>,
+}
+
+impl Interner<'_> {
+    /// The page index of trace stack `stack` (0 for one without frames).
+    fn stack(&mut self, stack: u32) -> u32 {
+        if let Some(&i) = self.stack_ids.get(&stack) {
+            return i;
+        }
+        let names = (self.names)(stack);
+        let i = if names.is_empty() {
+            0
+        } else {
+            let ids: Vec<u32> = names
+                .into_iter()
+                .map(|n| {
+                    let next = self.frames.len() as u32;
+                    *self.frame_ids.entry(n.clone()).or_insert_with(|| {
+                        self.frames.push(n);
+                        next
+                    })
+                })
+                .collect();
+            self.stacks.push(ids);
+            self.stacks.len() as u32 - 1
+        };
+        self.stack_ids.insert(stack, i);
+        i
+    }
+}
+
+/// The page data of one report; `names` gives a trace stack's frame names, outermost first.
+pub fn run(name: &str, data: &ReportData, names: &mut dyn FnMut(u32) -> Vec<String>) -> Run {
+    let mut interner = Interner {
+        names,
+        frames: Vec::new(),
+        frame_ids: HashMap::new(),
+        stacks: vec![Vec::new()],
+        stack_ids: HashMap::new(),
+    };
+    let start = data.buckets.map_or(0, |b| b.start_ns);
+    let buckets = data.buckets.unwrap_or_default();
+    let sections = data
+        .sections
+        .iter()
+        .map(|x| section(x, start, buckets, &mut interner))
+        .collect();
+    let plumbing = interner
+        .frames
+        .iter()
+        .map(|f| u8::from(is_plumbing(f)))
+        .collect();
+    Run {
+        name: name.to_string(),
+        frames: interner.frames,
+        plumbing,
+        stacks: interner.stacks,
+        sections,
+    }
+}
+
+fn level(b: Buckets, start: u64, requested: &Series, policies: Vec<&Series>) -> Level {
+    Level {
+        t0: b.start_ns.saturating_sub(start) as f64,
+        dt: b.span_ns as f64 / b.count as f64,
+        requested: requested.max.clone(),
+        reserved: policies.into_iter().map(|s| s.max.clone()).collect(),
+    }
+}
+
+fn section(x: &Section, start: u64, buckets: Buckets, st: &mut Interner) -> SectionData {
+    let rel = |t: u64| t.saturating_sub(start);
+    let mut allocs = Allocs::default();
+    for a in &x.top {
+        allocs.index.push(a.index);
+        allocs.size.push(a.size);
+        allocs.birth.push(rel(a.birth_ns));
+        allocs.death.push(if a.death_ns == u64::MAX {
+            -1
+        } else {
+            rel(a.death_ns) as i64
+        });
+        allocs.stack.push(st.stack(a.stack));
+        allocs.stream.push(a.stream);
+    }
+    let stacks_of: HashMap<u32, u32> = x.top.iter().map(|a| (a.index, a.stack)).collect();
+    let levels = vec![
+        level(
+            buckets,
+            start,
+            &x.requested,
+            x.policies.iter().map(|p| &p.reserved).collect(),
+        ),
+        level(
+            x.focus,
+            start,
+            &x.requested_focus,
+            x.policies.iter().map(|p| &p.reserved_focus).collect(),
+        ),
+    ];
+    let share = MAX_BLOCKS / x.policies.len().max(1);
+    let policies = x
+        .policies
+        .iter()
+        .map(|p| policy(p, rel, &stacks_of, st, share))
+        .collect();
+    let sites = x
+        .stacks
+        .iter()
+        .map(|s| {
+            [
+                u64::from(st.stack(s.stack)),
+                s.allocations,
+                s.bytes,
+                s.bytes_at_peak,
+                s.refused,
+            ]
+        })
+        .collect();
+    let refused = x
+        .refused
+        .iter()
+        .map(|r| [rel(r.time_ns), r.size, u64::from(st.stack(r.stack))])
+        .collect();
+    SectionData {
+        label: x.label(),
+        capacity: x.capacity,
+        lower_bound: x.lower_bound(),
+        peak_ns: rel(x.peak.time_ns),
+        duration_ns: buckets.span_ns,
+        levels,
+        policies,
+        allocs,
+        allocations: x.allocations,
+        sites,
+        refused,
+        refused_total: x.refused_total,
+    }
+}
+
+fn policy(
+    p: &PolicyResult,
+    rel: impl Fn(u64) -> u64,
+    stacks_of: &HashMap<u32, u32>,
+    st: &mut Interner,
+    max_blocks: usize,
+) -> PolicyData {
+    let states = p
+        .states
+        .iter()
+        .map(|(t, l)| StateData {
+            t: rel(*t),
+            segments: segments(l, stacks_of, st, usize::MAX).0,
+        })
+        .collect();
+    let (segments, omitted) = segments(&p.address_map, stacks_of, st, max_blocks);
+    PolicyData {
+        name: p.name.clone(),
+        color: style::hex(style::policy_color(p.color)),
+        peak: p.peak_reserved.bytes,
+        peak_ns: rel(p.peak_reserved.time_ns),
+        peak_allocated: p.peak_allocated,
+        fragmentation: p.fragmentation_at_peak,
+        device_allocs: p.device_allocs,
+        device_frees: p.device_frees,
+        est_us: p.est_alloc_time_us,
+        oom: p.oom.as_ref().map(|o| {
+            [
+                rel(o.time_ns),
+                o.size,
+                o.reserved,
+                u64::from(o.stream),
+                u64::from(st.stack(o.stack_id)),
+            ]
+        }),
+        segments,
+        blocks_omitted: omitted,
+        states,
+    }
+}
+
+/// A layout's segments for the page, the largest first kept when there are more than
+/// `max_blocks` blocks; and how many blocks were left out.
+fn segments(
+    layout: &AddressLayout,
+    stacks_of: &HashMap<u32, u32>,
+    st: &mut Interner,
+    max_blocks: usize,
+) -> (Vec<Segment>, u64) {
+    let mut order: Vec<usize> = (0..layout.segments.len()).collect();
+    order.sort_by_key(|&i| {
+        let s = &layout.segments[i];
+        (std::cmp::Reverse(s.size), s.address)
+    });
+    let (mut listed, mut omitted) = (0usize, 0u64);
+    let mut keep = vec![false; order.len()];
+    for i in order {
+        let n = layout.segments[i].allocated.len();
+        if listed + n <= max_blocks {
+            listed += n;
+            keep[i] = true;
+        } else {
+            omitted += n as u64;
+        }
+    }
+    let segments = layout
+        .segments
+        .iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|(s, _)| {
+            let blocks = s
+                .allocated
+                .iter()
+                .zip(s.owners.iter().chain(std::iter::repeat(&u32::MAX)))
+                .map(|(&(off, size), &owner)| {
+                    let stack = stacks_of.get(&owner).map_or(0, |&k| st.stack(k));
+                    let owner = if owner == u32::MAX {
+                        -1
+                    } else {
+                        i64::from(owner)
+                    };
+                    [off as i64, size as i64, owner, i64::from(stack)]
+                })
+                .collect();
+            (s.address, s.size, blocks)
+        })
+        .collect();
+    (segments, omitted)
+}
+
+/// `value` as JSON that can sit inside a `<script>` element.
+pub fn script_json(value: &impl Serialize) -> String {
+    serde_json::to_string(value)
+        .expect("page data serializes")
+        .replace('<', "\\u003c")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_string_can_close_the_script_element() {
+        let s = script_json(&vec!["</script><script>alert(1)</script>".to_string()]);
+        assert!(!s.contains('<'));
+        let back: Vec<String> = serde_json::from_str(&s).unwrap();
+        assert_eq!(back[0], "</script><script>alert(1)</script>");
+    }
+
+    #[test]
+    fn allocator_and_interpreter_frames_are_plumbing_and_user_code_is_not() {
+        assert!(is_plumbing(
+            "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc"
+        ));
+        assert!(is_plumbing("_PyEval_EvalFrameDefault"));
+        assert!(is_plumbing("libcudart.so.12+0x1234"));
+        assert!(!is_plumbing("forward (model.py:42)"));
+        assert!(!is_plumbing("train_step"));
+    }
+
+    #[test]
+    fn stacks_and_frames_are_interned_once() {
+        let mut calls = 0;
+        let mut names = |s: u32| {
+            calls += 1;
+            match s {
+                1 => vec!["main".to_string(), "f".to_string()],
+                2 => vec!["main".to_string(), "g".to_string()],
+                _ => Vec::new(),
+            }
+        };
+        let mut i = Interner {
+            names: &mut names,
+            frames: Vec::new(),
+            frame_ids: HashMap::new(),
+            stacks: vec![Vec::new()],
+            stack_ids: HashMap::new(),
+        };
+        assert_eq!(i.stack(1), 1);
+        assert_eq!(i.stack(2), 2);
+        assert_eq!(i.stack(1), 1);
+        assert_eq!(i.stack(9), 0);
+        assert_eq!(i.frames, vec!["main", "f", "g"]);
+        assert_eq!(i.stacks[2], vec![0, 2]);
+        drop(i);
+        assert_eq!(calls, 3);
+    }
+}

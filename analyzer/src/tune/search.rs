@@ -1,0 +1,400 @@
+//! The search: every candidate over every request stream in parallel, then one ranked list of
+//! selectable settings measured against the recorded one.
+//!
+//! Ranking (docs/definitions.md, "tune"): settings that run without running out of memory
+//! first; among those within [`ACCURACY`] of the smallest process peak, the cheaper run
+//! (synchronizing frees, retries), then the simpler setting (fewer options), then fewer driver
+//! calls; the rest by process peak. Settings whose replays give the same figures are one row,
+//! named by the simplest.
+
+use super::framework::{Framework, Recorded};
+use super::grid::{Candidate, GridContext, Role, bounds, candidate, settings};
+use crate::model::device::process_peak;
+use crate::model::{CaptureLevel, LevelReport, RequestKind, RequestStream};
+use crate::policy::{PolicyError, PolicySpec};
+use crate::replay::{Outcome, replay_all};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// The replay's accuracy against real runs (docs/validation.md: within 1% of PyTorch's own
+/// peak reserved): settings this close to the best count as equally good.
+pub const ACCURACY: f64 = 0.01;
+
+/// What the search is given besides the streams.
+#[derive(Debug, Clone)]
+pub struct TuneOptions {
+    /// Per stream: the device memory its allocator may take in the replays.
+    pub capacities: Vec<u64>,
+    /// The board the user asks about (`--gpu`): a row fits it when it runs without running
+    /// out of memory and its process peak is at most this.
+    pub gpu_bytes: Option<u64>,
+    /// The CUDA context's share of the device, per process (docs/definitions.md).
+    pub context_bytes: u64,
+}
+
+/// One setting's figures (all bytes; the largest over streams where there are several).
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub framework: Framework,
+    /// The policy spec (`--policy` syntax).
+    pub setting: String,
+    /// The line to paste, or the code, that selects it.
+    pub select: String,
+    pub role: Role,
+    /// True for the configuration the trace was recorded with.
+    pub recorded: bool,
+    pub preallocates: bool,
+    /// Peak reserved of the allocator (pool peak).
+    pub pool_peak_reserved: u64,
+    /// Pool peak + memory outside the pool + the CUDA context (process peak).
+    pub process_peak: u64,
+    /// Recorded process peak minus this one (positive: this needs less).
+    pub saving_bytes: i64,
+    /// `saving_bytes` over the recorded process peak.
+    pub saving_fraction: f64,
+    pub device_allocs: u64,
+    pub device_frees: u64,
+    pub sync_frees: u64,
+    pub refusals: u64,
+    pub retries: u64,
+    pub est_alloc_time_us: f64,
+    /// Ran out of memory at the replay's capacity.
+    pub oom: bool,
+    /// Whether it fits `--gpu`; `null` without one.
+    pub fits_gpu: Option<bool>,
+    /// Other settings that gave exactly the same figures.
+    pub equivalent: Vec<String>,
+}
+
+/// A setting the trace cannot judge, and why.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Unjudged {
+    pub setting: String,
+    pub why: String,
+}
+
+/// Everything `tune` answers.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tune {
+    pub framework: Framework,
+    /// How the framework and its configuration were known.
+    pub evidence: String,
+    pub notes: Vec<String>,
+    /// The trace's capture level (docs/definitions.md).
+    pub capture_level: CaptureLevel,
+    /// False when the trace cannot rank settings at all (a segment-level trace).
+    pub judged: bool,
+    pub recorded: Row,
+    /// Selectable settings, best first (the recorded one among them, marked).
+    pub ranked: Vec<Row>,
+    /// What no selectable setting can beat.
+    pub bounds: Vec<Row>,
+    pub not_judged: Vec<Unjudged>,
+    /// Candidates replayed (each over every stream).
+    pub tried: usize,
+    pub gpu_bytes: Option<u64>,
+    pub context_bytes: u64,
+    /// The most bytes outside the pool any stream held.
+    pub outside_bytes: u64,
+}
+
+impl Tune {
+    /// The best selectable setting: the first ranked row.
+    pub fn best(&self) -> Option<&Row> {
+        self.ranked.first()
+    }
+}
+
+/// Options sorted by key, so that two spellings of one setting compare equal.
+fn canonical(spec: &PolicySpec) -> (String, Vec<(String, String)>) {
+    let mut o = spec.options.clone();
+    o.sort();
+    (spec.name.clone(), o)
+}
+
+struct Figures {
+    pool: u64,
+    process: u64,
+    allocs: u64,
+    frees: u64,
+    sync: u64,
+    refusals: u64,
+    retries: u64,
+    time: f64,
+    oom: bool,
+}
+
+fn figures(outs: &[&Outcome], streams: &[RequestStream], o: &TuneOptions) -> Figures {
+    let process = outs
+        .iter()
+        .zip(streams)
+        .map(|(out, s)| process_peak(out.peak_reserved, s.outside.peak_bytes, o.context_bytes))
+        .max()
+        .unwrap_or(0);
+    Figures {
+        pool: outs.iter().map(|x| x.peak_reserved).max().unwrap_or(0),
+        process,
+        allocs: outs.iter().map(|x| x.device_allocs).sum(),
+        frees: outs.iter().map(|x| x.device_frees).sum(),
+        sync: outs.iter().map(|x| x.costs.sync_frees).sum(),
+        refusals: outs.iter().map(|x| x.costs.refusals).sum(),
+        retries: outs.iter().map(|x| x.costs.retries).sum(),
+        time: outs.iter().map(|x| x.est_alloc_time_us).sum(),
+        oom: outs.iter().any(|x| x.oom.is_some()),
+    }
+}
+
+fn row(c: &Candidate, f: &Figures, base: u64, gpu: Option<u64>, recorded: bool) -> Row {
+    let saving = base as i64 - f.process as i64;
+    Row {
+        framework: c.framework,
+        setting: c.spec.to_string(),
+        select: c.select.clone(),
+        role: c.role,
+        recorded,
+        preallocates: c.preallocates,
+        pool_peak_reserved: f.pool,
+        process_peak: f.process,
+        saving_bytes: saving,
+        saving_fraction: if base == 0 {
+            0.0
+        } else {
+            saving as f64 / base as f64
+        },
+        device_allocs: f.allocs,
+        device_frees: f.frees,
+        sync_frees: f.sync,
+        refusals: f.refusals,
+        retries: f.retries,
+        est_alloc_time_us: f.time,
+        oom: f.oom,
+        fits_gpu: gpu.map(|g| !f.oom && f.process <= g),
+        equivalent: Vec::new(),
+    }
+}
+
+/// Searches the settings of the recorded framework over `streams`.
+pub fn tune(
+    streams: &[RequestStream],
+    level: &LevelReport,
+    recorded: &Recorded,
+    options: &TuneOptions,
+) -> Result<Tune, PolicyError> {
+    let lower_bound = streams.iter().map(|s| s.lower_bound()).max().unwrap_or(0);
+    let ctx = GridContext {
+        memory_fraction: recorded.memory_fraction,
+        lower_bound,
+    };
+    let judged = level.level != CaptureLevel::Segment;
+    let mut candidates = vec![candidate(recorded.framework, recorded.spec.clone())];
+    if judged {
+        let base = canonical(&recorded.spec);
+        candidates.extend(
+            settings(recorded.framework, &ctx)
+                .into_iter()
+                .filter(|c| canonical(&c.spec) != base),
+        );
+        candidates.extend(bounds());
+    }
+    let specs: Vec<PolicySpec> = candidates.iter().map(|c| c.spec.clone()).collect();
+    let results = replay_all(streams, &specs, &options.capacities)?;
+    let mut per: Vec<Vec<&Outcome>> = vec![Vec::new(); candidates.len()];
+    for r in &results {
+        per[r.policy].push(&r.outcome);
+    }
+    let figs: Vec<Figures> = per.iter().map(|o| figures(o, streams, options)).collect();
+    let base = figs[0].process;
+    let gpu = options.gpu_bytes;
+    let recorded_row = row(&candidates[0], &figs[0], base, gpu, true);
+
+    // Merge settings with identical figures into the simplest one.
+    let mut rows: Vec<(usize, Row)> = Vec::new();
+    let mut by_figures: HashMap<(u64, u64, u64, u64, u64, bool), usize> = HashMap::new();
+    for (i, c) in candidates.iter().enumerate() {
+        if c.role != Role::Setting {
+            continue;
+        }
+        let f = &figs[i];
+        let key = (f.pool, f.allocs, f.frees, f.sync, f.retries, f.oom);
+        let r = row(c, f, base, gpu, i == 0);
+        match by_figures.get(&key) {
+            Some(&at) => {
+                let simpler = c.spec.options.len() < candidates[rows[at].0].spec.options.len();
+                let kept = &mut rows[at].1;
+                if simpler && !kept.recorded {
+                    let old = std::mem::replace(kept, r);
+                    kept.equivalent.push(old.setting);
+                    kept.equivalent.extend(old.equivalent);
+                    rows[at].0 = i;
+                } else {
+                    kept.equivalent.push(r.setting);
+                }
+            }
+            None => {
+                by_figures.insert(key, rows.len());
+                rows.push((i, r));
+            }
+        }
+    }
+    // Within the model's accuracy of the best peak (ACCURACY), a simpler and cheaper setting
+    // ranks first: the difference is not one the replay can vouch for.
+    let best = rows
+        .iter()
+        .filter(|(_, r)| !r.oom)
+        .map(|(_, r)| r.process_peak)
+        .min()
+        .unwrap_or(u64::MAX);
+    let band = |r: &Row| !r.oom && (r.process_peak as f64) <= best as f64 * (1.0 + ACCURACY);
+    let n_options = |i: usize| candidates[i].spec.options.len();
+    let mut ranked: Vec<(usize, Row)> = rows;
+    ranked.sort_by(|(ia, a), (ib, b)| {
+        let by_peak = a.oom.cmp(&b.oom).then(a.process_peak.cmp(&b.process_peak));
+        let by_cost = a
+            .sync_frees
+            .cmp(&b.sync_frees)
+            .then(a.retries.cmp(&b.retries))
+            .then(n_options(*ia).cmp(&n_options(*ib)))
+            .then(a.device_allocs.cmp(&b.device_allocs));
+        match (band(a), band(b)) {
+            (true, true) => by_cost.then(by_peak),
+            (true, false) => std::cmp::Ordering::Less,
+            (false, true) => std::cmp::Ordering::Greater,
+            (false, false) => by_peak.then(by_cost),
+        }
+        .then(ia.cmp(ib))
+    });
+    let bounds_rows = candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.role == Role::Bound)
+        .map(|(i, c)| row(c, &figs[i], base, gpu, false))
+        .collect();
+    let not_judged = unjudged(streams, level, recorded, &candidates, &figs);
+    Ok(Tune {
+        framework: recorded.framework,
+        evidence: recorded.evidence.clone(),
+        notes: recorded.notes.clone(),
+        capture_level: level.level,
+        judged,
+        recorded: recorded_row,
+        ranked: if judged {
+            ranked.into_iter().map(|(_, r)| r).collect()
+        } else {
+            Vec::new()
+        },
+        bounds: bounds_rows,
+        not_judged,
+        tried: candidates.len(),
+        gpu_bytes: gpu,
+        context_bytes: options.context_bytes,
+        outside_bytes: streams
+            .iter()
+            .map(|s| s.outside.peak_bytes)
+            .max()
+            .unwrap_or(0),
+    })
+}
+
+fn unjudged(
+    streams: &[RequestStream],
+    level: &LevelReport,
+    recorded: &Recorded,
+    candidates: &[Candidate],
+    figs: &[Figures],
+) -> Vec<Unjudged> {
+    let mut out = Vec::new();
+    let mut say = |setting: &str, why: String| {
+        out.push(Unjudged {
+            setting: setting.into(),
+            why,
+        })
+    };
+    if level.level == CaptureLevel::Segment {
+        say(
+            "every setting",
+            "this trace holds a caching allocator's segments, not the program's requests: \
+             replaying them through another allocator stacks one cache on another. Record \
+             with `vramtrace record --requests` to tune"
+                .into(),
+        );
+        return out;
+    }
+    let failed: usize = streams
+        .iter()
+        .map(|s| {
+            s.requests
+                .iter()
+                .filter(|r| r.kind == RequestKind::Attempt)
+                .count()
+        })
+        .sum();
+    if failed > 0 {
+        say(
+            "the recorded failures",
+            format!(
+                "the recording had {failed} refused allocation(s); every setting is replayed \
+                 with them refused again, so what the program did after a failure is the \
+                 recorded run's, not the setting's"
+            ),
+        );
+    }
+    if streams.iter().any(|s| s.cuda_streams.len() > 1) {
+        say(
+            "cross-stream reuse (backend:cudaMallocAsync, record_stream)",
+            "the trace has no kernel timing, so every free is taken as complete at once: \
+             reuse across CUDA streams may be more than the real run allows"
+                .into(),
+        );
+    }
+    match recorded.framework {
+        Framework::PyTorch => {
+            // GC candidates that changed nothing: the capacity never pressed them.
+            let gc_idle = candidates
+                .iter()
+                .zip(figs)
+                .filter(|(c, _)| {
+                    c.spec
+                        .options
+                        .iter()
+                        .any(|(k, _)| k == "garbage_collection_threshold")
+                })
+                .all(|(_, f)| f.retries == 0 && f.sync == 0);
+            if gc_idle {
+                say(
+                    "garbage_collection_threshold",
+                    "frees cached blocks only when reserved memory nears the memory fraction; \
+                     at this capacity it never does. Pass --gpu SIZE to judge it on a smaller \
+                     device"
+                        .into(),
+                );
+            }
+            say(
+                "large_segment_size_mb",
+                "read by recent PyTorch versions only: replay it with --policy \
+                 pytorch:large_segment_size_mb=N, not searched"
+                    .into(),
+            );
+            say(
+                "graph_capture_record_stream_reuse, CUDA graph pools, empty_cache",
+                "the trace records no graph captures and no empty_cache calls".into(),
+            );
+            say(
+                "release_lock_on_cudamalloc, pinned_*",
+                "do not change device memory".into(),
+            );
+        }
+        Framework::Jax => say(
+            "XLA buffer assignment",
+            "XLA packs each executable's temporaries itself before the allocator sees them; \
+             the figures are for the buffers the trace holds"
+                .into(),
+        ),
+        Framework::Cuda | Framework::TensorFlow => say(
+            "release_threshold (CUDA's pool)",
+            "the pool gives memory back at synchronizations, which traces do not record: \
+             judged only where the pool fails to grow"
+                .into(),
+        ),
+    }
+    out
+}
