@@ -1,6 +1,6 @@
 //! The end-to-end tests, one binary: the recorder against the fake driver, its fault matrix,
-//! its stacks, its PyTorch tracker, Python frames, and the traces recorded on a real H200. Shared
-//! helpers are in `src/lib.rs`.
+//! its stacks, its PyTorch tracker, Python frames, the wheel installed with pip, and the traces
+//! recorded on a real H200. Shared helpers are in `src/lib.rs`.
 
 mod faults;
 mod pyframes;
@@ -8,3 +8,4 @@ mod real_traces;
 mod recorder;
 mod stacks;
 mod torch_tracker;
+mod wheel;

@@ -7,6 +7,7 @@
 //! event is shared with `diff` and the exporters.
 
 use crate::failures::{FailureSite, FailureSites};
+use crate::model::ModuleIndex;
 pub use crate::model::live::{Change, Ledger, Object, Totals};
 use crate::model::{CaptureLevel, Model, StreamKey};
 use crate::symbolize::{ModuleFiles, NamedFrame, NoFiles, Symbolizer};
@@ -25,20 +26,13 @@ pub struct StackNames<'a, 'f> {
     tables: &'a Tables,
     stacks: HashMap<u32, &'a [u32]>,
     frames: HashMap<u32, u64>,
-    /// Modules sorted by load address.
-    modules: Vec<(u64, u64, &'a str)>,
+    modules: ModuleIndex<'a>,
     symbolizer: RefCell<Symbolizer<'a, 'f>>,
 }
 
 impl<'a, 'f> StackNames<'a, 'f> {
     /// Names the frames of `tables`, reading native modules' files through `files`.
     pub fn new(tables: &'a Tables, files: &'f mut dyn ModuleFiles) -> StackNames<'a, 'f> {
-        let mut modules: Vec<_> = tables
-            .modules
-            .iter()
-            .map(|m| (m.load_address, m.size, m.path.as_str()))
-            .collect();
-        modules.sort_unstable();
         StackNames {
             tables,
             stacks: tables
@@ -47,7 +41,7 @@ impl<'a, 'f> StackNames<'a, 'f> {
                 .map(|s| (s.id, s.frames.as_slice()))
                 .collect(),
             frames: tables.frames.iter().map(|f| (f.id, f.address)).collect(),
-            modules,
+            modules: ModuleIndex::new(tables),
             symbolizer: RefCell::new(Symbolizer::new(tables, files)),
         }
     }
@@ -70,9 +64,9 @@ impl<'a, 'f> StackNames<'a, 'f> {
 
     /// The module path containing `address` and the offset into it.
     pub fn module_of(&self, address: u64) -> Option<(&'a str, u64)> {
-        let i = self.modules.partition_point(|m| m.0 <= address);
-        let (base, size, path) = *self.modules.get(i.checked_sub(1)?)?;
-        (address - base < size.max(1)).then_some((path, address - base))
+        self.modules
+            .module_at(address)
+            .map(|(m, offset)| (m.path.as_str(), offset))
     }
 
     /// A stack's frames, named, innermost first; empty for [`NO_STACK`] or an unknown id.

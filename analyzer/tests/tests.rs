@@ -6,7 +6,9 @@ mod util;
 
 mod cli;
 mod device_oracles;
+mod fleet_sql;
 mod interop;
+mod job_cli;
 mod placement_properties;
 mod recorded_validation;
 mod replay_cli;

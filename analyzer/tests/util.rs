@@ -4,7 +4,7 @@
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 use vramtrace::model::{Model, RequestStream};
-use vramtrace_format::{ReadOptions, Trace};
+use vramtrace_format::{ReadOptions, Trace, TraceWriter, WriterOptions, synthetic};
 
 /// `path` inside the repository.
 pub fn repo(path: &str) -> PathBuf {
@@ -34,4 +34,34 @@ pub fn only_stream(path: &Path) -> RequestStream {
     let mut model = Model::from_events(trace.events(), &trace.metadata);
     assert_eq!(model.streams.len(), 1, "{}", path.display());
     model.streams.remove(0)
+}
+
+/// A job of `ranks` ranks: the same training loop everywhere, `scaled` ranks with every buffer
+/// `factor` times larger.
+pub fn write_job(dir: &Path, job: &str, ranks: u32, scaled: &[u32], factor: u64) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    (0..ranks)
+        .map(|rank| {
+            let mut s = synthetic::pytorch_like(30, 7);
+            for (k, v) in [
+                ("RANK", rank.to_string()),
+                ("WORLD_SIZE", ranks.to_string()),
+                ("TORCHELASTIC_RUN_ID", job.to_string()),
+            ] {
+                s.metadata.environment.push((k.to_string(), v));
+            }
+            let path = dir.join(format!("python3-{}.vramtrace", 1000 + rank));
+            let file = std::fs::File::create(&path).unwrap();
+            let mut w = TraceWriter::new(file, &s.metadata, WriterOptions::default()).unwrap();
+            *w.tables_mut() = s.tables;
+            for e in &mut s.events {
+                if scaled.contains(&rank) {
+                    e.size *= factor;
+                }
+                w.push(e).unwrap();
+            }
+            w.finish().unwrap();
+            path
+        })
+        .collect()
 }

@@ -180,6 +180,8 @@ pub mod env {
     pub const MAX_DEPTH: &str = "VRAMTRACE_MAX_DEPTH";
     /// `0`: do not attach to PyTorch's caching allocator (`torch.*` events; on by default).
     pub const TORCH_TRACKER: &str = "VRAMTRACE_TORCH_TRACKER";
+    /// Read by the launcher only: the recorder library, when `--preload` is not given.
+    pub const PRELOAD: &str = "VRAMTRACE_PRELOAD";
 }
 
 #[cfg(test)]

@@ -37,4 +37,17 @@ pub const ALLOCATOR_ENV_VARS: &[&str] = &[
     "CUDA_VISIBLE_DEVICES",
     "CUDA_MODULE_LOADING",
     "NCCL_CUMEM_ENABLE",
+    // Not allocator settings: the launcher variables that name the job and the process's rank
+    // in it (torchrun / torch.distributed, Slurm, Open MPI), for analysing one job's traces.
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "TORCHELASTIC_RUN_ID",
+    "SLURM_JOB_ID",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NTASKS",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_SIZE",
 ];

@@ -235,6 +235,43 @@ impl Trace {
         Ok(Trace::from_parts(head, batches))
     }
 
+    /// Decodes the metadata and tables of a trace held in memory but none of its events
+    /// (`batches` stays empty): for streaming them afterwards, one chunk at a time, with
+    /// [`EventChunks`] over `layout.chunks`. Damage is treated as [`Trace::from_bytes`] does.
+    pub fn header_from_bytes(bytes: &[u8], options: ReadOptions) -> Result<Trace> {
+        let mut layout = Layout::scan(bytes, options)?;
+        let (mut metadata, mut tables) = (Metadata::default(), Tables::default());
+        let last = layout.chunks.len().saturating_sub(1);
+        let mut stopped = None;
+        for (i, h) in layout.chunks.iter().enumerate() {
+            if h.kind == ChunkKind::Events {
+                continue;
+            }
+            match decode_chunk(bytes, h, layout.version) {
+                Ok(Decoded::Metadata(m)) => metadata = m,
+                Ok(Decoded::Tables(t)) => tables.extend(t),
+                Ok(Decoded::Events(_)) => {}
+                // A torn last chunk of an unfinished file is the crash itself, not corruption.
+                Err(e) if options.salvage || (i == last && !layout.complete) => {
+                    stopped = Some((i, format!("{e}; recovered the chunks before it")));
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some((i, damage)) = stopped {
+            layout.chunks.truncate(i);
+            layout.complete = false;
+            layout.damage = Some(damage);
+        }
+        Ok(Trace {
+            metadata,
+            tables,
+            batches: Vec::new(),
+            layout,
+        })
+    }
+
     /// A trace of `head` and its event `batches`.
     pub fn from_parts(head: TraceHead, batches: Vec<EventBatch>) -> Trace {
         Trace {
@@ -294,24 +331,36 @@ impl TraceHead {
         let version = layout.version;
         let chunks = &layout.chunks;
         let map = &map;
-        // A rendezvous channel: the decoder waits with one window while the caller's `sink`
-        // works through the previous one.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<Decoded<T>>>>(0);
+        let decode = |w: &[ChunkHeader]| -> Vec<Result<Decoded<T>>> {
+            w.par_iter()
+                .map(|h| decode_chunk(bytes, h, version).map(|d| d.map_events(map)))
+                .collect()
+        };
         let stopped = std::thread::scope(|scope| -> Result<Option<(usize, String)>> {
-            scope.spawn(move || {
-                for w in chunks.chunks(window) {
-                    let decoded: Vec<Result<Decoded<T>>> = w
-                        .par_iter()
-                        .map(|h| decode_chunk(bytes, h, version).map(|d| d.map_events(map)))
-                        .collect();
-                    let failed = decoded.iter().any(Result::is_err);
-                    if tx.send(decoded).is_err() || failed {
-                        break;
-                    }
-                }
-            });
+            let windows: Box<dyn Iterator<Item = Vec<Result<Decoded<T>>>>> =
+                if rayon::current_thread_index().is_some() {
+                    // Called on a rayon worker (a caller reading several traces in parallel):
+                    // a decoder thread's `par_iter` would wait for the workers, which would wait
+                    // on it. The windows are decoded in turn on this worker instead.
+                    Box::new(chunks.chunks(window).map(decode))
+                } else {
+                    // A rendezvous channel: the decoder waits with one window while the
+                    // caller's `sink` works through the previous one.
+                    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Result<Decoded<T>>>>(0);
+                    let decode = &decode;
+                    scope.spawn(move || {
+                        for w in chunks.chunks(window) {
+                            let decoded = decode(w);
+                            let failed = decoded.iter().any(Result::is_err);
+                            if tx.send(decoded).is_err() || failed {
+                                break;
+                            }
+                        }
+                    });
+                    Box::new(rx.into_iter())
+                };
             let mut i = 0;
-            for window in rx {
+            for window in windows {
                 for d in window {
                     let d = match d {
                         Ok(d) => d,
@@ -466,6 +515,32 @@ mod tests {
     use crate::writer::{TraceWriter, WriterOptions};
     use crate::{Process, Thread};
     use proptest::prelude::*;
+
+    #[test]
+    fn traces_read_on_every_rayon_worker_at_once_do_not_wait_on_each_other() {
+        // Each read once handed its chunks to a decoder thread whose `par_iter` needed a free
+        // worker, while every worker waited in a read: a job directory read in parallel hung.
+        let events = crate::synthetic::pytorch_like(3, 1).events;
+        let options = WriterOptions {
+            chunk_events: 64,
+            ..WriterOptions::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), &Metadata::default(), options).unwrap();
+        for e in &events {
+            w.push(e).unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        let counts: Vec<usize> = (0..4 * rayon::current_num_threads())
+            .into_par_iter()
+            .map(|_| {
+                Trace::from_bytes(&bytes, ReadOptions::default())
+                    .unwrap()
+                    .events()
+                    .count()
+            })
+            .collect();
+        assert!(counts.iter().all(|&n| n == events.len()));
+    }
 
     proptest! {
         #[test]

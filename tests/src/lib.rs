@@ -279,3 +279,28 @@ pub fn printed_pid(stdout: &[u8]) -> u32 {
         .and_then(|p| p.trim().parse().ok())
         .unwrap_or_else(|| panic!("no pid line in {text:?}"))
 }
+
+/// The highest `GLIBC_2.N` minor version that `objdump -T` lists for `lib`, and the undefined
+/// symbols that carry no version and are not weak (those would fail to resolve where the C
+/// library lacks them).
+pub fn glibc_requirements(lib: &Path) -> (u32, Vec<String>) {
+    let out = Command::new("objdump")
+        .arg("-T")
+        .arg(lib)
+        .output()
+        .expect("run objdump -T");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let newest = text
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .filter_map(|w| w.strip_prefix("GLIBC_2."))
+        .filter_map(|v| v.split('.').next()?.parse::<u32>().ok())
+        .max()
+        .unwrap_or(0);
+    let unversioned = text
+        .lines()
+        .filter(|l| l.contains("*UND*") && !l.contains("GLIBC_"))
+        .filter(|l| l.split_whitespace().nth(1) != Some("w"))
+        .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+        .collect();
+    (newest, unversioned)
+}

@@ -415,11 +415,12 @@ pub struct LevelFacts {
     pub torch_allocs: u64,
 }
 
+/// Gathers [`LevelFacts`] one event at a time.
 #[derive(Default)]
-struct LevelStats(LevelFacts);
+pub struct LevelStats(LevelFacts);
 
 impl LevelStats {
-    fn see(&mut self, e: &Event, op: Op, kind: MemoryKind) {
+    pub fn see(&mut self, e: &Event, op: Op, kind: MemoryKind) {
         match (op, kind) {
             (Op::Alloc, MemoryKind::Device) => {
                 self.0.device_allocs += 1;
@@ -434,7 +435,7 @@ impl LevelStats {
         }
     }
 
-    fn into_facts(self) -> LevelFacts {
+    pub fn into_facts(self) -> LevelFacts {
         self.0
     }
 }

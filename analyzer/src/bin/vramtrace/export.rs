@@ -1,5 +1,7 @@
-//! `vramtrace export`: Perfetto JSON, a PyTorch memory snapshot, or RMM's memory-event log.
+//! `vramtrace export`: Perfetto JSON, a PyTorch memory snapshot, or RMM's memory-event log;
+//! Parquet in `export_parquet`.
 
+use crate::args::{PolicyList, policies_or_none};
 use crate::load::load_trace;
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
@@ -11,27 +13,46 @@ use vramtrace::units::{bytes, count};
 use vramtrace_format::pickle;
 use vramtrace_format::replace::write_replacing;
 
-/// Write a trace in another tool's format: Perfetto (Chrome trace-event JSON), a PyTorch memory
-/// snapshot for pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`, or RMM's
-/// memory-event log.
+/// Write traces in another tool's format: Perfetto (Chrome trace-event JSON), a PyTorch memory
+/// snapshot for pytorch.org/memory_viz and `python -m torch.cuda._memory_viz`, RMM's
+/// memory-event log, or Apache Parquet tables for DuckDB, Spark, Trino, Polars and pandas.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
   vramtrace export run.vramtrace --to perfetto -o run.json         # open in ui.perfetto.dev
   vramtrace export run.vramtrace --to pytorch-snapshot -o run.pickle
-  vramtrace export run.vramtrace --to rmm-csv -o run.csv            # RMM's REPLAY_BENCHMARK log")]
+  vramtrace export run.vramtrace --to rmm-csv -o run.csv            # RMM's REPLAY_BENCHMARK log
+  vramtrace export traces/*.vramtrace --to parquet -o fleet/
+  vramtrace export job-42/ --to parquet -o fleet/ --policy pytorch,pytorch-expandable --fit
+  duckdb -c \"SELECT path, rank, peak_live_device_bytes FROM 'fleet/traces/*.parquet'\"
+
+Parquet: one directory per table (events, stacks, frames, modules, traces, policy_results), one
+file per trace in each, named by the trace's id; exporting more traces into the same directory
+adds to the tables. events: one row per driver call (ts, pid, tid, device, stream, api, action,
+address, size, requested_size, stack_id, result, ...); stacks: frame_ids per stack_id, innermost
+first; policy_results: replay's peaks, fragmentation, driver calls and OOM per trace and policy.
+Every column, with DuckDB and Spark queries: https://github.com/vramtrace/vramtrace/blob/main/docs/fleet.md")]
 pub struct Args {
-    /// The .vramtrace file.
-    trace: PathBuf,
+    /// The .vramtrace files, or directories of them (one job's ranks). Perfetto and
+    /// pytorch-snapshot take exactly one file.
+    #[arg(required = true, value_name = "TRACE")]
+    traces: Vec<PathBuf>,
     /// The format to write.
     #[arg(long, value_enum)]
     to: ExportFormat,
-    /// The file to write.
+    /// The file to write (parquet: a directory, created if missing).
     #[arg(short, long)]
     output: PathBuf,
     /// Keep what precedes a corrupt chunk instead of failing.
     #[arg(long)]
     salvage: bool,
+    /// Parquet: the policies replayed into policy_results: `all`, `none`, or
+    /// NAME[:KEY=VALUE,...] separated by commas.
+    #[arg(long, default_value = "all", value_parser = policies_or_none)]
+    policy: PolicyList,
+    /// Parquet: also bisect each policy's smallest device (policy_results.fit_bytes); slower.
+    #[arg(long)]
+    fit: bool,
 }
 
 /// Formats `vramtrace export` writes.
@@ -44,12 +65,32 @@ pub enum ExportFormat {
     /// RMM's memory-event log (Thread,Time,Action,Pointer,Size,Stream) of the trace's requests,
     /// for RMM's replay benchmark.
     RmmCsv,
+    /// Apache Parquet tables in a directory, for DuckDB, Spark, Trino, Polars and pandas.
+    Parquet,
 }
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        crate::output::refuse_overwriting_input(&self.trace, &self.output)?;
-        let trace = load_trace(&self.trace, self.salvage)?;
+        if self.to == ExportFormat::Parquet {
+            return crate::export_parquet::run(
+                &self.traces,
+                &self.output,
+                self.salvage,
+                &self.policy.0,
+                self.fit,
+            );
+        }
+        let [path] = self.traces.as_slice() else {
+            crate::args::usage_error(format_args!(
+                "--to {} takes exactly one trace ({} given)",
+                self.to
+                    .to_possible_value()
+                    .map_or_else(String::new, |v| v.get_name().to_string()),
+                self.traces.len()
+            ));
+        };
+        crate::output::refuse_overwriting_input(path, &self.output)?;
+        let trace = load_trace(path, self.salvage)?;
         crate::output::print(&(export(&trace, self.to, &self.output)? + "\n"))
     }
 }
@@ -69,6 +110,7 @@ fn export(trace: &vramtrace_format::Trace, to: ExportFormat, output: &Path) -> R
                 r.processes
             )
         }
+        ExportFormat::Parquet => unreachable!("Args::run writes parquet itself"),
         ExportFormat::PytorchSnapshot => {
             let (doc, r) = export_snapshot::snapshot(trace);
             let bytes_out = pickle::write(&doc).with_context(|| name.clone())?;

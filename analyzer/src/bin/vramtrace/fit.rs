@@ -2,7 +2,8 @@
 //! which common GPUs that is.
 
 use crate::args::{PolicyList, policies};
-use crate::load::load_streams;
+use crate::job;
+use crate::load::{load_job, load_streams, streams_of};
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
@@ -19,11 +20,12 @@ use vramtrace::units::{bytes, count, parse_size};
 Examples:
   vramtrace fit run.vramtrace
   vramtrace fit run.vramtrace --policy pytorch,pytorch-expandable,lower-bound --json
+  vramtrace fit traces/job-42/ --policy pytorch   # the device every rank of the job fits on
   vramtrace fit run.vramtrace --policy 'expandable_segments:True' --context 500MiB
 
 A GPU of N GB is taken as N GiB (docs/definitions.md).")]
 pub struct Args {
-    /// The .vramtrace file.
+    /// The .vramtrace file, or a directory of one job's per-rank traces.
     trace: PathBuf,
     /// Policies: `all`, NAME[:KEY=VALUE,...] separated by commas, or a PYTORCH_CUDA_ALLOC_CONF.
     #[arg(long, default_value = "all", value_parser = policies)]
@@ -39,6 +41,9 @@ pub struct Args {
 impl Args {
     pub fn run(self) -> Result<()> {
         let specs = &self.policy.0;
+        if self.trace.is_dir() {
+            return self.run_job(specs);
+        }
         let input = load_streams(&self.trace, None)?;
         let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
         let terminal = std::io::stderr().is_terminal();
@@ -71,6 +76,50 @@ impl Args {
             eprintln!("vramtrace: warning: {w}");
         }
         crate::output::json_or_text(self.json, &report, render)
+    }
+}
+
+impl Args {
+    /// Every rank bisected on its own (`fit`'s own work); the job needs the largest.
+    fn run_job(&self, specs: &[vramtrace::policy::PolicySpec]) -> Result<()> {
+        let ranks = load_job(&self.trace, false, |path, trace| {
+            let input = streams_of(path, &trace, None)?;
+            let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
+            FitReport::build(
+                &path.display().to_string(),
+                specs,
+                &input,
+                context,
+                &|_, _| {},
+            )
+            .map_err(anyhow::Error::from)
+        })?;
+        let need: Vec<_> = (0..specs.len())
+            .map(|p| move |r: &FitReport| r.policies[p].min_capacity_bytes)
+            .collect();
+        let columns: Vec<job::Column<FitReport>> = need
+            .iter()
+            .enumerate()
+            .map(|(p, f)| {
+                (
+                    specs[p].to_string(),
+                    f as &dyn Fn(&FitReport) -> Option<u64>,
+                )
+            })
+            .collect();
+        let out = if self.json {
+            let figures = job::figures(&ranks, &columns);
+            serde_json::to_string_pretty(&job::output(&self.trace, ranks, figures))? + "\n"
+        } else {
+            job::render(
+                &self.trace,
+                "the smallest device each rank fits on, per policy (the job needs the largest; - \
+                 when none fits)",
+                &ranks,
+                &columns,
+            )
+        };
+        crate::output::print(&out)
     }
 }
 

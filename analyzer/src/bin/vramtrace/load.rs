@@ -1,9 +1,11 @@
 //! Opening trace files for the commands, with errors that name the file.
 
-use anyhow::{Context, Result, anyhow};
-use std::path::Path;
+use anyhow::{Context, Result, anyhow, bail};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
 use vramtrace::interop::import_snapshot;
-use vramtrace::model::ModelBuilder;
+use vramtrace::job::{Rank, rank_of, ranks};
+use vramtrace::model::{Model, ModelBuilder};
 use vramtrace::replay::ReplayInput;
 use vramtrace_format::{EventBatch, MappedFile, ReadOptions, Trace, TraceHead, journal, pickle};
 
@@ -66,6 +68,13 @@ pub fn stream_trace<T: Send>(
 
 /// Streams the trace into its request streams; `capacity` overrides the traced devices'.
 pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<ReplayInput> {
+    replay_input(path, capacity)?
+        .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
+}
+
+/// Streams the trace into its request streams; `None` when it holds no device-memory
+/// allocation to replay.
+pub fn replay_input(path: &Path, capacity: Option<u64>) -> Result<Option<ReplayInput>> {
     let mut builder = ModelBuilder::default();
     let head = stream_trace(
         path,
@@ -74,8 +83,54 @@ pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<ReplayInput> {
         |b| b.iter().for_each(|e| builder.push(&e)),
     )?;
     let model = builder.finish(&head.metadata);
-    ReplayInput::of_model(model, &head.metadata, &head.tables.devices, capacity)
+    Ok(ReplayInput::of_model(
+        model,
+        &head.metadata,
+        &head.tables.devices,
+        capacity,
+    ))
+}
+
+/// The request streams of `trace`, already loaded from `path`.
+pub fn streams_of(path: &Path, trace: &Trace, capacity: Option<u64>) -> Result<ReplayInput> {
+    let model = Model::from_events(trace.events(), &trace.metadata);
+    ReplayInput::of_model(model, &trace.metadata, &trace.tables.devices, capacity)
         .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
+}
+
+/// The `.vramtrace` files directly in `dir`, sorted by name; an error when there is none.
+pub fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = std::fs::read_dir(dir).with_context(|| dir.display().to_string())?;
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "vramtrace"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("{}: no .vramtrace file in the directory", dir.display());
+    }
+    Ok(files)
+}
+
+/// One job: every trace of the directory `dir`, each loaded and handed to `analyse` in
+/// parallel (one trace in memory per core, only what `analyse` returns kept), in rank order
+/// ([`vramtrace::job`] says where ranks come from). `summary`, `replay` and `fit` take a
+/// directory through this, and so can every command that analyses a job.
+pub fn load_job<R: Send>(
+    dir: &Path,
+    salvage: bool,
+    analyse: impl Fn(&Path, Trace) -> Result<R> + Sync,
+) -> Result<Vec<Rank<R>>> {
+    let loaded = trace_files(dir)?
+        .into_par_iter()
+        .map(|path| {
+            let trace = load_trace(&path, salvage)?;
+            let rank = rank_of(&trace.metadata);
+            Ok((path.clone(), analyse(&path, trace)?, rank))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ranks(loaded))
 }
 
 /// A `.vramtrace` trace, or a PyTorch memory snapshot pickle imported in memory (nothing is

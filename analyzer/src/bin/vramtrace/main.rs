@@ -9,9 +9,12 @@ mod args;
 mod diff;
 mod elf_files;
 mod export;
+mod export_parquet;
+mod find_preload;
 mod fit;
 mod import;
 mod info;
+mod job;
 mod load;
 mod on_device;
 mod output;
@@ -38,7 +41,9 @@ Examples:
   vramtrace info --json run.vramtrace | jq .by_api
   vramtrace summary samples/traces/synthetic-mlp.vramtrace
   vramtrace import snapshot.pickle -o run.vramtrace
-  vramtrace export run.vramtrace --to perfetto -o run.json";
+  vramtrace export run.vramtrace --to perfetto -o run.json
+  vramtrace export traces/*.vramtrace --to parquet -o fleet/
+  vramtrace replay traces/job-42/     # a directory: one job's per-rank traces";
 
 #[derive(Debug, Subcommand)]
 enum Command {

@@ -8,6 +8,7 @@
 //! prints one line per trace on stderr. The program's stdout is untouched. Ctrl-C reaches the
 //! program; the launcher waits for it and still merges.
 
+use crate::find_preload::{PRELOAD_NAME, find_preload};
 use anyhow::{Context, Result, bail};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
@@ -20,9 +21,6 @@ use vramtrace::units::{bytes, count};
 use vramtrace_format::conventions::{Heartbeat, env};
 use vramtrace_format::{ReadOptions, Trace, journal};
 
-/// The preload library's file name.
-const PRELOAD_NAME: &str = "libvramtrace_preload.so";
-
 /// Run a program and record every CUDA allocation it makes (one trace per process).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -34,8 +32,16 @@ Examples:
   vramtrace record --stacks mixed -- python train.py   # + native frames down to Python
   vramtrace record --stacks none -- ./my_cuda_app
 
-Environment variables (VRAMTRACE_OUTPUT, VRAMTRACE_DISABLE, ...) work without the launcher;
-see recorder/README.md.")]
+Without the launcher (a job scheduler, a container entry point), set the variables it sets:
+  LD_PRELOAD=/path/to/libvramtrace_preload.so VRAMTRACE_OUTPUT=traces/ python train.py
+  VRAMTRACE_OUTPUT      a file, or a directory (existing, or ending in /) for PROGRAM-PID.vramtrace
+  VRAMTRACE_STACKS      native (default), fp or none;  VRAMTRACE_MAX_DEPTH  frames kept (64)
+  VRAMTRACE_REQUESTS=1  mark the trace request level (what --requests sets, besides the
+                        PYTORCH_CUDA_ALLOC_CONF / XLA / TF variables that switch allocators)
+  VRAMTRACE_DISABLE=1   load but record nothing
+The library is found by --preload, else VRAMTRACE_PRELOAD, else beside this executable, else in
+the `vramtrace` Python package that `pip install vramtrace` put it in
+(python -c 'import vramtrace; print(vramtrace.preload_path())').")]
 pub struct Args {
     /// Trace file, or a directory (existing, or ending in /) for one file per process.
     /// Default: the current directory.
@@ -49,7 +55,8 @@ pub struct Args {
     /// Do not attach to PyTorch's caching allocator (no `torch.*` events: its segments only).
     #[arg(long, conflicts_with = "requests")]
     no_torch_tracker: bool,
-    /// The recorder library (default: libvramtrace_preload.so beside vramtrace).
+    /// The recorder library (default: $VRAMTRACE_PRELOAD, else libvramtrace_preload.so
+    /// beside vramtrace or in its installed Python package).
     #[arg(long, value_name = "PATH")]
     preload: Option<PathBuf>,
     /// How to capture the calling stack of each allocation: the Python frames (python; native
@@ -257,25 +264,6 @@ fn absolute(cwd: &Path, p: &Path) -> PathBuf {
     PathBuf::from(abs)
 }
 
-/// `--preload`, else the library beside the `vramtrace` executable.
-fn find_preload(given: Option<&Path>) -> Result<PathBuf> {
-    let path = match given {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let exe = std::env::current_exe().context("locating the vramtrace executable")?;
-            exe.parent().unwrap_or(Path::new(".")).join(PRELOAD_NAME)
-        }
-    };
-    if !path.is_file() {
-        bail!(
-            "{}: no such library (build it with `cargo build -p vramtrace-recorder`, or pass --preload PATH)",
-            path.display()
-        );
-    }
-    // The dynamic loader needs an absolute path once the program changes directory.
-    Ok(std::fs::canonicalize(&path).unwrap_or(path))
-}
-
 /// The variables that switch the frameworks to their pass-through allocators, keeping any
 /// other option the user set in them.
 fn request_level_env(get: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
@@ -378,7 +366,9 @@ fn why_none(heartbeat: &Path, preload: &Path) -> String {
         match loader_refusal(preload) {
             Some(reason) => format!(
                 "the dynamic loader refused to preload {} ({reason}); for \"version \
-                 `GLIBC_2.N' not found\", use the build for old C libraries (recorder/README.md)",
+                 `GLIBC_2.N' not found\", use a library built for glibc 2.17 (the one \
+                 `pip install vramtrace` installs, or `cargo zigbuild --release -p \
+                 vramtrace-recorder --target x86_64-unknown-linux-gnu.2.17`)",
                 preload.display()
             ),
             None => format!(

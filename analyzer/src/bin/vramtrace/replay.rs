@@ -1,10 +1,12 @@
 //! `vramtrace replay`: every request stream of a trace through every chosen policy.
 
 use crate::args::{PolicyList, policies};
-use crate::load::load_trace;
+use crate::job;
+use crate::load::{load_job, load_trace, streams_of};
 use anyhow::{Result, anyhow};
+use serde::Serialize;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use vramtrace::policy::REGISTRY;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
 use vramtrace::tune::recorded_of;
@@ -18,9 +20,10 @@ Examples:
   vramtrace replay run.vramtrace
   vramtrace replay run.vramtrace --policy pytorch,pytorch-expandable --capacity 80GiB
   vramtrace replay run.vramtrace --policy 'pytorch:max_split_size_mb=128,garbage_collection_threshold=0.6,memory_fraction=0.9'
+  vramtrace replay traces/job-42/ --policy pytorch,pytorch-expandable   # per rank and job
   vramtrace replay --list-policies")]
 pub struct Args {
-    /// The .vramtrace file.
+    /// The .vramtrace file, or a directory of one job's per-rank traces.
     #[arg(required_unless_present = "list_policies")]
     trace: Option<PathBuf>,
     /// Policies: `all`, or NAME[:KEY=VALUE,...] separated by commas.
@@ -57,6 +60,9 @@ impl Args {
             .trace
             .as_deref()
             .expect("clap requires TRACE unless --list-policies");
+        if path.is_dir() {
+            return self.run_job(path);
+        }
         let trace = load_trace(path, false)?;
         let mut input = ReplayInput::from_trace(&trace, self.capacity)
             .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
@@ -83,6 +89,84 @@ impl Args {
             render_csv(&report)
         } else {
             render_text(&report, &input, limit)
+        };
+        crate::output::print(&out)
+    }
+}
+
+/// A job's figures for one policy over its ranks.
+#[derive(Debug, Serialize)]
+struct JobPolicy {
+    name: String,
+    /// Peak reserved: the largest rank is the device the job needs under this policy.
+    peak_reserved: job::Figure,
+    peak_allocated: job::Figure,
+    /// Ranks that ran out of memory.
+    oom_ranks: Vec<u32>,
+    /// Driver calls of all ranks together.
+    driver_calls: u64,
+}
+
+impl Args {
+    fn run_job(&self, dir: &Path) -> Result<()> {
+        let specs = &self.policy.0;
+        let ranks = load_job(dir, false, |path, trace| {
+            let input = streams_of(path, &trace, self.capacity)?;
+            ReplayReport::build(&path.display().to_string(), specs, &input)
+                .map_err(anyhow::Error::from)
+        })?;
+        let reserved: Vec<_> = (0..specs.len())
+            .map(|p| move |r: &ReplayReport| Some(r.policies[p].peak_reserved))
+            .collect();
+        let columns: Vec<job::Column<ReplayReport>> = reserved
+            .iter()
+            .enumerate()
+            .map(|(p, f)| {
+                (
+                    specs[p].to_string(),
+                    f as &dyn Fn(&ReplayReport) -> Option<u64>,
+                )
+            })
+            .collect();
+        let out = if self.json {
+            let policies: Vec<JobPolicy> = specs
+                .iter()
+                .enumerate()
+                .map(|(p, spec)| JobPolicy {
+                    name: spec.to_string(),
+                    peak_reserved: job::Figure::of(spec.to_string(), &ranks, &|r| {
+                        Some(r.policies[p].peak_reserved)
+                    }),
+                    peak_allocated: job::Figure::of(spec.to_string(), &ranks, &|r| {
+                        Some(r.policies[p].peak_allocated)
+                    }),
+                    oom_ranks: ranks
+                        .iter()
+                        .filter(|r| r.value.policies[p].oom.is_some())
+                        .map(|r| r.rank)
+                        .collect(),
+                    driver_calls: ranks
+                        .iter()
+                        .map(|r| {
+                            r.value.policies[p].device_allocs + r.value.policies[p].device_frees
+                        })
+                        .sum(),
+                })
+                .collect();
+            serde_json::to_string_pretty(&job::output(dir, ranks, policies))? + "\n"
+        } else {
+            let mut text = job::render(dir, "peak reserved per policy", &ranks, &columns);
+            for (p, spec) in specs.iter().enumerate() {
+                let oom: Vec<String> = ranks
+                    .iter()
+                    .filter(|r| r.value.policies[p].oom.is_some())
+                    .map(|r| r.rank.to_string())
+                    .collect();
+                if !oom.is_empty() {
+                    let _ = writeln!(text, "OOM under {spec} on ranks {}", oom.join(", "));
+                }
+            }
+            text
         };
         crate::output::print(&out)
     }

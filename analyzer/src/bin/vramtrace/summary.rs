@@ -2,7 +2,8 @@
 
 use crate::args::TraceView;
 use crate::elf_files::ElfFiles;
-use crate::load::load_trace;
+use crate::job;
+use crate::load::{load_job, load_trace};
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -20,7 +21,10 @@ Examples:
   vramtrace summary --json run.vramtrace | jq '.groups[0].leaks'
 
 Each stack is named by the user's frame: the innermost one outside the allocator plumbing
-(CUDA libraries, libtorch and torch/ internals, ctypes, the interpreter).")]
+(CUDA libraries, libtorch and torch/ internals, ctypes, the interpreter).
+  vramtrace summary traces/job-42/        # per rank, and the rank that sets the job's peak
+
+TRACE may be a directory of one job's per-rank traces.")]
 pub struct Args {
     #[command(flatten)]
     view: TraceView,
@@ -33,12 +37,45 @@ pub struct Args {
 impl Args {
     pub fn run(self) -> Result<()> {
         let v = &self.view;
+        if v.trace.is_dir() {
+            return self.run_job();
+        }
         let trace = load_trace(&v.trace, v.salvage)?;
         // Native frames named from the modules' files, as `report` names them.
         let summary = Summary::with_files(&trace, TOP_STACKS, &mut ElfFiles::new());
         let first = trace.events().next().map_or(0, |e| e.time_ns);
         let depth = self.depth;
         crate::output::json_or_text(v.json, &summary, |s| render(&v.trace, s, first, depth))
+    }
+}
+
+/// The largest device peak of a rank's processes.
+fn device_peak(s: &Summary, of: fn(&GroupSummary) -> u64) -> Option<u64> {
+    s.groups.iter().filter(|g| g.device >= 0).map(of).max()
+}
+
+impl Args {
+    fn run_job(self) -> Result<()> {
+        let v = &self.view;
+        let ranks = load_job(&v.trace, v.salvage, |_, trace| Ok(Summary::of(&trace)))?;
+        let requested = |s: &Summary| device_peak(s, |g| g.peak_requested);
+        let reserved = |s: &Summary| device_peak(s, |g| g.peak_reserved);
+        let columns: [job::Column<Summary>; 2] = [
+            ("peak requested".into(), &requested),
+            ("peak reserved".into(), &reserved),
+        ];
+        let out = if v.json {
+            let figures = job::figures(&ranks, &columns);
+            serde_json::to_string_pretty(&job::output(&v.trace, ranks, figures))? + "\n"
+        } else {
+            job::render(
+                &v.trace,
+                "each rank's largest device peak (`vramtrace summary TRACE` for one rank's detail)",
+                &ranks,
+                &columns,
+            )
+        };
+        crate::output::print(&out)
     }
 }
 

@@ -1,0 +1,278 @@
+//! `vramtrace export --to parquet`: a trace as Apache Parquet tables that DuckDB, Spark,
+//! Trino, Polars and pandas read as they are (`docs/fleet.md` documents the schema).
+//!
+//! Each table is a directory and each trace one file in it (`events/ID.parquet`), the layout
+//! Spark, Trino and DuckDB read as one table. A trace's events are streamed: one event chunk is
+//! decoded, converted and handed to the writer at a time, and the writer flushes a row group
+//! every [`ROW_GROUP_ROWS`] rows, so memory stays bounded whatever the trace's length.
+//!
+//! Sans-IO apart from the sinks it is given: the caller opens the files.
+
+mod events;
+mod rows;
+pub mod schema;
+mod symbols;
+mod vocabulary;
+
+pub use rows::{PolicyResult, TraceRow};
+
+use crate::job;
+use crate::live_peak::LivePeak;
+use crate::model::{CaptureLevel, LevelFacts, LevelStats, detect_level};
+use arrow_array::RecordBatch;
+use events::EventColumns;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use vocabulary::serde_name;
+use vramtrace_format::chunk::ChunkKind;
+use vramtrace_format::{EventChunks, ReadOptions, Trace};
+
+/// `events` columns written with `DELTA_BINARY_PACKED` and no dictionary.
+const DELTA_COLUMNS: [&str; 12] = [
+    "seq",
+    "ts",
+    "dur",
+    "pid",
+    "device",
+    "stream",
+    "requested_size",
+    "handle",
+    "aux",
+    "flags",
+    "pool",
+    "result",
+];
+
+/// Rows per row group of `events`: about 5 MB of encoded pages held before each flush.
+pub const ROW_GROUP_ROWS: usize = 1 << 20;
+
+/// The version of the table layout, stored in every file's key-value metadata.
+pub const SCHEMA_VERSION: &str = "1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Trace(#[from] vramtrace_format::Error),
+    #[error("writing Parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+}
+
+/// Where each table of one trace goes.
+pub struct Sinks<W> {
+    pub events: W,
+    pub stacks: W,
+    pub frames: W,
+    pub modules: W,
+}
+
+fn properties(sorted_by_seq: bool) -> WriterProperties {
+    let zstd = ZstdLevel::try_new(1).expect("zstd level 1 is valid");
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(zstd))
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_created_by(format!("vramtrace {}", env!("CARGO_PKG_VERSION")))
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "vramtrace.schema_version".into(),
+            SCHEMA_VERSION.to_string(),
+        )]));
+    if sorted_by_seq {
+        // Dictionary encoding hashes every value; it pays only where values repeat and vary
+        // (addresses, sizes, stacks, threads, and the API names). Counters, clocks and the
+        // columns that are nearly constant get their differences bit-packed instead (a run of
+        // equal values costs almost nothing), and the constant trace id its prefix-delta form.
+        for c in DELTA_COLUMNS {
+            b = b
+                .set_column_dictionary_enabled(ColumnPath::from(c), false)
+                .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
+        }
+        b = b
+            .set_column_dictionary_enabled(ColumnPath::from("trace_id"), false)
+            .set_column_encoding(ColumnPath::from("trace_id"), Encoding::DELTA_BYTE_ARRAY);
+    }
+    b.build()
+}
+
+/// Writes one small table in a single row group.
+pub fn write_table<W: Write + Send>(sink: W, batch: &RecordBatch) -> Result<(), Error> {
+    let mut w = ArrowWriter::try_new(sink, batch.schema(), Some(properties(false)))?;
+    w.write(batch)?;
+    w.close()?;
+    Ok(())
+}
+
+/// A stable id for a trace file: FNV-1a (64 bits) of its length and first MiB, which holds its
+/// header, metadata, tables and first events (timestamps included), as 16 hex digits.
+pub fn trace_id(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let len = (bytes.len() as u64).to_le_bytes();
+    for &b in len.iter().chain(&bytes[..bytes.len().min(1 << 20)]) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Streams the trace in `bytes` (the file named `path`) into the `events`, `stacks`, `frames`
+/// and `modules` sinks and returns its `traces` row. With `salvage`, a corrupt event chunk ends
+/// the events instead of failing (the row says so); a torn last chunk of an unfinished file
+/// always does, as when reading it.
+pub fn export_trace<W: Write + Send>(
+    bytes: &[u8],
+    path: &str,
+    salvage: bool,
+    sinks: Sinks<W>,
+) -> Result<TraceRow, Error> {
+    let mut trace = Trace::header_from_bytes(bytes, ReadOptions { salvage })?;
+    let id = trace_id(bytes);
+    let metadata = &trace.metadata;
+    let sizes_are_requests =
+        detect_level(metadata, &LevelFacts::default()).level == CaptureLevel::Request;
+    let columns = EventColumns::new(&id, sizes_are_requests);
+
+    let mut writer = ArrowWriter::try_new(
+        sinks.events,
+        schema::events().schema.clone(),
+        Some(properties(true)),
+    )?;
+    let mut stats = Stats::default();
+    let event_chunks = trace
+        .layout
+        .chunks
+        .iter()
+        .filter(|h| h.kind == ChunkKind::Events)
+        .count();
+    for (i, batch) in EventChunks::new(bytes, &trace.layout.chunks).enumerate() {
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) if salvage || (i + 1 == event_chunks && !trace.layout.complete) => {
+                trace.layout.complete = false;
+                trace.layout.damage = Some(format!("{e}; exported the chunks before it"));
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for e in batch.iter() {
+            stats.see(&e);
+        }
+        writer.write(&columns.batch(&batch))?;
+    }
+    writer.close()?;
+
+    let tables = &trace.tables;
+    write_table(sinks.stacks, &symbols::stacks(&id, tables))?;
+    write_table(sinks.frames, &symbols::frames(&id, tables))?;
+    write_table(sinks.modules, &symbols::modules(&id, tables))?;
+    Ok(stats.row(id, path, &trace))
+}
+
+/// What the `traces` row needs from the events, gathered while streaming them.
+#[derive(Default)]
+struct Stats {
+    events: u64,
+    failed: u64,
+    tids: BTreeSet<u32>,
+    pids: BTreeSet<u32>,
+    last_thread: Option<(u32, u32)>,
+    first: Option<u64>,
+    last: u64,
+    level: LevelStats,
+    peak: LivePeak,
+}
+
+impl Stats {
+    fn see(&mut self, e: &vramtrace_format::Event) {
+        self.events += 1;
+        self.failed += u64::from(!e.succeeded());
+        // Runs of calls come from one thread: look it up only when it changes.
+        if self.last_thread != Some((e.pid, e.tid)) {
+            self.last_thread = Some((e.pid, e.tid));
+            self.tids.insert(e.tid);
+            self.pids.insert(e.pid);
+        }
+        self.first = Some(self.first.map_or(e.time_ns, |f| f.min(e.time_ns)));
+        self.last = self.last.max(e.time_ns + e.duration_ns);
+        self.level.see(e, e.api.op(), e.api.kind());
+        self.peak.see(e);
+    }
+
+    fn row(mut self, trace_id: String, path: &str, trace: &Trace) -> TraceRow {
+        let m = &trace.metadata;
+        let t = &trace.tables;
+        self.tids.extend(t.threads.iter().map(|th| th.tid));
+        self.pids.extend(t.processes.iter().map(|p| p.pid));
+        let level = detect_level(m, &self.level.into_facts());
+        let first_process = t.processes.first();
+        let argv = first_process
+            .map(|p| &p.command_line)
+            .filter(|c| !c.is_empty());
+        let env = |name: &str| {
+            m.environment
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let environment: BTreeMap<&str, &str> = m
+            .environment
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let first = self.first.unwrap_or(0);
+        TraceRow {
+            trace_id,
+            path: path.to_string(),
+            file_bytes: trace.layout.file_bytes,
+            complete: trace.layout.complete,
+            damage: trace.layout.damage.clone(),
+            writer: m.writer.clone(),
+            host: m.host.clone(),
+            program: argv.map(|a| a[0].rsplit('/').next().unwrap_or(&a[0]).to_string()),
+            command_line: argv.map(|a| a.join(" ")),
+            pid: first_process.map(|p| p.pid),
+            job_id: job::job_id_of(m),
+            rank: job::rank_of(m),
+            local_rank: job::local_rank_of(m),
+            world_size: job::world_size_of(m),
+            driver_version: m.driver_version,
+            device_name: t.devices.first().map(|d| d.name.clone()),
+            device_total_memory: t.devices.first().map(|d| d.total_memory),
+            capture_level: serde_name(level.level),
+            capture_level_declared: level.declared,
+            allocator_config: env("PYTORCH_ALLOC_CONF").or_else(|| env("PYTORCH_CUDA_ALLOC_CONF")),
+            environment_json: serde_json::to_string(&environment).expect("a string map serializes"),
+            start_time_unix_nano: first_process.map(|p| p.start_unix_ns).filter(|&t| t > 0),
+            start_monotonic_ns: first_process
+                .filter(|p| p.start_unix_ns > 0)
+                .map(|p| p.start_monotonic_ns),
+            events: self.events,
+            failed_calls: self.failed,
+            processes: self.pids.len() as u32,
+            threads: self.tids.len() as u32,
+            stacks: t.stacks.len() as u64,
+            first_ts: first,
+            duration_ns: self
+                .last
+                .saturating_sub(if self.events == 0 { self.last } else { first }),
+            peak_live_device_bytes: self.peak.peak(),
+        }
+    }
+}
+
+/// Writes the `traces` rows.
+pub fn write_traces<W: Write + Send>(sink: W, rows: &[TraceRow]) -> Result<(), Error> {
+    write_table(sink, &rows::traces(rows))
+}
+
+/// Writes the `policy_results` rows of one trace.
+pub fn write_policy_results<W: Write + Send>(
+    sink: W,
+    trace_id: &str,
+    rows: &[PolicyResult],
+) -> Result<(), Error> {
+    write_table(sink, &rows::policy_results(trace_id, rows))
+}

@@ -1,0 +1,54 @@
+//! Dictionary-encoded string columns keyed by API id: `api`, `action`, `memory_kind`.
+
+use arrow_array::types::Int32Type;
+use arrow_array::{DictionaryArray, Int32Array, StringArray};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The distinct strings of one column and, per API id, the key of its string.
+pub struct Vocabulary {
+    values: Arc<StringArray>,
+    key_of_id: Vec<i32>,
+}
+
+impl Vocabulary {
+    /// `pairs` maps each API id to its string.
+    pub fn new(pairs: impl IntoIterator<Item = (u16, String)>) -> Vocabulary {
+        let mut strings: Vec<String> = Vec::new();
+        let mut key_of_id = Vec::new();
+        for (id, s) in pairs {
+            let key = match strings.iter().position(|x| *x == s) {
+                Some(k) => k,
+                None => {
+                    strings.push(s);
+                    strings.len() - 1
+                }
+            };
+            let id = usize::from(id);
+            if key_of_id.len() <= id {
+                key_of_id.resize(id + 1, 0);
+            }
+            key_of_id[id] = key as i32;
+        }
+        Vocabulary {
+            values: Arc::new(StringArray::from(strings)),
+            key_of_id,
+        }
+    }
+
+    /// The column for events with these API ids (ids known to [`Self::new`]).
+    pub fn keys(&self, ids: &[u16]) -> DictionaryArray<Int32Type> {
+        let keys =
+            Int32Array::from_iter_values(ids.iter().map(|&id| self.key_of_id[usize::from(id)]));
+        DictionaryArray::new(keys, self.values.clone())
+    }
+}
+
+/// The snake_case name serde gives a unit variant (`Op::Alloc` → `alloc`), the same word
+/// `summary --json` and the other JSON outputs use.
+pub fn serde_name(value: impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        other => unreachable!("a unit variant serializes as a string, got {other:?}"),
+    }
+}

@@ -1,0 +1,175 @@
+//! One job, many ranks: a directory of per-rank traces, each rank known from the launcher's
+//! variables the recorder copied into its metadata, and how unevenly the ranks use memory.
+//!
+//! The rank is `RANK` (torchrun and `torch.distributed`), else `SLURM_PROCID`, else
+//! `OMPI_COMM_WORLD_RANK`; the job id `TORCHELASTIC_RUN_ID`, else `SLURM_JOB_ID`. Traces that
+//! name no rank are numbered after the named ones in file-name order.
+
+use serde::Serialize;
+use std::path::PathBuf;
+use vramtrace_format::Metadata;
+
+/// Variables that give the global rank, in order of preference.
+const RANK_VARS: [&str; 3] = ["RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"];
+const LOCAL_RANK_VARS: [&str; 3] = ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"];
+const WORLD_SIZE_VARS: [&str; 3] = ["WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"];
+const JOB_ID_VARS: [&str; 2] = ["TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"];
+
+fn var<'a>(metadata: &'a Metadata, names: &[&str]) -> Option<&'a str> {
+    names.iter().find_map(|n| {
+        metadata
+            .environment
+            .iter()
+            .find(|(k, v)| k == n && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+    })
+}
+
+fn number(metadata: &Metadata, names: &[&str]) -> Option<u32> {
+    var(metadata, names)?.trim().parse().ok()
+}
+
+/// The global rank the launcher gave the traced process, when it gave one.
+pub fn rank_of(metadata: &Metadata) -> Option<u32> {
+    number(metadata, &RANK_VARS)
+}
+
+/// The rank within its node.
+pub fn local_rank_of(metadata: &Metadata) -> Option<u32> {
+    number(metadata, &LOCAL_RANK_VARS)
+}
+
+/// The number of ranks in the job.
+pub fn world_size_of(metadata: &Metadata) -> Option<u32> {
+    number(metadata, &WORLD_SIZE_VARS)
+}
+
+/// The job's id, when the launcher named it.
+pub fn job_id_of(metadata: &Metadata) -> Option<String> {
+    var(metadata, &JOB_ID_VARS).map(str::to_string)
+}
+
+/// One rank's trace and what was loaded from it.
+#[derive(Debug)]
+pub struct Rank<T> {
+    pub rank: u32,
+    /// False when the trace named no rank and `rank` follows the named ones in path order.
+    pub rank_known: bool,
+    pub path: PathBuf,
+    pub value: T,
+}
+
+/// Orders the loaded traces of one job by rank: `(path, value, rank_of(metadata))` each, in any
+/// order. Traces that name no rank get the numbers after the highest named one, in path order.
+pub fn ranks<T>(loaded: Vec<(PathBuf, T, Option<u32>)>) -> Vec<Rank<T>> {
+    let mut loaded = loaded;
+    loaded.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut next = loaded.iter().filter_map(|l| l.2).max().map_or(0, |r| r + 1);
+    let mut ranks: Vec<Rank<T>> = loaded
+        .into_iter()
+        .map(|(path, value, rank)| {
+            let known = rank.is_some();
+            let rank = rank.unwrap_or_else(|| {
+                next += 1;
+                next - 1
+            });
+            Rank {
+                rank,
+                rank_known: known,
+                path,
+                value,
+            }
+        })
+        .collect();
+    ranks.sort_by(|a, b| (a.rank, &a.path).cmp(&(b.rank, &b.path)));
+    ranks
+}
+
+/// How one figure (a peak) spreads over the ranks of a job.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Spread {
+    /// The rank with the largest value: the one that sets the job's peak.
+    pub max_rank: u32,
+    pub max: u64,
+    pub min_rank: u32,
+    pub min: u64,
+    pub mean: f64,
+    /// `max / mean - 1`: 0 when every rank is equal, 0.25 when the largest is 25% above the
+    /// mean.
+    pub imbalance: f64,
+}
+
+impl Spread {
+    /// The spread of `(rank, value)` pairs; `None` for none. Ties go to the lower rank.
+    pub fn of(values: &[(u32, u64)]) -> Option<Spread> {
+        let max = values
+            .iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
+        let min = values
+            .iter()
+            .min_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)))?;
+        let mean = values.iter().map(|v| v.1 as f64).sum::<f64>() / values.len() as f64;
+        Some(Spread {
+            max_rank: max.0,
+            max: max.1,
+            min_rank: min.0,
+            min: min.1,
+            mean,
+            imbalance: if mean > 0.0 {
+                max.1 as f64 / mean - 1.0
+            } else {
+                0.0
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(vars: &[(&str, &str)]) -> Metadata {
+        Metadata {
+            environment: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Metadata::default()
+        }
+    }
+
+    #[test]
+    fn rank_comes_from_torchrun_then_slurm() {
+        assert_eq!(
+            rank_of(&meta(&[("SLURM_PROCID", "3"), ("RANK", "5")])),
+            Some(5)
+        );
+        assert_eq!(rank_of(&meta(&[("SLURM_PROCID", "3")])), Some(3));
+        assert_eq!(rank_of(&meta(&[("RANK", "x")])), None);
+        assert_eq!(
+            job_id_of(&meta(&[("SLURM_JOB_ID", "77")])).as_deref(),
+            Some("77")
+        );
+    }
+
+    #[test]
+    fn spread_names_the_rank_that_sets_the_peak() {
+        let s = Spread::of(&[(0, 100), (1, 150), (2, 50)]).unwrap();
+        assert_eq!((s.max_rank, s.max, s.min_rank, s.min), (1, 150, 2, 50));
+        assert!((s.imbalance - 0.5).abs() < 1e-12);
+        assert_eq!(Spread::of(&[]), None);
+    }
+
+    #[test]
+    fn ranks_are_ordered_and_unnamed_ones_follow() {
+        let got: Vec<(u32, bool, &str)> = ranks(vec![
+            (PathBuf::from("b"), "b", None),
+            (PathBuf::from("a"), "a", None),
+            (PathBuf::from("c"), "c", Some(0)),
+        ])
+        .iter()
+        .map(|r| (r.rank, r.rank_known, r.value))
+        .collect();
+        assert_eq!(got, [(0, true, "c"), (1, false, "a"), (2, false, "b")]);
+    }
+}
