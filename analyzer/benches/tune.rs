@@ -59,6 +59,7 @@ fn main() {
         capacities: vec![150_109_880_320],
         gpu_bytes: None,
         context_bytes: vramtrace::model::device::CUDA_CONTEXT_BYTES,
+        grid: vramtrace::tune::Grid::Full,
     };
     let streams = [stream];
     println!(

@@ -69,9 +69,21 @@ impl NamedFrame {
 /// True for frames of the allocator plumbing between the user's code and the driver: the
 /// CUDA runtime and driver, PyTorch's C++ libraries (`libc10*`, `libtorch*`), ctypes and libffi,
 /// the Python interpreter, the C library and this recorder; Python code under `torch/`, and the
-/// standard library's `ctypes`, `threading`, `runpy` and `importlib`.
+/// standard library's `ctypes`, `threading`, `runpy` and `importlib`; and, by function name,
+/// the dispatcher, allocator, interpreter and driver entry points a stack passes through
+/// ([`PLUMBING_FUNCTIONS`]), which is how the C++ frames a PyTorch snapshot carries (named by
+/// file and function, with no module) are told apart. The names follow PyTorch's own filter in
+/// `torch/cuda/_memory_viz.py` (`_frame_filter`). Every view (the report's "hide plumbing"
+/// toggle and user frame, `summary`'s sites) uses this one rule.
 pub fn is_plumbing(frame: &NamedFrame) -> bool {
+    let by_function = PLUMBING_FUNCTIONS
+        .iter()
+        .any(|p| frame.function.contains(p));
     if frame.python {
+        if !is_python_source(&frame.file) {
+            // A C/C++ frame recorded by the snapshot (`c10/cuda/CUDACachingAllocator.cpp`).
+            return by_function || PLUMBING_FILES.iter().any(|p| frame.file.contains(p));
+        }
         let m = frame.module.as_str();
         let top = m.split('.').next().unwrap_or(m);
         // By module, not by path: a virtual environment may well live in `/opt/torch/`.
@@ -97,7 +109,44 @@ pub fn is_plumbing(frame: &NamedFrame) -> bool {
         "libvramtrace",
         "libcublas",
     ];
-    m.is_empty() || PREFIXES.iter().any(|p| m.starts_with(p))
+    m.is_empty() || by_function || PREFIXES.iter().any(|p| m.starts_with(p))
+}
+
+/// Function names (parts of) of the recorder, the unwinder, CPython's evaluation loop and call
+/// machinery, PyTorch's dispatcher and allocator, and the CUDA runtime and driver.
+const PLUMBING_FUNCTIONS: &[&str] = &[
+    "vramtrace",
+    "unwind::",
+    "CapturedTraceback",
+    "gather_with_cpp",
+    "__libc_start_main",
+    "PyEval_",
+    "_PyEval",
+    "PyObject_",
+    "_PyObject_",
+    "PyFunction_",
+    "_PyFunction_",
+    "PyVectorcall",
+    "cfunction_",
+    "method_vectorcall",
+    "pybind11::",
+    "c10::",
+    "at::_ops::",
+    "at::native::empty",
+    "at::detail::empty",
+    "at::empty",
+    "torch::autograd::",
+    "cudaMalloc",
+    "cuMemAlloc",
+    "cuMemCreate",
+];
+
+/// Source files (parts of) of PyTorch's dispatcher and of its Python bindings.
+const PLUMBING_FILES: &[&str] = &["core/boxing", "/Redispatch", "torch/csrc/", "pybind11"];
+
+/// Whether a Python frame's file is Python code (rather than a C/C++ file a snapshot names).
+fn is_python_source(file: &str) -> bool {
+    file.ends_with(".py") || file.ends_with(".pyc") || file.starts_with('<')
 }
 
 /// Names frames of a trace's stacks.
@@ -403,5 +452,48 @@ mod tests {
         t.stacks[0].frames = vec![1, 10];
         let mut s = Symbolizer::new(&t, &mut files);
         assert_eq!(s.site(1).unwrap().text(), "libcudart.so.13+0x1234");
+    }
+
+    #[test]
+    fn the_cpp_frames_of_a_snapshot_are_plumbing_by_function_and_user_code_is_not() {
+        let frame = |file: &str, function: &str, python| NamedFrame {
+            function: function.into(),
+            file: file.into(),
+            module: if python {
+                module_of_file(file)
+            } else {
+                String::new()
+            },
+            python,
+            ..unknown()
+        };
+        let cpp = "/pytorch/c10/cuda/CUDACachingAllocator.cpp";
+        assert!(is_plumbing(&frame(
+            cpp,
+            "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc",
+            true
+        )));
+        assert!(is_plumbing(&frame("??", "_PyEval_EvalFrameDefault", true)));
+        assert!(is_plumbing(&frame(
+            "/pytorch/aten/src/ATen/core/boxing/impl/boxing.h",
+            "call",
+            true
+        )));
+        assert!(!is_plumbing(&frame("/src/model.py", "forward", true)));
+        assert!(!is_plumbing(&frame(
+            "/src/kernels.cpp",
+            "launch_fused",
+            true
+        )));
+        let native = NamedFrame {
+            module: "trainer".into(),
+            function: "train_step".into(),
+            ..unknown()
+        };
+        assert!(!is_plumbing(&native));
+        assert!(is_plumbing(&NamedFrame {
+            function: "c10::impl::call_functor".into(),
+            ..native
+        }));
     }
 }

@@ -2,7 +2,7 @@
 //! text, the page is self-contained and works in a real browser (headless Chromium driven through
 //! the DevTools protocol by `tests/support/cdp.py`), errors are one line.
 
-use crate::util::{sample, vramtrace};
+use crate::util::{repo, sample, vramtrace};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -129,6 +129,44 @@ fn the_page_is_self_contained() {
     assert!(html.contains("<script type=\"application/json\" id=\"vramtrace-data\">"));
     assert!(html.contains("capture level: <b>request"));
     assert!(html.contains("lower bound"));
+}
+
+#[test]
+fn the_header_gives_the_library_answers_as_tune_does() {
+    use vramtrace::answers::Answers;
+    use vramtrace::model::device::CUDA_CONTEXT_BYTES;
+    use vramtrace::summary::Summary;
+    use vramtrace::tune::tune_trace;
+    let path = repo("samples/traces/h200-tune/multires_cnn.recorded.vramtrace");
+    let trace = vramtrace_format::Trace::open(&path, Default::default()).unwrap();
+    let tune = tune_trace(&trace, None, None, CUDA_CONTEXT_BYTES)
+        .unwrap()
+        .unwrap();
+    let a = Answers::of(&Summary::of(&trace), &tune);
+    let best = a.best.unwrap();
+    let dir = report(&path, &["--policy", "pytorch"]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    let boxed = |id: &str| {
+        let at = html
+            .find(&format!("id=\"{id}\""))
+            .unwrap_or_else(|| panic!("{id}"));
+        html[at..at + html[at..].find("</div>").unwrap()].to_string()
+    };
+    let b = boxed("best-setting");
+    assert!(b.contains(&format!("<b>{}</b>", best.setting)), "{b}");
+    assert!(
+        b.contains(&format!("<code class=\"paste\">{}</code>", best.select)),
+        "{b}"
+    );
+    assert!(
+        b.contains(&format!("of the {} settings", tune.tried)),
+        "{b}"
+    );
+    let g = boxed("smallest-gpu");
+    assert!(
+        g.contains(&format!("<b>{} GB</b>", a.smallest_gpu_gb.unwrap())),
+        "{g}"
+    );
 }
 
 /// Strings a hostile or unlucky trace can carry: markup, quotes, ampersands, what invalid

@@ -144,6 +144,18 @@ pub struct ReportData {
     pub sections_omitted: usize,
     pub sizes: Histogram,
     pub lifetimes: Histogram,
+    /// The headline's answers; `None` when the trace holds nothing to tune.
+    pub answers: Option<Headline>,
+}
+
+/// The answers of [`crate::answers::Answers`], and how many settings they were chosen among.
+#[derive(Debug, Clone)]
+pub struct Headline {
+    pub answers: crate::answers::Answers,
+    /// Settings replayed for them.
+    pub tried: usize,
+    /// Whether that was `vramtrace tune`'s whole grid, or each backend at its defaults.
+    pub grid: crate::tune::Grid,
 }
 
 /// What the trace is, for the page's header.

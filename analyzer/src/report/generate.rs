@@ -3,15 +3,20 @@
 //! here (symbolization reads the traced program's binaries, nothing else is touched).
 
 use super::charts::{REGISTRY, Rendered, render_all};
+use super::data::Headline;
 use super::data::{ProcessFacts, ReportData, TraceFacts};
 use super::page::{self, Mode, PageRun};
 use super::page_data::{self, Run};
 use super::trace::TracePass;
 use super::{build, from_replay};
+use crate::answers::Answers;
 use crate::model::Model;
+use crate::model::device::CUDA_CONTEXT_BYTES;
 use crate::policy::{PolicyError, PolicySpec};
 use crate::replay::{CapacitySource, capacity_of};
+use crate::summary::{Summary, TOP_STACKS};
 use crate::symbolize::{ModuleFiles, Symbolizer};
+use crate::tune::{Grid, tune_model};
 use crate::units::{bytes, count};
 use vramtrace_format::Trace;
 
@@ -86,6 +91,7 @@ pub fn generate(
         (_, CapacitySource::Unlimited) => None,
         (c, _) => Some(c),
     };
+    let summary = Summary::with_files(trace, TOP_STACKS, files);
     let mut symbolizer = Symbolizer::new(&trace.tables, files);
     let mut data = build(&pass, facts, &capacity, &mut |stack| {
         symbolizer.stack(stack)
@@ -102,6 +108,8 @@ pub fn generate(
         ));
     }
     replay_sections(&mut data, &model, &o.policies)?;
+    progress("ranking the selectable settings");
+    data.answers = headline(trace, &model, &summary, o.capacity)?;
     drop(model);
     for section in &mut data.sections {
         for p in &mut section.policies {
@@ -117,8 +125,57 @@ pub fn generate(
         Vec::new()
     };
     progress("aggregating the page");
-    let run = page_data::run(&o.file, &data, &mut |stack| symbolizer.stack(stack));
+    let run = page_data::run(&o.file, &data, &mut |stack| symbolizer.frames(stack));
     Ok(Report { data, run, charts })
+}
+
+/// Request replays (requests × settings) the report's own search may cost before it tries each
+/// backend at its defaults instead of `vramtrace tune`'s whole grid (about 5 s on two cores).
+pub const TUNE_WORK: usize = 40_000_000;
+
+/// The answers of the headline, from the library's search ([`tune_model`]) as `vramtrace
+/// tune` makes them: over its whole grid when that is affordable ([`TUNE_WORK`]).
+fn headline(
+    trace: &Trace,
+    model: &Model,
+    summary: &Summary,
+    capacity: Option<u64>,
+) -> Result<Option<Headline>, PolicyError> {
+    let requests: usize = model.streams.iter().map(|s| s.requests.len()).sum();
+    let recorded = crate::tune::recorded_of(trace);
+    let lower_bound = model
+        .streams
+        .iter()
+        .map(|s| s.lower_bound())
+        .max()
+        .unwrap_or(0);
+    let full = crate::tune::grid::settings(
+        recorded.framework,
+        &crate::tune::grid::GridContext {
+            memory_fraction: recorded.memory_fraction,
+            lower_bound,
+        },
+    )
+    .len();
+    let grid = if requests.saturating_mul(full) <= TUNE_WORK {
+        Grid::Full
+    } else {
+        Grid::Backends
+    };
+    let tune = tune_model(
+        trace,
+        model,
+        &recorded,
+        capacity,
+        None,
+        CUDA_CONTEXT_BYTES,
+        grid,
+    )?;
+    Ok(tune.map(|t| Headline {
+        answers: Answers::of(summary, &t),
+        tried: t.tried,
+        grid,
+    }))
 }
 
 /// Fills each section's policy results from the replay of its request stream.

@@ -102,6 +102,7 @@ pub fn build(
         sections_omitted: omitted,
         sizes: histogram::sizes(&pass.instances),
         lifetimes: histogram::lifetimes(&pass.instances),
+        answers: None,
     }
 }
 

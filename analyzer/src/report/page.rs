@@ -17,6 +17,7 @@ use super::charts::style;
 use super::data::{ReportData, Section};
 use super::escape::html;
 use super::page_data::{Run, script_json};
+use crate::tune::Grid;
 use crate::units::{bytes, count, duration};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -282,11 +283,11 @@ fn trace_facts(s: &mut String, data: &ReportData) {
     }
     let start_ns = data.buckets.map_or(0, |b| b.start_ns);
     let segments = t.level.starts_with("segment");
+    answers(s, data);
     for x in &data.sections {
         if data.sections.len() > 1 {
             let _ = writeln!(s, "<h3>{}</h3>", html(&x.label()));
         }
-        answers(s, x);
         let _ = writeln!(s, "<p>{}</p>", headline(x, start_ns, segments));
     }
     if data.sections_omitted > 0 {
@@ -298,69 +299,92 @@ fn trace_facts(s: &mut String, data: &ReportData) {
     }
 }
 
-/// Policies a PyTorch program can select, and how.
-const SETTINGS: &[(&str, &str)] = &[
-    ("pytorch", "the default caching allocator"),
-    (
-        "pytorch-expandable",
-        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-    ),
-    (
-        "cuda-async",
-        "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync",
-    ),
-];
-
-/// The setting a user can select that needs the least GPU memory, its saving over the default,
-/// and so the smallest GPU the program fits on; as boxes at the top.
-fn answers(s: &mut String, x: &Section) {
-    let selectable: Vec<_> = x
-        .policies
-        .iter()
-        .filter(|p| p.oom.is_none())
-        .filter_map(|p| {
-            let base = p.name.split(':').next().unwrap_or("");
-            SETTINGS
-                .iter()
-                .find(|(n, _)| *n == base)
-                .map(|(_, how)| (p, *how))
-        })
-        .collect();
-    let Some((best, how)) = selectable
-        .iter()
-        .min_by_key(|(p, _)| (p.peak_reserved.bytes, p.index))
-    else {
+/// The answers ([`crate::answers::Answers`], as `vramtrace tune` gives them) as boxes at the
+/// top: the best setting the user can select with the line to paste, the smallest common GPU,
+/// the peak and where it comes from.
+fn answers(s: &mut String, data: &ReportData) {
+    let Some(h) = &data.answers else {
         return;
     };
-    s.push_str("<div class=\"answers\">");
-    let default = x.policies.iter().find(|p| p.name == "pytorch");
-    let saving = match default {
-        Some(d) if d.oom.is_none() && d.peak_reserved.bytes > best.peak_reserved.bytes => format!(
-            "saves {} ({:.1}%) over the default",
-            bytes(d.peak_reserved.bytes - best.peak_reserved.bytes),
-            100.0 * (1.0 - best.peak_reserved.bytes as f64 / d.peak_reserved.bytes as f64)
+    let a = &h.answers;
+    let among = match h.grid {
+        Grid::Full => format!(
+            "of the {} settings <code>vramtrace tune</code> tries",
+            h.tried
         ),
-        Some(d) if d.oom.is_some() => "the default runs out of memory".to_string(),
-        _ => "no setting does better than the default".to_string(),
+        Grid::Backends => format!(
+            "of {} backends at their defaults (a large trace: <code>vramtrace tune</code> \
+             searches the whole grid)",
+            h.tried
+        ),
     };
+    s.push_str("<div class=\"answers\">");
     let _ = write!(
         s,
-        "<div class=\"answer\"><span>best selectable setting</span><b>{}</b><span>{}; {}</span></div>",
-        html(&best.name),
-        html(how),
-        saving
+        "<div class=\"answer\"><span>peak</span><b>{}</b><span>held on the device {} after the \
+         first event{}</span></div>",
+        bytes(a.peak_bytes),
+        duration(a.peak_time_ns),
+        a.peak_frame.as_ref().map_or(String::new(), |f| format!(
+            ", most of it from <code>{}</code>",
+            html(f)
+        ))
     );
+    match &a.best {
+        Some(b) => {
+            let _ = write!(
+                s,
+                "<div class=\"answer\" id=\"best-setting\"><span>best selectable setting</span>\
+                 <b>{}</b><span><code class=\"paste\">{}</code><br>{} ({:.1}%) less than the \
+                 recorded setting (<code>{}</code>), {among}</span></div>",
+                html(&b.setting),
+                html(&b.select),
+                bytes(b.saving_bytes.unsigned_abs()),
+                100.0 * b.saving_fraction,
+                html(&a.recorded_select)
+            );
+        }
+        None => {
+            let _ = write!(
+                s,
+                "<div class=\"answer\" id=\"best-setting\"><span>best selectable setting</span>\
+                 <b>the recorded one</b><span><code class=\"paste\">{}</code><br>no setting \
+                 {among} needs less</span></div>",
+                html(&a.recorded_select)
+            );
+        }
+    }
+    let need = a
+        .best
+        .as_ref()
+        .map_or(a.recorded_process_peak, |b| b.process_peak);
+    let with = a
+        .best
+        .as_ref()
+        .map_or("the recorded setting".to_string(), |b| html(&b.setting));
     let _ = write!(
         s,
-        "<div class=\"answer\"><span>smallest GPU that fits</span><b>{}</b><span>free device memory, with {}</span></div>",
-        bytes(best.peak_reserved.bytes),
-        html(&best.name)
+        "<div class=\"answer\" id=\"smallest-gpu\"><span>smallest GPU</span><b>{}</b><span>process \
+         peak {} with {with}: pool, memory outside it and the CUDA context</span></div>",
+        a.smallest_gpu_gb
+            .map_or("none of the common sizes".to_string(), |gb| format!(
+                "{gb} GB"
+            )),
+        bytes(need)
     );
-    let _ = write!(
-        s,
-        "<div class=\"answer\"><span>lower bound</span><b>{}</b><span>live at once at the peak; no allocator needs less</span></div>",
-        bytes(x.lower_bound())
-    );
+    if !a.preallocating.is_empty() {
+        let _ = write!(
+            s,
+            "<div class=\"answer\"><span>preallocating</span><b>{}</b><span>reserve a fixed \
+             share of the device up front: their peak is that share, not the program's \
+             need</span></div>",
+            a.preallocating
+                .iter()
+                .map(|p| html(p))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     s.push_str("</div>\n");
 }
 

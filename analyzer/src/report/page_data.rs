@@ -11,6 +11,7 @@
 
 use super::charts::style;
 use super::data::{AddressLayout, Buckets, PolicyResult, ReportData, Section, Series};
+use crate::symbolize::NamedFrame;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -25,7 +26,8 @@ pub struct Run {
     pub name: String,
     /// Interned frame names.
     pub frames: Vec<String>,
-    /// Per frame: 1 when it is allocator or interpreter plumbing ([`is_plumbing`]).
+    /// Per frame: 1 when it is allocator or interpreter plumbing
+    /// ([`crate::symbolize::is_plumbing`]).
     pub plumbing: Vec<u8>,
     /// Interned stacks: frame indices, outermost first. Stack 0 is "no stack recorded".
     pub stacks: Vec<Vec<u32>>,
@@ -109,56 +111,11 @@ pub struct Allocs {
     pub stream: Vec<u32>,
 }
 
-/// Frames that are the allocator's or the interpreter's machinery rather than the program's:
-/// what the page's "hide plumbing" toggle hides and what the user frame skips. The names follow
-/// PyTorch's own filter in `torch/cuda/_memory_viz.py` (`_frame_filter`) plus the allocator and
-/// driver entry points a recorded native stack passes through.
-pub fn is_plumbing(frame: &str) -> bool {
-    const PARTS: &[&str] = &[
-        // The recorder, the unwinder, process start.
-        "vramtrace",
-        "unwind::",
-        "CapturedTraceback",
-        "gather_with_cpp",
-        "__libc_start_main",
-        // CPython's evaluation loop and call machinery.
-        "PyEval_",
-        "_PyEval",
-        "PyObject_",
-        "_PyObject_",
-        "PyFunction_",
-        "_PyFunction_",
-        "PyVectorcall",
-        "cfunction_",
-        "method_vectorcall",
-        "pybind11::",
-        // PyTorch's dispatcher and allocator.
-        "c10::",
-        "at::_ops::",
-        "at::native::empty",
-        "at::detail::empty",
-        "at::empty",
-        "torch::autograd::",
-        "torch/utils/_contextlib.py",
-        "torch/nn/modules/module.py",
-        "_call_impl",
-        "_wrapped_call_impl",
-        "core/boxing",
-        "/Redispatch",
-        // The CUDA runtime and driver.
-        "cudaMalloc",
-        "cuMemAlloc",
-        "cuMemCreate",
-        "libcudart",
-        "libcuda.so",
-    ];
-    PARTS.iter().any(|p| frame.contains(p))
-}
-
 /// Interns frame names and stacks for one run.
 struct Interner<'n> {
-    names: &'n mut dyn FnMut(u32) -> Vec<String>,
+    names: &'n mut dyn FnMut(u32) -> Vec<NamedFrame>,
     frames: Vec<String>,
+    plumbing: Vec<u8>,
     frame_ids: HashMap<String, u32>,
     stacks: Vec<Vec<u32>>,
     stack_ids: HashMap<u32, u32>,
@@ -174,12 +131,15 @@ impl Interner<'_> {
         let i = if names.is_empty() {
             0
         } else {
+            // Innermost first from the namer; outermost first on the page.
             let ids: Vec<u32> = names
                 .into_iter()
-                .map(|n| {
+                .rev()
+                .map(|f| {
                     let next = self.frames.len() as u32;
-                    *self.frame_ids.entry(n.clone()).or_insert_with(|| {
-                        self.frames.push(n);
+                    *self.frame_ids.entry(f.text()).or_insert_with(|| {
+                        self.frames.push(f.text());
+                        self.plumbing.push(u8::from(f.plumbing));
                         next
                     })
                 })
@@ -192,11 +152,13 @@ impl Interner<'_> {
     }
 }
 
-/// The page data of one report; `names` gives a trace stack's frame names, outermost first.
-pub fn run(name: &str, data: &ReportData, names: &mut dyn FnMut(u32) -> Vec<String>) -> Run {
+/// The page data of one report; `frames` names a trace stack's frames, innermost first
+/// ([`crate::symbolize::Symbolizer::frames`]).
+pub fn run(name: &str, data: &ReportData, frames: &mut dyn FnMut(u32) -> Vec<NamedFrame>) -> Run {
     let mut interner = Interner {
-        names,
+        names: frames,
         frames: Vec::new(),
+        plumbing: Vec::new(),
         frame_ids: HashMap::new(),
         stacks: vec![Vec::new()],
         stack_ids: HashMap::new(),
@@ -208,15 +170,10 @@ pub fn run(name: &str, data: &ReportData, names: &mut dyn FnMut(u32) -> Vec<Stri
         .iter()
         .map(|x| section(x, start, buckets, &mut interner))
         .collect();
-    let plumbing = interner
-        .frames
-        .iter()
-        .map(|f| u8::from(is_plumbing(f)))
-        .collect();
     Run {
         name: name.to_string(),
         frames: interner.frames,
-        plumbing,
+        plumbing: interner.plumbing,
         stacks: interner.stacks,
         sections,
     }
@@ -412,30 +369,29 @@ mod tests {
     }
 
     #[test]
-    fn allocator_and_interpreter_frames_are_plumbing_and_user_code_is_not() {
-        assert!(is_plumbing(
-            "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc"
-        ));
-        assert!(is_plumbing("_PyEval_EvalFrameDefault"));
-        assert!(is_plumbing("libcudart.so.12+0x1234"));
-        assert!(!is_plumbing("forward (model.py:42)"));
-        assert!(!is_plumbing("train_step"));
-    }
-
-    #[test]
     fn stacks_and_frames_are_interned_once() {
         let mut calls = 0;
+        let named = |f: &str| NamedFrame {
+            function: f.into(),
+            file: String::new(),
+            line: 0,
+            module: "trainer".into(),
+            offset: 0,
+            python: false,
+            plumbing: f == "c10::alloc",
+        };
         let mut names = |s: u32| {
             calls += 1;
             match s {
-                1 => vec!["main".to_string(), "f".to_string()],
-                2 => vec!["main".to_string(), "g".to_string()],
+                1 => vec![named("c10::alloc"), named("f"), named("main")],
+                2 => vec![named("g"), named("main")],
                 _ => Vec::new(),
             }
         };
         let mut i = Interner {
             names: &mut names,
             frames: Vec::new(),
+            plumbing: Vec::new(),
             frame_ids: HashMap::new(),
             stacks: vec![Vec::new()],
             stack_ids: HashMap::new(),
@@ -444,8 +400,9 @@ mod tests {
         assert_eq!(i.stack(2), 2);
         assert_eq!(i.stack(1), 1);
         assert_eq!(i.stack(9), 0);
-        assert_eq!(i.frames, vec!["main", "f", "g"]);
-        assert_eq!(i.stacks[2], vec![0, 2]);
+        assert_eq!(i.frames, vec!["main", "f", "c10::alloc", "g"]);
+        assert_eq!(i.plumbing, vec![0, 0, 1, 0]);
+        assert_eq!(i.stacks[2], vec![0, 3]);
         drop(i);
         assert_eq!(calls, 3);
     }

@@ -10,11 +10,12 @@ pub mod search;
 
 pub use framework::{Framework, Recorded, recorded};
 pub use grid::{Candidate, Role};
-pub use search::{Row, Tune, TuneOptions, Unjudged, tune};
+pub use search::{Grid, Row, Tune, TuneOptions, Unjudged, tune};
 
+use crate::model::Model;
 use crate::model::device::pool_capacity;
 use crate::policy::PolicyError;
-use crate::replay::ReplayInput;
+use crate::replay::capacity_of;
 use vramtrace_format::{MemoryKind, Trace};
 
 /// The recorded configuration of a trace.
@@ -35,23 +36,42 @@ pub fn tune_trace(
     gpu: Option<u64>,
     context: u64,
 ) -> Result<Option<Tune>, PolicyError> {
-    let Some(input) = ReplayInput::from_trace(trace, None) else {
+    let model = Model::from_events(trace.events(), &trace.metadata);
+    let recorded = recorded_of(trace);
+    tune_model(trace, &model, &recorded, capacity, gpu, context, Grid::Full)
+}
+
+/// [`tune_trace`] on the trace's `model`, already built, from its `recorded` configuration
+/// ([`recorded_of`]), trying `grid`.
+pub fn tune_model(
+    trace: &Trace,
+    model: &Model,
+    recorded: &Recorded,
+    capacity: Option<u64>,
+    gpu: Option<u64>,
+    context: u64,
+    grid: Grid,
+) -> Result<Option<Tune>, PolicyError> {
+    let streams = &model.streams;
+    if streams.is_empty() {
         return Ok(None);
-    };
-    let streams = &input.model.streams;
+    }
     let capacities = streams
         .iter()
-        .zip(&input.capacities)
-        .map(|(s, &(device, _))| match (capacity, gpu) {
-            (Some(c), _) => c,
-            (None, Some(g)) => pool_capacity(g, context, s.outside.peak_bytes),
-            (None, None) => pool_capacity(device, context, s.outside.peak_bytes),
+        .map(|s| {
+            let device = capacity_of(trace, s.key.expect("model streams have keys").device, None).0;
+            match (capacity, gpu) {
+                (Some(c), _) => c,
+                (None, Some(g)) => pool_capacity(g, context, s.outside.peak_bytes),
+                (None, None) => pool_capacity(device, context, s.outside.peak_bytes),
+            }
         })
         .collect();
     let options = TuneOptions {
         capacities,
         gpu_bytes: gpu,
         context_bytes: context,
+        grid,
     };
-    tune(streams, &input.model.level, &recorded_of(trace), &options).map(Some)
+    tune(streams, &model.level, recorded, &options).map(Some)
 }

@@ -30,6 +30,33 @@ pub struct TuneOptions {
     pub gpu_bytes: Option<u64>,
     /// The CUDA context's share of the device, per process (docs/definitions.md).
     pub context_bytes: u64,
+    /// How much of the grid to try.
+    pub grid: Grid,
+}
+
+/// How much of a framework's grid a search tries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grid {
+    /// Every setting, and the bounds (`vramtrace tune`).
+    #[default]
+    Full,
+    /// The recorded setting and each backend at its defaults (no option but the recorded
+    /// memory fraction), no bounds: a few replays, what a report affords on any trace.
+    Backends,
+}
+
+impl Grid {
+    /// Whether the search tries `c`.
+    fn keeps(self, c: &Candidate) -> bool {
+        match self {
+            Grid::Full => true,
+            Grid::Backends => {
+                c.role == Role::Setting
+                    && c.spec.options.iter().all(|(k, _)| k == "memory_fraction")
+            }
+        }
+    }
 }
 
 /// One setting's figures (all bytes; the largest over streams where there are several).
@@ -92,6 +119,8 @@ pub struct Tune {
     pub not_judged: Vec<Unjudged>,
     /// Candidates replayed (each over every stream).
     pub tried: usize,
+    /// How much of the grid they were.
+    pub grid: Grid,
     pub gpu_bytes: Option<u64>,
     pub context_bytes: u64,
     /// The most bytes outside the pool any stream held.
@@ -192,9 +221,9 @@ pub fn tune(
         candidates.extend(
             settings(recorded.framework, &ctx)
                 .into_iter()
-                .filter(|c| canonical(&c.spec) != base),
+                .chain(bounds())
+                .filter(|c| canonical(&c.spec) != base && options.grid.keeps(c)),
         );
-        candidates.extend(bounds());
     }
     let specs: Vec<PolicySpec> = candidates.iter().map(|c| c.spec.clone()).collect();
     let results = replay_all(streams, &specs, &options.capacities)?;
@@ -285,6 +314,7 @@ pub fn tune(
         bounds: bounds_rows,
         not_judged,
         tried: candidates.len(),
+        grid: options.grid,
         gpu_bytes: gpu,
         context_bytes: options.context_bytes,
         outside_bytes: streams
