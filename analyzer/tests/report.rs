@@ -847,26 +847,55 @@ fn in_the_browser_the_page_hovers_zooms_toggles_and_searches() {
     assert_eq!(axis, unique, "axis labels repeat");
 }
 
+/// JS: the state view as drawn: the event it is after (empty at the peak), and each segment's
+/// address and size with its blocks' offset, size and allocation.
+const STATE_SHOWN: &str = "(() => { const b = document.getElementById('state'); return {event: b.dataset.event, \
+     segments: [...b.querySelectorAll('.segment')].map(e => [+e.dataset.address, +e.dataset.size, \
+     [...e.querySelectorAll('.block')].map(k => [+k.dataset.offset, +k.dataset.size, +k.dataset.owner])])}; })()";
+
+/// A layout as [`STATE_SHOWN`] gives it (unknown owners as -1).
+fn state_json(l: &vramtrace::report::data::AddressLayout) -> serde_json::Value {
+    let mut segments: Vec<_> = l.segments.iter().collect();
+    segments.sort_by_key(|s| s.address);
+    serde_json::json!(
+        segments
+            .iter()
+            .map(|s| {
+                let blocks: Vec<serde_json::Value> = s
+                    .allocated
+                    .iter()
+                    .zip(&s.owners)
+                    .map(|(&(off, size), &o)| {
+                        serde_json::json!([
+                            off,
+                            size,
+                            if o == u32::MAX { -1 } else { i64::from(o) }
+                        ])
+                    })
+                    .collect();
+                serde_json::json!([s.address, s.size, blocks])
+            })
+            .collect::<Vec<_>>()
+    )
+}
+
 #[test]
-fn in_the_browser_the_state_view_shows_the_segments_the_replay_reported() {
+fn in_the_browser_the_state_view_steps_event_by_event_as_the_replay_does() {
     use vramtrace::model::Model;
-    use vramtrace::policy::parse_specs;
+    use vramtrace::policy::{BuildContext, DriverModel, build, parse_specs};
+    use vramtrace::replay::{ReplayOptions, address_map_at};
     use vramtrace::report::data::Buckets;
-    use vramtrace::report::from_replay::replay_policies;
+    use vramtrace::report::from_replay::{layout, owners_at, replay_policies, windows};
     let tmp = tempfile::tempdir().unwrap();
     let trace = python_trace(tmp.path(), false);
     // The replay, through the library.
     let t = vramtrace_format::Trace::open(&trace, Default::default()).unwrap();
     let model = Model::from_events(t.events(), &t.metadata);
+    let stream = &model.streams[0];
     let b = Buckets::new(0, 20_000_000, 10);
-    let results = replay_policies(
-        &model.streams[0],
-        &parse_specs("pytorch").unwrap(),
-        u64::MAX,
-        b,
-        b,
-    )
-    .unwrap();
+    let specs = parse_specs("pytorch").unwrap();
+    let ws = windows(stream, b, 0, 1000);
+    let results = replay_policies(stream, &specs, u64::MAX, (b, b), &ws).unwrap();
     let mut expected: Vec<u64> = results[0]
         .address_map
         .segments
@@ -876,22 +905,23 @@ fn in_the_browser_the_state_view_shows_the_segments_the_replay_reported() {
     expected.sort_unstable();
     assert!(!expected.is_empty());
     let dir = report(&trace, &["--policy", "pytorch"]);
+    let key = |k: &str| serde_json::json!({"op": "key", "key": k});
     let Some(r) = browse(
-        "in_the_browser_the_state_view_shows_the_segments_the_replay_reported",
+        "in_the_browser_the_state_view_steps_event_by_event_as_the_replay_does",
         &dir.path().join("index.html"),
         &[
             wait("document.body.dataset.ready"),
             eval("[...document.querySelectorAll('#state .segment')].map(e => +e.dataset.size)"),
             eval("document.querySelectorAll('#state .block').length"),
             eval("document.getElementById('state-note').textContent"),
-            eval(
-                "document.getElementById('state').dataset.peak + '|' + document.getElementById('state').dataset.t",
-            ),
-            serde_json::json!({"op": "key", "key": "["}),
-            eval(
-                "document.getElementById('state').dataset.peak + '|' + document.getElementById('state').dataset.t",
-            ),
-            serde_json::json!({"op": "key", "key": "ArrowRight"}),
+            key("ArrowRight"),
+            eval(STATE_SHOWN),
+            key("ArrowRight"),
+            eval(STATE_SHOWN),
+            eval("document.getElementById('state-note').textContent"),
+            key("ArrowLeft"),
+            key("ArrowLeft"),
+            eval(STATE_SHOWN),
             eval("document.getElementById('moment').textContent"),
         ],
     ) else {
@@ -914,6 +944,42 @@ fn in_the_browser_the_state_view_shows_the_segments_the_replay_reported() {
             .unwrap()
             .starts_with("pytorch at its peak")
     );
+    // Each step shows the next event's state, the one a replay stopped there leaves.
+    let options = ReplayOptions {
+        driver: DriverModel { capacity: u64::MAX },
+        stop_after: None,
+    };
+    let ctx = BuildContext {
+        stream,
+        capacity: u64::MAX,
+    };
+    let at = |i: usize| {
+        let mut fresh = build(&specs[0], &ctx).unwrap();
+        let map = address_map_at(fresh.as_mut(), &stream.requests, i, &options);
+        state_json(&layout(&map, &owners_at(stream, i)))
+    };
+    let event = |v: &serde_json::Value| -> usize { v["event"].as_str().unwrap().parse().unwrap() };
+    let (e1, e2, e0) = (
+        event(&r.values[5]),
+        event(&r.values[7]),
+        event(&r.values[11]),
+    );
+    // The first step goes to the event at the moment (the peak, the 64 MiB allocation).
+    assert_eq!(e1, 1);
+    assert_eq!(e2, e1 + 1);
+    assert_eq!(e0 + 1, e1, "two steps back from the second");
+    for (e, v) in [(e1, &r.values[5]), (e2, &r.values[7]), (e0, &r.values[11])] {
+        assert_eq!(v["segments"], at(e), "the state after event {e}");
+    }
+    assert!(
+        r.values[8]
+            .as_str()
+            .unwrap()
+            .contains(&format!("after event #{e2} (")),
+        "{}",
+        r.values[8]
+    );
+    assert!(r.values[12].as_str().unwrap().starts_with("moment: "));
 }
 
 #[test]

@@ -222,6 +222,9 @@ pub struct Section {
     /// Allocations the driver refused that the program survived (the first few thousand).
     pub refused: Vec<Refused>,
     pub refused_total: u64,
+    /// The requests whose allocator states are kept one by one (the whole stream when it is
+    /// short; around the peak and at moments over the focus window otherwise).
+    pub windows: Vec<EventWindow>,
 }
 
 /// One allocation of the per-allocation view.
@@ -285,9 +288,8 @@ pub struct PolicyResult {
     pub allocated: Series,
     /// Reserved bytes over the section's [`Section::focus`] buckets.
     pub reserved_focus: Series,
-    /// Its address space at moments spread over the focus window (absolute ns of the request
-    /// after which each was taken), besides the one at its peak.
-    pub states: Vec<(u64, AddressLayout)>,
+    /// Its address space request by request over the section's [`Section::windows`].
+    pub log: Vec<WindowLog>,
     pub peak_reserved: Peak,
     pub peak_allocated: u64,
     /// 1 − allocated / reserved when reserved peaked.
@@ -330,6 +332,65 @@ pub struct SegmentLayout {
     /// For each block of `allocated`, the index of the allocation it holds among the section's
     /// allocations ([`AllocationRecord::index`]); `u32::MAX` when unknown.
     pub owners: Vec<u32>,
+    /// For each block of `allocated`, the trace stack of its allocation (0: none).
+    pub stacks: Vec<u32>,
+}
+
+/// Consecutive requests of a section whose allocator states the page can show one by one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventWindow {
+    /// The index of its first request in the section's request stream.
+    pub first: usize,
+    pub events: Vec<EventFacts>,
+}
+
+/// One request of an [`EventWindow`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventFacts {
+    /// Absolute ns.
+    pub time_ns: u64,
+    /// `b'a'` allocation, `b'f'` free, `b't'` an attempt the driver refused.
+    pub kind: u8,
+    pub size: u64,
+    /// Trace stack id.
+    pub stack: u32,
+    /// The allocation it makes or ends (index among the section's allocations); `u32::MAX`
+    /// for an attempt.
+    pub allocation: u32,
+}
+
+/// One change a request made to a policy's address space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateChange {
+    AddSegment {
+        address: u64,
+        size: u64,
+    },
+    RemoveSegment {
+        address: u64,
+    },
+    /// A block handed out to `owner` (allocation index) allocated from trace stack `stack`.
+    AddBlock {
+        address: u64,
+        size: u64,
+        owner: u32,
+        stack: u32,
+    },
+    RemoveBlock {
+        address: u64,
+    },
+}
+
+/// A policy's states over one [`EventWindow`]: the state before it, and each request's changes.
+#[derive(Debug, Clone, Default)]
+pub struct WindowLog {
+    /// Index into [`Section::windows`].
+    pub window: usize,
+    /// The address space before the window's first request.
+    pub key: AddressLayout,
+    /// Per request of the window, in order, its changes; shorter than the window when the
+    /// replay ran out of memory in it or the log's budget ran out.
+    pub changes: Vec<Vec<StateChange>>,
 }
 
 /// What was live when requested bytes peaked, by allocating stack.

@@ -1,23 +1,28 @@
 //! The adapter from the replay engine to chart data: replays a request stream through each
 //! policy, sampling reserved and allocated bytes into the report's time buckets as it goes (no
-//! per-request timeline is kept), and takes the policy's address map where reserved peaked and
-//! at a few moments spread over where memory moves ([`moments`]), for the page's state view.
+//! per-request timeline is kept), takes the policy's address map where reserved peaked, and logs
+//! its address space request by request over the section's [`EventWindow`]s ([`windows`]): the
+//! state before each window and every request's changes ([`StateChange`], the difference of the
+//! policy's address maps before and after it), so the page can step through the states event by
+//! event. Only the replay engine keeps the accounts: the log is read off the policy through the
+//! engine's [`Observer`] hook.
 
 use super::data::{
-    AddressLayout, Buckets, OomFacts, Peak, PolicyResult, SegmentLayout, SeriesBuilder,
+    AddressLayout, Buckets, EventFacts, EventWindow, OomFacts, Peak, PolicyResult, SegmentLayout,
+    SeriesBuilder, StateChange, WindowLog,
 };
 use crate::model::{Request, RequestKind, RequestStream};
 use crate::policy::{
-    AddressMap, BuildContext, DriverModel, Policy, PolicyError, PolicySpec, build,
+    AddressMap, BuildContext, DriverModel, Policy, PolicyError, PolicySpec, Span, build,
 };
 use crate::replay::{Observer, ReplayOptions, Usage, address_map_at, replay};
 use rayon::prelude::*;
 
-/// Downsamples a replay's usage into [`Buckets`], and keeps the policy's address map from the
+/// Downsamples a replay's usage into [`Buckets`], keeps the policy's address map from the
 /// moment reserved bytes peaked, so no second replay (and, for offline policies, no second plan)
-/// is needed. Each new peak costs one snapshot; a trace that peaks too often with too many
-/// blocks exhausts [`SNAPSHOT_BUDGET`], and then the caller takes the map with
-/// [`address_map_at`] instead.
+/// is needed, and logs the states over the windows ([`StateLogger`]). Each new peak costs one
+/// snapshot; a trace that peaks too often with too many blocks exhausts [`SNAPSHOT_BUDGET`],
+/// and then the caller takes the map with [`address_map_at`] instead.
 struct Sampler {
     reserved: SeriesBuilder,
     allocated: SeriesBuilder,
@@ -25,26 +30,319 @@ struct Sampler {
     reserved_focus: SeriesBuilder,
     map: Option<AddressMap>,
     budget: u64,
-    /// Request indices, increasing, after which to keep the address map.
-    moments: Vec<usize>,
-    /// The maps kept so far, with the request's time.
-    states: Vec<(u64, AddressLayout)>,
-    /// Slot → the allocation it holds (allocations counted in request order), kept up to date
-    /// for the states' owners.
-    owners: Vec<u32>,
+    /// Slot → (the allocation it holds, allocations counted in request order; its stack), kept
+    /// up to date for the states' owners.
+    owners: Vec<(u32, u32)>,
     allocations: u32,
-    /// Blocks the states may still copy.
-    state_budget: usize,
-    last_ns: u64,
+    log: StateLogger,
 }
 
 /// Blocks and segments copied in peak snapshots before the [`Sampler`] gives up on them.
 const SNAPSHOT_BUDGET: u64 = 20_000_000;
-/// Moments at which each policy's state is kept besides its peak.
+/// Windows of requests kept one by one besides the one around the peak, at moments spread over
+/// where memory moves.
 pub const STATE_MOMENTS: usize = 24;
-/// Blocks the states of all policies of a section may hold together (each policy its share),
-/// so the page stays small however many policies are replayed.
+/// Requests whose states are logged, at most, per section: a stream this short is logged
+/// whole; a longer one gets half of it around the requested peak and the other half in
+/// [`STATE_MOMENTS`] windows.
+pub const WINDOW_EVENTS: usize = 12_000;
+/// State changes all policies of a section may log together (each policy its share), so the
+/// page stays a few MB however many policies are replayed.
+pub const STATE_CHANGES: usize = 120_000;
+/// Blocks the windows' starting states of all policies of a section may hold together.
 const STATE_BLOCKS: usize = 120_000;
+/// Address-map entries one policy's log may read (each logged request reads the whole map),
+/// so a policy with very many live blocks stops logging early rather than slowing the report.
+const STATE_WORK: u64 = 60_000_000;
+
+/// The requests whose states the page shows one by one: the whole stream when it has at most
+/// `events` requests; else half of them centred on the request at `peak_ns` (the requested
+/// peak) and the rest in [`STATE_MOMENTS`] windows starting at moments spread evenly over
+/// `focus` ([`moments`]); overlapping windows merged.
+pub fn windows(
+    stream: &RequestStream,
+    focus: Buckets,
+    peak_ns: u64,
+    events: usize,
+) -> Vec<EventWindow> {
+    let r = &stream.requests;
+    let n = r.len();
+    let mut spans: Vec<(usize, usize)> = if n <= events {
+        vec![(0, n)]
+    } else {
+        let half = events / 2;
+        let p = r
+            .partition_point(|q| q.time_ns <= peak_ns)
+            .saturating_sub(1);
+        let a = p.saturating_sub(half / 2).min(n - half);
+        let mut v = vec![(a, a + half)];
+        let each = (events - half) / STATE_MOMENTS;
+        v.extend(
+            moments(stream, focus)
+                .into_iter()
+                .map(|m| (m, (m + each).min(n))),
+        );
+        v.sort_unstable();
+        let mut merged: Vec<(usize, usize)> = Vec::new();
+        for (a, b) in v {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        merged
+    };
+    spans.retain(|(a, b)| b > a);
+    // Allocation indices: allocations counted in request order.
+    let mut allocation = 0u32;
+    let mut by_slot = vec![u32::MAX; stream.slots as usize];
+    let mut out = Vec::with_capacity(spans.len());
+    let mut next = spans.iter().peekable();
+    let mut current: Option<EventWindow> = None;
+    for (i, q) in r.iter().enumerate() {
+        let Some(&&(a, b)) = next.peek() else { break };
+        let slot = q.slot as usize;
+        if by_slot.len() <= slot {
+            by_slot.resize(slot + 1, u32::MAX);
+        }
+        let owner = match q.kind {
+            RequestKind::Alloc => {
+                by_slot[slot] = allocation;
+                allocation += 1;
+                allocation - 1
+            }
+            RequestKind::Free => std::mem::replace(&mut by_slot[slot], u32::MAX),
+            RequestKind::Attempt => u32::MAX,
+        };
+        if i < a {
+            continue;
+        }
+        let w = current.get_or_insert_with(|| EventWindow {
+            first: a,
+            events: Vec::with_capacity(b - a),
+        });
+        w.events.push(EventFacts {
+            time_ns: q.time_ns,
+            kind: match q.kind {
+                RequestKind::Alloc => b'a',
+                RequestKind::Free => b'f',
+                RequestKind::Attempt => b't',
+            },
+            size: q.size,
+            stack: q.stack,
+            allocation: owner,
+        });
+        if i + 1 == b {
+            out.extend(current.take());
+            next.next();
+        }
+    }
+    out
+}
+
+/// The address space in the form the log compares: segments sorted by address (one per
+/// address, the largest, as [`layout`] keeps them) and the handed-out blocks sorted by address.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Normal {
+    segments: Vec<Span>,
+    blocks: Vec<(u64, u64, u32)>,
+}
+
+fn normal(map: &AddressMap) -> Normal {
+    let mut segments = map.segments.clone();
+    segments.sort_by_key(|s| (s.address, std::cmp::Reverse(s.size)));
+    segments.dedup_by_key(|s| s.address);
+    let mut blocks: Vec<(u64, u64, u32)> = map
+        .blocks
+        .iter()
+        .filter_map(|b| b.slot.map(|slot| (b.address, b.size, slot)))
+        .collect();
+    blocks.sort_unstable();
+    Normal { segments, blocks }
+}
+
+/// Whether `address` lies in one of `segments` (sorted by address, as [`normal`] leaves them).
+fn inside(segments: &[Span], address: u64) -> bool {
+    let k = segments.partition_point(|s| s.address <= address);
+    k > 0 && address - segments[k - 1].address < segments[k - 1].size
+}
+
+/// What changed from `old` to `new`; added blocks named by `owners` (slot → allocation, stack).
+/// Blocks outside every segment (offline planners place blocks in no driver memory) are not
+/// drawn, so not logged.
+fn changes(old: &Normal, new: &Normal, owners: &[(u32, u32)]) -> Vec<StateChange> {
+    let mut out = Vec::new();
+    merge(
+        &old.segments,
+        &new.segments,
+        |s| (s.address, s.size),
+        |gone, s| {
+            out.push(if gone {
+                StateChange::RemoveSegment { address: s.address }
+            } else {
+                StateChange::AddSegment {
+                    address: s.address,
+                    size: s.size,
+                }
+            })
+        },
+    );
+    merge(
+        &old.blocks,
+        &new.blocks,
+        |b| *b,
+        |gone, &(address, size, slot)| {
+            if !inside(if gone { &old.segments } else { &new.segments }, address) {
+                return;
+            }
+            out.push(if gone {
+                StateChange::RemoveBlock { address }
+            } else {
+                let (owner, stack) = owners.get(slot as usize).copied().unwrap_or((u32::MAX, 0));
+                StateChange::AddBlock {
+                    address,
+                    size,
+                    owner,
+                    stack,
+                }
+            })
+        },
+    );
+    // Removals first, so a block ended and another begun at the same address apply in order.
+    out.sort_by_key(|c| {
+        !matches!(
+            c,
+            StateChange::RemoveBlock { .. } | StateChange::RemoveSegment { .. }
+        )
+    });
+    out
+}
+
+/// Walks two lists sorted by `key`, calling `f(true, x)` for what only `old` has and
+/// `f(false, x)` for what only `new` has.
+fn merge<T, K: Ord>(old: &[T], new: &[T], key: impl Fn(&T) -> K, mut f: impl FnMut(bool, &T)) {
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        match (old.get(i), new.get(j)) {
+            (Some(a), Some(b)) => match key(a).cmp(&key(b)) {
+                std::cmp::Ordering::Equal => {
+                    i += 1;
+                    j += 1;
+                }
+                std::cmp::Ordering::Less => {
+                    f(true, a);
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    f(false, b);
+                    j += 1;
+                }
+            },
+            (Some(a), None) => {
+                f(true, a);
+                i += 1;
+            }
+            (None, Some(b)) => {
+                f(false, b);
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+}
+
+/// Logs a policy's address space over the windows: the state before each and each request's
+/// changes, within budgets of changes, starting-state blocks and map entries read.
+struct StateLogger {
+    /// (first, end) request indices of each window, increasing.
+    spans: Vec<(usize, usize)>,
+    /// The window being logged or next to log.
+    at: usize,
+    logs: Vec<WindowLog>,
+    previous: Normal,
+    changes_left: usize,
+    blocks_left: usize,
+    work_left: u64,
+}
+
+impl StateLogger {
+    fn new(windows: &[EventWindow], changes: usize, blocks: usize) -> StateLogger {
+        let mut log = StateLogger {
+            spans: windows
+                .iter()
+                .map(|w| (w.first, w.first + w.events.len()))
+                .collect(),
+            at: 0,
+            logs: Vec::new(),
+            previous: Normal::default(),
+            changes_left: changes,
+            blocks_left: blocks,
+            work_left: STATE_WORK,
+        };
+        // A window from the first request starts from the empty address space.
+        if log.spans.first().is_some_and(|s| s.0 == 0) {
+            log.logs.push(WindowLog::default());
+        }
+        log
+    }
+
+    /// The next request index after which the policy's state is wanted.
+    fn next(&self) -> usize {
+        let Some(&(first, end)) = self.spans.get(self.at) else {
+            return usize::MAX;
+        };
+        match self.logs.last() {
+            Some(l) if l.window == self.at => {
+                let done = first + l.changes.len();
+                if done < end { done } else { usize::MAX }
+            }
+            _ => first - 1,
+        }
+    }
+
+    fn state(&mut self, index: usize, policy: &dyn Policy, owners: &[(u32, u32)]) {
+        let map = policy.address_map();
+        let cost = (map.blocks.len() + map.segments.len()) as u64;
+        if cost > self.work_left {
+            self.spans.truncate(self.at);
+            return;
+        }
+        self.work_left -= cost;
+        let now = normal(&map);
+        let (first, end) = self.spans[self.at];
+        if index + 1 == first {
+            let key = layout(&map, owners);
+            let blocks: usize = key.segments.iter().map(|s| s.allocated.len()).sum();
+            if blocks > self.blocks_left {
+                self.spans.truncate(self.at);
+                return;
+            }
+            self.blocks_left -= blocks;
+            self.logs.push(WindowLog {
+                window: self.at,
+                key,
+                changes: Vec::new(),
+            });
+        } else {
+            let c = changes(&self.previous, &now, owners);
+            if c.len() > self.changes_left {
+                self.spans.truncate(self.at);
+                return;
+            }
+            self.changes_left -= c.len();
+            let log = self
+                .logs
+                .last_mut()
+                .expect("a window's log starts with its state");
+            log.changes.push(c);
+            // Windows are merged when they touch, so the next one starts after a gap.
+            if index + 1 == end {
+                self.at += 1;
+            }
+        }
+        self.previous = now;
+    }
+}
 
 impl Observer for Sampler {
     #[inline]
@@ -52,19 +350,18 @@ impl Observer for Sampler {
         self.reserved.step(request.time_ns, usage.reserved);
         self.allocated.step(request.time_ns, usage.allocated);
         self.reserved_focus.step(request.time_ns, usage.reserved);
-        self.last_ns = request.time_ns;
         let slot = request.slot as usize;
         match request.kind {
             RequestKind::Alloc => {
                 if self.owners.len() <= slot {
-                    self.owners.resize(slot + 1, u32::MAX);
+                    self.owners.resize(slot + 1, (u32::MAX, 0));
                 }
-                self.owners[slot] = self.allocations;
+                self.owners[slot] = (self.allocations, request.stack);
                 self.allocations += 1;
             }
             RequestKind::Free => {
                 if let Some(o) = self.owners.get_mut(slot) {
-                    *o = u32::MAX;
+                    *o = (u32::MAX, 0);
                 }
             }
             RequestKind::Attempt => {}
@@ -73,19 +370,11 @@ impl Observer for Sampler {
 
     #[inline]
     fn next_state(&self) -> usize {
-        self.moments.first().copied().unwrap_or(usize::MAX)
+        self.log.next()
     }
 
-    fn state(&mut self, _: usize, policy: &dyn Policy) {
-        self.moments.remove(0);
-        let map = layout(&policy.address_map(), &self.owners);
-        let blocks: usize = map.segments.iter().map(|s| s.allocated.len()).sum();
-        if blocks > self.state_budget {
-            self.moments.clear();
-            return;
-        }
-        self.state_budget -= blocks;
-        self.states.push((self.last_ns, map));
+    fn state(&mut self, index: usize, policy: &dyn Policy) {
+        self.log.state(index, policy, &self.owners);
     }
 
     fn peak(&mut self, _: usize, policy: &dyn Policy, _: Usage) {
@@ -127,22 +416,24 @@ pub fn colors(specs: &[PolicySpec]) -> Vec<usize> {
 }
 
 /// Replays `stream` through every policy in `specs` (in parallel) under `capacity` (`u64::MAX`
-/// for none), sampled into `buckets` and, finer, into `focus`. Results are in `specs` order; a
-/// result's `index` is its position there.
+/// for none), sampled into `buckets` and, finer, into `focus`, logging the states over
+/// `windows` ([`windows`]). Results are in `specs` order; a result's `index` is its position
+/// there.
 pub fn replay_policies(
     stream: &RequestStream,
     specs: &[PolicySpec],
     capacity: u64,
-    buckets: Buckets,
-    focus: Buckets,
+    (buckets, focus): (Buckets, Buckets),
+    windows: &[EventWindow],
 ) -> Result<Vec<PolicyResult>, PolicyError> {
     let colors = colors(specs);
+    let n = specs.len().max(1);
     specs
         .par_iter()
         .enumerate()
         .map(|(index, spec)| {
-            let budget = STATE_BLOCKS / specs.len().max(1);
-            let mut r = replay_one(stream, spec, index, capacity, (buckets, focus), budget)?;
+            let log = StateLogger::new(windows, STATE_CHANGES / n, STATE_BLOCKS / n);
+            let mut r = replay_one(stream, spec, index, capacity, (buckets, focus), log)?;
             r.color = colors[index];
             Ok(r)
         })
@@ -155,7 +446,7 @@ fn replay_one(
     index: usize,
     capacity: u64,
     (buckets, focus): (Buckets, Buckets),
-    state_budget: usize,
+    log: StateLogger,
 ) -> Result<PolicyResult, PolicyError> {
     let ctx = BuildContext { stream, capacity };
     let options = ReplayOptions {
@@ -168,12 +459,9 @@ fn replay_one(
         reserved_focus: SeriesBuilder::new(focus),
         map: None,
         budget: SNAPSHOT_BUDGET,
-        moments: moments(stream, focus),
-        states: Vec::new(),
         owners: Vec::new(),
         allocations: 0,
-        state_budget,
-        last_ns: 0,
+        log,
     };
     let mut policy = build(spec, &ctx)?;
     let (outcome, _) = replay(
@@ -225,7 +513,7 @@ fn replay_one(
         reserved,
         allocated,
         reserved_focus,
-        states: std::mem::take(&mut sampler.states),
+        log: std::mem::take(&mut sampler.log.logs),
         peak_reserved: Peak {
             time_ns: peak_time,
             bytes: outcome.peak_reserved,
@@ -263,22 +551,22 @@ pub fn moments(stream: &RequestStream, focus: Buckets) -> Vec<usize> {
     v
 }
 
-/// Slot → the index of the allocation it holds (allocations counted in request order, as
-/// [`super::trace::Instance::allocations`] are) right after request `index`.
-pub fn owners_at(stream: &RequestStream, index: usize) -> Vec<u32> {
-    let mut by_slot = vec![u32::MAX; stream.slots as usize];
+/// Slot → (the index of the allocation it holds, allocations counted in request order as
+/// [`super::trace::Instance::allocations`] are; its stack) right after request `index`.
+pub fn owners_at(stream: &RequestStream, index: usize) -> Vec<(u32, u32)> {
+    let mut by_slot = vec![(u32::MAX, 0); stream.slots as usize];
     let mut next = 0u32;
     for r in stream.requests.iter().take(index.saturating_add(1)) {
         let slot = r.slot as usize;
         if by_slot.len() <= slot {
-            by_slot.resize(slot + 1, u32::MAX);
+            by_slot.resize(slot + 1, (u32::MAX, 0));
         }
         match r.kind {
             RequestKind::Alloc => {
-                by_slot[slot] = next;
+                by_slot[slot] = (next, r.stack);
                 next += 1;
             }
-            RequestKind::Free => by_slot[slot] = u32::MAX,
+            RequestKind::Free => by_slot[slot] = (u32::MAX, 0),
             RequestKind::Attempt => {}
         }
     }
@@ -286,40 +574,36 @@ pub fn owners_at(stream: &RequestStream, index: usize) -> Vec<u32> {
 }
 
 /// Each segment with the allocated blocks inside it, as offsets, and the allocation each block
-/// holds (`owners`: slot → allocation index, from [`owners_at`]).
-pub fn layout(map: &AddressMap, owners: &[u32]) -> AddressLayout {
-    let mut segments: Vec<_> = map.segments.clone();
-    // Policies that pack several blocks in one driver page list the page once per block.
-    segments.sort_by_key(|s| (s.address, std::cmp::Reverse(s.size)));
-    segments.dedup_by_key(|s| s.address);
-    let mut blocks: Vec<_> = map.blocks.iter().filter(|b| b.slot.is_some()).collect();
-    blocks.sort_by_key(|b| b.address);
+/// holds (`owners`: slot → allocation index and stack, from [`owners_at`]).
+pub fn layout(map: &AddressMap, owners: &[(u32, u32)]) -> AddressLayout {
+    let n = normal(map);
     let mut next = 0;
+    let blocks = &n.blocks;
     AddressLayout {
-        segments: segments
+        segments: n
+            .segments
             .iter()
             .map(|s| {
                 let end = s.address + s.size;
-                while next < blocks.len() && blocks[next].address < s.address {
+                while next < blocks.len() && blocks[next].0 < s.address {
                     next += 1;
                 }
-                let (mut allocated, mut held_by) = (Vec::new(), Vec::new());
-                while next < blocks.len() && blocks[next].address < end {
-                    let b = blocks[next];
-                    allocated.push((b.address - s.address, b.size.min(end - b.address)));
-                    held_by.push(
-                        b.slot
-                            .and_then(|slot| owners.get(slot as usize).copied())
-                            .unwrap_or(u32::MAX),
-                    );
-                    next += 1;
-                }
-                SegmentLayout {
+                let mut seg = SegmentLayout {
                     address: s.address,
                     size: s.size,
-                    allocated,
-                    owners: held_by,
+                    ..SegmentLayout::default()
+                };
+                while next < blocks.len() && blocks[next].0 < end {
+                    let (address, size, slot) = blocks[next];
+                    let (owner, stack) =
+                        owners.get(slot as usize).copied().unwrap_or((u32::MAX, 0));
+                    seg.allocated
+                        .push((address - s.address, size.min(end - address)));
+                    seg.owners.push(owner);
+                    seg.stacks.push(stack);
+                    next += 1;
                 }
+                seg
             })
             .collect(),
     }
@@ -374,7 +658,7 @@ mod tests {
                 },
             ],
         };
-        let l = layout(&map, &[7, 8, 9]);
+        let l = layout(&map, &[(7, 0), (8, 1), (9, 2)]);
         assert_eq!(l.segments[0].allocated, vec![(0, 500)]);
         assert_eq!(l.segments[1].address, 2000);
         assert_eq!(l.segments[1].allocated, vec![(100, 100)]);
@@ -384,76 +668,116 @@ mod tests {
         );
     }
 
+    /// The segments (address, size) and blocks (address, size, owner) of a layout.
+    fn flat(l: &AddressLayout) -> (Vec<(u64, u64)>, Vec<(u64, u64, u32)>) {
+        let segments = l.segments.iter().map(|s| (s.address, s.size)).collect();
+        let blocks = l
+            .segments
+            .iter()
+            .flat_map(|s| {
+                s.allocated
+                    .iter()
+                    .zip(&s.owners)
+                    .map(move |(&(o, n), &w)| (s.address + o, n, w))
+            })
+            .collect();
+        (segments, blocks)
+    }
+
+    /// What the page does: the window's starting state with the changes applied.
+    fn apply(state: &mut (Vec<(u64, u64)>, Vec<(u64, u64, u32)>), changes: &[StateChange]) {
+        for c in changes {
+            match *c {
+                StateChange::AddSegment { address, size } => state.0.push((address, size)),
+                StateChange::RemoveSegment { address } => state.0.retain(|s| s.0 != address),
+                StateChange::AddBlock {
+                    address,
+                    size,
+                    owner,
+                    ..
+                } => state.1.push((address, size, owner)),
+                StateChange::RemoveBlock { address } => state.1.retain(|b| b.0 != address),
+            }
+        }
+        state.0.sort_unstable();
+        state.1.sort_unstable();
+        let segments = state.0.clone();
+        state
+            .1
+            .retain(|b| segments.iter().any(|s| b.0 >= s.0 && b.0 < s.0 + s.1));
+    }
+
     #[test]
-    fn the_peak_snapshot_is_the_state_a_replay_up_to_the_peak_leaves() {
-        let s = vramtrace_format::synthetic::pytorch_like(4, 3);
+    fn the_logged_states_are_those_a_replay_stopped_at_each_event_leaves() {
+        let s = vramtrace_format::synthetic::pytorch_like(6, 3);
         let model = crate::model::Model::from_events(s.events, &s.metadata);
         let stream = &model.streams[0];
+        let n = stream.requests.len();
+        let focus = Buckets::new(
+            stream.requests[0].time_ns,
+            stream.requests[n - 1].time_ns,
+            100,
+        );
+        // Small windows, so the stream is cut into several with starting states.
+        let ws = windows(stream, focus, stream.requests[n / 2].time_ns, n / 3);
+        assert!(ws.len() > 2, "{}", ws.len());
         let options = ReplayOptions {
             driver: DriverModel { capacity: u64::MAX },
             stop_after: None,
         };
-        for info in crate::policy::REGISTRY {
-            let spec = parse_specs(info.name).unwrap().remove(0);
+        let names: Vec<&str> = crate::policy::REGISTRY.iter().map(|p| p.name).collect();
+        let specs = crate::policy::parse_specs(&names.join(",")).unwrap();
+        let results = replay_policies(stream, &specs, u64::MAX, (focus, focus), &ws).unwrap();
+        for (spec, r) in specs.iter().zip(&results) {
+            assert_eq!(r.log.len(), ws.len(), "{spec}");
             let ctx = BuildContext {
                 stream,
                 capacity: u64::MAX,
             };
-            let mut sampler = Sampler {
-                reserved: SeriesBuilder::new(Buckets::new(0, 1, 1)),
-                allocated: SeriesBuilder::new(Buckets::new(0, 1, 1)),
-                reserved_focus: SeriesBuilder::new(Buckets::new(0, 1, 1)),
-                map: None,
-                budget: SNAPSHOT_BUDGET,
-                moments: vec![3, 7],
-                states: Vec::new(),
-                owners: Vec::new(),
-                allocations: 0,
-                state_budget: STATE_BLOCKS,
-                last_ns: 0,
-            };
-            let mut policy = build(&spec, &ctx).unwrap();
-            let (outcome, _) = replay(
-                policy.as_mut(),
-                stream.requests.iter().copied(),
-                &options,
-                &mut sampler,
-            );
-            let mut fresh = build(&spec, &ctx).unwrap();
-            let again = address_map_at(
-                fresh.as_mut(),
-                &stream.requests,
-                outcome.peak_reserved_index,
-                &options,
-            );
-            assert!(outcome.peak_reserved > 0, "{}", info.name);
-            assert_eq!(sampler.map, Some(again), "{}", info.name);
-            // The states taken on the way are those a replay stopped there leaves.
-            assert_eq!(sampler.states.len(), 2, "{}", info.name);
-            let mut fresh = build(&spec, &ctx).unwrap();
-            let at_7 = address_map_at(fresh.as_mut(), &stream.requests, 7, &options);
-            assert_eq!(
-                sampler.states[1].1.segments.len(),
-                layout(&at_7, &owners_at(stream, 7)).segments.len(),
-                "{}",
-                info.name
-            );
-            assert_eq!(
-                sampler.states[1]
-                    .1
-                    .segments
-                    .iter()
-                    .map(|s| s.owners.clone())
-                    .collect::<Vec<_>>(),
-                layout(&at_7, &owners_at(stream, 7))
-                    .segments
-                    .iter()
-                    .map(|s| s.owners.clone())
-                    .collect::<Vec<_>>(),
-                "{}",
-                info.name
-            );
+            for log in &r.log {
+                let w = &ws[log.window];
+                assert_eq!(log.changes.len(), w.events.len(), "{spec}");
+                let mut state = flat(&log.key);
+                for (k, c) in log.changes.iter().enumerate() {
+                    apply(&mut state, c);
+                    let i = w.first + k;
+                    let mut fresh = build(spec, &ctx).unwrap();
+                    let map = address_map_at(fresh.as_mut(), &stream.requests, i, &options);
+                    assert_eq!(
+                        state,
+                        flat(&layout(&map, &owners_at(stream, i))),
+                        "{spec} at {i}"
+                    );
+                }
+            }
         }
+    }
+
+    #[test]
+    fn a_short_stream_is_one_window_and_a_long_one_centres_half_on_the_peak() {
+        let s = vramtrace_format::synthetic::pytorch_like(4, 3);
+        let model = crate::model::Model::from_events(s.events, &s.metadata);
+        let stream = &model.streams[0];
+        let n = stream.requests.len();
+        let focus = Buckets::new(0, u64::MAX / 2, 10);
+        let one = windows(stream, focus, 0, n);
+        assert_eq!((one.len(), one[0].first, one[0].events.len()), (1, 0, n));
+        // Allocation indices count allocations in request order.
+        let allocs = one[0].events.iter().filter(|e| e.kind == b'a');
+        assert!(allocs.enumerate().all(|(k, e)| e.allocation == k as u32));
+        let peak = stream.requests[n / 2].time_ns;
+        let some = windows(stream, focus, peak, 100);
+        let total: usize = some.iter().map(|w| w.events.len()).sum();
+        assert!(total <= 100, "{total}");
+        let around = some
+            .iter()
+            .find(|w| w.first <= n / 2 && n / 2 < w.first + w.events.len())
+            .expect("a window holds the peak");
+        assert!(around.events.len() >= 50);
+        assert!(
+            some.windows(2)
+                .all(|p| p[0].first + p[0].events.len() < p[1].first)
+        );
     }
 
     #[test]
@@ -472,13 +796,15 @@ mod tests {
         let stream = RequestStream::from_requests(requests);
         let specs = parse_specs("cuda-malloc,pytorch").unwrap();
         let buckets = Buckets::new(0, 40, 4);
-        let results = replay_policies(&stream, &specs, u64::MAX, buckets, buckets).unwrap();
+        let ws = windows(&stream, buckets, 10, 100);
+        let results = replay_policies(&stream, &specs, u64::MAX, (buckets, buckets), &ws).unwrap();
         assert_eq!(results.len(), 2);
         for (i, r) in results.iter().enumerate() {
             assert_eq!(r.index, i);
             assert!(r.peak_reserved.bytes >= 8 << 20, "{}", r.name);
             assert_eq!(r.reserved.max.len(), 4);
             assert!(!r.address_map.segments.is_empty());
+            assert_eq!(r.log[0].changes.len(), 3);
         }
     }
 }

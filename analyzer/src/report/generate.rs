@@ -196,8 +196,18 @@ fn replay_sections(
             continue;
         };
         let capacity = section.capacity.unwrap_or(u64::MAX);
-        section.policies =
-            from_replay::replay_policies(stream, specs, capacity, buckets, section.focus)?;
+        // However many policies, the page's logs stay within STATE_CHANGES in all.
+        let events = from_replay::WINDOW_EVENTS
+            .min(from_replay::STATE_CHANGES / specs.len().max(1))
+            .max(1);
+        section.windows = from_replay::windows(stream, section.focus, section.peak.time_ns, events);
+        section.policies = from_replay::replay_policies(
+            stream,
+            specs,
+            capacity,
+            (buckets, section.focus),
+            &section.windows,
+        )?;
     }
     Ok(())
 }

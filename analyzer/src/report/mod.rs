@@ -92,6 +92,7 @@ pub fn build(
             stacks: aggregate::stacks(inst, at),
             refused,
             refused_total,
+            windows: Vec::new(),
         });
     }
     ReportData {

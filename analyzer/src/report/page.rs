@@ -174,12 +174,16 @@ const VIEWS: &str = r#"<div class="controls">
 site that made it; grey is everything smaller, summarized. Black: live requested bytes; coloured
 lines: the bytes each allocator policy would reserve (tick a policy above to show or hide it).
 Wheel or buttons to zoom, drag to pan, drag on the strip below to choose a range. Hover for an
-allocation's size, stream, lifetime and stack; click to choose it and its moment; ← and → step
-through allocation events.</p>
+allocation's size, stream, lifetime and stack; click to choose it and its moment (and the
+allocator state there); shift-drag to choose a range for the flame graph below; ← and → step
+through the events one by one.</p>
 <div id="detail"></div>
 <h2>What is live at the moment</h2>
 <div class="controls"><label><input id="plumbing" type="checkbox"> hide allocator and interpreter plumbing frames</label>
 <label><input id="flame" type="checkbox"> flame (root at the bottom)</label></div>
+<div class="controls"><label>for a range (shift-drag on the timeline) show
+<select id="range-mode"><option value="hwm">its high-water mark</option><option value="leaked">what it allocated and still held at its end</option></select></label>
+<button id="range-visible">range: the visible part of the timeline</button><button id="range-clear">back to the moment</button></div>
 <p id="icicle-note" class="hint"></p>
 <div id="icicle"></div>
 <div id="icicle-label"></div>
@@ -191,9 +195,10 @@ through allocation events.</p>
 <div id="state-detail" class="hint"></div>
 <p class="hint">One row per segment the policy holds from the driver (addresses in order); each block
 coloured by the site that allocated it; hatched orange is held but free. Click a block for its
-allocation. Each policy's state is kept at its peak and at 24 moments spread over where memory
-moves: the one shown is the last before the moment chosen in the timeline (← and → step through
-allocation events), or step through the states with the buttons or [ and ].</p>
+allocation. The state shown is the policy's at its peak, or right after the event chosen: the
+last one at or before the moment clicked in the timeline; ← and → step one event, [ and ] jump
+between the stretches of events the page holds (the whole trace when it is short; around the
+peak and at moments spread over where memory moves otherwise).</p>
 <h2>Sites</h2>
 <p class="hint">Allocations grouped by their user frame (the innermost frame that is not allocator
 or interpreter machinery). Click a column to sort; hover a row for the whole stack.</p>

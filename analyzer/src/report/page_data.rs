@@ -10,7 +10,10 @@
 //! `JSON.parse` and puts strings on the page only as text (`textContent`), never as markup.
 
 use super::charts::style;
-use super::data::{AddressLayout, Buckets, PolicyResult, ReportData, Section, Series};
+use super::data::{
+    AddressLayout, Buckets, EventWindow, PolicyResult, ReportData, Section, Series, StateChange,
+    WindowLog,
+};
 use crate::symbolize::NamedFrame;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -54,6 +57,8 @@ pub struct SectionData {
     /// [ns, size, stack] of each refused request listed.
     pub refused: Vec<[u64; 3]>,
     pub refused_total: u64,
+    /// The requests whose allocator states the page shows one by one.
+    pub windows: Vec<WindowData>,
 }
 
 /// One level of detail: bucket `i` covers `[t0 + i·dt, t0 + (i+1)·dt)` (ns since the start).
@@ -84,18 +89,42 @@ pub struct PolicyData {
     pub segments: Vec<Segment>,
     /// Blocks left out of `segments` (see [`MAX_BLOCKS`]).
     pub blocks_omitted: u64,
-    /// Its segments at moments spread over the focus window.
-    pub states: Vec<StateData>,
+    /// Its states request by request over the section's windows.
+    pub log: Vec<LogData>,
 }
 
 /// [address, size, [offset, size, allocation index or -1, stack]…].
 pub type Segment = (u64, u64, Vec<[i64; 4]>);
 
-/// A policy's segments after the request at `t` (ns since the start).
+/// Requests of a section whose states the page steps through ([`super::data::EventWindow`]).
 #[derive(Debug, Serialize)]
-pub struct StateData {
-    pub t: u64,
-    pub segments: Vec<Segment>,
+pub struct WindowData {
+    /// Index of the first request in the section's request stream.
+    pub first: usize,
+    /// Per request: ns since the start.
+    pub t: Vec<u64>,
+    /// Per request, one letter: `a` allocation, `f` free, `t` a refused attempt.
+    pub kind: String,
+    pub size: Vec<u64>,
+    pub stack: Vec<u32>,
+    /// The allocation it makes or ends; -1 for an attempt.
+    pub alloc: Vec<i64>,
+}
+
+/// A policy's states over one window: the state before it, then each request's changes.
+#[derive(Debug, Serialize)]
+pub struct LogData {
+    /// Index into the section's `windows`.
+    pub w: usize,
+    /// Addresses in `ops` are from here.
+    pub base: u64,
+    pub key: Vec<Segment>,
+    /// Per request, how many changes of `ops` it made.
+    pub n: Vec<u32>,
+    /// The changes, flat: `0, address, size, allocation + 1 (0: unknown), stack` a block handed
+    /// out; `1, address` a block freed; `2, address, size` a segment taken from the driver;
+    /// `3, address` a segment given back.
+    pub ops: Vec<u64>,
 }
 
 /// The drawn allocations as columns, in allocation order.
@@ -203,7 +232,6 @@ fn section(x: &Section, start: u64, buckets: Buckets, st: &mut Interner) -> Sect
         allocs.stack.push(st.stack(a.stack));
         allocs.stream.push(a.stream);
     }
-    let stacks_of: HashMap<u32, u32> = x.top.iter().map(|a| (a.index, a.stack)).collect();
     let levels = vec![
         level(
             buckets,
@@ -222,7 +250,7 @@ fn section(x: &Section, start: u64, buckets: Buckets, st: &mut Interner) -> Sect
     let policies = x
         .policies
         .iter()
-        .map(|p| policy(p, rel, &stacks_of, st, share))
+        .map(|p| policy(p, &rel, st, share))
         .collect();
     let sites = x
         .stacks
@@ -255,25 +283,86 @@ fn section(x: &Section, start: u64, buckets: Buckets, st: &mut Interner) -> Sect
         sites,
         refused,
         refused_total: x.refused_total,
+        windows: x.windows.iter().map(|w| window(w, &rel, st)).collect(),
+    }
+}
+
+fn window(w: &EventWindow, rel: &impl Fn(u64) -> u64, st: &mut Interner) -> WindowData {
+    WindowData {
+        first: w.first,
+        t: w.events.iter().map(|e| rel(e.time_ns)).collect(),
+        kind: w.events.iter().map(|e| char::from(e.kind)).collect(),
+        size: w.events.iter().map(|e| e.size).collect(),
+        stack: w.events.iter().map(|e| st.stack(e.stack)).collect(),
+        alloc: w
+            .events
+            .iter()
+            .map(|e| {
+                if e.allocation == u32::MAX {
+                    -1
+                } else {
+                    i64::from(e.allocation)
+                }
+            })
+            .collect(),
+    }
+}
+
+fn log(l: &WindowLog, st: &mut Interner) -> LogData {
+    let base = l
+        .key
+        .segments
+        .iter()
+        .map(|s| s.address)
+        .chain(l.changes.iter().flatten().map(|c| match *c {
+            StateChange::AddSegment { address, .. }
+            | StateChange::RemoveSegment { address }
+            | StateChange::AddBlock { address, .. }
+            | StateChange::RemoveBlock { address } => address,
+        }))
+        .min()
+        .unwrap_or(0);
+    let mut ops = Vec::new();
+    for c in l.changes.iter().flatten() {
+        match *c {
+            StateChange::AddBlock {
+                address,
+                size,
+                owner,
+                stack,
+            } => ops.extend([
+                0,
+                address - base,
+                size,
+                if owner == u32::MAX {
+                    0
+                } else {
+                    u64::from(owner) + 1
+                },
+                u64::from(st.stack(stack)),
+            ]),
+            StateChange::RemoveBlock { address } => ops.extend([1, address - base]),
+            StateChange::AddSegment { address, size } => ops.extend([2, address - base, size]),
+            StateChange::RemoveSegment { address } => ops.extend([3, address - base]),
+        }
+    }
+    LogData {
+        w: l.window,
+        base,
+        key: segments(&l.key, st, usize::MAX).0,
+        n: l.changes.iter().map(|c| c.len() as u32).collect(),
+        ops,
     }
 }
 
 fn policy(
     p: &PolicyResult,
-    rel: impl Fn(u64) -> u64,
-    stacks_of: &HashMap<u32, u32>,
+    rel: &impl Fn(u64) -> u64,
     st: &mut Interner,
     max_blocks: usize,
 ) -> PolicyData {
-    let states = p
-        .states
-        .iter()
-        .map(|(t, l)| StateData {
-            t: rel(*t),
-            segments: segments(l, stacks_of, st, usize::MAX).0,
-        })
-        .collect();
-    let (segments, omitted) = segments(&p.address_map, stacks_of, st, max_blocks);
+    let log = p.log.iter().map(|l| log(l, st)).collect();
+    let (segments, omitted) = segments(&p.address_map, st, max_blocks);
     PolicyData {
         name: p.name.clone(),
         color: style::hex(style::policy_color(p.color)),
@@ -295,18 +384,13 @@ fn policy(
         }),
         segments,
         blocks_omitted: omitted,
-        states,
+        log,
     }
 }
 
 /// A layout's segments for the page, the largest first kept when there are more than
 /// `max_blocks` blocks; and how many blocks were left out.
-fn segments(
-    layout: &AddressLayout,
-    stacks_of: &HashMap<u32, u32>,
-    st: &mut Interner,
-    max_blocks: usize,
-) -> (Vec<Segment>, u64) {
+fn segments(layout: &AddressLayout, st: &mut Interner, max_blocks: usize) -> (Vec<Segment>, u64) {
     let mut order: Vec<usize> = (0..layout.segments.len()).collect();
     order.sort_by_key(|&i| {
         let s = &layout.segments[i];
@@ -333,8 +417,9 @@ fn segments(
                 .allocated
                 .iter()
                 .zip(s.owners.iter().chain(std::iter::repeat(&u32::MAX)))
-                .map(|(&(off, size), &owner)| {
-                    let stack = stacks_of.get(&owner).map_or(0, |&k| st.stack(k));
+                .zip(s.stacks.iter().chain(std::iter::repeat(&0)))
+                .map(|((&(off, size), &owner), &stack)| {
+                    let stack = st.stack(stack);
                     let owner = if owner == u32::MAX {
                         -1
                     } else {

@@ -8,7 +8,8 @@ file descriptors 3 (to the browser) and 4 (from it), so no port, no websocket an
 standard library. Each input line is one command; each output line is its result:
 
   {"op": "eval", "expr": "JS"}                      -> {"value": ...}  (promises are awaited)
-  {"op": "mouse", "type": "mouseMoved", "x": 1, "y": 2[, "button": "left"]}
+  {"op": "mouse", "type": "mouseMoved", "x": 1, "y": 2[, "button": "left"][, "modifiers": 8]}
+                                                    (modifiers: 1 Alt, 2 Ctrl, 4 Meta, 8 Shift)
   {"op": "wheel", "x": 1, "y": 2, "deltaY": -100}
   {"op": "key", "key": "ArrowRight"}
   {"op": "screenshot", "path": "out.png"[, "clip": [x, y, width, height]]}  (page coordinates)
@@ -164,6 +165,7 @@ def run(b, page):
                         "y": c["y"],
                         "button": c.get("button", "none"),
                         "clickCount": 1 if c.get("button") else 0,
+                        "modifiers": c.get("modifiers", 0),
                     },
                 )
                 res = {"value": None}

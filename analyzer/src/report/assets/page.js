@@ -59,7 +59,8 @@
   // ---- state ----
   const S = {
     run: 0, section: 0, v0: 0, v1: 1, hidden: new Set(), search: "", plumbing: true,
-    selected: -1, moment: null, statePolicy: 0, stateIndex: null, detail: 2000, zoomNode: null, flame: false,
+    selected: -1, moment: null, statePolicy: 0, event: null, detail: 2000, zoomNode: null, flame: false,
+    range: null, rangeMode: "hwm",
   };
   const run = () => D.runs[S.run];
   const sec = () => run().sections[S.section];
@@ -257,6 +258,15 @@
     const mark = (t, b, color) => { if (t < v0 || t > v1) return; g.fillStyle = color; g.beginPath(); g.arc(X(t), Y(b), 4, 0, 7); g.fill(); };
     mark(x.peak_ns, x.lower_bound, "#141414");
     x.policies.forEach((p) => { if (!S.hidden.has(p.name)) mark(p.peak_ns, p.peak, p.color); });
+    if (S.range) {
+      const ra = X(Math.max(S.range[0], v0)), rb = X(Math.min(S.range[1], v1));
+      if (rb > ra) {
+        g.fillStyle = "rgba(230,140,20,.14)"; g.fillRect(ra, T.top, rb - ra, ph);
+        g.fillStyle = "#d07a10";
+        for (const hx of [X(S.range[0]), X(S.range[1])]) if (hx >= T.left && hx <= T.left + pw) g.fillRect(hx - 1.5, T.top, 3, ph);
+      }
+    }
+    c.dataset.brush = S.range ? `${S.range[0]},${S.range[1]}` : "";
     if (S.moment !== null && S.moment >= v0 && S.moment <= v1) {
       g.strokeStyle = "#0a6"; g.lineWidth = 1.5; g.beginPath(); g.moveTo(X(S.moment), T.top); g.lineTo(X(S.moment), T.top + ph); g.stroke();
     }
@@ -334,6 +344,12 @@
     let drag = null;
     c.addEventListener("mousemove", (ev) => {
       const rect = c.getBoundingClientRect(), px = ev.clientX - rect.left, py = ev.clientY - rect.top;
+      if (drag && drag.brush !== null) {
+        const t = timeAt(px);
+        S.range = [Math.min(t, drag.brush), Math.max(t, drag.brush)];
+        drawTimeline();
+        return;
+      }
       if (drag) {
         const dt = ((px - drag.x) / T.pw) * (drag.v1 - drag.v0);
         if (Math.abs(px - drag.x) > 3) drag.moved = true;
@@ -349,9 +365,16 @@
       } else hideTip();
     });
     c.addEventListener("mouseleave", () => { hideTip(); drag = null; });
-    c.addEventListener("mousedown", (ev) => { const rect = c.getBoundingClientRect(); drag = { x: ev.clientX - rect.left, v0: S.v0, v1: S.v1, moved: false }; });
+    // Shift-drag: a range for the flame graph (its high-water mark, or what it leaked).
+    const timeAt = (px) => S.v0 + ((px - T.left) / T.pw) * (S.v1 - S.v0);
+    c.addEventListener("mousedown", (ev) => { const rect = c.getBoundingClientRect(); const px = ev.clientX - rect.left; drag = { x: px, v0: S.v0, v1: S.v1, moved: false, brush: ev.shiftKey ? timeAt(px) : null }; });
     c.addEventListener("mouseup", (ev) => {
       const d = drag; drag = null;
+      if (d && d.brush !== null) {
+        const t = timeAt(ev.clientX - c.getBoundingClientRect().left);
+        if (t !== d.brush) setTimeRange(Math.min(t, d.brush), Math.max(t, d.brush));
+        return;
+      }
       if (!d || d.moved) return;
       const rect = c.getBoundingClientRect();
       const [i, t] = hitTest(ev.clientX - rect.left, ev.clientY - rect.top);
@@ -381,44 +404,96 @@
     $("zoom-out").onclick = () => zoomBy(2, 0.5);
     $("zoom-focus").onclick = () => setRange(...focusRange());
     $("zoom-all").onclick = () => setRange(0, sec().duration_ns);
+    $("range-mode").onchange = (ev) => { S.rangeMode = ev.target.value; if (S.range) drawIcicle(); };
+    $("range-visible").onclick = () => setTimeRange(S.v0, S.v1);
+    $("range-clear").onclick = () => setTimeRange(null);
     $("detail-n").onchange = (ev) => { S.detail = Math.max(0, parseInt(ev.target.value, 10) || 0); drawTimeline(); };
+  }
+  // The flame graph's range [a, b] (ns), or none (back to the moment).
+  function setTimeRange(a, b) {
+    S.range = a === null ? null : [Math.max(0, a), Math.min(b, sec().duration_ns)];
+    S.zoomNode = null;
+    drawTimeline(); drawIcicle();
   }
   function zoomBy(k, f) {
     const span = S.v1 - S.v0, at = S.v0 + f * span, ns = Math.max(span * k, 1);
     setRange(at - f * ns, at - f * ns + ns);
   }
 
-  // ---- moments: keyboard stepping through the drawn allocations' events ----
-  function events() {
-    const x = sec();
-    if (x._events) return x._events;
-    const a = x.allocs, ev = [];
-    for (let i = 0; i < a.size.length; i++) { ev.push(a.birth[i]); if (a.death[i] >= 0) ev.push(a.death[i]); }
-    ev.push(x.peak_ns);
-    x._events = Float64Array.from(ev).sort();
-    return x._events;
+  // ---- events: the requests whose allocator states the page holds, window by window ----
+  function wins() { return sec().windows || []; }
+  // [window, position] of the last held event at or before time t; else the first one.
+  function eventAt(t) {
+    const ws = wins();
+    let best = null;
+    for (let w = 0; w < ws.length; w++) {
+      const tt = ws[w].t;
+      let lo = 0, hi = tt.length;
+      while (lo < hi) { const m = (lo + hi) >> 1; if (tt[m] <= t) lo = m + 1; else hi = m; }
+      if (lo > 0) best = [w, lo - 1];
+    }
+    return best || (ws.length ? [0, 0] : null);
   }
-  function step(dir) {
-    const ev = events(), m = S.moment === null ? x0() : S.moment;
-    let lo = 0, hi = ev.length;
-    while (lo < hi) { const mid = (lo + hi) >> 1; if (ev[mid] <= m) lo = mid + 1; else hi = mid; }
-    let k = dir > 0 ? lo : lo - 2;
-    while (dir < 0 && k >= 0 && ev[k] >= m) k--;
-    if (k < 0 || k >= ev.length) return;
-    setMoment(ev[k]);
+  // One event on (dir ±1), or to the next/previous window (jump); from the peak view, the
+  // event at the moment.
+  function stepEvent(dir, jump) {
+    const ws = wins();
+    if (!ws.length) return;
+    let e = S.event;
+    if (e === null) e = eventAt(S.moment === null ? sec().peak_ns : S.moment);
+    else if (jump) e = [Math.max(0, Math.min(ws.length - 1, e[0] + dir)), 0];
+    else {
+      let [w, k] = e;
+      k += dir;
+      if (k >= ws[w].t.length) { if (w + 1 < ws.length) { w++; k = 0; } else k--; }
+      else if (k < 0) { if (w > 0) { w--; k = ws[w].t.length - 1; } else k = 0; }
+      e = [w, k];
+    }
+    S.event = e;
+    setMoment(ws[e[0]].t[e[1]], true);
     if (S.moment < S.v0 || S.moment > S.v1) { const span = S.v1 - S.v0; setRange(S.moment - span / 2, S.moment + span / 2); }
   }
-  function x0() { return sec().peak_ns; }
-  function setMoment(t) {
+  function setMoment(t, keepEvent) {
     S.moment = t;
-    S.stateIndex = null;
+    if (!keepEvent) S.event = eventAt(t);
     $("moment").textContent = `moment: ${dur(t)}${t === sec().peak_ns ? " (the peak)" : ""}`;
     drawTimeline(); drawIcicle(); drawState();
   }
 
   // ---- icicle of what is live at the moment ----
+  // What the flame graph shows of a range [a, b] (ns), from the embedded allocations: the live
+  // set at the moment live bytes were highest in it (its high-water mark), or what was
+  // allocated in it and still live at its end (leaked in the range).
+  function rangeStacks(a, b) {
+    const x = sec(), al = x.allocs, n = al.size.length, by = new Map();
+    const alive = (i, t) => al.birth[i] <= t && (al.death[i] < 0 || al.death[i] > t);
+    let at = b;
+    if (S.rangeMode === "hwm") {
+      // Live bytes after all events of each instant in [a, b]; the first highest.
+      const ev = [];
+      let live = 0;
+      for (let i = 0; i < n; i++) {
+        if (alive(i, a)) live += al.size[i];
+        if (al.birth[i] > a && al.birth[i] <= b) ev.push([al.birth[i], al.size[i]]);
+        if (al.death[i] > a && al.death[i] <= b) ev.push([al.death[i], -al.size[i]]);
+      }
+      ev.sort((p, q) => p[0] - q[0]);
+      let best = live;
+      at = a;
+      for (let k = 0; k < ev.length;) {
+        const t = ev[k][0];
+        while (k < ev.length && ev[k][0] === t) live += ev[k++][1];
+        if (live > best) { best = live; at = t; }
+      }
+      for (let i = 0; i < n; i++) if (alive(i, at)) by.set(al.stack[i], (by.get(al.stack[i]) || 0) + al.size[i]);
+    } else {
+      for (let i = 0; i < n; i++) if (al.birth[i] >= a && al.birth[i] <= b && alive(i, b)) by.set(al.stack[i], (by.get(al.stack[i]) || 0) + al.size[i]);
+    }
+    return { exact: n === x.allocations, range: true, at, list: Array.from(by.entries()) };
+  }
   function liveStacks() {
     const x = sec();
+    if (S.range) return rangeStacks(S.range[0], S.range[1]);
     if (S.moment === null || S.moment === x.peak_ns) return { exact: true, list: x.sites.filter((s) => s[3] > 0).map((s) => [s[0], s[3]]) };
     const a = x.allocs, by = new Map();
     for (let i = 0; i < a.size.length; i++) {
@@ -481,48 +556,92 @@
     for (const d of box.children) { const depth = +d.dataset.depth; d.style.top = (S.flame ? (rows - 1 - depth) : depth) * H + "px"; }
     box.style.height = rows * H + 2 + "px";
     box.dataset.matches = String(matched);
+    box.dataset.total = String(root.bytes);
+    const sites = {};
+    for (const [st, b] of live.list) { const k = userFrame(r, st); sites[k] = (sites[k] || 0) + b; }
+    box.dataset.sites = JSON.stringify(sites);
+    const only = live.exact ? "every allocation counted" : `the ${sec().allocs.size.length} largest allocations only`;
+    if (live.range) {
+      $("icicle-note").textContent = S.rangeMode === "hwm"
+        ? `The high-water mark of ${dur(S.range[0])} – ${dur(S.range[1])}: live at ${dur(live.at)}, ${bytes(root.bytes)} (${only}).`
+        : `Allocated in ${dur(S.range[0])} – ${dur(S.range[1])} and still live at its end: ${bytes(root.bytes)} (${only}).`;
+      return;
+    }
     $("icicle-note").textContent = live.exact
       ? `Live at the peak (${dur(sec().peak_ns)}), ${bytes(root.bytes)} in all, every allocation counted.`
       : `Live at ${dur(S.moment)}: the ${sec().allocs.size.length} largest allocations only (${bytes(root.bytes)}).`;
   }
 
-  // ---- allocator state, per policy: at its peak and at moments over where memory moves ----
-  function stateList(p) {
-    const v = p.states.map((x) => ({ t: x.t, segments: x.segments, peak: false }));
-    v.push({ t: p.peak_ns, segments: p.segments, peak: true });
-    return v.sort((a, b) => a.t - b.t || (a.peak ? 1 : -1));
+  // ---- allocator state, per policy: at its peak, or after any held event ----
+  // The state after event k of window w: the window's starting state with the changes of its
+  // events up to k applied (kept per policy, so stepping on applies one event's changes).
+  function stateAt(p, w, k) {
+    const l = p.log.find((x) => x.w === w);
+    if (!l) return null;
+    if (k >= l.n.length) return { missing: l.n.length };
+    let c = p._cache;
+    if (!c || c.w !== w || c.k > k) {
+      c = { w, k: -1, pos: 0, segs: new Map(), blocks: new Map() };
+      for (const [a, size, bl] of l.key) { c.segs.set(a, size); for (const [off, sz, owner, stack] of bl) c.blocks.set(a + off, [sz, owner, stack]); }
+    }
+    const o = l.ops;
+    while (c.k < k) {
+      c.k++;
+      for (let i = 0; i < l.n[c.k]; i++) {
+        const op = o[c.pos], a = l.base + o[c.pos + 1];
+        if (op === 0) { c.blocks.set(a, [o[c.pos + 2], o[c.pos + 3] - 1, o[c.pos + 4]]); c.pos += 5; }
+        else if (op === 1) { c.blocks.delete(a); c.pos += 2; }
+        else if (op === 2) { c.segs.set(a, o[c.pos + 2]); c.pos += 3; }
+        else { c.segs.delete(a); c.pos += 2; }
+      }
+    }
+    p._cache = c;
+    const addrs = Array.from(c.segs.keys()).sort((x, y) => x - y), bl = Array.from(c.blocks.keys()).sort((x, y) => x - y);
+    const segments = [];
+    let j = 0;
+    for (const a of addrs) {
+      const size = c.segs.get(a), list = [];
+      while (j < bl.length && bl[j] < a) j++;
+      while (j < bl.length && bl[j] < a + size) { const b = c.blocks.get(bl[j]); list.push([bl[j] - a, b[0], b[1], b[2]]); j++; }
+      segments.push([a, size, list]);
+    }
+    return { segments };
   }
-  // The state shown: the one chosen with the buttons, else the last one at or before the
-  // moment, else the peak.
-  function chosenState(p) {
-    const v = stateList(p);
-    if (S.stateIndex !== null && S.stateIndex < v.length) return [v, S.stateIndex];
-    if (S.moment === null) return [v, v.findIndex((x) => x.peak)];
-    let k = 0;
-    for (let i = 0; i < v.length; i++) if (v[i].t <= S.moment) k = i;
-    return [v, k];
+  function eventText(r, w, k) {
+    const e = wins()[w];
+    const what = { a: "allocation", f: "free", t: "refused attempt" }[e.kind[k]] || "event";
+    return `event #${e.first + k} (${what} of ${bytes(e.size[k])}${e.alloc[k] >= 0 ? `, allocation #${e.alloc[k]}` : ""} from ${userFrame(r, e.stack[k])}) at ${dur(e.t[k])}`;
   }
   function drawState() {
     const x = sec(), r = run(), tabs = $("state-tabs"), box = $("state");
     tabs.textContent = ""; box.textContent = "";
-    const withMap = x.policies.map((p, k) => [p, k]).filter(([p]) => p.segments.length > 0);
+    const withMap = x.policies.map((p, k) => [p, k]).filter(([p]) => p.segments.length > 0 || p.log.some((l) => l.key.length || l.ops.length));
     if (!withMap.length) { box.textContent = "No replayed policy with an address space (replay one with --policy)."; return; }
     if (!withMap.some(([, k]) => k === S.statePolicy)) S.statePolicy = withMap[0][1];
     for (const [p, k] of withMap) {
       const b = el("button", { class: k === S.statePolicy ? "on" : "", "data-policy": p.name }, p.name);
-      b.onclick = () => { S.statePolicy = k; S.stateIndex = null; drawState(); };
+      b.onclick = () => { S.statePolicy = k; drawState(); };
       tabs.appendChild(b);
     }
-    const p = x.policies[S.statePolicy];
-    const [states, si] = chosenState(p);
-    const st = states[si];
+    const p = x.policies[S.statePolicy], ws = wins();
     const nav = el("span", { class: "hint" });
-    const prev = el("button", { id: "state-prev" }, "◀ earlier"), next = el("button", { id: "state-next" }, "later ▶");
-    prev.disabled = si === 0; next.disabled = si === states.length - 1;
-    prev.onclick = () => { S.stateIndex = si - 1; drawState(); };
-    next.onclick = () => { S.stateIndex = si + 1; drawState(); };
-    nav.append(" ", prev, " ", next, ` state ${si + 1} of ${states.length} ([ and ] step)`);
+    const prev = el("button", { id: "state-prev" }, "◀ event"), next = el("button", { id: "state-next" }, "event ▶");
+    const peakB = el("button", { id: "state-peak" }, "its peak");
+    prev.disabled = next.disabled = !ws.length;
+    prev.onclick = () => stepEvent(-1); next.onclick = () => stepEvent(1);
+    peakB.onclick = () => { S.event = null; drawState(); };
+    const held = ws.reduce((m, w) => m + w.t.length, 0);
+    nav.append(" ", prev, " ", next, " ", peakB, ` ${held} events held (← and → step one, [ and ] jump between stretches)`);
     tabs.appendChild(nav);
+    let st = null, title;
+    if (S.event === null) { st = { segments: p.segments }; title = `${p.name} at its peak (${dur(p.peak_ns)})`; }
+    else {
+      const [w, k] = S.event;
+      st = stateAt(p, w, k);
+      title = `${p.name} after ${eventText(r, w, k)}`;
+      if (!st) { box.textContent = `${p.name}: no state kept for this stretch of events (the page's budget for states ran out).`; $("state-note").textContent = title; box.dataset.event = String(ws[w].first + k); return; }
+      if (st.missing !== undefined) { box.textContent = `${p.name} stopped after ${st.missing} events of this stretch (it ran out of memory, or the page's budget for states ran out).`; $("state-note").textContent = title; box.dataset.event = String(ws[w].first + k); return; }
+    }
     const segs = st.segments.slice().sort((a, b) => a[0] - b[0]);
     const biggest = Math.max(...segs.map((s) => s[1]), 1);
     const q = matchingStacks(r);
@@ -530,16 +649,16 @@
     const frag = el("div");
     segs.forEach((s) => {
       total += s[1];
-      const row = el("div", { class: "segment", "data-address": "0x" + s[0].toString(16), "data-size": String(s[1]) });
+      const row = el("div", { class: "segment", "data-address": String(s[0]), "data-size": String(s[1]) });
       row.style.width = `calc(${Math.max(2, (100 * s[1]) / biggest)}% - 156px)`;
       const lab = el("span", { class: "seglabel" }, `${bytes(s[1])} @0x${s[0].toString(16)}`);
       row.appendChild(lab);
       for (const [off, size, owner, stack] of s[2]) {
         used += size;
-        const bl = el("div", { class: "block" });
+        const bl = el("div", { class: "block", "data-offset": String(off), "data-size": String(size), "data-owner": String(owner) });
         bl.style.left = (100 * off) / s[1] + "%";
         bl.style.width = Math.max(0.15, (100 * size) / s[1]) + "%";
-        const site = stack ? userFrame(r, stack) : "(allocation not among the drawn ones)";
+        const site = userFrame(r, stack);
         bl.style.background = stack ? siteColor(site) : "#5b7fb5";
         if (q && q[stack]) bl.classList.add("match");
         bl.title = `${bytes(size)} block at +0x${off.toString(16)}\n${site}`;
@@ -549,7 +668,7 @@
           bl.classList.add("sel");
           const ai = owner >= 0 ? x.allocs.index.indexOf(owner) : -1;
           S.selected = ai;
-          $("state-detail").textContent = ai >= 0 ? allocText(ai) : `${bytes(size)} block, allocation #${owner}\n\n${stack ? stackText(r, stack) : "(a smaller allocation: its stack is not embedded)"}`;
+          $("state-detail").textContent = ai >= 0 ? allocText(ai) : `${bytes(size)} block, allocation #${owner}\n\n${stackText(r, stack)}`;
           drawTimeline();
         };
         row.appendChild(bl);
@@ -559,9 +678,9 @@
     });
     box.appendChild(frag);
     box.dataset.segments = String(segs.length);
-    box.dataset.t = String(st.t);
-    box.dataset.peak = st.peak ? "1" : "0";
-    $("state-note").textContent = `${p.name} ${st.peak ? `at its peak (${dur(p.peak_ns)})` : `after the request at ${dur(st.t)}`}: ${segs.length} segments, ${bytes(total)} reserved, ${bytes(used)} in ${blocksShown} blocks, ${bytes(total - used)} free (hatched) — ${(100 * (1 - used / Math.max(total, 1))).toFixed(1)}% fragmentation${p.blocks_omitted ? `; ${p.blocks_omitted} blocks of smaller segments not listed` : ""}.`;
+    box.dataset.event = S.event === null ? "" : String(ws[S.event[0]].first + S.event[1]);
+    box.dataset.peak = S.event === null ? "1" : "0";
+    $("state-note").textContent = `${title}: ${segs.length} segments, ${bytes(total)} reserved, ${bytes(used)} in ${blocksShown} blocks, ${bytes(total - used)} free (hatched) — ${(100 * (1 - used / Math.max(total, 1))).toFixed(1)}% fragmentation${S.event === null && p.blocks_omitted ? `; ${p.blocks_omitted} blocks of smaller segments not listed` : ""}.`;
   }
 
   // ---- tables ----
@@ -677,7 +796,7 @@
   }
   function reset() {
     fillSections();
-    S.selected = -1; S.moment = null; S.zoomNode = null; S.stateIndex = null;
+    S.selected = -1; S.moment = null; S.zoomNode = null; S.event = null; S.range = null;
     if (!sec()) { $("views").style.display = "none"; return; }
     // Policies far above the lower bound start hidden, so they do not flatten the others.
     S.hidden = new Set(sec().policies.filter((p) => p.peak > OUTLIER * Math.max(sec().lower_bound, 1)).map((p) => p.name));
@@ -702,12 +821,9 @@
     $("flame").onchange = (ev) => { S.flame = ev.target.checked; drawIcicle(); };
     document.addEventListener("keydown", (ev) => {
       if (ev.target && (ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT")) return;
-      if (ev.key === "ArrowRight") { step(1); ev.preventDefault(); }
-      else if (ev.key === "ArrowLeft") { step(-1); ev.preventDefault(); }
-      else if (ev.key === "[" || ev.key === "]") {
-        const p = sec().policies[S.statePolicy];
-        if (p) { const [v, k] = chosenState(p); S.stateIndex = Math.max(0, Math.min(v.length - 1, k + (ev.key === "]" ? 1 : -1))); drawState(); }
-      }
+      if (ev.key === "ArrowRight") { stepEvent(1); ev.preventDefault(); }
+      else if (ev.key === "ArrowLeft") { stepEvent(-1); ev.preventDefault(); }
+      else if (ev.key === "[" || ev.key === "]") stepEvent(ev.key === "]" ? 1 : -1, true);
       else if (ev.key === "+" || ev.key === "=") zoomBy(1 / 1.5, 0.5);
       else if (ev.key === "-") zoomBy(1.5, 0.5);
     });
