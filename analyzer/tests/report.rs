@@ -982,6 +982,157 @@ fn in_the_browser_the_state_view_steps_event_by_event_as_the_replay_does() {
     assert!(r.values[12].as_str().unwrap().starts_with("moment: "));
 }
 
+/// The flame graph's figures of a range `[a, b]` (ns since the trace's start) computed from the
+/// trace's request stream: per trace stack, the bytes live at the range's high-water mark (all
+/// events of an instant taken together, the first highest instant) or, with `leaked`, those
+/// allocated in the range and still live at its end.
+fn range_figures(
+    stream: &vramtrace::model::RequestStream,
+    start: u64,
+    (a, b): (f64, f64),
+    leaked: bool,
+) -> std::collections::BTreeMap<u32, u64> {
+    use vramtrace::model::RequestKind;
+    // (birth, death, size, stack), ns since the start.
+    let mut allocs: Vec<(f64, f64, u64, u32)> = Vec::new();
+    let mut by_slot = std::collections::HashMap::new();
+    for r in &stream.requests {
+        let t = (r.time_ns - start) as f64;
+        match r.kind {
+            RequestKind::Alloc => {
+                by_slot.insert(r.slot, allocs.len());
+                allocs.push((t, f64::INFINITY, r.size, r.stack));
+            }
+            RequestKind::Free => allocs[by_slot.remove(&r.slot).unwrap()].1 = t,
+            RequestKind::Attempt => {}
+        }
+    }
+    let alive = |x: &(f64, f64, u64, u32), t: f64| x.0 <= t && x.1 > t;
+    let mut at = b;
+    if !leaked {
+        let live = |t: f64| {
+            allocs
+                .iter()
+                .filter(|x| alive(x, t))
+                .map(|x| x.2)
+                .sum::<u64>()
+        };
+        let mut instants: Vec<f64> = allocs
+            .iter()
+            .flat_map(|x| [x.0, x.1])
+            .filter(|&t| t > a && t <= b)
+            .collect();
+        instants.sort_by(f64::total_cmp);
+        at = a;
+        let mut best = live(a);
+        for t in instants {
+            if live(t) > best {
+                (best, at) = (live(t), t);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for x in &allocs {
+        let counted = if leaked {
+            x.0 >= a && x.0 <= b && alive(x, b)
+        } else {
+            alive(x, at)
+        };
+        if counted {
+            *out.entry(x.3).or_insert(0) += x.2;
+        }
+    }
+    out
+}
+
+#[test]
+fn in_the_browser_a_range_drives_the_flame_graph() {
+    use vramtrace::model::Model;
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = python_trace(tmp.path(), false);
+    let dir = report(&trace, &["--policy", "pytorch"]);
+    let page = dir.path().join("index.html");
+    let test = "in_the_browser_a_range_drives_the_flame_graph";
+    // Page coordinates of 3.5 ms and 5.925 ms after the start (the first event) on the timeline:
+    // after the activation is freed, and within the life of the last scratch buffer.
+    let xy = "(() => { const {S, T} = window.vramtraceView; const c = document.getElementById('timeline'); \
+              c.scrollIntoView({block: 'center'}); const r = c.getBoundingClientRect(); \
+              const x = (t) => r.left + T.left + (t - S.v0) / (S.v1 - S.v0) * T.pw; \
+              return [x(3.5e6), x(5.925e6), r.top + T.top + T.ph / 2]; })()";
+    let Some(first) = browse(
+        test,
+        &page,
+        &[wait("document.body.dataset.ready"), eval(xy)],
+    ) else {
+        return;
+    };
+    let p = first.values[1].clone();
+    let mouse = |kind: &str, x: &serde_json::Value| serde_json::json!({"op": "mouse", "type": kind, "x": x, "y": p[2], "button": "left", "modifiers": 8});
+    let figures = "(() => { const b = document.getElementById('icicle'); return [b.dataset.total, b.dataset.sites, document.getElementById('icicle-note').textContent]; })()";
+    let r = browse(
+        test,
+        &page,
+        &[
+            wait("document.body.dataset.ready"),
+            eval(xy),
+            eval(figures),
+            mouse("mousePressed", &p[0]),
+            mouse("mouseMoved", &p[1]),
+            mouse("mouseReleased", &p[1]),
+            eval("document.getElementById('timeline').dataset.brush"),
+            eval(figures),
+            eval("(() => { const s = document.getElementById('range-mode'); s.value = 'leaked'; s.dispatchEvent(new Event('change')); })()"),
+            eval(figures),
+            eval("document.getElementById('range-clear').click()"),
+            eval(figures),
+        ],
+    )
+    .unwrap();
+    r.assert_clean();
+    let v = &r.values;
+    let (a, b) = v[6].as_str().unwrap().split_once(',').unwrap();
+    let range: (f64, f64) = (a.parse().unwrap(), b.parse().unwrap());
+    assert!(
+        (3.4e6..3.6e6).contains(&range.0) && (5.905e6..5.945e6).contains(&range.1),
+        "{range:?}"
+    );
+    let t = vramtrace_format::Trace::open(&trace, Default::default()).unwrap();
+    let start = t.events().next().unwrap().time_ns;
+    let model = Model::from_events(t.events(), &t.metadata);
+    // Trace stacks 1, 2, 3 are load_weights, forward and scratch (python_trace).
+    let names = [(1u32, "load_weights"), (2, "forward"), (3, "scratch")];
+    let check = |shown: &serde_json::Value, leaked: bool| {
+        let expected = range_figures(&model.streams[0], start, range, leaked);
+        let total: u64 = expected.values().sum();
+        assert_eq!(shown[0].as_str().unwrap(), total.to_string(), "{shown}");
+        let sites: std::collections::BTreeMap<String, u64> =
+            serde_json::from_str(shown[1].as_str().unwrap()).unwrap();
+        let by_name: std::collections::BTreeMap<u32, u64> = sites
+            .iter()
+            .map(|(k, &b)| {
+                let id = names.iter().find(|(_, n)| k.ends_with(n)).unwrap().0;
+                (id, b)
+            })
+            .collect();
+        assert_eq!(by_name, expected, "{shown}");
+        total
+    };
+    // The high-water mark of the range: the weight and one scratch buffer.
+    assert_eq!(check(&v[7], false), 513 << 20);
+    assert!(
+        v[7][2]
+            .as_str()
+            .unwrap()
+            .starts_with("The high-water mark of")
+    );
+    // Allocated in the range and live at its end: the last scratch buffer.
+    assert_eq!(check(&v[9], true), 1 << 20);
+    assert!(v[9][2].as_str().unwrap().starts_with("Allocated in"));
+    // Back to the moment (the peak): the figures before the range.
+    assert_eq!(v[11], v[2]);
+    assert_ne!(v[7], v[2]);
+}
+
 #[test]
 fn in_the_browser_hostile_frame_names_stay_text() {
     let tmp = tempfile::tempdir().unwrap();
