@@ -26,8 +26,9 @@ pub struct BestSetting {
 /// What the headline says.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Answers {
-    /// The recorded process peak of the busiest device (as the driver saw it) and when, from
-    /// the trace's start.
+    /// The recorded process peak of the busiest device (as the driver saw it) and when (the
+    /// event's clock, as [`Summary`] gives it: subtract the first event's time for "after the
+    /// start").
     pub peak_bytes: u64,
     pub peak_time_ns: u64,
     /// The user's frame ([`StackBytes::site`]) of the stack holding the most bytes at the

@@ -329,7 +329,10 @@ fn answers(s: &mut String, data: &ReportData) {
         "<div class=\"answer\"><span>peak</span><b>{}</b><span>held on the device {} after the \
          first event{}</span></div>",
         bytes(a.peak_bytes),
-        duration(a.peak_time_ns),
+        duration(
+            a.peak_time_ns
+                .saturating_sub(data.buckets.map_or(0, |b| b.start_ns))
+        ),
         a.peak_frame.as_ref().map_or(String::new(), |f| format!(
             ", most of it from <code>{}</code>",
             html(f)
@@ -339,14 +342,14 @@ fn answers(s: &mut String, data: &ReportData) {
         Some(b) => {
             let _ = write!(
                 s,
-                "<div class=\"answer\" id=\"best-setting\"><span>best selectable setting</span>\
-                 <b>{}</b><span><code class=\"paste\">{}</code><br>{} ({:.1}%) less than the \
-                 recorded setting (<code>{}</code>), {among}</span></div>",
+                "<div class=\"answer\" id=\"best-setting\" title=\"the recorded setting: {}\">\
+                 <span>best selectable setting</span><b>{}</b><span><code class=\"paste\">{}</code>\
+                 <br>{} ({:.1}%) less than the recorded setting, best {among}</span></div>",
+                html(&a.recorded_select),
                 html(&b.setting),
                 html(&b.select),
                 bytes(b.saving_bytes.unsigned_abs()),
                 100.0 * b.saving_fraction,
-                html(&a.recorded_select)
             );
         }
         None => {

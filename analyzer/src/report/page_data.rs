@@ -3,7 +3,10 @@
 //! Everything here is already aggregated ([`super::data`]): two levels of detail per time series
 //! (the whole trace, and the finer focus window where memory moves), the largest allocations as
 //! columns (the rest summarized by the live total), stacks and frame names interned once, the
-//! policies' segments at their peaks. So the page stays a few MB whatever the trace's size.
+//! policies' segments at their peaks, and their states event by event over bounded windows of
+//! requests as a starting state plus each request's changes (levels of detail for the state
+//! view: every event of a short trace; around the peak and at moments over the focus window of a
+//! long one). So the page stays a few MB whatever the trace's size.
 //!
 //! The JSON is made safe to sit inside `<script type="application/json">`: every `<` is
 //! written `\u003c`, so no trace string can close the element; the script reads it with

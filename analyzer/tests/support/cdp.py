@@ -14,6 +14,7 @@ standard library. Each input line is one command; each output line is its result
   {"op": "key", "key": "ArrowRight"}
   {"op": "screenshot", "path": "out.png"[, "clip": [x, y, width, height]]}  (page coordinates)
   {"op": "wait", "expr": "JS condition", "timeout": 10}
+  {"op": "viewport", "width": 1280, "height": 1400}  (the page's window size; 1280x900 at first)
 
 The last line is {"console_errors": [...], "exceptions": [...]}: everything the page logged as
 an error or threw, from loading to the end.
@@ -178,6 +179,12 @@ def run(b, page):
             elif op == "key":
                 for kind in ("keyDown", "keyUp"):
                     b.send("Input.dispatchKeyEvent", {"type": kind, "key": c["key"], "code": c["key"]})
+                res = {"value": None}
+            elif op == "viewport":
+                b.send(
+                    "Emulation.setDeviceMetricsOverride",
+                    {"width": c["width"], "height": c["height"], "deviceScaleFactor": 1, "mobile": False},
+                )
                 res = {"value": None}
             elif op == "screenshot":
                 params = {"format": "png", "captureBeyondViewport": True}
