@@ -668,8 +668,11 @@ mod tests {
         );
     }
 
-    /// The segments (address, size) and blocks (address, size, owner) of a layout.
-    fn flat(l: &AddressLayout) -> (Vec<(u64, u64)>, Vec<(u64, u64, u32)>) {
+    /// Segments (address, size) and blocks (address, size, owner).
+    type Flat = (Vec<(u64, u64)>, Vec<(u64, u64, u32)>);
+
+    /// The segments and blocks of a layout.
+    fn flat(l: &AddressLayout) -> Flat {
         let segments = l.segments.iter().map(|s| (s.address, s.size)).collect();
         let blocks = l
             .segments
@@ -685,7 +688,7 @@ mod tests {
     }
 
     /// What the page does: the window's starting state with the changes applied.
-    fn apply(state: &mut (Vec<(u64, u64)>, Vec<(u64, u64, u32)>), changes: &[StateChange]) {
+    fn apply(state: &mut Flat, changes: &[StateChange]) {
         for c in changes {
             match *c {
                 StateChange::AddSegment { address, size } => state.0.push((address, size)),
