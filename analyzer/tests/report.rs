@@ -133,16 +133,8 @@ fn the_page_is_self_contained() {
 
 #[test]
 fn the_header_gives_the_library_answers_as_tune_does() {
-    use vramtrace::answers::Answers;
-    use vramtrace::model::device::CUDA_CONTEXT_BYTES;
-    use vramtrace::summary::Summary;
-    use vramtrace::tune::tune_trace;
     let path = repo("samples/traces/h200-tune/multires_cnn.recorded.vramtrace");
-    let trace = vramtrace_format::Trace::open(&path, Default::default()).unwrap();
-    let tune = tune_trace(&trace, None, None, CUDA_CONTEXT_BYTES)
-        .unwrap()
-        .unwrap();
-    let a = Answers::of(&Summary::of(&trace), &tune);
+    let (tune, a) = crate::util::answers_of(&path);
     let best = a.best.unwrap();
     let dir = report(&path, &["--policy", "pytorch"]);
     let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();

@@ -262,15 +262,8 @@ fn tune_and_fit_text_are_stable() {
 
 #[test]
 fn the_answers_name_the_peak_the_best_setting_and_the_smallest_gpu() {
-    use vramtrace::answers::Answers;
-    use vramtrace::summary::Summary;
-    use vramtrace::tune::tune_trace;
     let path = repo("samples/traces/h200-tune/multires_cnn.recorded.vramtrace");
-    let trace = vramtrace_format::Trace::open(&path, Default::default()).unwrap();
-    let tune = tune_trace(&trace, None, None, CUDA_CONTEXT_BYTES)
-        .unwrap()
-        .unwrap();
-    let a = Answers::of(&Summary::of(&trace), &tune);
+    let (_, a) = crate::util::answers_of(&path);
     assert_eq!(a.recorded_select, "unset PYTORCH_CUDA_ALLOC_CONF");
     let best = a.best.unwrap();
     assert_eq!(

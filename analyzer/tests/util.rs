@@ -11,6 +11,21 @@ pub fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
 }
 
+/// `vramtrace tune`'s search of the trace at `path` (the default context), and the answers of it.
+pub fn answers_of(path: &Path) -> (vramtrace::tune::Tune, vramtrace::answers::Answers) {
+    let trace = Trace::open(path, ReadOptions::default()).unwrap();
+    let tune = vramtrace::tune::tune_trace(
+        &trace,
+        None,
+        None,
+        vramtrace::model::device::CUDA_CONTEXT_BYTES,
+    )
+    .unwrap()
+    .unwrap();
+    let answers = vramtrace::answers::Answers::of(&vramtrace::summary::Summary::of(&trace), &tune);
+    (tune, answers)
+}
+
 /// The synthetic sample trace of the README.
 pub fn sample() -> PathBuf {
     repo("samples/traces/synthetic-mlp.vramtrace")
