@@ -154,7 +154,11 @@ fn tensorflow() -> Vec<PolicySpec> {
 }
 
 fn cuda(ctx: &GridContext) -> Vec<PolicySpec> {
-    let pool = ctx.lower_bound.next_multiple_of(256 << 20).max(256 << 20);
+    let pool = ctx
+        .lower_bound
+        .checked_next_multiple_of(256 << 20)
+        .unwrap_or(u64::MAX)
+        .max(256 << 20);
     vec![
         spec("cuda-malloc", &[]),
         spec("cuda-async", &[]),
