@@ -639,6 +639,9 @@
       const [w, k] = S.event;
       st = stateAt(p, w, k);
       title = `${p.name} after ${eventText(r, w, k)}`;
+      // A moment between the held stretches shows the last held event before it.
+      if (S.moment !== null && S.moment > ws[w].t[k] && k === ws[w].t.length - 1 && (w + 1 === ws.length || ws[w + 1].t[0] > S.moment))
+        title += `, the last event the page holds before the moment ${dur(S.moment)}`;
       if (!st) { box.textContent = `${p.name}: no state kept for this stretch of events (the page's budget for states ran out).`; $("state-note").textContent = title; box.dataset.event = String(ws[w].first + k); return; }
       if (st.missing !== undefined) { box.textContent = `${p.name} stopped after ${st.missing} events of this stretch (it ran out of memory, or the page's budget for states ran out).`; $("state-note").textContent = title; box.dataset.event = String(ws[w].first + k); return; }
     }
