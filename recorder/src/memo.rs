@@ -1,0 +1,224 @@
+//! The unwind rules framehop evaluates afresh at every capture, remembered per return address.
+//!
+//! framehop caches a frame's rule only when it fits one of its compact forms (`UnwindRuleX86_64`:
+//! the canonical frame address as `rsp` plus an offset, or the standard `rbp` frame). Any other
+//! rule is evaluated through gimli on every unwind: a search of `.eh_frame_hdr`, the CIE's and
+//! FDE's instructions run up to the address, about 100 ns a frame or more. libffi's
+//! `ffi_call_unix64`, which every ctypes call passes through, is such a frame (`CFA = rbp + 32`,
+//! `rbp` saved at `CFA − 16`: framehop's own comment in `x86_64/dwarf.rs`,
+//! `translate_into_unwind_rule`); hand-written assembly and some JIT trampolines are others.
+//!
+//! [`Memo`] keeps, per thread and per return address, which rule applies: [`Rule::Framehop`]
+//! (framehop caches it itself) or [`Rule::FromBp`] (the `rbp`-based frame framehop does not
+//! take, executed here). It learns an address the first time framehop finds no rule for it in
+//! its cache, by reading the same CFI row with gimli ([`Tables::rule_at`]), so gimli runs once
+//! per address and thread, not once per capture. Nothing here allocates on the hook path: the
+//! memo and gimli's unwind context are made with the thread's block.
+
+use crate::modules::Loaded;
+use gimli::{
+    BaseAddresses, CfaRule, EhFrame, EhFrameHdr, EndianSlice, LittleEndian, ParsedEhFrameHdr,
+    Register, RegisterRule, UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow,
+    X86_64,
+};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+type Bytes = EndianSlice<'static, LittleEndian>;
+
+/// gimli's row storage in fixed arrays (the sizes framehop's `MustNotAllocateDuringUnwind`
+/// uses): evaluating a row allocates nothing.
+pub struct Fixed;
+
+impl UnwindContextStorage<usize> for Fixed {
+    type Rules = [(Register, RegisterRule<usize>); 192];
+    type Stack = [UnwindTableRow<usize, Self>; 4];
+}
+
+/// What unwinds a frame whose return address was seen before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// framehop's own (cached) rule.
+    Framehop,
+    /// `CFA = rbp + cfa`, the return address at `CFA − 8`, the caller's `rbp` at `CFA + bp`.
+    FromBp { cfa: i32, bp: i32 },
+}
+
+impl Rule {
+    /// Unwinds one frame of `(sp, bp)`: the caller's `(return address, sp, bp)`, or `None` when
+    /// a read fails or the frame does not move up the stack.
+    #[inline]
+    pub fn exec(
+        self,
+        sp: u64,
+        bp: u64,
+        read: &mut impl FnMut(u64) -> Result<u64, ()>,
+    ) -> Option<(u64, u64, u64)> {
+        let Rule::FromBp { cfa, bp: saved } = self else {
+            return None;
+        };
+        let cfa = bp.checked_add_signed(i64::from(cfa))?;
+        if cfa <= sp {
+            return None;
+        }
+        let ra = read(cfa.checked_sub(8)?).ok()?;
+        let caller_bp = read(cfa.checked_add_signed(i64::from(saved))?).ok()?;
+        Some((ra, cfa, caller_bp))
+    }
+}
+
+/// Slots of a thread's memo (a power of two): 16 bytes each.
+const SLOTS: usize = 1 << 11;
+
+/// A thread's rules by return address: direct-mapped, an address evicting another only costs
+/// learning it again.
+pub struct Memo {
+    slots: Box<[(u64, Rule)]>,
+    context: Box<UnwindContext<usize, Fixed>>,
+    /// The [`Tables::generation`] the slots were learnt from.
+    generation: u64,
+}
+
+impl Default for Memo {
+    fn default() -> Memo {
+        Memo {
+            slots: vec![(0, Rule::Framehop); SLOTS].into_boxed_slice(),
+            context: Box::new(UnwindContext::new_in()),
+            generation: 0,
+        }
+    }
+}
+
+impl Memo {
+    fn slot(address: u64) -> usize {
+        // Fibonacci hashing: return addresses of one library differ in their low bits.
+        (address.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
+    }
+
+    /// Forgets every rule when they were learnt from other tables than `tables` (the module
+    /// list changed: an address may now belong to another object).
+    #[inline]
+    pub fn follow(&mut self, tables: &Tables) {
+        if self.generation != tables.generation {
+            self.slots.fill((0, Rule::Framehop));
+            self.generation = tables.generation;
+        }
+    }
+
+    /// The rule remembered for `address`, if any.
+    #[inline]
+    pub fn get(&self, address: u64) -> Option<Rule> {
+        match self.slots.get(Self::slot(address)) {
+            Some(&(a, rule)) if a == address && a != 0 => Some(rule),
+            _ => None,
+        }
+    }
+
+    /// Reads the rule of `address` from `tables` and remembers it.
+    pub fn learn(&mut self, tables: &Tables, address: u64) -> Rule {
+        let rule = tables.rule_at(&mut self.context, address);
+        if let Some(slot) = self.slots.get_mut(Self::slot(address)) {
+            *slot = (address, rule);
+        }
+        rule
+    }
+}
+
+/// One object's call frame information, parsed for lookups.
+struct Object {
+    range: Range<u64>,
+    bias: u64,
+    bases: BaseAddresses,
+    hdr: ParsedEhFrameHdr<Bytes>,
+    eh_frame: EhFrame<Bytes>,
+}
+
+/// The call frame information of every loaded object, sorted by address (part of an unwinder
+/// snapshot: built on the writer thread, read by the hooks).
+pub struct Tables {
+    objects: Vec<Object>,
+    /// Distinct for every value made (from 1).
+    generation: u64,
+}
+
+impl Tables {
+    pub fn new(modules: &[Loaded]) -> Tables {
+        let mut objects: Vec<Object> = modules
+            .iter()
+            .filter_map(|m| {
+                let ((hdr_at, hdr), (eh_at, eh)) = (m.eh_frame_hdr?, m.eh_frame?);
+                let bases = BaseAddresses::default()
+                    .set_eh_frame_hdr(hdr_at)
+                    .set_eh_frame(eh_at);
+                let hdr = EhFrameHdr::new(hdr, LittleEndian).parse(&bases, 8).ok()?;
+                Some(Object {
+                    range: m.range.clone(),
+                    bias: m.bias,
+                    bases,
+                    hdr,
+                    eh_frame: EhFrame::new(eh, LittleEndian),
+                })
+            })
+            .collect();
+        objects.sort_by_key(|o| o.range.start);
+        static MADE: AtomicU64 = AtomicU64::new(1);
+        Tables {
+            objects,
+            generation: MADE.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// The rule of the frame whose lookup address is `address` (a return address minus one).
+    /// Allocation-free with the [`Fixed`] context.
+    fn rule_at(&self, context: &mut UnwindContext<usize, Fixed>, address: u64) -> Rule {
+        let i = self.objects.partition_point(|o| o.range.start <= address);
+        let Some(o) = i.checked_sub(1).and_then(|i| self.objects.get(i)) else {
+            return Rule::Framehop;
+        };
+        if !o.range.contains(&address) {
+            return Rule::Framehop;
+        }
+        let Some(table) = o.hdr.table() else {
+            return Rule::Framehop;
+        };
+        let stated = address.wrapping_sub(o.bias);
+        let Ok(row) = table.unwind_info_for_address(
+            &o.eh_frame,
+            &o.bases,
+            context,
+            stated,
+            EhFrame::cie_from_offset,
+        ) else {
+            return Rule::Framehop;
+        };
+        from_row(
+            row.cfa(),
+            row.register(X86_64::RBP),
+            row.register(X86_64::RA),
+        )
+    }
+}
+
+/// The rule of one CFI row, when it is the `rbp`-based form framehop does not cache.
+fn from_row(
+    cfa: &CfaRule<usize>,
+    bp: Option<RegisterRule<usize>>,
+    ra: Option<RegisterRule<usize>>,
+) -> Rule {
+    let (CfaRule::RegisterAndOffset { register, offset }, Some(RegisterRule::Offset(saved))) =
+        (cfa, bp)
+    else {
+        return Rule::Framehop;
+    };
+    if *register != X86_64::RBP
+        || ra != Some(RegisterRule::Offset(-8))
+        || (*offset == 16 && saved == -16)
+    {
+        // Not rbp-based, an unusual return address, or the standard frame framehop caches.
+        return Rule::Framehop;
+    }
+    match (i32::try_from(*offset), i32::try_from(saved)) {
+        (Ok(cfa), Ok(bp)) => Rule::FromBp { cfa, bp },
+        _ => Rule::Framehop,
+    }
+}
