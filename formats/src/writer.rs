@@ -136,7 +136,9 @@ impl<W: Write> TraceWriter<W> {
         while start < n {
             let end = n.min(start + piece);
             self.raw.clear();
-            self.events.encode_into(start..end, &mut self.raw);
+            self.events
+                .encode_into(start..end, &mut self.raw, &mut self.compressor)
+                .map_err(|e| self.poison(e))?;
             let (compression, payload) = self.pack(ChunkKind::Events)?;
             let count = (end - start) as u32;
             if !events_fit(count, payload.len() as u32) && piece > FREE_CHUNK_EVENTS as usize {
@@ -171,7 +173,8 @@ impl<W: Write> TraceWriter<W> {
     /// Compresses `self.raw` when that makes it smaller; the payload is handed back with
     /// [`Self::unpack`] or [`Self::emit`] so its buffer is reused.
     fn pack(&mut self, kind: ChunkKind) -> Result<(Compression, Vec<u8>)> {
-        let compress = kind != ChunkKind::Index && self.raw.len() > 64;
+        // Events chunks compress column by column (`ColumnBuilder::encode_into`).
+        let compress = !matches!(kind, ChunkKind::Index | ChunkKind::Events) && self.raw.len() > 64;
         if compress {
             self.compressor.compress(&self.raw, &mut self.packed)?;
         }
