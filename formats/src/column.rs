@@ -534,12 +534,13 @@ impl ColumnBuilder {
     }
 
     /// Appends the chunk payload for the buffered events `range` to `out`, each column's data
-    /// compressed with `compressor` where that makes it smaller (version 3).
+    /// compressed with `compressor` where that makes it smaller (version 3), or none of them
+    /// without one (for compressing the whole payload instead).
     pub fn encode_into(
         &mut self,
         range: std::ops::Range<usize>,
         out: &mut Vec<u8>,
-        compressor: &mut Compressor,
+        mut compressor: Option<&mut Compressor>,
     ) -> std::io::Result<()> {
         put_uvarint(out, range.len() as u64);
         let s = &mut self.scratch;
@@ -549,10 +550,13 @@ impl ColumnBuilder {
             let repeat = RECURRING.contains(&c).then_some(&mut s.repeat);
             let parts = encode_column(values, repeat, Choice::Smallest, &mut s.data);
             let (mode, data) = split_column(&s.data);
-            if data.len() < MIN_COMPRESSED {
+            let Some(compressor) = compressor
+                .as_deref_mut()
+                .filter(|_| data.len() >= MIN_COMPRESSED)
+            else {
                 out.extend_from_slice(&s.data);
                 continue;
-            }
+            };
             compressor.compress_parts(data, parts.starts(), &mut s.packed)?;
             let mut best = (mode, data.len(), &s.data, &s.packed);
             // Varints are smallest before compression, but timing noise compresses better in
@@ -826,7 +830,7 @@ mod tests {
         let mut b = ColumnBuilder::default();
         events.iter().for_each(|e| b.push(e));
         let mut raw = Vec::new();
-        b.encode_into(0..b.len(), &mut raw, &mut compressor())
+        b.encode_into(0..b.len(), &mut raw, Some(&mut compressor()))
             .unwrap();
         EventBatch::decode(&raw, events.len()).unwrap()
     }
@@ -882,7 +886,7 @@ mod tests {
         let mut b = ColumnBuilder::default();
         events.iter().for_each(|e| b.push(e));
         let mut raw = Vec::new();
-        b.encode_into(0..b.len(), &mut raw, &mut compressor())
+        b.encode_into(0..b.len(), &mut raw, Some(&mut compressor()))
             .unwrap();
         assert_eq!(column_modes(&raw)[1], MODE_DELTA_PLANES | COMPRESSED);
         let batch = EventBatch::decode(&raw, events.len()).unwrap();
@@ -912,7 +916,7 @@ mod tests {
         let mut b = ColumnBuilder::default();
         events.iter().for_each(|e| b.push(e));
         let mut raw = Vec::new();
-        b.encode_into(0..b.len(), &mut raw, &mut compressor())
+        b.encode_into(0..b.len(), &mut raw, Some(&mut compressor()))
             .unwrap();
         let modes = column_modes(&raw);
         assert_eq!(modes[8] & !COMPRESSED, MODE_REPEAT);
