@@ -67,7 +67,8 @@ impl Rule {
     }
 }
 
-/// Slots of a thread's memo (a power of two): 16 bytes each.
+/// Slots of a thread's memo (a power of two): 24 bytes each, 48 KiB a thread, beside gimli's
+/// fixed-size unwind context.
 const SLOTS: usize = 1 << 11;
 
 /// A thread's rules by return address: direct-mapped, an address evicting another only costs
