@@ -67,14 +67,26 @@ impl Rule {
     }
 }
 
-/// Slots of a thread's memo (a power of two): 24 bytes each, 48 KiB a thread, beside gimli's
-/// fixed-size unwind context.
-const SLOTS: usize = 1 << 11;
+/// Slots of a thread's memo (a power of two), in pairs: 24 bytes each, 96 KiB a thread, beside
+/// gimli's fixed-size unwind context. Read only when framehop misses its cache or the filter
+/// says an address may take [`Rule::FromBp`].
+const SLOTS: usize = 1 << 12;
+/// Objects whose `FromBp` rules a thread remembers at most (libffi is usually the only one);
+/// addresses of further objects keep framehop's evaluation.
+const HOT_OBJECTS: usize = 4;
 
-/// A thread's rules by return address: direct-mapped, an address evicting another only costs
-/// learning it again.
+/// A thread's rules by return address, two slots an address (an address evicting another only
+/// costs learning it again, but each relearning is a gimli evaluation: with one slot an address,
+/// the 400 return addresses of `bench/many_stacks.py` collided often enough to double gimli's
+/// share of a capture).
+///
+/// Every frame of every capture asks whether its return address takes a [`Rule::FromBp`]; a
+/// probe of the slots for each cost about 5% of a 40-frame native capture. The address ranges
+/// of the objects where a `FromBp` rule was learnt answer first: only addresses inside them
+/// (libffi's, in a ctypes program) read a slot.
 pub struct Memo {
     slots: Box<[(u64, Rule)]>,
+    hot: [Range<u64>; HOT_OBJECTS],
     context: Box<UnwindContext<usize, Fixed>>,
     /// The [`Tables::generation`] the slots were learnt from.
     generation: u64,
@@ -84,6 +96,7 @@ impl Default for Memo {
     fn default() -> Memo {
         Memo {
             slots: vec![(0, Rule::Framehop); SLOTS].into_boxed_slice(),
+            hot: [const { 0..0 }; HOT_OBJECTS],
             context: Box::new(UnwindContext::new_in()),
             generation: 0,
         }
@@ -91,8 +104,10 @@ impl Default for Memo {
 }
 
 impl Memo {
-    fn slot(address: u64) -> usize {
-        // Fibonacci hashing: return addresses of one library differ in their low bits.
+    /// The first slot of `address`: a Fibonacci hash (return addresses of one library differ
+    /// in their low bits).
+    #[inline]
+    fn place(address: u64) -> usize {
         (address.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
     }
 
@@ -102,24 +117,53 @@ impl Memo {
     pub fn follow(&mut self, tables: &Tables) {
         if self.generation != tables.generation {
             self.slots.fill((0, Rule::Framehop));
+            self.hot = [const { 0..0 }; HOT_OBJECTS];
             self.generation = tables.generation;
         }
     }
 
-    /// The rule remembered for `address`, if any.
+    /// The slot holding `address`, if one does (of its two: `slot` and its neighbour).
     #[inline]
-    pub fn get(&self, address: u64) -> Option<Rule> {
-        match self.slots.get(Self::slot(address)) {
-            Some(&(a, rule)) if a == address && a != 0 => Some(rule),
+    fn find(&self, slot: usize, address: u64) -> Option<&(u64, Rule)> {
+        [slot, slot ^ 1]
+            .into_iter()
+            .filter_map(|i| self.slots.get(i))
+            .find(|&&(a, _)| a == address && a != 0)
+    }
+
+    /// The [`Rule::FromBp`] remembered for `address`, if one is.
+    #[inline]
+    pub fn bp_rule(&self, address: u64) -> Option<Rule> {
+        if !self.hot.iter().any(|r| r.contains(&address)) {
+            return None;
+        }
+        match self.find(Self::place(address), address) {
+            Some(&(_, rule @ Rule::FromBp { .. })) => Some(rule),
             _ => None,
         }
     }
 
-    /// Reads the rule of `address` from `tables` and remembers it.
+    /// Whether a rule of either kind is remembered for `address`.
+    pub fn knows(&self, address: u64) -> bool {
+        self.find(Self::place(address), address).is_some()
+    }
+
+    /// Reads the rule of `address` from `tables` and remembers it, in the empty one of its two
+    /// slots or else the first.
     pub fn learn(&mut self, tables: &Tables, address: u64) -> Rule {
-        let rule = tables.rule_at(&mut self.context, address);
-        if let Some(slot) = self.slots.get_mut(Self::slot(address)) {
-            *slot = (address, rule);
+        let (rule, object) = tables.rule_at(&mut self.context, address);
+        let slot = Self::place(address);
+        let free = [slot, slot ^ 1]
+            .into_iter()
+            .find(|&i| self.slots.get(i).is_some_and(|&(a, _)| a == 0));
+        if let Some(entry) = self.slots.get_mut(free.unwrap_or(slot)) {
+            *entry = (address, rule);
+        }
+        if let (Rule::FromBp { .. }, Some(object)) = (rule, object)
+            && !self.hot.contains(&object)
+            && let Some(free) = self.hot.iter_mut().find(|r| r.is_empty())
+        {
+            *free = object;
         }
         rule
     }
@@ -169,18 +213,24 @@ impl Tables {
         }
     }
 
-    /// The rule of the frame whose lookup address is `address` (a return address minus one).
-    /// Allocation-free with the [`Fixed`] context.
-    fn rule_at(&self, context: &mut UnwindContext<usize, Fixed>, address: u64) -> Rule {
+    /// The rule of the frame whose lookup address is `address` (a return address minus one),
+    /// and the address range of the object that holds it. Allocation-free with the [`Fixed`]
+    /// context.
+    fn rule_at(
+        &self,
+        context: &mut UnwindContext<usize, Fixed>,
+        address: u64,
+    ) -> (Rule, Option<Range<u64>>) {
         let i = self.objects.partition_point(|o| o.range.start <= address);
         let Some(o) = i.checked_sub(1).and_then(|i| self.objects.get(i)) else {
-            return Rule::Framehop;
+            return (Rule::Framehop, None);
         };
         if !o.range.contains(&address) {
-            return Rule::Framehop;
+            return (Rule::Framehop, None);
         }
+        let object = Some(o.range.clone());
         let Some(table) = o.hdr.table() else {
-            return Rule::Framehop;
+            return (Rule::Framehop, object);
         };
         let stated = address.wrapping_sub(o.bias);
         let Ok(row) = table.unwind_info_for_address(
@@ -190,13 +240,14 @@ impl Tables {
             stated,
             EhFrame::cie_from_offset,
         ) else {
-            return Rule::Framehop;
+            return (Rule::Framehop, object);
         };
-        from_row(
+        let rule = from_row(
             row.cfa(),
             row.register(X86_64::RBP),
             row.register(X86_64::RA),
-        )
+        );
+        (rule, object)
     }
 }
 

@@ -25,7 +25,7 @@
 //! list is refreshed by the writer thread, so a library unloaded and another loaded at the same
 //! address within one refresh period is the one case where stale tables could be read.
 
-use crate::memo::{self, Memo, Rule};
+use crate::memo::{self, Memo};
 use crate::modules::Loaded;
 use framehop::Unwinder as _;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
@@ -228,11 +228,11 @@ fn step(
     read: &mut impl FnMut(u64) -> Result<u64, ()>,
 ) -> Option<u64> {
     let at = frame.address_for_lookup();
-    let known = frame
+    let remembered = frame
         .is_return_address()
-        .then(|| cache.memo.get(at))
+        .then(|| cache.memo.bp_rule(at))
         .flatten();
-    if let Some(rule @ Rule::FromBp { .. }) = known {
+    if let Some(rule) = remembered {
         let (ra, sp, bp) = rule.exec(regs.sp(), regs.bp(), read)?;
         regs.set_ip(ra);
         regs.set_sp(sp);
@@ -243,7 +243,7 @@ fn step(
     let hits = shard.stats().hit_count;
     let ra = snapshot.unwinder.unwind_frame(frame, regs, shard, read);
     let missed = shard.stats().hit_count == hits;
-    if known.is_none() && missed && frame.is_return_address() {
+    if missed && frame.is_return_address() && !cache.memo.knows(at) {
         cache.memo.learn(&snapshot.cfi, at);
     }
     ra.ok().flatten()
