@@ -316,6 +316,18 @@ impl<'a> Document<'a> {
         self.insert(dict, key, value)
     }
 
+    /// `dict[key] = value` with a string key and a string value.
+    pub fn set_str(&mut self, dict: &Value, key: &str, value: &str) -> bool {
+        let value = self.new_str(value);
+        self.set(dict, key, value)
+    }
+
+    /// `dict[key] = value` with a string key and an int value.
+    pub fn set_int(&mut self, dict: &Value, key: &str, value: impl Into<i128>) -> bool {
+        let value = self.new_int(value);
+        self.set(dict, key, value)
+    }
+
     /// Appends `new` to the items of list or tuple `id`; returns how many items already there
     /// were copied (when the list moved to a vector of its own).
     pub(crate) fn extend_items(&mut self, id: Id, new: &[Value]) -> Result<usize, Full> {
