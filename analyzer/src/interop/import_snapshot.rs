@@ -179,18 +179,27 @@ pub fn import(doc: &Document<'_>, source: &str) -> Result<Imported, ImportError>
     let entries = b.entries(traces)?;
     b.events_from(&entries)?;
     b.end_state(segments)?;
-    let mut events = std::mem::take(&mut b.events);
+    let made = std::mem::take(&mut b.events);
     // Pre-existing memory first, then everything in time order (stable: entries of one time
-    // keep their order within a device).
-    events.sort_by_key(|p| (p.0, p.1));
-    let events: Vec<Event> = events
-        .into_iter()
+    // keep their order within a device). The keys are sorted, with the index as the last one,
+    // not the events: they are six times smaller.
+    let mut keys: Vec<(u64, u64, u32)> = made
+        .iter()
         .enumerate()
-        .map(|(i, (_, _, mut e))| {
-            e.seq = i as u64 + 1;
-            e
+        .map(|(i, &(time, order, _))| (time, order, i as u32))
+        .collect();
+    if !keys.is_sorted() {
+        keys.sort_unstable();
+    }
+    let events: Vec<Event> = keys
+        .iter()
+        .enumerate()
+        .map(|(seq, &(_, _, i))| Event {
+            seq: seq as u64 + 1,
+            ..made[i as usize].2
         })
         .collect();
+    drop(made);
 
     let mut tables = b.tables;
     tables.processes.push(Process {
@@ -297,6 +306,10 @@ struct Entry<'d> {
     device_free: u64,
 }
 
+/// The hasher of the import's maps (one lookup or more per trace entry): fast, and seeded at
+/// random as the model's, so that a crafted snapshot cannot aim at collisions.
+type Fast = foldhash::fast::RandomState;
+
 /// A live range of the reconstruction, to find memory live before the history began.
 #[derive(Clone, Copy)]
 struct Live {
@@ -311,14 +324,17 @@ struct Builder<'d> {
     events: Vec<(u64, u64, Event)>,
     report: ImportReport,
     first_time_ns: u64,
-    /// Per container of the document (by [`vramtrace_format::pickle::Id`]): the stack id of a
-    /// frame list, or the frame id of a frame dict, once known (0: not yet).
-    known: Vec<u32>,
-    stack_of_frames: HashMap<Vec<u32>, u32>,
-    frame_of_line: HashMap<(&'d str, &'d str, u32), u32>,
+    /// Per container of the document (by [`vramtrace_format::pickle::Id`]): the frame id of a
+    /// frame dict, once known (0: not yet).
+    frame_of_dict: Vec<u32>,
+    /// The stack of a frame list's items: most trace entries have a list of their own, of
+    /// frame dicts shared with other entries.
+    stack_of_items: HashMap<&'d [Value], u32, Fast>,
+    stack_of_frames: HashMap<Vec<u32>, u32, Fast>,
+    frame_of_line: HashMap<(&'d str, &'d str, u32), u32, Fast>,
     /// Live requests, segments and mappings per device, by address.
-    requests: HashMap<(i32, u64), Live>,
-    segments: HashMap<(i32, u64), Live>,
+    requests: HashMap<(i32, u64), Live, Fast>,
+    segments: HashMap<(i32, u64), Live, Fast>,
     mappings: BTreeMap<(i32, u64), Live>,
     next_handle: u64,
 }
@@ -331,11 +347,12 @@ impl<'d> Builder<'d> {
             events: Vec::new(),
             report: ImportReport::default(),
             first_time_ns: 0,
-            known: vec![0; doc.containers()],
-            stack_of_frames: HashMap::new(),
-            frame_of_line: HashMap::new(),
-            requests: HashMap::new(),
-            segments: HashMap::new(),
+            frame_of_dict: vec![0; doc.containers()],
+            stack_of_items: HashMap::default(),
+            stack_of_frames: HashMap::default(),
+            frame_of_line: HashMap::default(),
+            requests: HashMap::default(),
+            segments: HashMap::default(),
             mappings: BTreeMap::new(),
             next_handle: 1,
         }
@@ -456,6 +473,7 @@ impl<'d> Builder<'d> {
     }
 
     fn events_from(&mut self, entries: &[Entry<'d>]) -> Result<(), ImportError> {
+        self.events.reserve(entries.len());
         for (i, e) in entries.iter().enumerate() {
             let order = i as u64 + 1;
             let key = (e.device, e.addr);
@@ -688,29 +706,18 @@ impl<'d> Builder<'d> {
         Ok(())
     }
 
-    /// The stack id of a snapshot frame list, interning shared lists once.
+    /// The stack id of a snapshot frame list, interning lists of the same frames once.
     fn stack(&mut self, frames: Option<&'d Value>) -> u32 {
-        let Some(list) = frames else { return NO_STACK };
-        let Some(id) = list.id() else {
+        let Some(items) = frames.and_then(|l| self.doc.items(l)) else {
             return NO_STACK;
         };
-        // Stack ids start at 1, so 0 is "not known yet"; a list without frames is not
-        // remembered (it is cheap to see again).
-        if let Some(&s) = self.known.get(id.index())
-            && s != 0
-        {
-            return s;
-        }
-        let doc = self.doc;
-        let ids: Vec<u32> = doc
-            .items(list)
-            .unwrap_or(&[])
-            .iter()
-            .map(|f| self.frame(f))
-            .collect();
-        if ids.is_empty() {
+        if items.is_empty() {
             return NO_STACK;
         }
+        if let Some(&s) = self.stack_of_items.get(items) {
+            return s;
+        }
+        let ids: Vec<u32> = items.iter().map(|f| self.frame(f)).collect();
         let stack = match self.stack_of_frames.get(&ids) {
             Some(&s) => s,
             None => {
@@ -723,15 +730,13 @@ impl<'d> Builder<'d> {
                 s
             }
         };
-        if let Some(k) = self.known.get_mut(id.index()) {
-            *k = stack;
-        }
+        self.stack_of_items.insert(items, stack);
         stack
     }
 
     fn frame(&mut self, f: &'d Value) -> u32 {
         let key = f.id();
-        if let Some(&id) = key.and_then(|k| self.known.get(k.index()))
+        if let Some(&id) = key.and_then(|k| self.frame_of_dict.get(k.index()))
             && id != 0
         {
             return id;
@@ -761,7 +766,7 @@ impl<'d> Builder<'d> {
                 });
                 id
             });
-        if let Some(k) = key.and_then(|k| self.known.get_mut(k.index())) {
+        if let Some(k) = key.and_then(|k| self.frame_of_dict.get_mut(k.index())) {
             *k = id;
         }
         id

@@ -39,8 +39,10 @@ impl StrId {
 
 /// One Python value, 8 bytes. Strings, bytes, ints beyond 32 bits, floats and containers are
 /// indexes into the owning [`Document`], which reads them ([`Document::as_str`],
-/// [`Document::as_int`], [`Document::items`], ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// [`Document::as_int`], [`Document::items`], ...). Equal values are equal Python objects
+/// for strings and the other scalars inline; containers, ints beyond 32 bits, floats and bytes
+/// compare by identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Value {
     None,
     Bool(bool),
