@@ -335,6 +335,7 @@ impl<'a> Reader<'a> {
         self.bytes.len() - self.pos
     }
 
+    #[inline]
     fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8]> {
         if n > self.remaining() {
             return Err(self.truncated(what));
@@ -344,6 +345,8 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    #[cold]
+    #[inline(never)]
     fn truncated(&self, what: &'static str) -> Error {
         Error::Truncated {
             offset: self.bytes.len() as u64,
@@ -351,6 +354,8 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn malformed(&self, at: u64, what: &str) -> Error {
         Error::Malformed {
             offset: at,
@@ -358,6 +363,8 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn limit(&self, at: u64, what: &str) -> Error {
         Error::Limit {
             offset: at,
@@ -365,11 +372,13 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn u32_le(&mut self, what: &'static str) -> Result<u32> {
         let b = self.take(4, what)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    #[inline]
     fn u64_le(&mut self, what: &'static str) -> Result<u64> {
         let b = self.take(8, what)?;
         Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
@@ -429,9 +438,15 @@ impl<'a> Reader<'a> {
         } else {
             0
         };
+        self.spent += 2 * VALUE_COST;
+        if n <= 8 {
+            // Addresses, sizes and times: 64 bits at most.
+            let mut le = [fill; 8];
+            le[..n].copy_from_slice(b);
+            return Ok(self.doc.new_int(i64::from_le_bytes(le)));
+        }
         let mut le = [fill; 16];
         le[..n].copy_from_slice(b);
-        self.spent += 2 * VALUE_COST;
         Ok(self.doc.new_int(i128::from_le_bytes(le)))
     }
 
@@ -471,6 +486,7 @@ impl<'a> Reader<'a> {
         Ok(self.doc.add_node(kind))
     }
 
+    #[inline]
     fn push(&mut self, v: Value) {
         self.spent += VALUE_COST;
         self.stack.push(v);
@@ -502,6 +518,8 @@ impl<'a> Reader<'a> {
             .ok_or_else(|| self.malformed(at, &format!("{what} without a MARK")))
     }
 
+    #[cold]
+    #[inline(never)]
     fn full(&self, at: u64) -> Error {
         self.limit(at, "more than 2^32 items in all containers")
     }
@@ -585,6 +603,7 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    #[inline]
     fn get(&mut self, at: u64, index: u32) -> Result<()> {
         let v = match self.memo.get(index as usize) {
             Some(v) => Some(*v),

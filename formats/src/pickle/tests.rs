@@ -426,3 +426,21 @@ fn megabytes_of_empty_containers_or_memo_entries_stop_at_the_budget() {
         assert!(offset < bytes.len() as u64 - 1, "{name}");
     }
 }
+
+#[test]
+fn equal_lists_share_items_until_one_of_them_grows() {
+    // l1 = [1, 2]; l2 = [1, 2]; l1.append(3); l2.append(4); (l1, l2)
+    let doc = read(b"\x80\x04]\x94(K\x01K\x02e]\x94(K\x01K\x02eh\x00K\x03a0h\x01K\x04a0\x86.")
+        .unwrap();
+    let pair = doc.items(doc.root()).unwrap();
+    let ints = |v: &Value| -> Vec<i128> {
+        doc.items(v)
+            .unwrap()
+            .iter()
+            .map(|x| doc.as_int(x).unwrap())
+            .collect()
+    };
+    assert_ne!(pair[0].id(), pair[1].id());
+    assert_eq!(ints(&pair[0]), [1, 2, 3]);
+    assert_eq!(ints(&pair[1]), [1, 2, 4]);
+}

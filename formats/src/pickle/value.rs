@@ -9,7 +9,10 @@
 //! arena, the entries of every dict one span of another (a container that grows after another
 //! was made moves to a vector of its own, once); a string is an index into a table of strings
 //! borrowed from the input bytes, one per distinct content, so that comparing two keys is
-//! comparing two numbers.
+//! comparing two numbers. Lists and tuples of equal items share one span: each trace entry of a
+//! snapshot has a list of its own, and most of these lists repeat another's frames. (Sharing a
+//! span is safe because a span only ever grows in place at the end of the arena, past every
+//! span's items, and a dict's span, whose values change in place, is never shared.)
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -69,6 +72,24 @@ impl Value {
         }
     }
 
+    /// The value as one number: its kind in the top byte, its payload below.
+    pub(crate) fn bits(&self) -> u64 {
+        let (kind, payload) = match *self {
+            Value::None => (0, 0),
+            Value::Bool(b) => (1, u32::from(b)),
+            Value::Small(i) => (2, i as u32),
+            Value::Int(i) => (3, i),
+            Value::Wide(i) => (4, i),
+            Value::Float(i) => (5, i),
+            Value::Str(s) => (6, s.0),
+            Value::Bytes(i) => (7, i),
+            Value::List(id) => (8, id.0),
+            Value::Tuple(id) => (9, id.0),
+            Value::Dict(id) => (10, id.0),
+        };
+        (kind << 56) | u64::from(payload)
+    }
+
     /// Python's type name, for error messages.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -96,6 +117,9 @@ enum Key {
     Bytes(Vec<u8>),
     Id(Id),
 }
+
+/// Spans remembered for sharing, at most (about 32 MiB of map), whatever the pickle.
+const MAX_SHARED_SPANS: usize = 1 << 20;
 
 /// Dicts up to this many entries are searched by a scan; larger ones get a hash index. A
 /// snapshot holds a million small dicts, for which an index each would triple the memory.
@@ -149,6 +173,8 @@ pub struct Document<'a> {
     items: Vec<Value>,
     pairs: Vec<(Value, Value)>,
     own_items: Vec<Vec<Value>>,
+    /// Spans of the items arena by the hash of their items, to share equal ones.
+    spans: HashMap<u64, (u32, u32), foldhash::fast::RandomState>,
     own_dicts: Vec<OwnDict>,
     /// Per string, 1 + the dict that last took it as a key (0: none), for
     /// [`Document::insert_pairs`].
@@ -156,7 +182,7 @@ pub struct Document<'a> {
     ints: Vec<i64>,
     floats: Vec<f64>,
     strs: Vec<Cow<'a, str>>,
-    str_ids: HashMap<Cow<'a, str>, StrId>,
+    str_ids: HashMap<Cow<'a, str>, StrId, foldhash::fast::RandomState>,
     bytes: Vec<Cow<'a, [u8]>>,
     wide: Vec<i128>,
     root: Value,
@@ -176,12 +202,13 @@ impl<'a> Document<'a> {
             items: Vec::new(),
             pairs: Vec::new(),
             own_items: Vec::new(),
+            spans: HashMap::default(),
             own_dicts: Vec::new(),
             key_in: Vec::new(),
             ints: Vec::new(),
             floats: Vec::new(),
             strs: Vec::new(),
-            str_ids: HashMap::new(),
+            str_ids: HashMap::default(),
             bytes: Vec::new(),
             wide: Vec::new(),
             root: Value::None,
@@ -335,6 +362,26 @@ impl<'a> Document<'a> {
     pub(crate) fn extend_items(&mut self, id: Id, new: &[Value]) -> Result<usize, Full> {
         let at = self.items.len();
         let node = &mut self.nodes[id.index()];
+        if let Place::Span { len: 0, .. } = node.place
+            && new.len() >= 2
+        {
+            // Unseeded, but a crafted pickle gains nothing from collisions: a hash names one
+            // span, compared once.
+            let hash = new.iter().fold(new.len() as u64, |h, v| {
+                (h.rotate_left(5) ^ v.bits()).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            });
+            if let Some(&(start, len)) = self.spans.get(&hash)
+                && self.items[start as usize..][..len as usize] == *new
+            {
+                node.place = Place::Span { start, len };
+                return Ok(0);
+            }
+            if self.spans.len() < MAX_SHARED_SPANS
+                && let (Ok(start), Ok(len)) = (u32::try_from(at), u32::try_from(new.len()))
+            {
+                self.spans.insert(hash, (start, len));
+            }
+        }
         match &mut node.place {
             Place::Span { start, len } if *len == 0 || *start as usize + *len as usize == at => {
                 if *len == 0 {
