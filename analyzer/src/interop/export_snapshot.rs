@@ -312,8 +312,7 @@ pub fn snapshot(trace: &Trace) -> (Document<'static>, SnapshotReport) {
         .find(|(k, _)| k == "PYTORCH_CUDA_ALLOC_CONF")
     {
         let settings = out.doc.new_dict();
-        out.doc
-            .set_str(&settings, "PYTORCH_CUDA_ALLOC_CONF", conf);
+        out.doc.set_str(&settings, "PYTORCH_CUDA_ALLOC_CONF", conf);
         out.doc.set(
             &settings,
             "expandable_segments",
@@ -425,7 +424,11 @@ mod tests {
         doc.items(dev0)
             .unwrap()
             .iter()
-            .map(|e| doc.as_str(doc.get(e, "action").unwrap()).unwrap().to_string())
+            .map(|e| {
+                doc.as_str(doc.get(e, "action").unwrap())
+                    .unwrap()
+                    .to_string()
+            })
             .collect()
     }
 

@@ -742,9 +742,8 @@ impl<'d> Builder<'d> {
             return id;
         }
         let doc = self.doc;
-        let text = |k: &str| -> &'d str {
-            doc.get(f, k).and_then(|v| doc.as_str(v)).unwrap_or("??")
-        };
+        let text =
+            |k: &str| -> &'d str { doc.get(f, k).and_then(|v| doc.as_str(v)).unwrap_or("??") };
         let (file, name) = (text("filename"), text("name"));
         let line = doc
             .get(f, "line")

@@ -273,7 +273,7 @@ impl<'a> Reader<'a> {
                 }
                 op::SETITEMS => {
                     let mark = self.pop_mark(at, "SETITEMS")?;
-                    if (self.stack.len() - mark) % 2 != 0 {
+                    if !(self.stack.len() - mark).is_multiple_of(2) {
                         return Err(self.malformed(at, "SETITEMS with an odd number of items"));
                     }
                     self.set_items(at, mark)?;
@@ -609,8 +609,8 @@ impl<'a> Reader<'a> {
             Some(v) => Some(*v),
             None => self.sparse_memo.get(&index).copied(),
         };
-        let v = v
-            .ok_or_else(|| self.malformed(at, &format!("memo entry {index} was never stored")))?;
+        let v =
+            v.ok_or_else(|| self.malformed(at, &format!("memo entry {index} was never stored")))?;
         self.push(v);
         Ok(())
     }

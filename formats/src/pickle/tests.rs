@@ -139,7 +139,10 @@ fn big_and_negative_integers_and_tuples_decode_exactly() {
     let segs = doc.items(doc.get(doc.root(), "segments").unwrap()).unwrap();
     let pool = doc.get(&segs[0], "segment_pool_id").unwrap();
     assert!(matches!(pool, Value::Tuple(_)));
-    assert_eq!(doc.items(pool).unwrap(), &[Value::Small(0), Value::Small(0)]);
+    assert_eq!(
+        doc.items(pool).unwrap(),
+        &[Value::Small(0), Value::Small(0)]
+    );
 }
 
 #[test]
@@ -371,8 +374,14 @@ fn large_dicts_keep_one_entry_per_key_like_small_ones() {
     doc.set_root(d);
     let bytes = write(&doc).unwrap();
     let again = read(&bytes).unwrap();
-    assert_eq!(again.as_int(again.get(again.root(), "k0").unwrap()), Some(100));
-    assert_eq!(again.as_int(&again.entries(again.root()).unwrap()[40].1), Some(7));
+    assert_eq!(
+        again.as_int(again.get(again.root(), "k0").unwrap()),
+        Some(100)
+    );
+    assert_eq!(
+        again.as_int(&again.entries(again.root()).unwrap()[40].1),
+        Some(7)
+    );
 }
 
 #[test]
@@ -430,8 +439,8 @@ fn megabytes_of_empty_containers_or_memo_entries_stop_at_the_budget() {
 #[test]
 fn equal_lists_share_items_until_one_of_them_grows() {
     // l1 = [1, 2]; l2 = [1, 2]; l1.append(3); l2.append(4); (l1, l2)
-    let doc = read(b"\x80\x04]\x94(K\x01K\x02e]\x94(K\x01K\x02eh\x00K\x03a0h\x01K\x04a0\x86.")
-        .unwrap();
+    let doc =
+        read(b"\x80\x04]\x94(K\x01K\x02e]\x94(K\x01K\x02eh\x00K\x03a0h\x01K\x04a0\x86.").unwrap();
     let pair = doc.items(doc.root()).unwrap();
     let ints = |v: &Value| -> Vec<i128> {
         doc.items(v)

@@ -610,10 +610,16 @@ impl Tables<'_, '_> {
                 i32::from(x) == y
             }
             (Value::None, Value::None) => true,
-            (Value::Int(x), Value::Int(y)) => self.ints.get(x as usize) == self.ints.get(y as usize),
-            (Value::Wide(x), Value::Wide(y)) => self.wide.get(x as usize) == self.wide.get(y as usize),
+            (Value::Int(x), Value::Int(y)) => {
+                self.ints.get(x as usize) == self.ints.get(y as usize)
+            }
+            (Value::Wide(x), Value::Wide(y)) => {
+                self.wide.get(x as usize) == self.wide.get(y as usize)
+            }
             (Value::Float(x), Value::Float(y)) => self.float_bits(x) == self.float_bits(y),
-            (Value::Bytes(x), Value::Bytes(y)) => self.bytes.get(x as usize) == self.bytes.get(y as usize),
+            (Value::Bytes(x), Value::Bytes(y)) => {
+                self.bytes.get(x as usize) == self.bytes.get(y as usize)
+            }
             (
                 Value::List(x) | Value::Tuple(x) | Value::Dict(x),
                 Value::List(y) | Value::Tuple(y) | Value::Dict(y),
