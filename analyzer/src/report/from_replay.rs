@@ -408,7 +408,7 @@ mod tests {
                 allocated: SeriesBuilder::new(Buckets::new(0, 1, 1)),
                 reserved_focus: SeriesBuilder::new(Buckets::new(0, 1, 1)),
                 map: None,
-                budget: SNAPSHOT_BUDGET.min(2 * stream.requests.len() as u64),
+                budget: SNAPSHOT_BUDGET,
                 moments: vec![3, 7],
                 states: Vec::new(),
                 owners: Vec::new(),
