@@ -176,9 +176,8 @@ pub struct Document<'a> {
     /// Spans of the items arena by the hash of their items, to share equal ones.
     spans: HashMap<u64, (u32, u32), foldhash::fast::RandomState>,
     own_dicts: Vec<OwnDict>,
-    /// Per string, 1 + the dict that last took it as a key (0: none), for
-    /// [`Document::insert_pairs`].
-    key_in: Vec<u32>,
+    /// Per string, the dict that last took it as a key, for [`Document::insert_pairs`].
+    key_in: Vec<Option<Id>>,
     ints: Vec<i64>,
     floats: Vec<f64>,
     strs: Vec<Cow<'a, str>>,
@@ -431,13 +430,12 @@ impl<'a> Document<'a> {
                 let first = *start as usize;
                 // A string key is in this dict only if `key_in` names it: the dict at the end
                 // of the arena is the last one given entries, and nothing else marked since.
-                let mark = id.0 + 1;
-                self.key_in.resize(self.strs.len(), 0);
+                self.key_in.resize(self.strs.len(), None);
                 for pair in kv.chunks_exact(2) {
                     let (k, v) = (pair[0], pair[1]);
                     let old = match k {
-                        Value::Str(s) if self.key_in[s.index()] != mark => {
-                            self.key_in[s.index()] = mark;
+                        Value::Str(s) if self.key_in[s.index()] != Some(id) => {
+                            self.key_in[s.index()] = Some(id);
                             None
                         }
                         _ => self.pairs[first..]
