@@ -154,7 +154,7 @@ pub struct Headline {
     pub answers: crate::answers::Answers,
     /// Settings replayed for them.
     pub tried: usize,
-    /// Whether that was `vramtrace tune`'s whole grid, or each backend at its defaults.
+    /// Whether that was all of `vramtrace tune`'s settings, or each backend at its defaults.
     pub grid: crate::tune::Grid,
 }
 

@@ -57,7 +57,7 @@ pub const STATE_CHANGES: usize = 120_000;
 const STATE_BLOCKS: usize = 120_000;
 /// Address-map entries one policy's log may read (each logged request reads the whole map),
 /// so a policy with very many live blocks stops logging early rather than slowing the report.
-const STATE_WORK: u64 = 10_000_000;
+const STATE_WORK: u64 = 2_000_000;
 
 /// The requests whose states the page shows one by one: the whole stream when it has at most
 /// `events` requests; else half of them centred on the request at `peak_ns` (the requested

@@ -134,7 +134,8 @@ pub fn generate(
 pub const TUNE_WORK: usize = 40_000_000;
 
 /// The answers of the headline, from the library's search ([`tune_model`]) as `vramtrace
-/// tune` makes them: over its whole grid when that is affordable ([`TUNE_WORK`]).
+/// tune` makes them: over all its settings when that is affordable ([`TUNE_WORK`]; the bounds,
+/// which the answers do not use, are left out).
 fn headline(
     trace: &Trace,
     model: &Model,
@@ -158,7 +159,7 @@ fn headline(
     )
     .len();
     let grid = if requests.saturating_mul(full) <= TUNE_WORK {
-        Grid::Full
+        Grid::Settings
     } else {
         Grid::Backends
     };

@@ -313,7 +313,7 @@ fn answers(s: &mut String, data: &ReportData) {
     };
     let a = &h.answers;
     let among = match h.grid {
-        Grid::Full => format!(
+        Grid::Full | Grid::Settings => format!(
             "of the {} settings <code>vramtrace tune</code> tries",
             h.tried
         ),

@@ -41,6 +41,9 @@ pub enum Grid {
     /// Every setting, and the bounds (`vramtrace tune`).
     #[default]
     Full,
+    /// Every setting, no bounds (an offline plan of a long trace costs more than all the
+    /// settings together, and the answers do not use it).
+    Settings,
     /// The recorded setting and each backend at its defaults (no option but the recorded
     /// memory fraction), no bounds: a few replays, what a report affords on any trace.
     Backends,
@@ -51,6 +54,7 @@ impl Grid {
     fn keeps(self, c: &Candidate) -> bool {
         match self {
             Grid::Full => true,
+            Grid::Settings => c.role == Role::Setting,
             Grid::Backends => {
                 c.role == Role::Setting
                     && c.spec.options.iter().all(|(k, _)| k == "memory_fraction")
