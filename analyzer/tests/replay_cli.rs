@@ -359,3 +359,67 @@ fn fit_says_null_when_no_capacity_fits() {
     assert!(v["policies"][0]["min_capacity_bytes"].is_null());
     assert!(v["streams"][0]["policies"][0]["min_capacity_bytes"].is_u64());
 }
+
+/// A PyTorch tracker trace (`torch.*` events beside the driver calls) in which the real driver
+/// returned its second segment *below* the first. Of the two free 18 MiB blocks the request
+/// `c` then finds (the rest of the 20 MiB segment behind `a`, and the whole second segment),
+/// PyTorch takes the one at the lower address: the second segment. So the 20 MiB segment is
+/// whole again once `a` is freed, and `d` reuses it: 38 MiB reserved. With rising addresses
+/// `c` would take the first segment's rest, and `d` a third segment: 58 MiB.
+fn tracker_trace_with_falling_addresses() -> (tempfile::TempDir, PathBuf) {
+    const MIB: u64 = 1 << 20;
+    let (x1, x2) = (0x7f10_0000_0000u64, 0x7f00_0000_0000u64);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tracker.vramtrace");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w = TraceWriter::new(file, &Metadata::default(), WriterOptions::default()).unwrap();
+    let segment = |address, size| {
+        [
+            (Api::CuMemAlloc_v2, address, size),
+            (Api::TorchSegmentAlloc, address, size),
+        ]
+    };
+    let free = |address, size| {
+        [
+            (Api::TorchFreeRequested, address, size),
+            (Api::TorchFreeCompleted, address, size),
+        ]
+    };
+    let mut events = Vec::new();
+    events.extend(segment(x1, 20 * MIB));
+    events.push((Api::TorchAlloc, x1, 2 * MIB)); // a
+    events.push((Api::TorchAlloc, x1 + 2 * MIB, 18 * MIB)); // t
+    events.extend(segment(x2, 18 * MIB));
+    events.push((Api::TorchAlloc, x2, 18 * MIB)); // b
+    events.extend(free(x1 + 2 * MIB, 18 * MIB));
+    events.extend(free(x2, 18 * MIB));
+    events.push((Api::TorchAlloc, x2, 18 * MIB)); // c
+    events.extend(free(x1, 2 * MIB));
+    events.push((Api::TorchAlloc, x1, 20 * MIB)); // d
+    for (i, &(api, address, size)) in events.iter().enumerate() {
+        w.push(&Event {
+            seq: i as u64 + 1,
+            time_ns: i as u64 * 1000,
+            pid: 7,
+            device: 0,
+            address,
+            size,
+            ..Event::new(api)
+        })
+        .unwrap();
+    }
+    w.finish().unwrap();
+    (dir, path)
+}
+
+#[test]
+fn a_tracker_trace_is_replayed_with_the_segment_addresses_the_real_driver_returned() {
+    let (_dir, path) = tracker_trace_with_falling_addresses();
+    let v = json(&["replay", path.to_str().unwrap(), "--policy", "pytorch", "--json"]);
+    let stream = &v["streams"][0];
+    assert_eq!(stream["recorded_peak_reserved"], 38u64 << 20);
+    let row = &stream["policies"][0];
+    assert_eq!(row["peak_reserved"], 38u64 << 20, "{row}");
+    assert_eq!(row["device_allocs"], 2);
+    assert_eq!(row["error_vs_recorded"], 0.0);
+}

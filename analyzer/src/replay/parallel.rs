@@ -38,7 +38,7 @@ pub fn replay_all(
 }
 
 /// One policy on one stream at one capacity. When the trace recorded the real allocator's
-/// `cudaMalloc`s (an imported snapshot), the driver returns their addresses while the sizes
+/// `cudaMalloc`s (an imported snapshot, PyTorch's tracker), the driver returns their addresses while the sizes
 /// agree ([`Driver::script_segments`]).
 pub fn run(
     stream: &RequestStream,
