@@ -189,3 +189,37 @@ fn replaying_a_tracker_trace_reproduces_the_reserved_peak_of_its_own_run() {
     assert_eq!(real, 450_887_680);
     assert_eq!(v["policies"][0]["peak_reserved"].as_u64(), Some(real));
 }
+
+#[test]
+fn every_bundled_tracker_trace_replays_to_its_own_runs_reserved_peak() {
+    // The recorded configuration leads; its replay hands out the segment addresses the real
+    // driver returned (`torch.segment_alloc`), and must land on the reserved peak PyTorch's own
+    // segment events reached in that run.
+    for (name, policy, reserved) in [
+        ("complete-native", "pytorch", 698u64 << 20),
+        ("complete-expandable", "pytorch-expandable", 632 << 20),
+        ("complete-graph", "pytorch", 152 << 20),
+        ("complete-compile", "pytorch", 382 << 20),
+        ("multistream", "pytorch", 430 << 20),
+    ] {
+        let path = sample(&format!("h200-tracker/{name}.vramtrace"));
+        let out = vramtrace_tests::command(&vramtrace_tests::artifacts().vramtrace)
+            .args([
+                "replay",
+                path.to_str().unwrap(),
+                "--policy",
+                "pytorch",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{name}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stream = &v["streams"][0];
+        assert_eq!(stream["recorded_peak_reserved"], reserved, "{name}");
+        let row = &stream["policies"][0];
+        assert_eq!(row["name"], policy, "{name}");
+        assert_eq!(row["peak_reserved"], reserved, "{name}");
+        assert_eq!(row["error_vs_recorded"], 0.0, "{name}");
+    }
+}

@@ -415,7 +415,13 @@ fn tracker_trace_with_falling_addresses() -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn a_tracker_trace_is_replayed_with_the_segment_addresses_the_real_driver_returned() {
     let (_dir, path) = tracker_trace_with_falling_addresses();
-    let v = json(&["replay", path.to_str().unwrap(), "--policy", "pytorch", "--json"]);
+    let v = json(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--policy",
+        "pytorch",
+        "--json",
+    ]);
     let stream = &v["streams"][0];
     assert_eq!(stream["recorded_peak_reserved"], 38u64 << 20);
     let row = &stream["policies"][0];
