@@ -10,7 +10,7 @@ pub mod search;
 
 pub use framework::{Framework, Recorded, recorded};
 pub use grid::{Candidate, Role};
-pub use search::{Row, Tune, TuneOptions, Unjudged, tune};
+pub use search::{AddressSpread, Row, Tune, TuneOptions, Unjudged, tune};
 
 use crate::model::device::pool_capacity;
 use crate::policy::PolicyError;

@@ -11,8 +11,8 @@ use super::framework::{Framework, Recorded};
 use super::grid::{Candidate, GridContext, Role, bounds, candidate, settings};
 use crate::model::device::process_peak;
 use crate::model::{CaptureLevel, LevelReport, RequestKind, RequestStream};
-use crate::policy::{PolicyError, PolicySpec};
-use crate::replay::{Outcome, replay_all};
+use crate::policy::{AddressOrder, PolicyError, PolicySpec};
+use crate::replay::{Outcome, replay_all, replay_all_with};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -64,6 +64,22 @@ pub struct Row {
     pub fits_gpu: Option<bool>,
     /// Other settings that gave exactly the same figures.
     pub equivalent: Vec<String>,
+    /// Set when the prediction depends on the order of the driver's addresses: replayed with
+    /// falling instead of rising addresses, the process peak (or running out of memory)
+    /// differs. PyTorch breaks ties between equal-size free blocks by address, and the real
+    /// driver's order follows no rule a trace of another configuration could know
+    /// (docs/allocators.md, "Driver addresses").
+    pub address_sensitive: Option<AddressSpread>,
+}
+
+/// The process peaks of one setting under the two address orders tried.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct AddressSpread {
+    /// The smaller and the larger process peak of the two replays.
+    pub low: u64,
+    pub high: u64,
+    /// Whether the replay with falling addresses ran out of memory.
+    pub falling_oom: bool,
 }
 
 /// A setting the trace cannot judge, and why.
@@ -170,6 +186,7 @@ fn row(c: &Candidate, f: &Figures, base: u64, gpu: Option<u64>, recorded: bool) 
         oom: f.oom,
         fits_gpu: gpu.map(|g| !f.oom && f.process <= g),
         equivalent: Vec::new(),
+        address_sensitive: None,
     }
 }
 
@@ -205,7 +222,7 @@ pub fn tune(
     let figs: Vec<Figures> = per.iter().map(|o| figures(o, streams, options)).collect();
     let base = figs[0].process;
     let gpu = options.gpu_bytes;
-    let recorded_row = row(&candidates[0], &figs[0], base, gpu, true);
+    let mut recorded_row = row(&candidates[0], &figs[0], base, gpu, true);
 
     // Merge settings with identical figures into the simplest one.
     let mut rows: Vec<(usize, Row)> = Vec::new();
@@ -234,6 +251,15 @@ pub fn tune(
                 by_figures.insert(key, rows.len());
                 rows.push((i, r));
             }
+        }
+    }
+    // Each distinct setting once more with the driver's addresses falling.
+    let kept: Vec<usize> = rows.iter().map(|(i, _)| *i).collect();
+    let spreads = address_spreads(streams, &kept, &specs, &figs, options)?;
+    for ((i, r), spread) in rows.iter_mut().zip(&spreads) {
+        r.address_sensitive = *spread;
+        if *i == 0 {
+            recorded_row.address_sensitive = *spread;
         }
     }
     // Within the model's accuracy of the best peak (ACCURACY), a simpler and cheaper setting
@@ -293,6 +319,37 @@ pub fn tune(
             .max()
             .unwrap_or(0),
     })
+}
+
+/// For each candidate of `kept`, its [`AddressSpread`] when a replay with falling driver
+/// addresses gives another process peak or OOM than `figs` (the rising replays).
+fn address_spreads(
+    streams: &[RequestStream],
+    kept: &[usize],
+    specs: &[PolicySpec],
+    figs: &[Figures],
+    options: &TuneOptions,
+) -> Result<Vec<Option<AddressSpread>>, PolicyError> {
+    let again: Vec<PolicySpec> = kept.iter().map(|&i| specs[i].clone()).collect();
+    let results = replay_all_with(streams, &again, &options.capacities, AddressOrder::Falling)?;
+    let mut per: Vec<Vec<&Outcome>> = vec![Vec::new(); kept.len()];
+    for r in &results {
+        per[r.policy].push(&r.outcome);
+    }
+    Ok(kept
+        .iter()
+        .zip(&per)
+        .map(|(&i, outs)| {
+            let (rising, falling) = (&figs[i], figures(outs, streams, options));
+            (rising.process != falling.process || rising.oom != falling.oom).then(|| {
+                AddressSpread {
+                    low: rising.process.min(falling.process),
+                    high: rising.process.max(falling.process),
+                    falling_oom: falling.oom,
+                }
+            })
+        })
+        .collect())
 }
 
 fn unjudged(
