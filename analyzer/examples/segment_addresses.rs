@@ -25,7 +25,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut live: HashMap<u64, u64> = HashMap::new();
     for e in &events {
         let (alloc, free) = if tracker {
-            (e.api == Api::TorchSegmentAlloc, e.api == Api::TorchSegmentFree)
+            (
+                e.api == Api::TorchSegmentAlloc,
+                e.api == Api::TorchSegmentFree,
+            )
         } else {
             let ours = !snapshot || e.flags & ALLOCATOR_SEGMENT != 0;
             (
