@@ -132,6 +132,20 @@ fn an_nvcc_program_traces_exactly_the_calls_it_made() {
 
 /// A trace of `samples/traces/h200-tracker/` and the `torch.cuda.memory_stats()` its process
 /// wrote beside it.
+/// What `vramtrace ARGS` printed, as JSON; fails the test if it failed.
+fn vramtrace_json(args: &[&str]) -> serde_json::Value {
+    let out = vramtrace_tests::command(&vramtrace_tests::artifacts().vramtrace)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn tracker_sample(name: &str) -> (Trace, serde_json::Value) {
     let trace = Trace::open(
         &sample(&format!("h200-tracker/{name}.vramtrace")),
@@ -167,22 +181,13 @@ fn replaying_a_tracker_trace_reproduces_the_reserved_peak_of_its_own_run() {
     // Two streams with record_stream and periodic empty_cache(): the model frees a block where
     // PyTorch really reused it (torch.free_completed), not where the program dropped it.
     let path = sample("h200-tracker/multistream.vramtrace");
-    let out = vramtrace_tests::command(&vramtrace_tests::artifacts().vramtrace)
-        .args([
-            "replay",
-            path.to_str().unwrap(),
-            "--policy",
-            "pytorch",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = vramtrace_json(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--policy",
+        "pytorch",
+        "--json",
+    ]);
     let real = truth("h200-tracker/multistream.json")["max_memory_reserved"]
         .as_u64()
         .unwrap();
@@ -201,6 +206,8 @@ fn every_bundled_tracker_trace_replays_to_its_own_runs_reserved_peak() {
         ("complete-graph", "pytorch", 152 << 20),
         ("complete-compile", "pytorch", 382 << 20),
         ("multistream", "pytorch", 430 << 20),
+        // With the replay's own rising addresses: 5,268,045,824 B (-0.55%), 125 segments.
+        ("gpt2-train", "pytorch", 5052 << 20),
     ] {
         let path = sample(&format!("h200-tracker/{name}.vramtrace"));
         let out = vramtrace_tests::command(&vramtrace_tests::artifacts().vramtrace)
@@ -221,5 +228,43 @@ fn every_bundled_tracker_trace_replays_to_its_own_runs_reserved_peak() {
         assert_eq!(row["name"], policy, "{name}");
         assert_eq!(row["peak_reserved"], reserved, "{name}");
         assert_eq!(row["error_vs_recorded"], 0.0, "{name}");
+    }
+}
+
+#[test]
+fn a_recorded_training_run_names_the_lines_pytorch_names_at_the_peak() {
+    // GPT-2 small training (samples/workloads/pyframes_train.py) recorded with the defaults
+    // (tracker, Python stacks) on the H200, against PyTorch's own snapshot of the same seeded
+    // program (`_record_memory_history(context="all", stacks="python")`), whose live allocations
+    // at its peak pyframes_peak_sites.py grouped by their innermost frame outside `torch/`.
+    let path = sample("h200-tracker/gpt2-train.vramtrace");
+    let v = vramtrace_json(&["summary", path.to_str().unwrap(), "--json", "--top", "1000"]);
+    let pytorch = truth("h200-tracker/gpt2-train.pytorch-sites.json");
+    let group = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["device"] == 0)
+        .expect("the device's group");
+    assert_eq!(group["peak_requested"], pytorch["peak_allocated"]);
+    // Ours by site: `file:line Class.function`; PyTorch's: `file:line function` (co_name).
+    let mut ours: HashMap<String, (u64, u64)> = HashMap::new();
+    for s in group["top_stacks_at_peak"].as_array().unwrap() {
+        let site = s["site"].as_str().unwrap();
+        let key = match site.split_once(' ') {
+            Some((at, function)) => format!("{at} {}", function.rsplit('.').next().unwrap()),
+            None if site.is_empty() => "<no stack>".to_string(),
+            None => site.to_string(),
+        };
+        let e = ours.entry(key).or_default();
+        e.0 += s["bytes"].as_u64().unwrap();
+        e.1 += s["count"].as_u64().unwrap();
+    }
+    let sites = pytorch["sites"].as_array().unwrap();
+    assert_eq!(sites.len(), 10);
+    for s in sites {
+        let name = s["site"].as_str().unwrap();
+        let expected = (s["bytes"].as_u64().unwrap(), s["count"].as_u64().unwrap());
+        assert_eq!(ours.get(name), Some(&expected), "{name}");
     }
 }

@@ -107,34 +107,45 @@ pub struct StackBytes {
     pub frames: Vec<String>,
 }
 
-/// The `n` stacks holding the most bytes among `objects`.
+/// The `n` stacks holding the most bytes among `objects`. Stacks are told apart by their named
+/// frames, not by their ids: two recorded stacks that differ only where naming cannot see (two
+/// instruction offsets on one Python line, two return addresses in one native function) are one
+/// stack to the user and are counted as one.
 pub fn top_stacks<'o>(
     objects: impl Iterator<Item = &'o Object>,
     names: &StackNames,
     n: usize,
 ) -> Vec<StackBytes> {
-    let mut by: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut by_id: HashMap<u32, (u64, u64)> = HashMap::new();
     for o in objects {
-        let e = by.entry(o.stack).or_default();
+        let e = by_id.entry(o.stack).or_default();
         e.0 = e.0.saturating_add(o.size);
         e.1 += 1;
     }
-    let mut v: Vec<_> = by.into_iter().collect();
-    v.sort_unstable_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
+    // Keyed by the frames' text: what the user reads is what tells two stacks apart.
+    let mut by_frames: HashMap<Vec<String>, (u64, u64, u32, Vec<NamedFrame>)> = HashMap::new();
+    for (stack, (bytes, count)) in by_id {
+        let named = names.named(stack);
+        let e = by_frames
+            .entry(named.iter().map(NamedFrame::text).collect())
+            .or_insert_with(|| (0, 0, u32::MAX, named));
+        e.0 = e.0.saturating_add(bytes);
+        e.1 += count;
+        e.2 = e.2.min(stack);
+    }
+    let mut v: Vec<_> = by_frames.into_iter().collect();
+    // Ties by the smallest stack id among the merged ones: the order is the trace's, not the map's.
+    v.sort_unstable_by(|a, b| b.1.0.cmp(&a.1.0).then(a.1.2.cmp(&b.1.2)));
     v.into_iter()
         .take(n)
-        .map(|(stack, (bytes, count))| {
-            let named = names.named(stack);
+        .map(|(frames, (bytes, count, _, named))| {
             let site_index = Symbolizer::site_index(&named).unwrap_or(0);
             StackBytes {
                 bytes,
                 count,
-                site: named
-                    .get(site_index)
-                    .map(NamedFrame::text)
-                    .unwrap_or_default(),
+                site: frames.get(site_index).cloned().unwrap_or_default(),
                 site_index,
-                frames: named.iter().map(NamedFrame::text).collect(),
+                frames,
             }
         })
         .collect()
@@ -169,7 +180,8 @@ pub struct Summary {
     /// `request`, `segment`, or empty: the metadata's word, else inferred from the events
     /// ([`crate::model::detect_level`]).
     pub capture_level: String,
-    /// True for an imported snapshot: requests and the allocator's segments both present.
+    /// True when the allocator's requests and its own segments are both present (a PyTorch tracker
+    /// trace, an imported snapshot).
     pub has_allocator_segments: bool,
     pub events: u64,
     pub failed_allocations: u64,
@@ -421,7 +433,7 @@ impl Summary {
                     leaks: Leaks {
                         bytes: leaked.iter().map(|o| o.size).sum(),
                         count: leaked.len() as u64,
-                        stacks: top_stacks(leaked.iter(), &names, TOP_STACKS),
+                        stacks: top_stacks(leaked.iter(), &names, top),
                     },
                     failures: failures.remove(&(pid, device)).unwrap_or_default(),
                 }

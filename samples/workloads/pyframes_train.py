@@ -1,20 +1,21 @@
 """Median step times of a PyTorch MLP and of HF GPT-2 small training, for the Python-stacks
 overhead figures (samples/workloads/pyframes_h200.sh runs it under each recorder setting).
 
-    python pyframes_train.py OUT.json [--history SNAPSHOT.pickle]
+    python pyframes_train.py OUT.json [--history SNAPSHOT.pickle] [--models mlp,gpt2]
 
 mlp: 16 x (Linear(1024, 1024) + ReLU), AdamW, batch 64.
 gpt2: GPT2LMHeadModel built from GPT2Config() (124 M parameters, no download), batch 8 of 256
 tokens, bf16 autocast, AdamW.
 --history: PyTorch's own recorder, _record_memory_history(context="all", stacks="python"),
 on for the whole run; its snapshot is dumped at the end (not for "-").
+--models: which of the two loops to run (both by default).
 
 Each step ends with torch.cuda.synchronize(); warm-up steps are left out of the medians.
 """
 
+import argparse
 import json
 import statistics
-import sys
 
 import torch
 import torch.nn as nn
@@ -60,20 +61,25 @@ def gpt2():
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--history")
+    parser.add_argument("--models", default="mlp,gpt2")
+    args = parser.parse_args()
     torch.manual_seed(0)
-    history = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--history" else None
-    if history:
+    if args.history:
         torch.cuda.memory._record_memory_history(context="all", stacks="python")
     result = {"allocator_backend": torch.cuda.get_allocator_backend()}
-    for name, run in [("mlp", mlp), ("gpt2", gpt2)]:
-        times = run()
+    loops = {"mlp": mlp, "gpt2": gpt2}
+    for name in args.models.split(","):
+        times = loops[name]()
         result[name] = {"median_ms": statistics.median(times) * 1e3, "steps": len(times)}
     result["max_memory_allocated"] = torch.cuda.max_memory_allocated()
-    if history and history != "-":
-        torch.cuda.memory._dump_snapshot(history)
-    if history:
+    if args.history and args.history != "-":
+        torch.cuda.memory._dump_snapshot(args.history)
+    if args.history:
         torch.cuda.memory._record_memory_history(enabled=None)
-    with open(sys.argv[1], "w") as f:
+    with open(args.out, "w") as f:
         json.dump(result, f)
     print(json.dumps(result))
 

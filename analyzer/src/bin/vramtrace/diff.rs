@@ -1,5 +1,6 @@
 //! `vramtrace diff`.
 
+use crate::elf_files::ElfFiles;
 use crate::load::load_trace;
 use anyhow::Result;
 use std::fmt::Write as _;
@@ -28,9 +29,10 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let (a, b) = (&self.a, &self.b);
         let (ta, tb) = (load_trace(a, false)?, load_trace(b, false)?);
+        // Native frames named from the modules' files, as `summary` and `report` name them.
         let (sa, sb) = rayon::join(
-            || Summary::with_top(&ta, usize::MAX),
-            || Summary::with_top(&tb, usize::MAX),
+            || Summary::with_files(&ta, usize::MAX, &mut ElfFiles::new()),
+            || Summary::with_files(&tb, usize::MAX, &mut ElfFiles::new()),
         );
         let diff = Diff::of(&sa, &sb);
         crate::output::json_or_text(self.json, &diff, |d| render(a, b, d))

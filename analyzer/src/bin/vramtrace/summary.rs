@@ -18,6 +18,7 @@ use vramtrace::units::{bytes, count, duration};
 Examples:
   vramtrace summary run.vramtrace
   vramtrace summary --depth 20 run.vramtrace      # each stack's 20 innermost frames
+  vramtrace summary --top 50 run.vramtrace        # the 50 largest stacks at the peak
   vramtrace summary --json run.vramtrace | jq '.groups[0].leaks'
 
 Each stack is named by the user's frame: the innermost one outside the allocator plumbing
@@ -32,6 +33,10 @@ pub struct Args {
     /// and its two callers.
     #[arg(long, value_name = "N")]
     depth: Option<usize>,
+    /// How many stacks to list at each peak and among the leaks (stacks that name the same
+    /// frames are one).
+    #[arg(long, value_name = "N", default_value_t = TOP_STACKS)]
+    top: usize,
 }
 
 impl Args {
@@ -42,7 +47,7 @@ impl Args {
         }
         let trace = load_trace(&v.trace, v.salvage)?;
         // Native frames named from the modules' files, as `report` names them.
-        let summary = Summary::with_files(&trace, TOP_STACKS, &mut ElfFiles::new());
+        let summary = Summary::with_files(&trace, self.top, &mut ElfFiles::new());
         let first = trace.events().next().map_or(0, |e| e.time_ns);
         let depth = self.depth;
         crate::output::json_or_text(v.json, &summary, |s| render(&v.trace, s, first, depth))
@@ -88,7 +93,7 @@ const CALLERS_SHOWN: usize = 2;
 pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>) -> String {
     let mut o = String::new();
     let level = match (s.capture_level.as_str(), s.has_allocator_segments) {
-        (_, true) => "request (imported snapshot: requests and the allocator's segments)",
+        (_, true) => "request, with the allocator's own segments",
         ("", _) => "unknown",
         (l, _) => l,
     };
