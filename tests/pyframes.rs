@@ -169,6 +169,18 @@ fn summary_names_each_allocating_function_with_its_file_and_line() {
                 "3.{minor} {mode}: {:?}",
                 deep.1
             );
+            if mode == "mixed" {
+                // The native part crossed libffi's call frame (a rule framehop does not cache,
+                // `recorder/src/memo.rs`) into the ctypes module that called it.
+                assert!(
+                    deep.1
+                        .iter()
+                        .take_while(|f| !f.contains(".py:"))
+                        .any(|f| f.contains("_ctypes")),
+                    "3.{minor}: {:?}",
+                    deep.1
+                );
+            }
         }
     }
 }

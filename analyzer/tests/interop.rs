@@ -102,11 +102,11 @@ fn export_then_import_keeps_peaks_and_end_state() {
         // _memory_viz `segsum` asserts this for every segment.
         let segs = doc.items(doc.get(doc.root(), "segments").unwrap()).unwrap();
         for seg in segs {
-            let total = doc.get(seg, "total_size").unwrap().as_u64().unwrap();
+            let total = doc.as_u64(doc.get(seg, "total_size").unwrap()).unwrap();
             let blocks = doc.items(doc.get(seg, "blocks").unwrap()).unwrap();
             let sum: u64 = blocks
                 .iter()
-                .map(|b| doc.get(b, "size").unwrap().as_u64().unwrap())
+                .map(|b| doc.as_u64(doc.get(b, "size").unwrap()).unwrap())
                 .sum();
             assert_eq!(sum, total, "{name}");
         }
@@ -118,8 +118,8 @@ fn export_then_import_keeps_peaks_and_end_state() {
             .items(&traces[0])
             .unwrap()
             .iter()
-            .filter(|e| doc.get(e, "action").unwrap().as_str() == Some("oom"))
-            .map(|e| doc.get(e, "device_free").unwrap().as_u64().unwrap())
+            .filter(|e| doc.as_str(doc.get(e, "action").unwrap()) == Some("oom"))
+            .map(|e| doc.as_u64(doc.get(e, "device_free").unwrap()).unwrap())
             .collect();
         assert_eq!(ooms.len(), usize::from(name == "fp32"), "{name}");
         if name == "fp32" {

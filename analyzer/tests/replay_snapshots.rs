@@ -12,7 +12,8 @@ use vramtrace_format::pickle;
 
 fn predicted_and_recorded(name: &str, policy: &str) -> (Vec<DriverCall>, Vec<u64>) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../samples/snapshots/{name}"));
-    let doc = pickle::read(&std::fs::read(&path).unwrap()).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let doc = pickle::read(&bytes).unwrap();
     let imported = import(&doc, name).unwrap();
     let recorded: Vec<u64> = recorded_segment_allocs(imported.events.iter().copied())
         .iter()

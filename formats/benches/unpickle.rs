@@ -1,13 +1,14 @@
 //! The unpickler against a large PyTorch memory snapshot.
 //!
-//! `cargo bench -p vramtrace-format --bench unpickle -- SNAPSHOT.pickle [RUNS]` reads the file
-//! and unpickles it RUNS times (default 5), printing each run's seconds (file read included, as
-//! `pickle.load` of an open file includes it) and the median. A snapshot to use is written by
+//! `cargo bench -p vramtrace-format --bench unpickle -- SNAPSHOT.pickle [RUNS]` maps the file
+//! and unpickles it RUNS times (default 5), printing each run's seconds (reading the file
+//! included, as `pickle.load` of an open file includes it: the file is mapped as `vramtrace
+//! report` and `import` map it, and its pages are read while it is unpickled) and the median. A snapshot to use is written by
 //! `python3 analyzer/benches/make_snapshot.py`; `analyzer/benches/snapshot_page.py` runs this
 //! alternately with CPython's `pickle.load` (see analyzer/BENCHMARKS.md).
 
 use std::time::Instant;
-use vramtrace_format::pickle;
+use vramtrace_format::{MappedFile, pickle};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `cargo bench` passes `--bench`.
@@ -26,8 +27,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut containers = 0;
     for _ in 0..runs {
         let start = Instant::now();
-        let bytes = std::fs::read(path)?;
-        let doc = pickle::read(&bytes)?;
+        let file = MappedFile::open(std::path::Path::new(path))?;
+        let doc = pickle::read(file.bytes())?;
         let dt = start.elapsed().as_secs_f64();
         containers = doc.containers();
         drop(doc);

@@ -6,7 +6,7 @@ use crate::error::Error;
 /// First eight bytes of every trace. The high byte and the line feed catch text-mode mangling.
 pub const MAGIC: [u8; 8] = *b"\x89VRAMTR\n";
 /// The format version this crate writes and the newest it reads.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Bytes in the file header.
 pub const FILE_HEADER_LEN: usize = 16;
 /// Bytes in a chunk header.

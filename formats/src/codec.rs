@@ -193,6 +193,55 @@ impl Compressor {
     }
 }
 
+impl Compressor {
+    /// Compresses `raw` into `out` as one frame in which each part (from each offset of
+    /// `starts`, the first from 0) ends a block: zstd then gives each part literal statistics
+    /// of its own (a block chooses its Huffman table), where one block over all parts would
+    /// code a column's noisy low bytes and its nearly constant high bytes with one table.
+    pub fn compress_parts(
+        &mut self,
+        raw: &[u8],
+        starts: &[usize],
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        use zstd::zstd_safe::{InBuffer, OutBuffer, ResetDirective, zstd_sys::ZSTD_EndDirective};
+        let io = |code: usize| std::io::Error::other(zstd::zstd_safe::get_error_name(code));
+        out.clear();
+        out.reserve(zstd::zstd_safe::compress_bound(raw.len()) + 8 * (starts.len() + 1));
+        let cctx = self.0.context_mut();
+        cctx.reset(ResetDirective::SessionOnly).map_err(io)?;
+        cctx.set_pledged_src_size(Some(raw.len() as u64))
+            .map_err(io)?;
+        let ends = starts.iter().copied().chain(std::iter::once(raw.len()));
+        let mut from = 0;
+        for (k, to) in ends.enumerate() {
+            let last = k == starts.len();
+            let part = raw.get(from..to.max(from)).unwrap_or(&[]);
+            from = to.max(from);
+            let mut input = InBuffer::around(part);
+            let op = if last {
+                ZSTD_EndDirective::ZSTD_e_end
+            } else {
+                ZSTD_EndDirective::ZSTD_e_flush
+            };
+            loop {
+                if out.capacity() - out.len() < 64 {
+                    out.reserve(out.capacity().max(64));
+                }
+                let pos = out.len();
+                let mut output = OutBuffer::around_pos(out, pos);
+                let left = cctx
+                    .compress_stream2(&mut output, &mut input, op)
+                    .map_err(io)?;
+                if left == 0 && input.pos() == part.len() {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Decompresses a zstd payload that must expand to exactly `raw_len` bytes into `out`.
 ///
 /// zstd never writes past the capacity it is given, so a payload that expands further fails

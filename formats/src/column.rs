@@ -10,6 +10,15 @@
 //! - `PLANES`: fixed-width little-endian values split into byte planes (all low bytes, then all
 //!   second bytes, ...).
 //! - `DELTA_PLANES`: the first value as a varint, then the wrapping differences as byte planes.
+//! - `REPEAT` (version 3): per value, how many events back the same value was last seen, or 0
+//!   and the value as a literal: frees name the address an allocation returned, and a training
+//!   loop hands the same blocks out step after step.
+//!
+//! In version 3 each column's data is compressed on its own (zstd) when that makes it smaller,
+//! instead of the whole chunk at once: one zstd block mixes the literals of every column under
+//! one Huffman table, so the timing noise of `time_ns`, the different noise of `duration_ns`
+//! and the address bytes were coded as if they were one distribution (the re-recorded PyTorch
+//! samples took 20% more bytes so; `recorder/BENCHMARKS.md`, "Trace size").
 //!
 //! Byte planes exist for timestamps and durations: their low bytes are timing noise, their high
 //! bytes repeat with the program's loop. Split apart, zstd stores the noise at about its entropy
@@ -18,7 +27,10 @@
 //! path because it is both smaller and faster (BENCHMARKS.md).
 
 use crate::api::Api;
-use crate::codec::{Cursor, CursorError, put_uvarint, unzigzag, uvarint_len, zigzag};
+use crate::chunk::MAX_RAW_LEN;
+use crate::codec::{
+    self, Compressor, Cursor, CursorError, put_uvarint, unzigzag, uvarint_len, zigzag,
+};
 use crate::event::Event;
 
 /// Number of event columns, in storage order.
@@ -53,6 +65,15 @@ const MODE_PLAIN: u8 = 1;
 const MODE_DELTA: u8 = 2;
 const MODE_PLANES: u8 = 3;
 const MODE_DELTA_PLANES: u8 = 4;
+const MODE_REPEAT: u8 = 5;
+/// Set in a column's mode byte when its data is a zstd frame (version 3).
+const COMPRESSED: u8 = 0x80;
+/// Columns whose values recur (addresses, sizes, handles): the ones `REPEAT` is tried on.
+const RECURRING: [usize; 4] = [8, 9, 10, 11];
+/// Column data shorter than this is stored as is: a zstd frame costs more than it saves.
+const MIN_COMPRESSED: usize = 64;
+/// Decompressed bytes a column may declare per stored byte (as for whole chunks).
+const MAX_COLUMN_RATIO: usize = 4096;
 
 /// One decoded column.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,6 +205,8 @@ impl EventBatch {
         }
         let mut columns: [Column; COLUMNS] =
             std::array::from_fn(|_| Column::Linear { start: 0, step: 0 });
+        let mut scratch = Vec::new();
+        let mut expanded = 0usize;
         for (c, column) in columns.iter_mut().enumerate() {
             let start = cur.position();
             let mode = cur.u8().map_err(|e| at(&cur, e))?;
@@ -197,8 +220,17 @@ impl EventBatch {
                         format!("column {} overruns the chunk", COLUMN_NAMES[c]),
                     )
                 })?;
-            *column = decode_column(c, mode, data, count)
-                .map_err(|what| (start, format!("column {}: {what}", COLUMN_NAMES[c])))?;
+            let named = |what: String| (start, format!("column {}: {what}", COLUMN_NAMES[c]));
+            let data = if mode & COMPRESSED != 0 {
+                expanded += decompress_column(data, &mut scratch).map_err(named)?;
+                if expanded > MAX_RAW_LEN as usize {
+                    return Err(named(format!("columns expand past {MAX_RAW_LEN} bytes")));
+                }
+                &scratch[..]
+            } else {
+                data
+            };
+            *column = decode_column(c, mode & !COMPRESSED, data, count).map_err(named)?;
         }
         if cur.remaining() != 0 {
             return Err((
@@ -254,6 +286,20 @@ fn first_outside(column: &Column, len: usize, limit: u64) -> Option<usize> {
     (0..len).find(|&i| column.get(i) > limit)
 }
 
+/// Decompresses a compressed column's data (`uvarint raw_len`, then a zstd frame) into `out`;
+/// returns the decompressed length.
+fn decompress_column(data: &[u8], out: &mut Vec<u8>) -> Result<usize, String> {
+    let mut cur = Cursor::new(data);
+    let raw_len = cur.uvarint().map_err(bad_value)?;
+    let frame = &data[cur.position()..];
+    let raw_len = usize::try_from(raw_len)
+        .ok()
+        .filter(|&n| n <= MAX_RAW_LEN as usize && n <= MAX_COLUMN_RATIO * frame.len())
+        .ok_or_else(|| format!("a {}-byte frame declares {raw_len} bytes", frame.len()))?;
+    codec::decompress(frame, raw_len, out).map_err(|e| format!("zstd data: {e}"))?;
+    Ok(raw_len)
+}
+
 /// Decodes column `c` (storage index) holding `count` values.
 fn decode_column(c: usize, mode: u8, data: &[u8], count: usize) -> Result<Column, String> {
     let mut cur = Cursor::new(data);
@@ -284,6 +330,18 @@ fn decode_column(c: usize, mode: u8, data: &[u8], count: usize) -> Result<Column
             Ok(())
         })?;
         Column::Narrow(values)
+    } else if mode == MODE_REPEAT {
+        // Back-references read the values decoded so far: decode into the column itself.
+        let mut values: Vec<u64> = Vec::with_capacity(count.min(cur.remaining()));
+        repeat_values(&mut cur, count, |back, literal, i| {
+            let v = match back {
+                0 => literal,
+                b => i.checked_sub(b).and_then(|j| values.get(j).copied())?,
+            };
+            values.push(v);
+            Some(())
+        })?;
+        Column::Values(values)
     } else {
         let mut values = Vec::with_capacity(count);
         for_each_value(mode, &mut cur, count, |v| {
@@ -360,7 +418,57 @@ fn for_each_value(
                 f(prev)?;
             }
         }
+        MODE_REPEAT => {
+            // The values so far: what a back-reference names (bounded by `count`, which the
+            // back-references' bytes already bound).
+            let mut seen: Vec<u64> = Vec::with_capacity(count.min(cur.remaining()));
+            let mut failed = None;
+            repeat_values(cur, count, |back, literal, i| {
+                let v = match back {
+                    0 => literal,
+                    b => i.checked_sub(b).and_then(|j| seen.get(j).copied())?,
+                };
+                seen.push(v);
+                if failed.is_none() {
+                    failed = f(v).err();
+                }
+                Some(())
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
         other => return Err(format!("unknown column mode {other}")),
+    }
+    Ok(())
+}
+
+/// Decodes a `REPEAT` column of `count` values: `value(b, literal, i)` takes value `i`, its
+/// back-reference `b` (0 for a literal, then `literal` is the value) and returns `None` when
+/// `b` names no earlier value.
+fn repeat_values(
+    cur: &mut Cursor,
+    count: usize,
+    mut value: impl FnMut(usize, u64, usize) -> Option<()>,
+) -> Result<(), String> {
+    let tokens_len = usize::try_from(cur.uvarint().map_err(bad_value)?)
+        .ok()
+        .filter(|&n| n <= cur.remaining())
+        .ok_or("the back-references overrun the column")?;
+    let mut tokens = Cursor::new(cur.take(tokens_len).map_err(bad_value)?);
+    let mut literal = 0u64;
+    for i in 0..count {
+        let b = tokens.uvarint().map_err(bad_value)?;
+        if b == 0 {
+            literal = literal.wrapping_add(unzigzag(cur.uvarint().map_err(bad_value)?) as u64);
+        }
+        usize::try_from(b)
+            .ok()
+            .and_then(|b| value(b, literal, i))
+            .ok_or_else(|| format!("value {i} refers {b} values back"))?;
+    }
+    if tokens.remaining() != 0 {
+        return Err(format!("{} back-reference bytes left", tokens.remaining()));
     }
     Ok(())
 }
@@ -369,6 +477,26 @@ fn for_each_value(
 #[derive(Debug, Default)]
 pub struct ColumnBuilder {
     columns: [Vec<u64>; COLUMNS],
+    /// One column's data before compression, and the `REPEAT` encoder's table: reused.
+    scratch: Scratch,
+}
+
+#[derive(Debug, Default)]
+struct Scratch {
+    data: Vec<u8>,
+    packed: Vec<u8>,
+    /// The same column in a plane mode, and compressed.
+    alt: Vec<u8>,
+    alt_packed: Vec<u8>,
+    repeat: Repeats,
+}
+
+/// A column's mode byte and its data (after the length).
+fn split_column(column: &[u8]) -> (u8, &[u8]) {
+    let mut cur = Cursor::new(column);
+    let mode = cur.u8().unwrap_or(MODE_LINEAR);
+    let _len = cur.uvarint();
+    (mode, &column[cur.position()..])
 }
 
 impl ColumnBuilder {
@@ -405,12 +533,55 @@ impl ColumnBuilder {
         }
     }
 
-    /// Appends the raw chunk payload for the buffered events `range` to `out`.
-    pub fn encode_into(&self, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+    /// Appends the chunk payload for the buffered events `range` to `out`, each column's data
+    /// compressed with `compressor` where that makes it smaller (version 3), or none of them
+    /// without one (for compressing the whole payload instead).
+    pub fn encode_into(
+        &mut self,
+        range: std::ops::Range<usize>,
+        out: &mut Vec<u8>,
+        mut compressor: Option<&mut Compressor>,
+    ) -> std::io::Result<()> {
         put_uvarint(out, range.len() as u64);
-        for column in &self.columns {
-            encode_column(&column[range.clone()], out);
+        let s = &mut self.scratch;
+        for (c, column) in self.columns.iter().enumerate() {
+            let values = &column[range.clone()];
+            s.data.clear();
+            let repeat = RECURRING.contains(&c).then_some(&mut s.repeat);
+            let parts = encode_column(values, repeat, Choice::Smallest, &mut s.data);
+            let (mode, data) = split_column(&s.data);
+            let Some(compressor) = compressor
+                .as_deref_mut()
+                .filter(|_| data.len() >= MIN_COMPRESSED)
+            else {
+                out.extend_from_slice(&s.data);
+                continue;
+            };
+            compressor.compress_parts(data, parts.starts(), &mut s.packed)?;
+            let mut best = (mode, data.len(), &s.data, &s.packed);
+            // Varints are smallest before compression, but timing noise compresses better in
+            // byte planes (each plane its own block): compress both, keep the smaller.
+            if matches!(mode, MODE_PLAIN | MODE_DELTA) {
+                s.alt.clear();
+                let parts = encode_column(values, None, Choice::Planes, &mut s.alt);
+                let (alt_mode, alt) = split_column(&s.alt);
+                compressor.compress_parts(alt, parts.starts(), &mut s.alt_packed)?;
+                if s.alt_packed.len() < s.packed.len() {
+                    best = (alt_mode, alt.len(), &s.alt, &s.alt_packed);
+                }
+            }
+            let (mode, raw_len, plain, packed) = best;
+            let stored = uvarint_len(raw_len as u64) + packed.len();
+            if stored < raw_len {
+                out.push(mode | COMPRESSED);
+                put_uvarint(out, stored as u64);
+                put_uvarint(out, raw_len as u64);
+                out.extend_from_slice(packed);
+            } else {
+                out.extend_from_slice(plain);
+            }
         }
+        Ok(())
     }
 
     /// Value `i` of column `c`.
@@ -433,10 +604,92 @@ impl ColumnBuilder {
     }
 }
 
-fn encode_column(values: &[u64], out: &mut Vec<u8>) {
+/// The `REPEAT` encoder's state: for each value, the index it was last seen at, in an
+/// open-addressed table (cleared per column), and the two streams it writes.
+#[derive(Debug, Default)]
+struct Repeats {
+    /// `(value, index + 1)`; index 0 marks an empty slot.
+    slots: Vec<(u64, u32)>,
+    tokens: Vec<u8>,
+    literals: Vec<u8>,
+}
+
+impl Repeats {
+    /// Encodes `values` into the two streams; returns the mode's data length.
+    fn encode(&mut self, values: &[u64]) -> usize {
+        let size = (values.len() * 2).next_power_of_two().max(16);
+        self.slots.clear();
+        self.slots.resize(size, (0, 0));
+        self.tokens.clear();
+        self.literals.clear();
+        let mask = size - 1;
+        let mut literal = 0u64;
+        for (i, &v) in values.iter().enumerate() {
+            let mut slot = (v.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize & mask;
+            loop {
+                let (key, at) = self.slots[slot];
+                if at == 0 {
+                    put_uvarint(&mut self.tokens, 0);
+                    put_uvarint(&mut self.literals, zigzag(v.wrapping_sub(literal) as i64));
+                    literal = v;
+                    break;
+                }
+                if key == v {
+                    put_uvarint(&mut self.tokens, (i + 1 - at as usize) as u64);
+                    break;
+                }
+                slot = (slot + 1) & mask;
+            }
+            self.slots[slot] = (v, i as u32 + 1);
+        }
+        uvarint_len(self.tokens.len() as u64) + self.tokens.len() + self.literals.len()
+    }
+}
+
+/// Where a column's data divides into parts of different statistics (the byte planes, the two
+/// streams of `REPEAT`): the offset into the data at which each part after the first begins.
+/// zstd codes each part as a block of its own ([`Compressor::compress_parts`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct Parts {
+    starts: [usize; 8],
+    len: usize,
+}
+
+impl Parts {
+    fn push(&mut self, at: usize) {
+        if let Some(slot) = self.starts.get_mut(self.len) {
+            *slot = at;
+            self.len += 1;
+        }
+    }
+
+    fn starts(&self) -> &[usize] {
+        &self.starts[..self.len]
+    }
+}
+
+/// Which modes [`encode_column`] chooses among.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    /// The mode that takes the fewest bytes before compression.
+    Smallest,
+    /// The smaller of the two plane modes: what compresses best where values carry noise in
+    /// their low bytes, however many bytes varints would take.
+    Planes,
+}
+
+/// Appends `values` as one column (mode, length, data) in the mode `choice` picks; `REPEAT` is
+/// tried when `repeat` is given. Returns where the data's parts begin.
+fn encode_column(
+    values: &[u64],
+    repeat: Option<&mut Repeats>,
+    choice: Choice,
+    out: &mut Vec<u8>,
+) -> Parts {
+    let mut parts = Parts::default();
     let Some(&first) = values.first() else {
         out.extend_from_slice(&[MODE_LINEAR, 2, 0, 0]);
-        return;
+        return parts;
     };
     let n = values.len();
     let step = values.get(1).map_or(0, |v| v.wrapping_sub(first));
@@ -454,15 +707,20 @@ fn encode_column(values: &[u64], out: &mut Vec<u8>) {
         );
         put_uvarint(out, first);
         put_uvarint(out, zigzag(step as i64));
-        return;
+        return parts;
     }
-    // One pass gathers what every other mode would cost.
+    // One pass gathers what every other mode would cost (the plane modes' alone for `Planes`,
+    // asked for after the same column's `Smallest`).
     let (mut plain, mut delta, mut bits, mut prev) = (0usize, 0usize, 0u64, 0u64);
-    for &v in values {
-        plain += uvarint_len(v);
-        delta += uvarint_len(zigzag(v.wrapping_sub(prev) as i64));
-        bits |= v;
-        prev = v;
+    if choice == Choice::Planes {
+        bits = values.iter().fold(0, |acc, &v| acc | v);
+    } else {
+        for &v in values {
+            plain += uvarint_len(v);
+            delta += uvarint_len(zigzag(v.wrapping_sub(prev) as i64));
+            bits |= v;
+            prev = v;
+        }
     }
     // Plane widths leave out the first value, which DELTA_PLANES stores as a varint.
     let delta_bits = values
@@ -473,37 +731,56 @@ fn encode_column(values: &[u64], out: &mut Vec<u8>) {
     let planes = 1 + n * width;
     let delta_planes = uvarint_len(first) + 1 + (n - 1) * delta_width;
     // The width byte does not count against planes: ties go to them.
-    let best = plain.min(delta).min(planes - 1).min(delta_planes - 1) + 1;
-    let mut header = |mode: u8, len: usize| {
+    let best = match choice {
+        Choice::Smallest => plain.min(delta).min(planes - 1).min(delta_planes - 1) + 1,
+        Choice::Planes => planes.min(delta_planes),
+    };
+    let header = |out: &mut Vec<u8>, mode: u8, len: usize| {
         out.push(mode);
         put_uvarint(out, len as u64);
         out.reserve(len);
+        out.len()
     };
+    if let Some(r) = repeat.filter(|_| choice == Choice::Smallest) {
+        let len = r.encode(values);
+        if len < best {
+            let data = header(out, MODE_REPEAT, len);
+            put_uvarint(out, r.tokens.len() as u64);
+            out.extend_from_slice(&r.tokens);
+            parts.push(out.len() - data);
+            out.extend_from_slice(&r.literals);
+            return parts;
+        }
+    }
     if delta_planes <= best {
-        header(MODE_DELTA_PLANES, delta_planes);
+        let data = header(out, MODE_DELTA_PLANES, delta_planes);
         put_uvarint(out, first);
+        let planes = out.len() + 1 - data;
         put_planes(
             out,
             values.windows(2).map(|w| w[1].wrapping_sub(w[0])),
             n - 1,
             delta_width,
         );
+        (0..delta_width).for_each(|k| parts.push(planes + k * (n - 1)));
     } else if planes <= best {
-        header(MODE_PLANES, planes);
+        header(out, MODE_PLANES, planes);
         put_planes(out, values.iter().copied(), n, width);
+        (0..width).for_each(|k| parts.push(1 + k * n));
     } else if plain <= best {
-        header(MODE_PLAIN, plain);
+        header(out, MODE_PLAIN, plain);
         for &v in values {
             put_uvarint(out, v);
         }
     } else {
-        header(MODE_DELTA, delta);
+        header(out, MODE_DELTA, delta);
         let mut prev = 0u64;
         for &v in values {
             put_uvarint(out, zigzag(v.wrapping_sub(prev) as i64));
             prev = v;
         }
     }
+    parts
 }
 
 /// Bytes needed for a value with these bits set (at least one).
@@ -553,8 +830,13 @@ mod tests {
         let mut b = ColumnBuilder::default();
         events.iter().for_each(|e| b.push(e));
         let mut raw = Vec::new();
-        b.encode_into(0..b.len(), &mut raw);
+        b.encode_into(0..b.len(), &mut raw, Some(&mut compressor()))
+            .unwrap();
         EventBatch::decode(&raw, events.len()).unwrap()
+    }
+
+    fn compressor() -> Compressor {
+        Compressor::new(1).unwrap()
     }
 
     proptest! {
@@ -604,10 +886,78 @@ mod tests {
         let mut b = ColumnBuilder::default();
         events.iter().for_each(|e| b.push(e));
         let mut raw = Vec::new();
-        b.encode_into(0..b.len(), &mut raw);
-        assert_eq!(column_modes(&raw)[1], MODE_DELTA_PLANES);
+        b.encode_into(0..b.len(), &mut raw, Some(&mut compressor()))
+            .unwrap();
+        assert_eq!(column_modes(&raw)[1], MODE_DELTA_PLANES | COMPRESSED);
         let batch = EventBatch::decode(&raw, events.len()).unwrap();
         assert_eq!(batch.iter().collect::<Vec<_>>(), events);
+    }
+
+    /// A training loop's addresses: blocks handed out and freed again, step after step.
+    fn reused_blocks() -> Vec<Event> {
+        (0..3000u64)
+            .map(|i| Event {
+                seq: i,
+                time_ns: i * 1000 + (i * 7919) % 611,
+                address: 0x7f00_0000_0000 + ((i / 2) % 40) * 0x20_0000 + (i % 7) * 0x1000,
+                size: 4096 << (i % 5),
+                ..Event::new(if i % 2 == 0 {
+                    Api::CuMemAllocAsync
+                } else {
+                    Api::CuMemFreeAsync
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn recurring_addresses_take_repeat_mode_and_round_trip_compressed() {
+        let events = reused_blocks();
+        let mut b = ColumnBuilder::default();
+        events.iter().for_each(|e| b.push(e));
+        let mut raw = Vec::new();
+        b.encode_into(0..b.len(), &mut raw, Some(&mut compressor()))
+            .unwrap();
+        let modes = column_modes(&raw);
+        assert_eq!(modes[8] & !COMPRESSED, MODE_REPEAT);
+        assert_ne!(modes[1] & COMPRESSED, 0, "timestamps compressed");
+        assert_eq!(modes[0], MODE_LINEAR, "seq stays a progression");
+        let batch = EventBatch::decode(&raw, events.len()).unwrap();
+        assert_eq!(batch.iter().collect::<Vec<_>>(), events);
+    }
+
+    #[test]
+    fn a_back_reference_before_the_first_value_is_refused() {
+        let mut data = Vec::new();
+        put_uvarint(&mut data, 2);
+        data.extend([0, 2, 8]);
+        let err = decode_column(8, MODE_REPEAT, &data, 2).unwrap_err();
+        assert!(err.contains("value 1 refers 2 values back"), "{err}");
+        let ok = decode_column(8, MODE_REPEAT, &[2, 0, 1, 8], 2).unwrap();
+        assert_eq!(ok, Column::Values(vec![4, 4]));
+        // Any column may take the mode; the stack column decodes to 32-bit values.
+        let ok = decode_column(15, MODE_REPEAT, &[2, 0, 1, 8], 2).unwrap();
+        assert_eq!(ok, Column::Narrow(vec![4, 4]));
+        let err = decode_column(15, MODE_REPEAT, &[2, 0, 2, 8], 2).unwrap_err();
+        assert!(err.contains("value 1 refers 2 values back"), "{err}");
+    }
+
+    #[test]
+    fn a_compressed_column_claiming_more_than_its_frame_allows_is_refused() {
+        let mut frame = Vec::new();
+        compressor().compress(&[1u8; 1000], &mut frame).unwrap();
+        let mut data = Vec::new();
+        put_uvarint(&mut data, (MAX_COLUMN_RATIO * frame.len() + 1) as u64);
+        data.extend(&frame);
+        let err = decompress_column(&data, &mut Vec::new()).unwrap_err();
+        assert!(err.contains("declares"), "{err}");
+        let mut data = Vec::new();
+        put_uvarint(&mut data, 999);
+        data.extend(&frame);
+        assert!(
+            decompress_column(&data, &mut Vec::new()).is_err(),
+            "wrong length"
+        );
     }
 
     #[test]
@@ -615,7 +965,12 @@ mod tests {
         let mut raw = Vec::new();
         put_uvarint(&mut raw, 1);
         for c in 0..COLUMNS {
-            encode_column(&[if c == 6 { 999 } else { 0 }], &mut raw);
+            encode_column(
+                &[if c == 6 { 999 } else { 0 }],
+                None,
+                Choice::Smallest,
+                &mut raw,
+            );
         }
         let (_, what) = EventBatch::decode(&raw, 1).unwrap_err();
         assert!(what.contains("unknown API id 999"), "{what}");
@@ -623,7 +978,12 @@ mod tests {
         let mut raw = Vec::new();
         put_uvarint(&mut raw, 3);
         for c in 0..COLUMNS {
-            encode_column(&if c == API { [1, 4, 998] } else { [0, 0, 0] }, &mut raw);
+            encode_column(
+                &if c == API { [1, 4, 998] } else { [0, 0, 0] },
+                None,
+                Choice::Smallest,
+                &mut raw,
+            );
         }
         let (_, what) = EventBatch::decode(&raw, 3).unwrap_err();
         assert!(what.contains("event 2: unknown API id 998"), "{what}");

@@ -12,6 +12,9 @@ use crate::metadata::Metadata;
 use crate::tables::Tables;
 use std::io::Write;
 
+/// Events chunks of at most this many events are also tried compressed whole.
+const WHOLE_CHUNK_EVENTS: usize = 4096;
+
 /// How a [`TraceWriter`] cuts and compresses chunks.
 #[derive(Debug, Clone, Copy)]
 pub struct WriterOptions {
@@ -46,6 +49,8 @@ pub struct TraceWriter<W: Write> {
     compressor: Compressor,
     raw: Vec<u8>,
     packed: Vec<u8>,
+    /// An events chunk's payload with no column compressed (small chunks, [`Self::pack_events`]).
+    plain: Vec<u8>,
     events_written: u64,
     poisoned: bool,
 }
@@ -66,6 +71,7 @@ impl<W: Write> TraceWriter<W> {
             compressor: Compressor::new(options.zstd_level)?,
             raw: Vec::new(),
             packed: Vec::new(),
+            plain: Vec::new(),
             events_written: 0,
             poisoned: false,
         };
@@ -135,9 +141,7 @@ impl<W: Write> TraceWriter<W> {
         let mut piece = n;
         while start < n {
             let end = n.min(start + piece);
-            self.raw.clear();
-            self.events.encode_into(start..end, &mut self.raw);
-            let (compression, payload) = self.pack(ChunkKind::Events)?;
+            let (compression, payload) = self.pack_events(start..end)?;
             let count = (end - start) as u32;
             if !events_fit(count, payload.len() as u32) && piece > FREE_CHUNK_EVENTS as usize {
                 // Events so regular that every column is a progression: readers refuse a chunk
@@ -161,6 +165,30 @@ impl<W: Write> TraceWriter<W> {
         Ok(())
     }
 
+    /// Encodes the buffered events `range` as an events chunk's payload: each column compressed
+    /// on its own, or, for a chunk of at most [`WHOLE_CHUNK_EVENTS`] events where that is
+    /// smaller, the whole payload in one zstd frame (sixteen frames' headers and tables weigh on
+    /// a small chunk).
+    fn pack_events(&mut self, range: std::ops::Range<usize>) -> Result<(Compression, Vec<u8>)> {
+        self.raw.clear();
+        self.events
+            .encode_into(range.clone(), &mut self.raw, Some(&mut self.compressor))
+            .map_err(|e| self.poison(e))?;
+        if range.len() <= WHOLE_CHUNK_EVENTS {
+            self.plain.clear();
+            self.events
+                .encode_into(range, &mut self.plain, None)
+                .map_err(|e| self.poison(e))?;
+            self.compressor.compress(&self.plain, &mut self.packed)?;
+            if self.packed.len() < self.raw.len() {
+                // `self.raw` holds what the compressed payload expands to (see `header`).
+                std::mem::swap(&mut self.raw, &mut self.plain);
+                return Ok((Compression::Zstd, std::mem::take(&mut self.packed)));
+            }
+        }
+        Ok((Compression::None, std::mem::take(&mut self.raw)))
+    }
+
     /// Writes `self.raw` as one chunk without events, compressed when that makes it smaller.
     fn write_chunk(&mut self, kind: ChunkKind) -> Result<()> {
         let (compression, payload) = self.pack(kind)?;
@@ -171,7 +199,8 @@ impl<W: Write> TraceWriter<W> {
     /// Compresses `self.raw` when that makes it smaller; the payload is handed back with
     /// [`Self::unpack`] or [`Self::emit`] so its buffer is reused.
     fn pack(&mut self, kind: ChunkKind) -> Result<(Compression, Vec<u8>)> {
-        let compress = kind != ChunkKind::Index && self.raw.len() > 64;
+        // Events chunks compress column by column (`ColumnBuilder::encode_into`).
+        let compress = !matches!(kind, ChunkKind::Index | ChunkKind::Events) && self.raw.len() > 64;
         if compress {
             self.compressor.compress(&self.raw, &mut self.packed)?;
         }

@@ -426,7 +426,42 @@ fn a_version_1_file_still_reads_with_an_empty_python_frame_table() {
 }
 
 #[test]
-fn python_frames_round_trip_through_a_version_2_file() {
+fn a_version_2_file_still_reads_and_the_current_writer_stores_it_smaller_and_unchanged() {
+    use vramtrace_format::{TraceWriter, WriterOptions};
+    // Recorded on an H200 by the version-2 recorder with Python stacks (a copy of the bundled
+    // sample `torch-mlp-requests`).
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/v2-torch-mlp-requests.vramtrace"
+    );
+    let old = std::fs::read(path).unwrap();
+    let trace = read(&old).unwrap();
+    assert_eq!(trace.layout.version, 2);
+    assert!(trace.layout.complete);
+    assert_eq!(trace.event_count(), 4488);
+    assert!(!trace.tables.python_frames.is_empty());
+    // Through the current writer, one chunk per recorded events chunk.
+    let mut w = TraceWriter::new(Vec::new(), &trace.metadata, WriterOptions::default()).unwrap();
+    *w.tables_mut() = trace.tables.clone();
+    for batch in &trace.batches {
+        batch.iter().for_each(|e| w.push(&e).unwrap());
+        w.flush().unwrap();
+    }
+    let new = w.finish().unwrap();
+    let again = read(&new).unwrap();
+    assert_eq!(again.layout.version, vramtrace_format::chunk::VERSION);
+    assert_eq!(again.tables, trace.tables);
+    assert!(again.events().eq(trace.events()));
+    assert!(
+        new.len() * 10 < old.len() * 9,
+        "{} against {}",
+        new.len(),
+        old.len()
+    );
+}
+
+#[test]
+fn python_frames_round_trip_through_a_current_file() {
     use vramtrace_format::{PythonFrame, Stack, TraceWriter, WriterOptions};
     let s = vramtrace_format::synthetic::pytorch_like(1, 3);
     let mut w = TraceWriter::new(Vec::new(), &s.metadata, WriterOptions::default()).unwrap();

@@ -4,6 +4,8 @@
 # Builds the release recorder and the fake driver (nulldriver.c), then runs python_stacks.py
 # plainly and under the recorder with VRAMTRACE_STACKS=none, python, mixed and native,
 # interleaved REPEATS times; prints each configuration's median of the runs' medians.
+# BASELINE=LIB.so adds the same four modes under another build of the library (named base-MODE),
+# interleaved with the others: a before/after comparison under the same load.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 repeats=${1:-5}
@@ -24,6 +26,9 @@ for r in $(seq "$repeats"); do
     run direct
     for mode in none python mixed native; do
         run "$mode" LD_PRELOAD="$preload" VRAMTRACE_OUTPUT="$out/" VRAMTRACE_STACKS=$mode
+        if [ -n "${BASELINE:-}" ]; then
+            run "base-$mode" LD_PRELOAD="$BASELINE" VRAMTRACE_OUTPUT="$out/" VRAMTRACE_STACKS=$mode
+        fi
     done
     rm -f "$out"/*.vramtrace
 done >"$out/results"
@@ -33,11 +38,16 @@ runs = {}
 for line in open(sys.argv[1]):
     cfg, call, median, _ = line.split()
     runs.setdefault((cfg, call), []).append(float(median))
-print(f"{'config':8} {'call':6} {'median ns':>10} {'over none':>10}   runs")
+print(f"{'config':11} {'call':6} {'median ns':>10} {'over none':>10}   runs")
 for call in ("alloc", "free"):
     none = statistics.median(runs[("none", call)])
-    for cfg in ("direct", "none", "python", "mixed", "native"):
+    base = ("base-none", "base-python", "base-mixed", "base-native")
+    for cfg in ("direct", "none", "python", "mixed", "native") + base:
+        if (cfg, call) not in runs:
+            continue
+        if cfg.startswith("base-"):
+            none = statistics.median(runs[("base-none", call)])
         v = runs[(cfg, call)]
         m = statistics.median(v)
-        print(f"{cfg:8} {call:6} {m:10.1f} {m - none:10.1f}   " + " ".join(f"{x:.0f}" for x in v))
+        print(f"{cfg:11} {call:6} {m:10.1f} {m - none:10.1f}   " + " ".join(f"{x:.0f}" for x in v))
 PY

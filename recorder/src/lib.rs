@@ -37,6 +37,7 @@ mod dlsym;
 mod exit;
 mod hooks;
 mod lifecycle;
+mod memo;
 mod modules;
 mod python;
 mod resolve;

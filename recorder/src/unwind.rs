@@ -25,6 +25,7 @@
 //! list is refreshed by the writer thread, so a library unloaded and another loaded at the same
 //! address within one refresh period is the one case where stale tables could be read.
 
+use crate::memo::{self, Memo};
 use crate::modules::Loaded;
 use framehop::Unwinder as _;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
@@ -49,14 +50,18 @@ const SHARDS: usize = 8;
 /// cache. Choosing the shard by the address makes it a 4,072-slot cache (8 shards, about
 /// 300 KiB a thread; 16 measured no faster). On `recorder/bench/many_stacks.py` (50 stacks over
 /// 400 functions) a capture fell from 1.36 µs to 0.42 µs.
+///
+/// Beside it, the rules framehop does not cache, per return address ([`memo`]).
 pub struct Cache {
     shards: Box<[Shard]>,
+    memo: Memo,
 }
 
 impl Default for Cache {
     fn default() -> Cache {
         Cache {
             shards: (0..SHARDS).map(|_| Shard::new_in()).collect(),
+            memo: Memo::default(),
         }
     }
 }
@@ -82,6 +87,8 @@ pub enum Mode {
 /// list changes (see `stacks`).
 pub struct Snapshot {
     unwinder: Unwinder,
+    /// The same objects' call frame information, for the rules framehop does not cache.
+    cfi: memo::Tables,
     /// This library's own address range, whose frames are left out.
     own: Range<u64>,
 }
@@ -104,7 +111,11 @@ impl Snapshot {
             };
             unwinder.add_module(Module::new(m.path.clone(), m.range.clone(), m.bias, info));
         }
-        Snapshot { unwinder, own }
+        Snapshot {
+            unwinder,
+            cfi: memo::Tables::new(modules),
+            own,
+        }
     }
 }
 
@@ -167,6 +178,7 @@ pub fn capture(
         }
     };
 
+    cache.memo.follow(&snapshot.cfi);
     let own = &snapshot.own;
     let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
     let mut frame = FrameAddress::from_instruction_pointer(ip);
@@ -175,13 +187,7 @@ pub fn capture(
     let mut steps = out.len() + 64;
     while n < out.len() && steps > 0 {
         steps -= 1;
-        let Some(shard) = cache.for_address(frame.address_for_lookup()) else {
-            break;
-        };
-        let Ok(Some(ra)) = snapshot
-            .unwinder
-            .unwind_frame(frame, &mut regs, shard, &mut read)
-        else {
+        let Some(ra) = step(snapshot, cache, frame, &mut regs, &mut read) else {
             break;
         };
         let Some(next) = FrameAddress::from_return_address(ra) else {
@@ -208,6 +214,39 @@ pub fn capture(
         }
     }
     n
+}
+
+/// Unwinds one frame: the caller's return address, with `regs` moved to the caller. A return
+/// address whose rule framehop cannot cache takes the remembered rule ([`memo`]); the first
+/// time framehop misses its cache at an address, the memo learns which rule it is.
+#[inline]
+fn step(
+    snapshot: &Snapshot,
+    cache: &mut Cache,
+    frame: FrameAddress,
+    regs: &mut UnwindRegsX86_64,
+    read: &mut impl FnMut(u64) -> Result<u64, ()>,
+) -> Option<u64> {
+    let at = frame.address_for_lookup();
+    let remembered = frame
+        .is_return_address()
+        .then(|| cache.memo.bp_rule(at))
+        .flatten();
+    if let Some(rule) = remembered {
+        let (ra, sp, bp) = rule.exec(regs.sp(), regs.bp(), read)?;
+        regs.set_ip(ra);
+        regs.set_sp(sp);
+        regs.set_bp(bp);
+        return Some(ra);
+    }
+    let shard = cache.for_address(at)?;
+    let hits = shard.stats().hit_count;
+    let ra = snapshot.unwinder.unwind_frame(frame, regs, shard, read);
+    let missed = shard.stats().hit_count == hits;
+    if missed && frame.is_return_address() && !cache.memo.knows(at) {
+        cache.memo.learn(&snapshot.cfi, at);
+    }
+    ra.ok().flatten()
 }
 
 /// Follows the `rbp` chain from `bp`: each frame stores the caller's `rbp` at `[bp]` and the

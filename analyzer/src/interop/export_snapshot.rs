@@ -42,7 +42,7 @@ pub struct SnapshotReport {
 }
 
 struct Out<'t, 'f> {
-    doc: Document,
+    doc: Document<'static>,
     names: StackNames<'t, 'f>,
     stacks: HashMap<u32, Value>,
     frames: HashMap<String, Value>,
@@ -54,24 +54,24 @@ struct Out<'t, 'f> {
 impl Out<'_, '_> {
     fn frames(&mut self, stack: u32) -> Value {
         if stack == NO_STACK {
-            return self.empty_frames.clone();
+            return self.empty_frames;
         }
         if let Some(v) = self.stacks.get(&stack) {
-            return v.clone();
+            return *v;
         }
         let list = self.doc.new_list();
         for named in self.names.named(stack) {
             let f = self.frame(&named);
             self.doc.push(&list, f);
         }
-        self.stacks.insert(stack, list.clone());
+        self.stacks.insert(stack, list);
         list
     }
 
     fn frame(&mut self, named: &NamedFrame) -> Value {
         let key = named.text();
         if let Some(v) = self.frames.get(&key) {
-            return v.clone();
+            return *v;
         }
         let (file, line, name) = if named.python {
             (named.file.clone(), named.line, named.function.clone())
@@ -79,10 +79,10 @@ impl Out<'_, '_> {
             (named.module.clone(), 0, key.clone())
         };
         let d = self.doc.new_dict();
-        self.doc.set(&d, "filename", Value::str(&file));
-        self.doc.set(&d, "line", Value::int(i64::from(line)));
-        self.doc.set(&d, "name", Value::str(&name));
-        self.frames.insert(key, d.clone());
+        self.doc.set_str(&d, "filename", &file);
+        self.doc.set_int(&d, "line", i64::from(line));
+        self.doc.set_str(&d, "name", &name);
+        self.frames.insert(key, d);
         d
     }
 
@@ -92,18 +92,18 @@ impl Out<'_, '_> {
         };
         let frames = self.frames(e.stack);
         let d = self.doc.new_dict();
-        self.doc.set(&d, "action", Value::str(action));
+        self.doc.set_str(&d, "action", action);
         if action == "oom" {
-            self.doc.set(&d, "device_free", Value::int(addr));
+            self.doc.set_int(&d, "device_free", addr);
         } else {
-            self.doc.set(&d, "addr", Value::int(addr));
+            self.doc.set_int(&d, "addr", addr);
         }
-        self.doc.set(&d, "size", Value::int(size));
+        self.doc.set_int(&d, "size", size);
         // PyTorch stores `cudaStream_t` in an int64.
-        self.doc.set(&d, "stream", Value::int(e.stream as i64));
-        self.doc.set(&d, "time_us", Value::int(e.time_ns / 1000));
+        self.doc.set_int(&d, "stream", e.stream as i64);
+        self.doc.set_int(&d, "time_us", e.time_ns / 1000);
         self.doc.set(&d, "frames", frames);
-        let list = self.traces[device].clone();
+        let list = self.traces[device];
         self.doc.push(&list, d);
         self.report.trace_entries += 1;
     }
@@ -121,7 +121,7 @@ struct Segment {
 }
 
 /// Builds the snapshot of `trace`.
-pub fn snapshot(trace: &Trace) -> (Document, SnapshotReport) {
+pub fn snapshot(trace: &Trace) -> (Document<'static>, SnapshotReport) {
     let devices = trace
         .events()
         .map(|e| e.device)
@@ -312,8 +312,7 @@ pub fn snapshot(trace: &Trace) -> (Document, SnapshotReport) {
         .find(|(k, _)| k == "PYTORCH_CUDA_ALLOC_CONF")
     {
         let settings = out.doc.new_dict();
-        out.doc
-            .set(&settings, "PYTORCH_CUDA_ALLOC_CONF", Value::str(conf));
+        out.doc.set_str(&settings, "PYTORCH_CUDA_ALLOC_CONF", conf);
         out.doc.set(
             &settings,
             "expandable_segments",
@@ -337,11 +336,11 @@ fn segment_dict(out: &mut Out, s: &Segment, blocks: &[(u64, u64, u32)]) -> Value
     let mut allocated = 0;
     let inactive = |out: &mut Out, address: u64, size: u64| {
         let b = out.doc.new_dict();
-        out.doc.set(&b, "address", Value::int(address));
-        out.doc.set(&b, "size", Value::int(size));
-        out.doc.set(&b, "requested_size", Value::int(0u8));
-        out.doc.set(&b, "state", Value::str("inactive"));
-        let empty = out.empty_frames.clone();
+        out.doc.set_int(&b, "address", address);
+        out.doc.set_int(&b, "size", size);
+        out.doc.set_int(&b, "requested_size", 0u8);
+        out.doc.set_str(&b, "state", "inactive");
+        let empty = out.empty_frames;
         out.doc.set(&b, "frames", empty);
         out.doc.push(&list, b);
         out.report.blocks += 1;
@@ -357,10 +356,10 @@ fn segment_dict(out: &mut Out, s: &Segment, blocks: &[(u64, u64, u32)]) -> Value
         let size = size.min(end - address);
         let frames = out.frames(stack);
         let b = out.doc.new_dict();
-        out.doc.set(&b, "address", Value::int(address));
-        out.doc.set(&b, "size", Value::int(size));
-        out.doc.set(&b, "requested_size", Value::int(size));
-        out.doc.set(&b, "state", Value::str("active_allocated"));
+        out.doc.set_int(&b, "address", address);
+        out.doc.set_int(&b, "size", size);
+        out.doc.set_int(&b, "requested_size", size);
+        out.doc.set_str(&b, "state", "active_allocated");
         out.doc.set(&b, "frames", frames);
         out.doc.push(&list, b);
         out.report.blocks += 1;
@@ -371,28 +370,30 @@ fn segment_dict(out: &mut Out, s: &Segment, blocks: &[(u64, u64, u32)]) -> Value
         inactive(out, at, end - at);
     }
     let frames = out.frames(s.stack);
-    let pool = out.doc.new_tuple(vec![Value::int(0u8), Value::int(0u8)]);
+    let pool = out.doc.new_tuple(vec![Value::Small(0), Value::Small(0)]);
     let d = out.doc.new_dict();
-    let set = |out: &mut Out, k: &str, v: Value| {
-        out.doc.set(&d, k, v);
-    };
-    set(out, "device", Value::int(s.device));
-    set(out, "address", Value::int(s.address));
-    set(out, "total_size", Value::int(s.size));
-    set(out, "allocated_size", Value::int(allocated));
-    set(out, "active_size", Value::int(allocated));
-    set(out, "requested_size", Value::int(allocated));
-    set(out, "stream", Value::int(s.stream as i64));
+    for (k, v) in [
+        ("device", i128::from(s.device)),
+        ("address", i128::from(s.address)),
+        ("total_size", i128::from(s.size)),
+        ("allocated_size", i128::from(allocated)),
+        ("active_size", i128::from(allocated)),
+        ("requested_size", i128::from(allocated)),
+        // PyTorch stores `cudaStream_t` in an int64.
+        ("stream", i128::from(s.stream as i64)),
+    ] {
+        out.doc.set_int(&d, k, v);
+    }
     let kind = if s.size <= SMALL_SEGMENT {
         "small"
     } else {
         "large"
     };
-    set(out, "segment_type", Value::str(kind));
-    set(out, "segment_pool_id", pool);
-    set(out, "is_expandable", Value::Bool(s.expandable));
-    set(out, "frames", frames);
-    set(out, "blocks", list);
+    out.doc.set_str(&d, "segment_type", kind);
+    out.doc.set(&d, "segment_pool_id", pool);
+    out.doc.set(&d, "is_expandable", Value::Bool(s.expandable));
+    out.doc.set(&d, "frames", frames);
+    out.doc.set(&d, "blocks", list);
     out.report.segments += 1;
     d
 }
@@ -423,7 +424,11 @@ mod tests {
         doc.items(dev0)
             .unwrap()
             .iter()
-            .map(|e| doc.get(e, "action").unwrap().as_str().unwrap().to_string())
+            .map(|e| {
+                doc.as_str(doc.get(e, "action").unwrap())
+                    .unwrap()
+                    .to_string()
+            })
             .collect()
     }
 
@@ -446,15 +451,15 @@ mod tests {
         let blocks = doc.items(doc.get(&segs[0], "blocks").unwrap()).unwrap();
         let sizes: Vec<u64> = blocks
             .iter()
-            .map(|b| doc.get(b, "size").unwrap().as_u64().unwrap())
+            .map(|b| doc.as_u64(doc.get(b, "size").unwrap()).unwrap())
             .collect();
         assert_eq!(sizes, [1024, 2097152 - 1024]);
         let f = doc.items(doc.get(&blocks[0], "frames").unwrap()).unwrap();
         assert_eq!(
-            doc.get(&f[0], "filename").unwrap().as_str(),
+            doc.as_str(doc.get(&f[0], "filename").unwrap()),
             Some("train.py")
         );
-        assert_eq!(doc.get(&f[0], "line").unwrap().as_int(), Some(42));
+        assert_eq!(doc.as_int(doc.get(&f[0], "line").unwrap()), Some(42));
         // Shared frame lists stay shared.
         assert_eq!(
             doc.get(&blocks[0], "frames").unwrap().id(),
@@ -495,11 +500,11 @@ mod tests {
         assert_eq!(doc.items(&traces[1]).unwrap().len(), 7);
         let segs = doc.items(doc.get(doc.root(), "segments").unwrap()).unwrap();
         assert_eq!(
-            doc.get(&segs[0], "segment_type").unwrap().as_str(),
+            doc.as_str(doc.get(&segs[0], "segment_type").unwrap()),
             Some("large")
         );
         assert_eq!(
-            doc.get(&segs[0], "allocated_size").unwrap().as_u64(),
+            doc.as_u64(doc.get(&segs[0], "allocated_size").unwrap()),
             Some(4 << 20)
         );
     }

@@ -43,9 +43,8 @@
 //! still reads those back.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER};
-use vramtrace_format::pickle::{Document, Id, Value};
+use vramtrace_format::pickle::{Document, StrId, Value};
 use vramtrace_format::{
     Api, Event, Metadata, NO_STACK, Pool, Process, PythonFrame, Stack, Stream, Tables, Thread,
 };
@@ -149,7 +148,7 @@ pub fn write_trace<W: std::io::Write>(
 }
 
 /// Converts an unpickled snapshot. `source` names the file for the process table.
-pub fn import(doc: &Document, source: &str) -> Result<Imported, ImportError> {
+pub fn import(doc: &Document<'_>, source: &str) -> Result<Imported, ImportError> {
     let root = doc.root();
     // `_memory_viz` accepts a bare list of segments from old versions, and so does this.
     let (segments, traces) = match root {
@@ -180,18 +179,27 @@ pub fn import(doc: &Document, source: &str) -> Result<Imported, ImportError> {
     let entries = b.entries(traces)?;
     b.events_from(&entries)?;
     b.end_state(segments)?;
-    let mut events = std::mem::take(&mut b.events);
+    let made = std::mem::take(&mut b.events);
     // Pre-existing memory first, then everything in time order (stable: entries of one time
-    // keep their order within a device).
-    events.sort_by_key(|p| (p.0, p.1));
-    let events: Vec<Event> = events
-        .into_iter()
+    // keep their order within a device). The keys are sorted, with the index as the last one,
+    // not the events: they are six times smaller.
+    let mut keys: Vec<(u64, u64, u32)> = made
+        .iter()
         .enumerate()
-        .map(|(i, (_, _, mut e))| {
-            e.seq = i as u64 + 1;
-            e
+        .map(|(i, &(time, order, _))| (time, order, i as u32))
+        .collect();
+    if !keys.is_sorted() {
+        keys.sort_unstable();
+    }
+    let events: Vec<Event> = keys
+        .iter()
+        .enumerate()
+        .map(|(seq, &(_, _, i))| Event {
+            seq: seq as u64 + 1,
+            ..made[i as usize].2
         })
         .collect();
+    drop(made);
 
     let mut tables = b.tables;
     tables.processes.push(Process {
@@ -258,18 +266,18 @@ pub fn import(doc: &Document, source: &str) -> Result<Imported, ImportError> {
 
 /// `PYTORCH_CUDA_ALLOC_CONF` as the snapshot's `allocator_settings` describe it, so that a
 /// replay of the `pytorch` policy can use the same settings.
-fn allocator_environment(doc: &Document, root: &Value) -> Vec<(String, String)> {
+fn allocator_environment(doc: &Document<'_>, root: &Value) -> Vec<(String, String)> {
     let Some(settings) = doc.get(root, "allocator_settings") else {
         return Vec::new();
     };
     let mut conf = doc
         .get(settings, "PYTORCH_CUDA_ALLOC_CONF")
-        .and_then(Value::as_str)
+        .and_then(|v| doc.as_str(v))
         .unwrap_or("")
         .to_string();
     let expandable = doc
         .get(settings, "expandable_segments")
-        .and_then(Value::as_bool)
+        .and_then(|v| doc.as_bool(v))
         .unwrap_or(false);
     if expandable && !conf.contains("expandable_segments") {
         if !conf.is_empty() {
@@ -298,6 +306,10 @@ struct Entry<'d> {
     device_free: u64,
 }
 
+/// The hasher of the import's maps (one lookup or more per trace entry): fast, and seeded at
+/// random as the model's, so that a crafted snapshot cannot aim at collisions.
+type Fast = foldhash::fast::RandomState;
+
 /// A live range of the reconstruction, to find memory live before the history began.
 #[derive(Clone, Copy)]
 struct Live {
@@ -306,82 +318,122 @@ struct Live {
 }
 
 struct Builder<'d> {
-    doc: &'d Document,
+    doc: &'d Document<'d>,
     tables: Tables,
     /// `(time_ns, order, event)`; pre-existing memory gets order 0 to sort first.
     events: Vec<(u64, u64, Event)>,
     report: ImportReport,
     first_time_ns: u64,
-    stack_of_list: HashMap<Id, u32>,
-    stack_of_frames: HashMap<Vec<u32>, u32>,
-    frame_of_dict: HashMap<Id, u32>,
-    frame_of_line: HashMap<(Arc<str>, Arc<str>, u32), u32>,
+    /// Per container of the document (by [`vramtrace_format::pickle::Id`]): the frame id of a
+    /// frame dict, once known (0: not yet).
+    frame_of_dict: Vec<u32>,
+    /// The stack of a frame list's items: most trace entries have a list of their own, of
+    /// frame dicts shared with other entries.
+    stack_of_items: HashMap<&'d [Value], u32, Fast>,
+    stack_of_frames: HashMap<Vec<u32>, u32, Fast>,
+    frame_of_line: HashMap<(&'d str, &'d str, u32), u32, Fast>,
     /// Live requests, segments and mappings per device, by address.
-    requests: HashMap<(i32, u64), Live>,
-    segments: HashMap<(i32, u64), Live>,
+    requests: HashMap<(i32, u64), Live, Fast>,
+    segments: HashMap<(i32, u64), Live, Fast>,
     mappings: BTreeMap<(i32, u64), Live>,
     next_handle: u64,
 }
 
 impl<'d> Builder<'d> {
-    fn new(doc: &'d Document) -> Self {
+    fn new(doc: &'d Document<'d>) -> Self {
         Builder {
             doc,
             tables: Tables::default(),
             events: Vec::new(),
             report: ImportReport::default(),
             first_time_ns: 0,
-            stack_of_list: HashMap::new(),
-            stack_of_frames: HashMap::new(),
-            frame_of_dict: HashMap::new(),
-            frame_of_line: HashMap::new(),
-            requests: HashMap::new(),
-            segments: HashMap::new(),
+            frame_of_dict: vec![0; doc.containers()],
+            stack_of_items: HashMap::default(),
+            stack_of_frames: HashMap::default(),
+            frame_of_line: HashMap::default(),
+            requests: HashMap::default(),
+            segments: HashMap::default(),
             mappings: BTreeMap::new(),
             next_handle: 1,
         }
     }
 
     fn int(&self, d: &Value, key: &str) -> Option<u64> {
-        self.doc.get(d, key).and_then(Value::as_u64)
+        self.doc.get(d, key).and_then(|v| self.doc.as_u64(v))
     }
 
     fn entries(&mut self, traces: &'d [Value]) -> Result<Vec<Entry<'d>>, ImportError> {
         let doc = self.doc;
+        let keys = EntryKeys::of(doc);
         let mut out = Vec::new();
         let mut timed = true;
+        // Counted by the action's string, named once at the end.
+        let mut actions: HashMap<StrId, u64> = HashMap::new();
         for (device, list) in traces.iter().enumerate() {
             let list = doc
                 .items(list)
                 .ok_or_else(|| bad(format!("device_traces[{device}] is not a list")))?;
+            out.reserve(list.len());
             for (i, e) in list.iter().enumerate() {
-                let action = doc
-                    .get(e, "action")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| bad(format!("device_traces[{device}][{i}] has no action")))?;
-                *self.report.actions.entry(action.to_string()).or_default() += 1;
-                let time = self.int(e, "time_us");
-                timed &= time.is_some();
-                let pool = doc
-                    .get(e, "pool_id")
-                    .and_then(|p| doc.items(p))
-                    .map(|p| {
-                        let part = |i: usize| p.get(i).and_then(Value::as_u64).unwrap_or(0);
-                        (part(0) << 32) | (part(1) & 0xffff_ffff)
-                    })
-                    .unwrap_or(0);
-                out.push(Entry {
+                // One pass over the entry's fields, matched by their interned key.
+                let mut entry = Entry {
                     device: device as i32,
-                    action,
-                    addr: self.int(e, "addr").unwrap_or(0),
-                    size: self.int(e, "size").unwrap_or(0),
-                    stream: self.int(e, "stream").unwrap_or(0),
-                    pool,
-                    time_ns: time.unwrap_or(0).saturating_mul(1000),
-                    frames: doc.get(e, "frames"),
-                    device_free: self.int(e, "device_free").unwrap_or(0),
-                });
+                    action: "",
+                    addr: 0,
+                    size: 0,
+                    stream: 0,
+                    pool: 0,
+                    time_ns: 0,
+                    frames: None,
+                    device_free: 0,
+                };
+                let (mut action, mut time) = (None, None);
+                let int = |v: &Value| doc.as_u64(v);
+                for (k, v) in doc.entries(e).unwrap_or(&[]) {
+                    let Value::Str(k) = *k else { continue };
+                    let k = Some(k);
+                    if k == keys.action {
+                        action = match *v {
+                            Value::Str(a) => Some(a),
+                            _ => None,
+                        };
+                    } else if k == keys.addr {
+                        entry.addr = int(v).unwrap_or(0);
+                    } else if k == keys.size {
+                        entry.size = int(v).unwrap_or(0);
+                    } else if k == keys.stream {
+                        entry.stream = int(v).unwrap_or(0);
+                    } else if k == keys.time_us {
+                        time = int(v);
+                    } else if k == keys.frames {
+                        entry.frames = Some(v);
+                    } else if k == keys.device_free {
+                        entry.device_free = int(v).unwrap_or(0);
+                    } else if k == keys.pool_id {
+                        entry.pool = doc
+                            .items(v)
+                            .map(|p| {
+                                let part = |i: usize| p.get(i).and_then(int).unwrap_or(0);
+                                (part(0) << 32) | (part(1) & 0xffff_ffff)
+                            })
+                            .unwrap_or(0);
+                    }
+                }
+                let action = action
+                    .ok_or_else(|| bad(format!("device_traces[{device}][{i}] has no action")))?;
+                *actions.entry(action).or_default() += 1;
+                entry.action = doc.text(action);
+                timed &= time.is_some();
+                entry.time_ns = time.unwrap_or(0).saturating_mul(1000);
+                out.push(entry);
             }
+        }
+        for (action, n) in actions {
+            *self
+                .report
+                .actions
+                .entry(doc.text(action).to_string())
+                .or_default() += n;
         }
         if !timed {
             // Without times, order stands in for time, 1 µs apart.
@@ -421,6 +473,7 @@ impl<'d> Builder<'d> {
     }
 
     fn events_from(&mut self, entries: &[Entry<'d>]) -> Result<(), ImportError> {
+        self.events.reserve(entries.len());
         for (i, e) in entries.iter().enumerate() {
             let order = i as u64 + 1;
             let key = (e.device, e.addr);
@@ -586,7 +639,7 @@ impl<'d> Builder<'d> {
             let stream = self.int(seg, "stream").unwrap_or(0);
             let expandable = doc
                 .get(seg, "is_expandable")
-                .and_then(Value::as_bool)
+                .and_then(|v| doc.as_bool(v))
                 .unwrap_or(false);
             let base = Entry {
                 device,
@@ -629,7 +682,10 @@ impl<'d> Builder<'d> {
                 let size = self.int(blk, "size").unwrap_or(0);
                 let addr = self.int(blk, "address").unwrap_or(block_addr);
                 block_addr = addr.saturating_add(size);
-                let state = doc.get(blk, "state").and_then(Value::as_str).unwrap_or("");
+                let state = doc
+                    .get(blk, "state")
+                    .and_then(|v| doc.as_str(v))
+                    .unwrap_or("");
                 let live = state == "active_allocated"
                     || state == "active_pending_free"
                     || state == "active_awaiting_free";
@@ -650,61 +706,54 @@ impl<'d> Builder<'d> {
         Ok(())
     }
 
-    /// The stack id of a snapshot frame list, interning shared lists once.
+    /// The stack id of a snapshot frame list, interning lists of the same frames once.
     fn stack(&mut self, frames: Option<&'d Value>) -> u32 {
-        let Some(list) = frames else { return NO_STACK };
-        let Some(id) = list.id() else {
+        let Some(items) = frames.and_then(|l| self.doc.items(l)) else {
             return NO_STACK;
         };
-        if let Some(&s) = self.stack_of_list.get(&id) {
+        if items.is_empty() {
+            return NO_STACK;
+        }
+        if let Some(&s) = self.stack_of_items.get(items) {
             return s;
         }
-        let doc = self.doc;
-        let ids: Vec<u32> = doc
-            .items(list)
-            .unwrap_or(&[])
-            .iter()
-            .map(|f| self.frame(f))
-            .collect();
-        let stack = if ids.is_empty() {
-            NO_STACK
-        } else if let Some(&s) = self.stack_of_frames.get(&ids) {
-            s
-        } else {
-            let s = self.tables.stacks.len() as u32 + 1;
-            self.tables.stacks.push(Stack {
-                id: s,
-                frames: ids.clone(),
-            });
-            self.stack_of_frames.insert(ids, s);
-            s
+        let ids: Vec<u32> = items.iter().map(|f| self.frame(f)).collect();
+        let stack = match self.stack_of_frames.get(&ids) {
+            Some(&s) => s,
+            None => {
+                let s = self.tables.stacks.len() as u32 + 1;
+                self.tables.stacks.push(Stack {
+                    id: s,
+                    frames: ids.clone(),
+                });
+                self.stack_of_frames.insert(ids, s);
+                s
+            }
         };
-        self.stack_of_list.insert(id, stack);
+        self.stack_of_items.insert(items, stack);
         stack
     }
 
     fn frame(&mut self, f: &'d Value) -> u32 {
         let key = f.id();
-        if let Some(&id) = key.and_then(|k| self.frame_of_dict.get(&k)) {
+        if let Some(&id) = key.and_then(|k| self.frame_of_dict.get(k.index()))
+            && id != 0
+        {
             return id;
         }
         let doc = self.doc;
-        let text = |k: &str| -> Arc<str> {
-            match doc.get(f, k) {
-                Some(Value::Str(s)) => s.clone(),
-                _ => Arc::from("??"),
-            }
-        };
+        let text =
+            |k: &str| -> &'d str { doc.get(f, k).and_then(|v| doc.as_str(v)).unwrap_or("??") };
         let (file, name) = (text("filename"), text("name"));
         let line = doc
             .get(f, "line")
-            .and_then(Value::as_u64)
+            .and_then(|v| doc.as_u64(v))
             .and_then(|l| u32::try_from(l).ok())
             .unwrap_or(0);
         let frames = &mut self.tables.python_frames;
         let id = *self
             .frame_of_line
-            .entry((file.clone(), name.clone(), line))
+            .entry((file, name, line))
             .or_insert_with(|| {
                 let id = frames.len() as u32 + 1;
                 frames.push(PythonFrame {
@@ -712,14 +761,42 @@ impl<'d> Builder<'d> {
                     file: file.to_string(),
                     function: name.to_string(),
                     line,
-                    module: vramtrace_format::conventions::module_of_file(&file),
+                    module: vramtrace_format::conventions::module_of_file(file),
                 });
                 id
             });
-        if let Some(k) = key {
-            self.frame_of_dict.insert(k, id);
+        if let Some(k) = key.and_then(|k| self.frame_of_dict.get_mut(k.index())) {
+            *k = id;
         }
         id
+    }
+}
+
+/// The interned keys of a trace entry's fields (`None` when no string of the pickle is that
+/// key, so no entry has the field).
+struct EntryKeys {
+    action: Option<StrId>,
+    addr: Option<StrId>,
+    size: Option<StrId>,
+    stream: Option<StrId>,
+    time_us: Option<StrId>,
+    frames: Option<StrId>,
+    device_free: Option<StrId>,
+    pool_id: Option<StrId>,
+}
+
+impl EntryKeys {
+    fn of(doc: &Document<'_>) -> EntryKeys {
+        EntryKeys {
+            action: doc.str_id("action"),
+            addr: doc.str_id("addr"),
+            size: doc.str_id("size"),
+            stream: doc.str_id("stream"),
+            time_us: doc.str_id("time_us"),
+            frames: doc.str_id("frames"),
+            device_free: doc.str_id("device_free"),
+            pool_id: doc.str_id("pool_id"),
+        }
     }
 }
 
@@ -771,17 +848,22 @@ mod tests {
         let root = doc.new_dict();
         let traces = doc.new_list();
         let dev0 = doc.new_list();
-        doc.push(&traces, dev0.clone());
+        doc.push(&traces, dev0);
         for (action, addr, size, t) in [
             ("free_completed", 0x1000u64, 512u64, 10u64),
             ("segment_unmap", 0x20000, 4096, 11),
         ] {
             let e = doc.new_dict();
-            doc.set(&e, "action", Value::str(action));
-            doc.set(&e, "addr", Value::int(addr));
-            doc.set(&e, "size", Value::int(size));
-            doc.set(&e, "stream", Value::int(0u8));
-            doc.set(&e, "time_us", Value::int(t));
+            let fields = [
+                ("action", doc.new_str(action)),
+                ("addr", doc.new_int(addr)),
+                ("size", doc.new_int(size)),
+                ("stream", Value::Small(0)),
+                ("time_us", doc.new_int(t)),
+            ];
+            for (k, v) in fields {
+                doc.set(&e, k, v);
+            }
             doc.push(&dev0, e);
         }
         doc.set(&root, "device_traces", traces);
@@ -811,15 +893,20 @@ mod tests {
         let root = doc.new_dict();
         let traces = doc.new_list();
         let dev0 = doc.new_list();
-        doc.push(&traces, dev0.clone());
+        doc.push(&traces, dev0);
         for (action, addr, size) in [
             ("segment_map", 0x10000u64, 3 * 4096u64),
             ("segment_unmap", 0x10000 + 4096, 4096),
         ] {
             let e = doc.new_dict();
-            doc.set(&e, "action", Value::str(action));
-            doc.set(&e, "addr", Value::int(addr));
-            doc.set(&e, "size", Value::int(size));
+            let fields = [
+                ("action", doc.new_str(action)),
+                ("addr", doc.new_int(addr)),
+                ("size", doc.new_int(size)),
+            ];
+            for (k, v) in fields {
+                doc.set(&e, k, v);
+            }
             doc.push(&dev0, e);
         }
         doc.set(&root, "device_traces", traces);

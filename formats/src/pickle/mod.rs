@@ -15,12 +15,43 @@
 //! `BUILD`, `INST`, `OBJ`, `NEWOBJ`, `NEWOBJ_EX`, `EXT1/2/4`, `PERSID`, `BINPERSID`) and the
 //! out-of-band buffer opcodes. Reading never executes anything: the result is plain data.
 //!
+//! # Opcodes
+//!
+//! Codes and arguments are those of CPython's `Lib/pickle.py` (the opcode table, and the
+//! `_Unpickler.load_*` method of each) and `Modules/_pickle.c` (`load_*`), documented opcode by
+//! opcode in `Lib/pickletools.py` (python/cpython, main). What each does here, as there:
+//! `PROTO n` checks the protocol (2 to 5 accepted); `FRAME n` (8-byte length) only groups
+//! opcodes for buffered reads, so its length is checked against the bytes left and otherwise
+//! ignored; `MARK` pushes the stack height; `POP` drops the top value or, on an empty frame,
+//! the innermost mark (`load_pop`); `POP_MARK` drops back to the mark; `DUP` copies the top;
+//! `NONE`, `NEWTRUE`, `NEWFALSE`; `BININT` (4 bytes signed), `BININT1` (1 byte unsigned),
+//! `BININT2` (2 bytes unsigned), `LONG1`/`LONG4` (a 1- or 4-byte length, then little-endian
+//! two's complement; up to 16 bytes read here); `BINFLOAT` (8 bytes big-endian);
+//! `SHORT_BINUNICODE`, `BINUNICODE`, `BINUNICODE8` (UTF-8 of a 1-, 4- or 8-byte length) and
+//! `SHORT_BINSTRING`/`BINSTRING` (Python 2 `str`: read as UTF-8, where Python 3 by default
+//! accepts only ASCII); `SHORT_BINBYTES`, `BINBYTES`, `BINBYTES8`, `BYTEARRAY8` (all read as
+//! bytes); `EMPTY_LIST`, `EMPTY_DICT`,
+//! `EMPTY_TUPLE`; `APPEND`/`APPENDS` (to the list below the value or the mark), `SETITEM`/
+//! `SETITEMS` (key-value pairs into the dict below them, a repeated key keeping its first
+//! place); `TUPLE` (from the mark), `TUPLE1/2/3`; the memo: `MEMOIZE` (index = the memo's
+//! size), `BINPUT`/`LONG_BINPUT`/`PUT` (1-byte, 4-byte, decimal-line index) and
+//! `BINGET`/`LONG_BINGET`/`GET`; `STOP` returns the top. Text protocols 0 and 1 (`INT`, `LONG`,
+//! `FLOAT`, `STRING`, `UNICODE`, `LIST`, `DICT`) and sets (`EMPTY_SET`, `ADDITEMS`,
+//! `FROZENSET`) are refused as unsupported: `pickle.dump` writes none of them for a snapshot.
+//!
+//! The document is compact ([`Document`]: 8-byte values, containers as spans of two arenas,
+//! strings borrowed from the input and interned, equal lists sharing their items), which makes
+//! reading several times faster than CPython's `pickle.load` of the same file
+//! (analyzer/BENCHMARKS.md, "Snapshot to page").
+//!
 //! # Invariants
 //!
-//! - Shared objects stay shared: every container is a node in [`Document`]'s arena and every
-//!   reference to it, first or through the memo, is the same [`Id`].
+//! - Shared objects stay shared: every container is a node of [`Document`] and every reference
+//!   to it, first or through the memo, is the same [`Id`] (two equal lists that are different
+//!   Python objects keep two ids, even where they share their items).
 //! - Bounded work and memory: a length prefix is checked against the bytes that remain before
-//!   anything is allocated, the memo is a map (a huge `LONG_BINPUT` index costs nothing), and the
+//!   anything is allocated, the memo is a vector with a map beside it for indexes far beyond
+//!   its end (a huge `LONG_BINPUT` index costs nothing), and the
 //!   reader is a loop, not a recursion, so nesting depth cannot overflow the stack. What one
 //!   opcode byte can still make (a container, a memo entry, a copied value) is charged against a
 //!   budget in proportion to the pickle's length ([`Limits::for_len`]) that the recorded
@@ -38,7 +69,7 @@ mod value;
 mod writer;
 
 pub use reader::{Limits, MEMORY_BASE, MEMORY_PER_BYTE, memory_spent, read, read_with};
-pub use value::{Document, Id, Value};
+pub use value::{Document, Id, StrId, Value};
 pub use writer::write;
 
 /// Why a pickle could not be read or written.

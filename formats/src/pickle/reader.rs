@@ -1,10 +1,17 @@
 //! The unpickler: a loop over opcodes with a value stack, a mark stack and a memo.
+//!
+//! Each opcode does what CPython's `Modules/_pickle.c` (`load_*`) does with it, on the compact
+//! [`Document`]: a container's items go from the stack into the document's arena in one copy
+//! (`APPENDS`, `SETITEMS`, `TUPLE`), a string is checked as UTF-8 and interned without being
+//! copied, and the memo is a vector indexed by the memo index (Python's pickler numbers its memo
+//! entries 0, 1, 2, ...; an index far beyond them goes to a map, so a huge `LONG_BINPUT` index
+//! costs nothing).
 
 use super::opcode::{self as op, code_executing, unsupported};
-use super::value::{Document, Node, Value};
+use super::value::{Document, Full, Id, Kind, Value};
 use super::{Error, Result};
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// Caps on what one pickle may make, beyond the natural bound of its length.
 #[derive(Debug, Clone, Copy)]
@@ -18,15 +25,16 @@ pub struct Limits {
 }
 
 /// Memory the reader may spend regardless of the pickle's length.
-pub const MEMORY_BASE: usize = 64 << 20;
+pub const MEMORY_BASE: usize = 16 << 20;
 /// Memory the reader may spend per byte of pickle, beyond [`MEMORY_BASE`].
 ///
-/// One opcode byte can make a container (about 110 bytes of memory with its stack slot) or a
-/// copy of a value (`DUP`, 32 bytes), so without a budget 50 MB of `EMPTY_LIST`s took 5 GB.
-/// The recorded PyTorch snapshots under `samples/snapshots/` spend about 21 bytes per pickle
-/// byte (most of it the values that memo references push, two bytes each); the test
+/// One opcode byte can make a container (20 bytes of memory with its value), a memo entry
+/// (`MEMOIZE`) or a mark (`MARK`, 16 bytes each with their vectors' slack) or a copy of a value
+/// (`DUP`, 8 bytes), so without a budget 50 MB of `EMPTY_LIST`s took gigabytes. The recorded
+/// PyTorch snapshots under `samples/snapshots/` spend about 6 bytes per pickle byte (most of it
+/// the values that memo references push, two bytes each); the test
 /// `real_snapshots_stay_far_inside_the_memory_budget` keeps them under half of this.
-pub const MEMORY_PER_BYTE: usize = 48;
+pub const MEMORY_PER_BYTE: usize = 14;
 /// Containers allowed regardless of the pickle's length.
 pub const CONTAINERS_BASE: usize = 1 << 16;
 /// Pickle bytes per container, beyond [`CONTAINERS_BASE`]: the recorded snapshots hold one
@@ -45,7 +53,7 @@ impl Limits {
 }
 
 /// Reads one pickle with default limits. Bytes after `STOP` are ignored, as Python does.
-pub fn read(bytes: &[u8]) -> Result<Document> {
+pub fn read(bytes: &[u8]) -> Result<Document<'_>> {
     read_with(bytes, Limits::for_len(bytes.len()))
 }
 
@@ -57,24 +65,32 @@ pub fn memory_spent(bytes: &[u8]) -> Result<usize> {
 }
 
 /// Reads one pickle.
-pub fn read_with(bytes: &[u8], limits: Limits) -> Result<Document> {
+pub fn read_with(bytes: &[u8], limits: Limits) -> Result<Document<'_>> {
     let mut r = Reader::new(bytes, limits);
     r.step_all()?;
     Ok(r.doc)
 }
 
-/// What the reader charges, in bytes, for a value made, a container and a memo or dict entry.
+/// What the reader charges, in bytes: a value pushed (its stack slot, then its place in a
+/// container's arena; the copy made when a container moves to a vector of its own is charged
+/// when it is made), a container, a memo or dict entry (a dict entry is two values already
+/// charged when pushed, so this is the vectors' slack), a string.
 const VALUE_COST: usize = std::mem::size_of::<Value>();
-const NODE_COST: usize = std::mem::size_of::<Node>();
+const NODE_COST: usize = std::mem::size_of::<super::value::Node>();
 const ENTRY_COST: usize = 2 * std::mem::size_of::<Value>();
+const MARK_COST: usize = 2 * std::mem::size_of::<usize>();
+const STRING_COST: usize = 4 * std::mem::size_of::<Cow<'static, str>>();
 
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
-    doc: Document,
+    doc: Document<'a>,
     stack: Vec<Value>,
     marks: Vec<usize>,
-    memo: HashMap<u32, Value>,
+    /// Memo entries 0, 1, 2, ... as Python numbers them.
+    memo: Vec<Value>,
+    /// Memo entries far beyond the dense ones (only a hand-made pickle has them).
+    sparse_memo: HashMap<u32, Value>,
     limits: Limits,
     /// Bytes of memory charged so far (see [`Limits::max_memory`]).
     spent: usize,
@@ -85,10 +101,11 @@ impl<'a> Reader<'a> {
         Reader {
             bytes,
             pos: 0,
-            doc: Document::new(),
+            doc: Document::with_capacity_for(bytes.len()),
             stack: Vec::new(),
             marks: Vec::new(),
-            memo: HashMap::new(),
+            memo: Vec::with_capacity(bytes.len() / 64),
+            sparse_memo: HashMap::new(),
             limits,
             spent: 0,
         }
@@ -137,16 +154,16 @@ impl<'a> Reader<'a> {
                 op::BININT => {
                     let b = self.take(4, "BININT")?;
                     let v = i32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                    self.push(Value::Int(i128::from(v)));
+                    self.push(Value::Small(v));
                 }
                 op::BININT1 => {
                     let v = self.take(1, "BININT1")?[0];
-                    self.push(Value::Int(i128::from(v)));
+                    self.push(Value::Small(i32::from(v)));
                 }
                 op::BININT2 => {
                     let b = self.take(2, "BININT2")?;
                     let v = u16::from_le_bytes([b[0], b[1]]);
-                    self.push(Value::Int(i128::from(v)));
+                    self.push(Value::Small(i32::from(v)));
                 }
                 op::LONG1 => {
                     let n = usize::from(self.take(1, "LONG1")?[0]);
@@ -161,7 +178,9 @@ impl<'a> Reader<'a> {
                 op::BINFLOAT => {
                     let b = self.take(8, "BINFLOAT")?;
                     let v = f64::from_be_bytes(b.try_into().expect("8 bytes"));
-                    self.push(Value::Float(v));
+                    self.spent += VALUE_COST;
+                    let v = self.doc.new_float(v);
+                    self.push(v);
                 }
                 op::SHORT_BINUNICODE => {
                     let n = usize::from(self.take(1, "SHORT_BINUNICODE")?[0]);
@@ -197,15 +216,15 @@ impl<'a> Reader<'a> {
                     self.bytes_value(n, "BINBYTES8")?;
                 }
                 op::EMPTY_LIST => {
-                    let v = Value::List(self.node(at, Node::List(Vec::new()))?);
+                    let v = Value::List(self.node(at, Kind::List)?);
                     self.push(v);
                 }
                 op::EMPTY_DICT => {
-                    let v = Value::Dict(self.node(at, Node::Dict(Default::default()))?);
+                    let v = Value::Dict(self.node(at, Kind::Dict)?);
                     self.push(v);
                 }
                 op::EMPTY_TUPLE => {
-                    let v = Value::Tuple(self.node(at, Node::Tuple(Vec::new()))?);
+                    let v = Value::Tuple(self.node(at, Kind::Tuple)?);
                     self.push(v);
                 }
                 op::TUPLE1 | op::TUPLE2 | op::TUPLE3 => {
@@ -213,16 +232,16 @@ impl<'a> Reader<'a> {
                     if self.stack.len() < n + self.floor() {
                         return Err(self.malformed(at, "TUPLE1/2/3 with too few items"));
                     }
-                    let items = self.stack.split_off(self.stack.len() - n);
-                    let v = Value::Tuple(self.node(at, Node::Tuple(items))?);
-                    self.push(v);
+                    self.tuple(at, self.stack.len() - n)?;
                 }
                 op::TUPLE => {
-                    let items = self.pop_mark(at, "TUPLE")?;
-                    let v = Value::Tuple(self.node(at, Node::Tuple(items))?);
-                    self.push(v);
+                    let mark = self.pop_mark(at, "TUPLE")?;
+                    self.tuple(at, mark)?;
                 }
-                op::MARK => self.marks.push(self.stack.len()),
+                op::MARK => {
+                    self.spent += MARK_COST;
+                    self.marks.push(self.stack.len());
+                }
                 op::POP => {
                     if self.marks.last() == Some(&self.stack.len()) {
                         self.marks.pop();
@@ -231,34 +250,36 @@ impl<'a> Reader<'a> {
                     }
                 }
                 op::POP_MARK => {
-                    self.pop_mark(at, "POP_MARK")?;
+                    let mark = self.pop_mark(at, "POP_MARK")?;
+                    self.stack.truncate(mark);
                 }
                 op::DUP => {
-                    let top = self.top(at, "DUP")?.clone();
+                    let top = *self.top(at, "DUP")?;
                     self.push(top);
                 }
                 op::APPEND => {
-                    let item = self.pop(at, "APPEND")?;
-                    self.extend_list(at, vec![item])?;
+                    self.top(at, "APPEND")?;
+                    self.extend_list(at, self.stack.len() - 1)?;
                 }
                 op::APPENDS => {
-                    let items = self.pop_mark(at, "APPENDS")?;
-                    self.extend_list(at, items)?;
+                    let mark = self.pop_mark(at, "APPENDS")?;
+                    self.extend_list(at, mark)?;
                 }
                 op::SETITEM => {
-                    let value = self.pop(at, "SETITEM")?;
-                    let key = self.pop(at, "SETITEM")?;
-                    self.set_items(at, vec![key, value])?;
+                    if self.stack.len() < self.floor() + 2 {
+                        return Err(self.malformed(at, "SETITEM on an empty stack"));
+                    }
+                    self.set_items(at, self.stack.len() - 2)?;
                 }
                 op::SETITEMS => {
-                    let items = self.pop_mark(at, "SETITEMS")?;
-                    if items.len() % 2 != 0 {
+                    let mark = self.pop_mark(at, "SETITEMS")?;
+                    if !(self.stack.len() - mark).is_multiple_of(2) {
                         return Err(self.malformed(at, "SETITEMS with an odd number of items"));
                     }
-                    self.set_items(at, items)?;
+                    self.set_items(at, mark)?;
                 }
                 op::MEMOIZE => {
-                    let index = u32::try_from(self.memo.len())
+                    let index = u32::try_from(self.memo.len() + self.sparse_memo.len())
                         .map_err(|_| self.limit(at, "more than 2^32 memo entries"))?;
                     self.put(at, index)?;
                 }
@@ -314,6 +335,7 @@ impl<'a> Reader<'a> {
         self.bytes.len() - self.pos
     }
 
+    #[inline]
     fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8]> {
         if n > self.remaining() {
             return Err(self.truncated(what));
@@ -323,6 +345,8 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
+    #[cold]
+    #[inline(never)]
     fn truncated(&self, what: &'static str) -> Error {
         Error::Truncated {
             offset: self.bytes.len() as u64,
@@ -330,6 +354,8 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn malformed(&self, at: u64, what: &str) -> Error {
         Error::Malformed {
             offset: at,
@@ -337,6 +363,8 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn limit(&self, at: u64, what: &str) -> Error {
         Error::Limit {
             offset: at,
@@ -344,11 +372,13 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn u32_le(&mut self, what: &'static str) -> Result<u32> {
         let b = self.take(4, what)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    #[inline]
     fn u64_le(&mut self, what: &'static str) -> Result<u64> {
         let b = self.take(8, what)?;
         Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
@@ -408,26 +438,40 @@ impl<'a> Reader<'a> {
         } else {
             0
         };
+        self.spent += 2 * VALUE_COST;
+        if n <= 8 {
+            // Addresses, sizes and times: 64 bits at most.
+            let mut le = [fill; 8];
+            le[..n].copy_from_slice(b);
+            return Ok(self.doc.new_int(i64::from_le_bytes(le)));
+        }
         let mut le = [fill; 16];
         le[..n].copy_from_slice(b);
-        Ok(Value::Int(i128::from_le_bytes(le)))
+        Ok(self.doc.new_int(i128::from_le_bytes(le)))
     }
 
     fn unicode(&mut self, at: u64, n: usize) -> Result<()> {
         let b = self.take(n, "a string")?;
         let s = std::str::from_utf8(b)
             .map_err(|e| self.malformed(at, &format!("string is not UTF-8 ({e})")))?;
-        self.push(Value::Str(Arc::from(s)));
+        let before = self.doc.strings();
+        let id = self.doc.intern(Cow::Borrowed(s));
+        if self.doc.strings() > before {
+            self.spent += STRING_COST;
+        }
+        self.push(Value::Str(id));
         Ok(())
     }
 
     fn bytes_value(&mut self, n: usize, what: &'static str) -> Result<()> {
         let b = self.take(n, what)?;
-        self.push(Value::Bytes(Arc::from(b)));
+        self.spent += STRING_COST;
+        let v = self.doc.bytes_value(Cow::Borrowed(b));
+        self.push(v);
         Ok(())
     }
 
-    fn node(&mut self, at: u64, node: Node) -> Result<super::Id> {
+    fn node(&mut self, at: u64, kind: Kind) -> Result<Id> {
         if self.doc.containers() >= self.limits.max_containers {
             return Err(self.limit(
                 at,
@@ -439,9 +483,10 @@ impl<'a> Reader<'a> {
             ));
         }
         self.spent += NODE_COST;
-        Ok(self.doc.add_node(node))
+        Ok(self.doc.add_node(kind))
     }
 
+    #[inline]
     fn push(&mut self, v: Value) {
         self.spent += VALUE_COST;
         self.stack.push(v);
@@ -466,24 +511,45 @@ impl<'a> Reader<'a> {
         Ok(self.stack.last().expect("checked non-empty"))
     }
 
-    fn pop_mark(&mut self, at: u64, what: &str) -> Result<Vec<Value>> {
-        let mark = self
-            .marks
+    /// Pops the innermost MARK: the values from the returned height up are its items.
+    fn pop_mark(&mut self, at: u64, what: &str) -> Result<usize> {
+        self.marks
             .pop()
-            .ok_or_else(|| self.malformed(at, &format!("{what} without a MARK")))?;
-        Ok(self.stack.split_off(mark))
+            .ok_or_else(|| self.malformed(at, &format!("{what} without a MARK")))
     }
 
-    fn extend_list(&mut self, at: u64, items: Vec<Value>) -> Result<()> {
-        let target = self.top(at, "APPEND")?.clone();
-        match target {
-            Value::List(id) => match self.doc.node_mut(id) {
-                Node::List(list) => {
-                    list.extend(items);
-                    Ok(())
-                }
-                _ => unreachable!("a List value always refers to a list node"),
-            },
+    #[cold]
+    #[inline(never)]
+    fn full(&self, at: u64) -> Error {
+        self.limit(at, "more than 2^32 items in all containers")
+    }
+
+    /// Makes a tuple of the values from stack height `from` up, replacing them.
+    fn tuple(&mut self, at: u64, from: usize) -> Result<()> {
+        let id = self.node(at, Kind::Tuple)?;
+        self.doc
+            .extend_items(id, &self.stack[from..])
+            .map_err(|Full| self.full(at))?;
+        self.stack.truncate(from);
+        self.push(Value::Tuple(id));
+        Ok(())
+    }
+
+    /// Appends the values from stack height `from` up to the list below them.
+    fn extend_list(&mut self, at: u64, from: usize) -> Result<()> {
+        if from <= self.floor() {
+            return Err(self.malformed(at, "APPEND on an empty stack"));
+        }
+        match self.stack[from - 1] {
+            Value::List(id) => {
+                let copied = self
+                    .doc
+                    .extend_items(id, &self.stack[from..])
+                    .map_err(|Full| self.full(at))?;
+                self.spent += copied * VALUE_COST;
+                self.stack.truncate(from);
+                Ok(())
+            }
             other => Err(self.malformed(
                 at,
                 &format!("APPEND(S) to a {} instead of a list", other.type_name()),
@@ -491,38 +557,60 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn set_items(&mut self, at: u64, items: Vec<Value>) -> Result<()> {
-        let target = self.top(at, "SETITEM")?.clone();
-        let Value::Dict(id) = target else {
+    /// Sets the key-value pairs from stack height `from` up in the dict below them.
+    fn set_items(&mut self, at: u64, from: usize) -> Result<()> {
+        if from <= self.floor() {
+            return Err(self.malformed(at, "SETITEM on an empty stack"));
+        }
+        let Value::Dict(id) = self.stack[from - 1] else {
             return Err(self.malformed(
                 at,
-                &format!("SETITEM(S) on a {} instead of a dict", target.type_name()),
+                &format!(
+                    "SETITEM(S) on a {} instead of a dict",
+                    self.stack[from - 1].type_name()
+                ),
             ));
         };
-        self.spent += items.len() / 2 * ENTRY_COST;
-        let node = self.doc.node_mut(id);
-        let mut it = items.into_iter();
-        while let (Some(k), Some(v)) = (it.next(), it.next()) {
-            Document::dict_insert(node, k, v);
-        }
+        self.spent += (self.stack.len() - from) / 2 * ENTRY_COST;
+        let copied = self
+            .doc
+            .insert_pairs(id, &self.stack[from..])
+            .map_err(|Full| self.full(at))?;
+        self.spent += copied * ENTRY_COST;
+        self.stack.truncate(from);
         Ok(())
     }
 
     fn put(&mut self, at: u64, index: u32) -> Result<()> {
-        let v = self.top(at, "PUT/MEMOIZE")?.clone();
-        if self.memo.len() >= self.limits.max_memo && !self.memo.contains_key(&index) {
+        let v = *self.top(at, "PUT/MEMOIZE")?;
+        let i = index as usize;
+        let known = i < self.memo.len() || self.sparse_memo.contains_key(&index);
+        if !known && self.memo.len() + self.sparse_memo.len() >= self.limits.max_memo {
             return Err(self.limit(at, "too many memo entries"));
         }
         self.spent += ENTRY_COST;
-        self.memo.insert(index, v);
+        if i < self.memo.len() {
+            self.memo[i] = v;
+        } else if i == self.memo.len() {
+            // The dense entry replaces a sparse one of the same index.
+            if !self.sparse_memo.is_empty() {
+                self.sparse_memo.remove(&index);
+            }
+            self.memo.push(v);
+        } else {
+            self.sparse_memo.insert(index, v);
+        }
         Ok(())
     }
 
+    #[inline]
     fn get(&mut self, at: u64, index: u32) -> Result<()> {
+        let v = match self.memo.get(index as usize) {
+            Some(v) => Some(*v),
+            None => self.sparse_memo.get(&index).copied(),
+        };
         let v =
-            self.memo.get(&index).cloned().ok_or_else(|| {
-                self.malformed(at, &format!("memo entry {index} was never stored"))
-            })?;
+            v.ok_or_else(|| self.malformed(at, &format!("memo entry {index} was never stored")))?;
         self.push(v);
         Ok(())
     }

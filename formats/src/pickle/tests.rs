@@ -28,10 +28,10 @@ fn plain(doc: &Document, v: &Value, depth: usize) -> Plain {
     match v {
         Value::None => Plain::None,
         Value::Bool(b) => Plain::Bool(*b),
-        Value::Int(i) => Plain::Int(*i),
-        Value::Float(f) => Plain::Float(*f),
-        Value::Str(s) => Plain::Str(s.to_string()),
-        Value::Bytes(b) => Plain::Bytes(b.to_vec()),
+        Value::Small(_) | Value::Int(_) | Value::Wide(_) => Plain::Int(doc.as_int(v).unwrap()),
+        Value::Float(_) => Plain::Float(doc.as_f64(v).unwrap()),
+        Value::Str(_) => Plain::Str(doc.as_str(v).unwrap().to_string()),
+        Value::Bytes(_) => Plain::Bytes(doc.as_bytes(v).unwrap().to_vec()),
         Value::List(_) => Plain::List(
             doc.items(v)
                 .unwrap()
@@ -60,10 +60,10 @@ fn build(doc: &mut Document, p: &Plain) -> Value {
     match p {
         Plain::None => Value::None,
         Plain::Bool(b) => Value::Bool(*b),
-        Plain::Int(i) => Value::Int(*i),
-        Plain::Float(f) => Value::Float(*f),
-        Plain::Str(s) => Value::str(s),
-        Plain::Bytes(b) => Value::Bytes(b.as_slice().into()),
+        Plain::Int(i) => doc.new_int(*i),
+        Plain::Float(f) => doc.new_float(*f),
+        Plain::Str(s) => doc.new_str(s),
+        Plain::Bytes(b) => doc.new_bytes(b),
         Plain::List(items) => {
             let l = doc.new_list();
             for x in items {
@@ -91,7 +91,7 @@ fn trace_entry_frames(doc: &Document, i: usize) -> Value {
     let traces = doc.get(doc.root(), "device_traces").unwrap();
     let dev0 = &doc.items(traces).unwrap()[0];
     let entry = &doc.items(dev0).unwrap()[i];
-    doc.get(entry, "frames").unwrap().clone()
+    *doc.get(entry, "frames").unwrap()
 }
 
 #[test]
@@ -108,8 +108,8 @@ fn python_snapshots_of_protocols_2_to_5_read_with_shared_frames_kept_shared() {
         let f2_alone = doc.items(&trace_entry_frames(&doc, 2)).unwrap()[0].id();
         assert_eq!(f2_in_tb, f2_alone, "protocol {p}");
         let frame = &doc.items(&a).unwrap()[0];
-        assert_eq!(doc.get(frame, "line").unwrap().as_int(), Some(42));
-        assert_eq!(doc.get(frame, "name").unwrap().as_str(), Some("forward"));
+        assert_eq!(doc.as_int(doc.get(frame, "line").unwrap()), Some(42));
+        assert_eq!(doc.as_str(doc.get(frame, "name").unwrap()), Some("forward"));
     }
 }
 
@@ -127,19 +127,22 @@ fn every_protocol_gives_the_same_data() {
 fn big_and_negative_integers_and_tuples_decode_exactly() {
     let doc = read(P4).unwrap();
     let big = doc.items(doc.get(doc.root(), "big").unwrap()).unwrap();
-    assert_eq!(big[0].as_int(), Some((1i128 << 63) + 5));
-    assert_eq!(big[1].as_int(), Some(-(1i128 << 63)));
-    assert_eq!(big[2].as_int(), Some(-1));
-    assert_eq!(big[3].as_u64(), Some(u64::MAX));
-    assert_eq!(big[4].as_f64(), Some(3.5));
+    assert_eq!(doc.as_int(&big[0]), Some((1i128 << 63) + 5));
+    assert_eq!(doc.as_int(&big[1]), Some(-(1i128 << 63)));
+    assert_eq!(doc.as_int(&big[2]), Some(-1));
+    assert_eq!(doc.as_u64(&big[3]), Some(u64::MAX));
+    assert_eq!(doc.as_f64(&big[4]), Some(3.5));
     assert_eq!(big[5], Value::None);
-    assert_eq!(big[6].as_bool(), Some(true));
-    assert_eq!(big[7], Value::Bytes(vec![0, 1].into()));
-    assert_eq!(big[8].as_str().unwrap().chars().count(), 300);
+    assert_eq!(doc.as_bool(&big[6]), Some(true));
+    assert_eq!(doc.as_bytes(&big[7]), Some(&[0u8, 1][..]));
+    assert_eq!(doc.as_str(&big[8]).unwrap().chars().count(), 300);
     let segs = doc.items(doc.get(doc.root(), "segments").unwrap()).unwrap();
     let pool = doc.get(&segs[0], "segment_pool_id").unwrap();
     assert!(matches!(pool, Value::Tuple(_)));
-    assert_eq!(doc.items(pool).unwrap(), &[Value::int(0), Value::int(0)]);
+    assert_eq!(
+        doc.items(pool).unwrap(),
+        &[Value::Small(0), Value::Small(0)]
+    );
 }
 
 #[test]
@@ -272,9 +275,10 @@ fn bit_flips_never_panic() {
 fn a_self_referencing_list_reads_and_writes_back() {
     // l = []; l.append(l)
     let doc = read(b"\x80\x04]\x94h\x00a.").unwrap();
-    let root = doc.root().clone();
+    let root = *doc.root();
     assert_eq!(doc.items(&root).unwrap()[0].id(), root.id());
-    let again = read(&write(&doc).unwrap()).unwrap();
+    let bytes = write(&doc).unwrap();
+    let again = read(&bytes).unwrap();
     let r = again.root();
     assert_eq!(again.items(r).unwrap()[0].id(), r.id());
 }
@@ -356,24 +360,28 @@ proptest! {
 fn large_dicts_keep_one_entry_per_key_like_small_ones() {
     let mut doc = Document::new();
     let d = doc.new_dict();
-    for round in 0..2i64 {
-        for k in 0..40i64 {
-            doc.insert(
-                &d,
-                Value::str(&format!("k{k}")),
-                Value::int(k + 100 * round),
-            );
+    for round in 0..2i32 {
+        for k in 0..40i32 {
+            let key = doc.new_str(&format!("k{k}"));
+            doc.insert(&d, key, Value::Small(k + 100 * round));
         }
     }
     // Python: True == 1, so they are one key.
-    doc.insert(&d, Value::int(1u8), Value::None);
-    doc.insert(&d, Value::Bool(true), Value::int(7u8));
+    doc.insert(&d, Value::Small(1), Value::None);
+    doc.insert(&d, Value::Bool(true), Value::Small(7));
     assert_eq!(doc.entries(&d).unwrap().len(), 41);
-    assert_eq!(doc.get(&d, "k39").unwrap().as_int(), Some(139));
+    assert_eq!(doc.as_int(doc.get(&d, "k39").unwrap()), Some(139));
     doc.set_root(d);
-    let again = read(&write(&doc).unwrap()).unwrap();
-    assert_eq!(again.get(again.root(), "k0").unwrap().as_int(), Some(100));
-    assert_eq!(again.entries(again.root()).unwrap()[40].1.as_int(), Some(7));
+    let bytes = write(&doc).unwrap();
+    let again = read(&bytes).unwrap();
+    assert_eq!(
+        again.as_int(again.get(again.root(), "k0").unwrap()),
+        Some(100)
+    );
+    assert_eq!(
+        again.as_int(&again.entries(again.root()).unwrap()[40].1),
+        Some(7)
+    );
 }
 
 #[test]
@@ -401,12 +409,15 @@ fn real_snapshots_stay_far_inside_the_memory_budget() {
 
 #[test]
 fn megabytes_of_empty_containers_or_memo_entries_stop_at_the_budget() {
-    let len = 8 << 20;
+    // Large enough that a memo entry or a mark per byte (16 bytes each) passes the budget's
+    // base.
+    let len = 12 << 20;
     for (name, prefix, fill, what) in [
         ("EMPTY_LIST", &b"N"[..], &b"]"[..], "containers"),
         ("EMPTY_DICT", b"N", b"}", "containers"),
-        // A memo entry per byte: the most memory one byte can ask for.
+        // A memo entry or a mark per byte: the most memory one byte can ask for.
         ("MEMOIZE", b"N", b"\x94", "MiB of memory"),
+        ("MARK", b"N", b"(", "MiB of memory"),
     ] {
         let mut bytes = b"\x80\x04".to_vec();
         bytes.extend_from_slice(prefix);
@@ -423,4 +434,22 @@ fn megabytes_of_empty_containers_or_memo_entries_stop_at_the_budget() {
         // Stopped once the budget was spent, not at the end.
         assert!(offset < bytes.len() as u64 - 1, "{name}");
     }
+}
+
+#[test]
+fn equal_lists_share_items_until_one_of_them_grows() {
+    // l1 = [1, 2]; l2 = [1, 2]; l1.append(3); l2.append(4); (l1, l2)
+    let doc =
+        read(b"\x80\x04]\x94(K\x01K\x02e]\x94(K\x01K\x02eh\x00K\x03a0h\x01K\x04a0\x86.").unwrap();
+    let pair = doc.items(doc.root()).unwrap();
+    let ints = |v: &Value| -> Vec<i128> {
+        doc.items(v)
+            .unwrap()
+            .iter()
+            .map(|x| doc.as_int(x).unwrap())
+            .collect()
+    };
+    assert_ne!(pair[0].id(), pair[1].id());
+    assert_eq!(ints(&pair[0]), [1, 2, 3]);
+    assert_eq!(ints(&pair[1]), [1, 2, 4]);
 }

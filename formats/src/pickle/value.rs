@@ -1,83 +1,69 @@
-//! The unpickled value tree: scalars inline, containers in an arena so that sharing survives.
+//! The unpickled value tree, compact: 16-byte values, containers as spans of shared arenas,
+//! strings borrowed from the pickle and interned.
+//!
+//! A snapshot of 630,000 trace entries holds over a million dicts and lists. Giving each its own
+//! heap vector, each string its own reference-counted copy and each value 32 bytes made reading
+//! memory-bound (875 MB of RSS for a 79 MB pickle, a third of the time in page faults). Here a
+//! [`Value`] is 8 bytes and `Copy` (ints beyond 32 bits and floats are indexes into tables of
+//! their own, as strings are); the items of every list and tuple are one span of a single
+//! arena, the entries of every dict one span of another (a container that grows after another
+//! was made moves to a vector of its own, once); a string is an index into a table of strings
+//! borrowed from the input bytes, one per distinct content, so that comparing two keys is
+//! comparing two numbers. Lists and tuples of equal items share one span: each trace entry of a
+//! snapshot has a list of its own, and most of these lists repeat another's frames. (Sharing a
+//! span is safe because a span only ever grows in place at the end of the arena, past every
+//! span's items, and a dict's span, whose values change in place, is never shared.)
 
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// A container's index in its [`Document`]. Two references to one Python object have one `Id`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Id(pub(crate) u32);
 
 impl Id {
-    /// The arena index.
+    /// The arena index, dense from 0 to [`Document::containers`].
     pub fn index(self) -> usize {
         self.0 as usize
     }
 }
 
-/// One Python value. Containers are references into the owning [`Document`].
-#[derive(Debug, Clone, PartialEq)]
+/// A string's index in its [`Document`]: equal indexes are equal contents, and the other way
+/// round (strings are interned by content).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StrId(pub(crate) u32);
+
+impl StrId {
+    /// Dense from 0 to [`Document::strings`].
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One Python value, 8 bytes. Strings, bytes, ints beyond 32 bits, floats and containers are
+/// indexes into the owning [`Document`], which reads them ([`Document::as_str`],
+/// [`Document::as_int`], [`Document::items`], ...). Equal values are equal Python objects
+/// for strings and the other scalars inline; containers, ints beyond 32 bits, floats and bytes
+/// compare by identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Value {
     None,
     Bool(bool),
-    /// Python ints up to 128 bits (wider ones are refused when read).
-    Int(i128),
-    Float(f64),
-    Str(Arc<str>),
-    Bytes(Arc<[u8]>),
+    /// Python ints that fit 32 bits signed.
+    Small(i32),
+    /// Python ints that fit 64 bits signed (and not 32): an index into the document's ints.
+    Int(u32),
+    /// Python ints of 65 to 128 bits (wider ones are refused when read).
+    Wide(u32),
+    Float(u32),
+    Str(StrId),
+    Bytes(u32),
     List(Id),
     Tuple(Id),
     Dict(Id),
 }
 
 impl Value {
-    pub fn str(s: &str) -> Value {
-        Value::Str(Arc::from(s))
-    }
-
-    pub fn int(v: impl Into<i128>) -> Value {
-        Value::Int(v.into())
-    }
-
-    pub fn as_int(&self) -> Option<i128> {
-        match *self {
-            Value::Int(v) => Some(v),
-            Value::Bool(b) => Some(i128::from(b)),
-            _ => None,
-        }
-    }
-
-    /// The int as a `u64` when it fits: addresses, sizes, and stream handles that CUDA hands
-    /// out as pointers (negative values are reinterpreted as their 64-bit two's complement, as
-    /// PyTorch stores `cudaStream_t` in an `int64_t`).
-    pub fn as_u64(&self) -> Option<u64> {
-        let v = self.as_int()?;
-        u64::try_from(v)
-            .ok()
-            .or_else(|| i64::try_from(v).ok().map(|v| v as u64))
-    }
-
-    pub fn as_f64(&self) -> Option<f64> {
-        match *self {
-            Value::Float(v) => Some(v),
-            Value::Int(v) => Some(v as f64),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            Value::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    pub fn as_bool(&self) -> Option<bool> {
-        match *self {
-            Value::Bool(b) => Some(b),
-            _ => None,
-        }
-    }
-
     /// The container this value refers to, if it is one.
     pub fn id(&self) -> Option<Id> {
         match *self {
@@ -86,12 +72,30 @@ impl Value {
         }
     }
 
+    /// The value as one number: its kind in the top byte, its payload below.
+    pub(crate) fn bits(&self) -> u64 {
+        let (kind, payload) = match *self {
+            Value::None => (0, 0),
+            Value::Bool(b) => (1, u32::from(b)),
+            Value::Small(i) => (2, i as u32),
+            Value::Int(i) => (3, i),
+            Value::Wide(i) => (4, i),
+            Value::Float(i) => (5, i),
+            Value::Str(s) => (6, s.0),
+            Value::Bytes(i) => (7, i),
+            Value::List(id) => (8, id.0),
+            Value::Tuple(id) => (9, id.0),
+            Value::Dict(id) => (10, id.0),
+        };
+        (kind << 56) | u64::from(payload)
+    }
+
     /// Python's type name, for error messages.
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::None => "None",
             Value::Bool(_) => "bool",
-            Value::Int(_) => "int",
+            Value::Small(_) | Value::Int(_) | Value::Wide(_) => "int",
             Value::Float(_) => "float",
             Value::Str(_) => "str",
             Value::Bytes(_) => "bytes",
@@ -102,128 +106,126 @@ impl Value {
     }
 }
 
-/// A dict key as a hashable value: by content for scalars, by identity for containers (a key
-/// that is a container can only be a tuple in Python, and snapshots have none).
+/// A dict key as a hashable value, for the index of a large dict: by content for scalars
+/// (interned strings by index), by identity for containers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
     None,
     Int(i128),
     Float(u64),
-    Str(Arc<str>),
-    Bytes(Arc<[u8]>),
+    Str(StrId),
+    Bytes(Vec<u8>),
     Id(Id),
 }
 
-impl Key {
-    fn of(v: &Value) -> Key {
-        match v {
-            Value::None => Key::None,
-            // Python: True == 1 and hashes alike.
-            Value::Bool(b) => Key::Int(i128::from(*b)),
-            Value::Int(i) => Key::Int(*i),
-            Value::Float(f) => Key::Float(f.to_bits()),
-            Value::Str(s) => Key::Str(s.clone()),
-            Value::Bytes(b) => Key::Bytes(b.clone()),
-            Value::List(id) | Value::Tuple(id) | Value::Dict(id) => Key::Id(*id),
-        }
-    }
-}
+/// Spans remembered for sharing, at most (about 32 MiB of map), whatever the pickle.
+const MAX_SHARED_SPANS: usize = 1 << 20;
 
 /// Dicts up to this many entries are searched by a scan; larger ones get a hash index. A
 /// snapshot holds a million small dicts, for which an index each would triple the memory.
 const SCAN_LIMIT: usize = 16;
 
+/// Where a container's items or entries are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Place {
+    /// `len` elements of the shared arena from `start`.
+    Span { start: u32, len: u32 },
+    /// A vector of its own (index into the document's spilled lists or dicts).
+    Own(u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    List,
+    Tuple,
+    Dict,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Node {
+    pub(crate) kind: Kind,
+    pub(crate) place: Place,
+}
+
+/// A dict that grew after other containers were made: its entries, and a hash index once it
+/// is large.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Dict {
-    pub(crate) entries: Vec<(Value, Value)>,
+pub(crate) struct OwnDict {
+    entries: Vec<(Value, Value)>,
     index: Option<HashMap<Key, usize>>,
 }
 
-/// `Key::of(a) == Key::of(b)` without making the keys (no reference count touched): the scan
-/// of a small dict runs once per inserted key.
-fn same_key(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Str(x), Value::Str(y)) => Arc::ptr_eq(x, y) || x == y,
-        (Value::Int(_) | Value::Bool(_), Value::Int(_) | Value::Bool(_)) => {
-            a.as_int() == b.as_int()
-        }
-        (Value::None, Value::None) => true,
-        (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits(),
-        (Value::Bytes(x), Value::Bytes(y)) => x == y,
-        (
-            Value::List(x) | Value::Tuple(x) | Value::Dict(x),
-            Value::List(y) | Value::Tuple(y) | Value::Dict(y),
-        ) => x == y,
-        _ => false,
-    }
-}
+/// Why an arena could not take more: it would pass 2^32 elements.
+#[derive(Debug)]
+pub(crate) struct Full;
 
-impl Dict {
-    fn position(&self, key: &Value) -> Option<usize> {
-        match &self.index {
-            Some(index) => index.get(&Key::of(key)).copied(),
-            None => self.entries.iter().position(|(e, _)| same_key(e, key)),
-        }
-    }
-
-    /// Inserts or replaces, keeping first-insertion order as Python dicts do.
-    fn insert(&mut self, key: Value, value: Value) {
-        if let Some(i) = self.position(&key) {
-            self.entries[i].1 = value;
-            return;
-        }
-        if let Some(index) = &mut self.index {
-            index.insert(Key::of(&key), self.entries.len());
-        }
-        self.entries.push((key, value));
-        if self.index.is_none() && self.entries.len() > SCAN_LIMIT {
-            self.index = Some(
-                self.entries
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (k, _))| (Key::of(k), i))
-                    .collect(),
-            );
-        }
-    }
-
-    fn get(&self, key: &Value) -> Option<&Value> {
-        self.position(key).map(|i| &self.entries[i].1)
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) enum Node {
-    List(Vec<Value>),
-    Tuple(Vec<Value>),
-    Dict(Dict),
-}
-
-/// A whole unpickled object: the root value and the arena of containers it refers to.
+/// A whole unpickled object: the root value and the arenas of containers, strings and wide
+/// ints it refers to. `'a` is the pickle's bytes, which the strings borrow.
 ///
 /// Build one to write a pickle with [`Document::new_list`], [`Document::push`],
-/// [`Document::new_dict`], [`Document::insert`], [`Document::new_tuple`] and
-/// [`Document::set_root`]; a container referenced from several places is written once and
-/// referenced through the memo, as Python does.
+/// [`Document::new_dict`], [`Document::insert`], [`Document::new_tuple`],
+/// [`Document::new_str`], [`Document::new_int`] and [`Document::set_root`]; a container
+/// referenced from several places is written once and referenced through the memo, as Python
+/// does.
 #[derive(Debug, Clone)]
-pub struct Document {
+pub struct Document<'a> {
     pub(crate) nodes: Vec<Node>,
+    items: Vec<Value>,
+    pairs: Vec<(Value, Value)>,
+    own_items: Vec<Vec<Value>>,
+    /// Spans of the items arena by the hash of their items, to share equal ones.
+    spans: HashMap<u64, (u32, u32), foldhash::fast::RandomState>,
+    own_dicts: Vec<OwnDict>,
+    /// Per string, the dict that last took it as a key, for [`Document::insert_pairs`].
+    key_in: Vec<Option<Id>>,
+    ints: Vec<i64>,
+    floats: Vec<f64>,
+    strs: Vec<Cow<'a, str>>,
+    str_ids: HashMap<Cow<'a, str>, StrId, foldhash::fast::RandomState>,
+    bytes: Vec<Cow<'a, [u8]>>,
+    wide: Vec<i128>,
     root: Value,
 }
 
-impl Default for Document {
+impl Default for Document<'_> {
     fn default() -> Self {
         Document::new()
     }
 }
 
-impl Document {
+impl<'a> Document<'a> {
     /// An empty document whose root is `None`.
-    pub fn new() -> Document {
+    pub fn new() -> Document<'a> {
         Document {
             nodes: Vec::new(),
+            items: Vec::new(),
+            pairs: Vec::new(),
+            own_items: Vec::new(),
+            spans: HashMap::default(),
+            own_dicts: Vec::new(),
+            key_in: Vec::new(),
+            ints: Vec::new(),
+            floats: Vec::new(),
+            strs: Vec::new(),
+            str_ids: HashMap::default(),
+            bytes: Vec::new(),
+            wide: Vec::new(),
             root: Value::None,
         }
+    }
+
+    /// An empty document with room for a pickle of `len` bytes (the arenas grow by doubling
+    /// otherwise, copying what they hold each time).
+    pub(crate) fn with_capacity_for(len: usize) -> Document<'a> {
+        let mut d = Document::new();
+        // A snapshot holds about one container per 60 bytes, one list item per 8, one dict
+        // entry per 16 and one wide int per 32 (the frame references and the trace entries'
+        // fields).
+        d.nodes.reserve(len / 64);
+        d.items.reserve(len / 8);
+        d.pairs.reserve(len / 16);
+        d.ints.reserve(len / 32);
+        d
     }
 
     pub fn root(&self) -> &Value {
@@ -234,109 +236,445 @@ impl Document {
         self.root = root;
     }
 
-    /// Number of containers in the arena.
+    /// Number of containers: every [`Id`] indexes below it.
     pub fn containers(&self) -> usize {
         self.nodes.len()
     }
 
-    fn add(&mut self, node: Node) -> Id {
+    /// Number of distinct strings: every [`StrId`] indexes below it.
+    pub fn strings(&self) -> usize {
+        self.strs.len()
+    }
+
+    fn add(&mut self, kind: Kind) -> Id {
         let id = Id(u32::try_from(self.nodes.len()).expect("fewer than 2^32 containers"));
-        self.nodes.push(node);
+        self.nodes.push(Node {
+            kind,
+            place: Place::Span { start: 0, len: 0 },
+        });
         id
     }
 
+    pub(crate) fn add_node(&mut self, kind: Kind) -> Id {
+        self.add(kind)
+    }
+
     pub fn new_list(&mut self) -> Value {
-        Value::List(self.add(Node::List(Vec::new())))
+        Value::List(self.add(Kind::List))
     }
 
     pub fn new_dict(&mut self) -> Value {
-        Value::Dict(self.add(Node::Dict(Dict::default())))
+        Value::Dict(self.add(Kind::Dict))
     }
 
     pub fn new_tuple(&mut self, items: Vec<Value>) -> Value {
-        Value::Tuple(self.add(Node::Tuple(items)))
+        let id = self.add(Kind::Tuple);
+        self.extend_items(id, &items)
+            .expect("fewer than 2^32 items");
+        Value::Tuple(id)
+    }
+
+    /// The string `s`, interned.
+    pub fn new_str(&mut self, s: &str) -> Value {
+        Value::Str(self.intern(Cow::Owned(s.to_string())))
+    }
+
+    /// An int of up to 128 bits.
+    pub fn new_int(&mut self, v: impl Into<i128>) -> Value {
+        let v = v.into();
+        if let Ok(v) = i32::try_from(v) {
+            Value::Small(v)
+        } else if let Ok(v) = i64::try_from(v) {
+            self.ints.push(v);
+            Value::Int(self.ints.len() as u32 - 1)
+        } else {
+            self.wide.push(v);
+            Value::Wide(self.wide.len() as u32 - 1)
+        }
+    }
+
+    pub fn new_float(&mut self, f: f64) -> Value {
+        self.floats.push(f);
+        Value::Float(self.floats.len() as u32 - 1)
+    }
+
+    pub fn new_bytes(&mut self, b: &[u8]) -> Value {
+        self.bytes_value(Cow::Owned(b.to_vec()))
+    }
+
+    pub(crate) fn bytes_value(&mut self, b: Cow<'a, [u8]>) -> Value {
+        self.bytes.push(b);
+        Value::Bytes(self.bytes.len() as u32 - 1)
+    }
+
+    /// The index of `s`, adding it when no string of that content is there yet.
+    pub(crate) fn intern(&mut self, s: Cow<'a, str>) -> StrId {
+        if let Some(&id) = self.str_ids.get(&*s) {
+            return id;
+        }
+        let id = StrId(u32::try_from(self.strs.len()).expect("fewer than 2^32 strings"));
+        self.strs.push(s.clone());
+        self.str_ids.insert(s, id);
+        id
     }
 
     /// Appends to a list; false when `list` is not a list of this document.
     pub fn push(&mut self, list: &Value, item: Value) -> bool {
-        match list {
-            Value::List(id) => match self.nodes.get_mut(id.index()) {
-                Some(Node::List(items)) => {
-                    items.push(item);
-                    true
-                }
-                _ => false,
-            },
+        match *list {
+            Value::List(id) if id.index() < self.nodes.len() => {
+                self.extend_items(id, &[item]).is_ok()
+            }
             _ => false,
         }
     }
 
     /// Sets `dict[key] = value`; false when `dict` is not a dict of this document.
     pub fn insert(&mut self, dict: &Value, key: Value, value: Value) -> bool {
-        match dict {
-            Value::Dict(id) => match self.nodes.get_mut(id.index()) {
-                Some(Node::Dict(d)) => {
-                    d.insert(key, value);
-                    true
-                }
-                _ => false,
-            },
+        match *dict {
+            Value::Dict(id) if id.index() < self.nodes.len() => {
+                self.insert_pairs(id, &[key, value]).is_ok()
+            }
             _ => false,
         }
     }
 
     /// `dict[key] = value` with a string key.
     pub fn set(&mut self, dict: &Value, key: &str, value: Value) -> bool {
-        self.insert(dict, Value::str(key), value)
+        let key = self.new_str(key);
+        self.insert(dict, key, value)
+    }
+
+    /// `dict[key] = value` with a string key and a string value.
+    pub fn set_str(&mut self, dict: &Value, key: &str, value: &str) -> bool {
+        let value = self.new_str(value);
+        self.set(dict, key, value)
+    }
+
+    /// `dict[key] = value` with a string key and an int value.
+    pub fn set_int(&mut self, dict: &Value, key: &str, value: impl Into<i128>) -> bool {
+        let value = self.new_int(value);
+        self.set(dict, key, value)
+    }
+
+    /// Appends `new` to the items of list or tuple `id`; returns how many items already there
+    /// were copied (when the list moved to a vector of its own).
+    pub(crate) fn extend_items(&mut self, id: Id, new: &[Value]) -> Result<usize, Full> {
+        let at = self.items.len();
+        let node = &mut self.nodes[id.index()];
+        if let Place::Span { len: 0, .. } = node.place
+            && new.len() >= 2
+        {
+            // Unseeded, but a crafted pickle gains nothing from collisions: a hash names one
+            // span, compared once.
+            let hash = new.iter().fold(new.len() as u64, |h, v| {
+                (h.rotate_left(5) ^ v.bits()).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            });
+            if let Some(&(start, len)) = self.spans.get(&hash)
+                && self.items[start as usize..][..len as usize] == *new
+            {
+                node.place = Place::Span { start, len };
+                return Ok(0);
+            }
+            if self.spans.len() < MAX_SHARED_SPANS
+                && let (Ok(start), Ok(len)) = (u32::try_from(at), u32::try_from(new.len()))
+            {
+                self.spans.insert(hash, (start, len));
+            }
+        }
+        match &mut node.place {
+            Place::Span { start, len } if *len == 0 || *start as usize + *len as usize == at => {
+                if *len == 0 {
+                    *start = u32::try_from(at).map_err(|_| Full)?;
+                }
+                *len = u32::try_from(*len as usize + new.len()).map_err(|_| Full)?;
+                u32::try_from(at + new.len()).map_err(|_| Full)?;
+                self.items.extend_from_slice(new);
+                Ok(0)
+            }
+            Place::Span { start, len } => {
+                let copied = *len as usize;
+                let mut own = self.items[*start as usize..][..copied].to_vec();
+                own.extend_from_slice(new);
+                node.place = Place::Own(self.own_items.len() as u32);
+                self.own_items.push(own);
+                Ok(copied)
+            }
+            Place::Own(i) => {
+                self.own_items[*i as usize].extend_from_slice(new);
+                Ok(0)
+            }
+        }
+    }
+
+    /// Sets the `(key, value)` pairs of the flat `kv` (key, value, key, value...) in dict `id`,
+    /// in order: a key already there keeps its place and takes the new value, as in Python.
+    /// Returns how many entries already there were copied (when the dict moved to a vector of
+    /// its own).
+    pub(crate) fn insert_pairs(&mut self, id: Id, kv: &[Value]) -> Result<usize, Full> {
+        let at = self.pairs.len();
+        let mut copied = 0;
+        let t = Tables {
+            ints: &self.ints,
+            wide: &self.wide,
+            floats: &self.floats,
+            bytes: &self.bytes,
+        };
+        let node = &mut self.nodes[id.index()];
+        if let Place::Span { start, len } = &mut node.place {
+            let at_end = *len == 0 || *start as usize + *len as usize == at;
+            if at_end && *len as usize + kv.len() / 2 <= SCAN_LIMIT {
+                if *len == 0 {
+                    *start = u32::try_from(at).map_err(|_| Full)?;
+                }
+                u32::try_from(at + kv.len() / 2).map_err(|_| Full)?;
+                let first = *start as usize;
+                // A string key is in this dict only if `key_in` names it: the dict at the end
+                // of the arena is the last one given entries, and nothing else marked since.
+                self.key_in.resize(self.strs.len(), None);
+                for pair in kv.chunks_exact(2) {
+                    let (k, v) = (pair[0], pair[1]);
+                    let old = match k {
+                        Value::Str(s) if self.key_in[s.index()] != Some(id) => {
+                            self.key_in[s.index()] = Some(id);
+                            None
+                        }
+                        _ => self.pairs[first..]
+                            .iter()
+                            .position(|(e, _)| t.same_key(e, &k)),
+                    };
+                    match old {
+                        Some(i) => self.pairs[first + i].1 = v,
+                        None => self.pairs.push((k, v)),
+                    }
+                }
+                *len = (self.pairs.len() - first) as u32;
+                return Ok(0);
+            }
+            copied = *len as usize;
+            let entries = self.pairs[*start as usize..][..copied].to_vec();
+            node.place = Place::Own(self.own_dicts.len() as u32);
+            let mut own = OwnDict {
+                entries,
+                index: None,
+            };
+            own.reindex(&t);
+            self.own_dicts.push(own);
+        }
+        let Place::Own(i) = node.place else {
+            unreachable!("a dict's span moved to its own vector above")
+        };
+        let own = &mut self.own_dicts[i as usize];
+        for pair in kv.chunks_exact(2) {
+            own.insert(pair[0], pair[1], &t);
+        }
+        Ok(copied)
     }
 
     /// The items of a list or tuple.
     pub fn items(&self, v: &Value) -> Option<&[Value]> {
-        match (v, v.id().and_then(|id| self.nodes.get(id.index()))) {
-            (Value::List(_), Some(Node::List(items))) => Some(items),
-            (Value::Tuple(_), Some(Node::Tuple(items))) => Some(items),
-            _ => None,
-        }
+        let (Value::List(id) | Value::Tuple(id)) = *v else {
+            return None;
+        };
+        Some(match self.nodes.get(id.index())?.place {
+            Place::Span { start, len } => &self.items[start as usize..][..len as usize],
+            Place::Own(i) => &self.own_items[i as usize],
+        })
     }
 
     /// The `(key, value)` pairs of a dict, in insertion order.
     pub fn entries(&self, v: &Value) -> Option<&[(Value, Value)]> {
-        match (v, v.id().and_then(|id| self.nodes.get(id.index()))) {
-            (Value::Dict(_), Some(Node::Dict(d))) => Some(&d.entries),
-            _ => None,
-        }
+        let Value::Dict(id) = *v else { return None };
+        Some(match self.nodes.get(id.index())?.place {
+            Place::Span { start, len } => &self.pairs[start as usize..][..len as usize],
+            Place::Own(i) => &self.own_dicts[i as usize].entries,
+        })
+    }
+
+    /// The index of the string `s`, if the document holds it.
+    pub fn str_id(&self, s: &str) -> Option<StrId> {
+        self.str_ids.get(s).copied()
     }
 
     /// `dict[key]` for a string key; `None` when `v` is not a dict or lacks the key.
     pub fn get(&self, v: &Value, key: &str) -> Option<&Value> {
-        match (v, v.id().and_then(|id| self.nodes.get(id.index()))) {
-            // Snapshot dicts have a handful of keys: a scan beats hashing a fresh key.
-            (Value::Dict(_), Some(Node::Dict(d))) if d.entries.len() <= SCAN_LIMIT => d
-                .entries
-                .iter()
-                .rev()
-                .find(|(k, _)| k.as_str() == Some(key))
-                .map(|(_, v)| v),
-            (Value::Dict(_), Some(Node::Dict(d))) => d.get(&Value::str(key)),
+        let key = Value::Str(self.str_id(key)?);
+        let entries = self.entries(v)?;
+        if let (Value::Dict(id), true) = (*v, entries.len() > SCAN_LIMIT)
+            && let Place::Own(i) = self.nodes[id.index()].place
+        {
+            return self.own_dicts[i as usize].get(&key, &self.tables());
+        }
+        entries.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    fn tables(&self) -> Tables<'_, 'a> {
+        Tables {
+            ints: &self.ints,
+            wide: &self.wide,
+            floats: &self.floats,
+            bytes: &self.bytes,
+        }
+    }
+
+    /// The text of a string.
+    pub fn as_str(&self, v: &Value) -> Option<&str> {
+        match *v {
+            Value::Str(id) => self.strs.get(id.index()).map(|s| &**s),
             _ => None,
         }
     }
 
-    pub(crate) fn node_mut(&mut self, id: Id) -> &mut Node {
-        &mut self.nodes[id.index()]
+    /// The text of string `id`.
+    pub fn text(&self, id: StrId) -> &str {
+        &self.strs[id.index()]
     }
 
-    pub(crate) fn dict_insert(d: &mut Node, key: Value, value: Value) -> bool {
-        match d {
-            Node::Dict(d) => {
-                d.insert(key, value);
-                true
+    pub fn as_bytes(&self, v: &Value) -> Option<&[u8]> {
+        match *v {
+            Value::Bytes(i) => self.bytes.get(i as usize).map(|b| &**b),
+            _ => None,
+        }
+    }
+
+    /// An int (or a bool, as Python counts `True` as 1).
+    pub fn as_int(&self, v: &Value) -> Option<i128> {
+        self.tables().int(v)
+    }
+
+    /// The int as a `u64` when it fits: addresses, sizes, and stream handles that CUDA hands
+    /// out as pointers (negative values are reinterpreted as their 64-bit two's complement, as
+    /// PyTorch stores `cudaStream_t` in an `int64_t`).
+    pub fn as_u64(&self, v: &Value) -> Option<u64> {
+        match *v {
+            Value::Small(i) => return Some(i64::from(i) as u64),
+            Value::Int(i) => return self.ints.get(i as usize).map(|&i| i as u64),
+            _ => {}
+        }
+        let v = self.as_int(v)?;
+        u64::try_from(v)
+            .ok()
+            .or_else(|| i64::try_from(v).ok().map(|v| v as u64))
+    }
+
+    pub fn as_f64(&self, v: &Value) -> Option<f64> {
+        match *v {
+            Value::Float(f) => self.floats.get(f as usize).copied(),
+            _ => self.as_int(v).map(|i| i as f64),
+        }
+    }
+
+    pub fn as_bool(&self, v: &Value) -> Option<bool> {
+        match *v {
+            Value::Bool(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// The tables that values index, besides the containers: what comparing two keys needs.
+#[derive(Clone, Copy)]
+struct Tables<'t, 'a> {
+    ints: &'t [i64],
+    wide: &'t [i128],
+    floats: &'t [f64],
+    bytes: &'t [Cow<'a, [u8]>],
+}
+
+impl Tables<'_, '_> {
+    fn int(&self, v: &Value) -> Option<i128> {
+        match *v {
+            Value::Small(i) => Some(i128::from(i)),
+            Value::Int(i) => self.ints.get(i as usize).map(|&i| i128::from(i)),
+            Value::Wide(i) => self.wide.get(i as usize).copied(),
+            Value::Bool(b) => Some(i128::from(b)),
+            _ => None,
+        }
+    }
+
+    fn float_bits(&self, i: u32) -> Option<u64> {
+        self.floats.get(i as usize).map(|f| f.to_bits())
+    }
+
+    /// Whether `a` and `b` are one dict key in Python. Strings are interned, so equal contents
+    /// are equal indexes; an int is `Small`, `Int` or `Wide` by its value alone, so ints of two
+    /// kinds always differ; floats and bytes are compared by content (Python also counts
+    /// `1.0 == 1`, which snapshot keys never need and this does not do).
+    fn same_key(&self, a: &Value, b: &Value) -> bool {
+        match (*a, *b) {
+            (Value::Str(x), Value::Str(y)) => x == y,
+            (Value::Small(x), Value::Small(y)) => x == y,
+            (Value::Bool(x), Value::Bool(y)) => x == y,
+            (Value::Bool(x), Value::Small(y)) | (Value::Small(y), Value::Bool(x)) => {
+                i32::from(x) == y
             }
+            (Value::None, Value::None) => true,
+            (Value::Int(x), Value::Int(y)) => {
+                self.ints.get(x as usize) == self.ints.get(y as usize)
+            }
+            (Value::Wide(x), Value::Wide(y)) => {
+                self.wide.get(x as usize) == self.wide.get(y as usize)
+            }
+            (Value::Float(x), Value::Float(y)) => self.float_bits(x) == self.float_bits(y),
+            (Value::Bytes(x), Value::Bytes(y)) => {
+                self.bytes.get(x as usize) == self.bytes.get(y as usize)
+            }
+            (
+                Value::List(x) | Value::Tuple(x) | Value::Dict(x),
+                Value::List(y) | Value::Tuple(y) | Value::Dict(y),
+            ) => x == y,
             _ => false,
         }
     }
 
-    pub(crate) fn add_node(&mut self, node: Node) -> Id {
-        self.add(node)
+    fn key(&self, v: &Value) -> Key {
+        match *v {
+            Value::None => Key::None,
+            Value::Float(f) => Key::Float(self.float_bits(f).unwrap_or(0)),
+            Value::Str(s) => Key::Str(s),
+            Value::Bytes(i) => Key::Bytes(self.bytes[i as usize].to_vec()),
+            Value::List(id) | Value::Tuple(id) | Value::Dict(id) => Key::Id(id),
+            // Python: True == 1 and hashes alike.
+            Value::Bool(_) | Value::Small(_) | Value::Int(_) | Value::Wide(_) => {
+                Key::Int(self.int(v).unwrap_or(0))
+            }
+        }
+    }
+}
+
+impl OwnDict {
+    fn reindex(&mut self, t: &Tables) {
+        self.index = (self.entries.len() > SCAN_LIMIT).then(|| {
+            self.entries
+                .iter()
+                .enumerate()
+                .map(|(i, (k, _))| (t.key(k), i))
+                .collect()
+        });
+    }
+
+    fn position(&self, key: &Value, t: &Tables) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(&t.key(key)).copied(),
+            None => self.entries.iter().position(|(e, _)| t.same_key(e, key)),
+        }
+    }
+
+    /// Inserts or replaces, keeping first-insertion order as Python dicts do.
+    fn insert(&mut self, key: Value, value: Value, t: &Tables) {
+        if let Some(i) = self.position(&key, t) {
+            self.entries[i].1 = value;
+            return;
+        }
+        if let Some(index) = &mut self.index {
+            index.insert(t.key(&key), self.entries.len());
+        }
+        self.entries.push((key, value));
+        if self.index.is_none() {
+            self.reindex(t);
+        }
+    }
+
+    fn get(&self, key: &Value, t: &Tables) -> Option<&Value> {
+        self.position(key, t).map(|i| &self.entries[i].1)
     }
 }

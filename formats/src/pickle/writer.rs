@@ -1,7 +1,7 @@
 //! The pickler: protocol 4, no framing, containers memoized so that sharing is kept.
 
 use super::opcode as op;
-use super::value::{Document, Id, Node, Value};
+use super::value::{Document, Id, Kind, StrId, Value};
 use super::{Error, Result};
 use std::collections::{HashMap, HashSet};
 
@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 /// afterwards, so shared frame lists stay shared and cycles through lists and dicts are written
 /// as Python writes them. A tuple that contains itself (only possible in a hand-made pickle) is
 /// refused, since a tuple's items must be written before the tuple exists.
-pub fn write(doc: &Document) -> Result<Vec<u8>> {
+pub fn write(doc: &Document<'_>) -> Result<Vec<u8>> {
     let mut w = Writer {
         doc,
         out: vec![op::PROTO, 4],
@@ -30,16 +30,16 @@ enum Task<'a> {
     CloseTuple(Id, usize),
 }
 
-struct Writer<'a> {
-    doc: &'a Document,
+struct Writer<'a, 'b> {
+    doc: &'a Document<'b>,
     out: Vec<u8>,
     memo: HashMap<Id, u32>,
-    /// Strings already written, by content: snapshot keys repeat in every entry.
-    strings: HashMap<&'a str, u32>,
+    /// Strings already written (interned, so by content): snapshot keys repeat in every entry.
+    strings: HashMap<StrId, u32>,
     open_tuples: HashSet<Id>,
 }
 
-impl<'a> Writer<'a> {
+impl<'a> Writer<'a, '_> {
     fn run(&mut self) -> Result<()> {
         let mut tasks = vec![Task::Value(self.doc.root())];
         while let Some(task) = tasks.pop() {
@@ -66,17 +66,22 @@ impl<'a> Writer<'a> {
             Value::None => self.out.push(op::NONE),
             Value::Bool(true) => self.out.push(op::NEWTRUE),
             Value::Bool(false) => self.out.push(op::NEWFALSE),
-            Value::Int(i) => self.int(*i),
-            Value::Float(f) => {
+            Value::Small(i) => self.int(i128::from(*i)),
+            Value::Int(_) | Value::Wide(_) => {
+                let i = self.doc.as_int(v).ok_or_else(missing)?;
+                self.int(i);
+            }
+            Value::Float(_) => {
+                let f = self.doc.as_f64(v).ok_or_else(missing)?;
                 self.out.push(op::BINFLOAT);
                 self.out.extend_from_slice(&f.to_be_bytes());
             }
             Value::Str(s) => {
-                if let Some(&index) = self.strings.get(&**s) {
+                if let Some(&index) = self.strings.get(s) {
                     self.get(index);
                     return Ok(());
                 }
-                let b = s.as_bytes();
+                let b = self.doc.as_str(v).ok_or_else(missing)?.as_bytes();
                 if b.len() < 256 {
                     self.out
                         .extend_from_slice(&[op::SHORT_BINUNICODE, b.len() as u8]);
@@ -91,10 +96,11 @@ impl<'a> Writer<'a> {
                 if b.len() > 2 {
                     let index = self.next_index()?;
                     self.out.push(op::MEMOIZE);
-                    self.strings.insert(s, index);
+                    self.strings.insert(*s, index);
                 }
             }
-            Value::Bytes(b) => {
+            Value::Bytes(_) => {
+                let b = self.doc.as_bytes(v).ok_or_else(missing)?;
                 if b.len() < 256 {
                     self.out
                         .extend_from_slice(&[op::SHORT_BINBYTES, b.len() as u8]);
@@ -112,11 +118,10 @@ impl<'a> Writer<'a> {
                     self.get(index);
                     return Ok(());
                 }
-                let node = self.doc.nodes.get(id.index()).ok_or_else(|| {
-                    Error::Unwritable(format!("container {} is not in the document", id.0))
-                })?;
-                match (v, node) {
-                    (Value::List(_), Node::List(items)) => {
+                let kind = self.doc.nodes.get(id.index()).map(|n| n.kind);
+                match (v, kind) {
+                    (Value::List(_), Some(Kind::List)) => {
+                        let items = self.doc.items(v).ok_or_else(missing)?;
                         self.out.push(op::EMPTY_LIST);
                         self.memoize(*id)?;
                         if !items.is_empty() {
@@ -125,19 +130,21 @@ impl<'a> Writer<'a> {
                             tasks.extend(items.iter().rev().map(Task::Value));
                         }
                     }
-                    (Value::Dict(_), Node::Dict(d)) => {
+                    (Value::Dict(_), Some(Kind::Dict)) => {
+                        let entries = self.doc.entries(v).ok_or_else(missing)?;
                         self.out.push(op::EMPTY_DICT);
                         self.memoize(*id)?;
-                        if !d.entries.is_empty() {
+                        if !entries.is_empty() {
                             self.out.push(op::MARK);
                             tasks.push(Task::Op(op::SETITEMS));
-                            for (k, v) in d.entries.iter().rev() {
+                            for (k, v) in entries.iter().rev() {
                                 tasks.push(Task::Value(v));
                                 tasks.push(Task::Value(k));
                             }
                         }
                     }
-                    (Value::Tuple(_), Node::Tuple(items)) => {
+                    (Value::Tuple(_), Some(Kind::Tuple)) => {
+                        let items = self.doc.items(v).ok_or_else(missing)?;
                         if !self.open_tuples.insert(*id) {
                             return Err(Error::Unwritable(
                                 "a tuple contains itself, which pickle cannot express".into(),
@@ -155,6 +162,7 @@ impl<'a> Writer<'a> {
                             tasks.extend(items.iter().rev().map(Task::Value));
                         }
                     }
+                    (_, None) => return Err(missing()),
                     _ => {
                         return Err(Error::Unwritable(format!(
                             "container {} is not a {}",
@@ -215,4 +223,9 @@ impl<'a> Writer<'a> {
             self.out.extend_from_slice(&index.to_le_bytes());
         }
     }
+}
+
+/// A value that refers to something its document does not hold.
+fn missing() -> Error {
+    Error::Unwritable("a value refers to something that is not in the document".into())
 }

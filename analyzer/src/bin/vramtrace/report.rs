@@ -26,6 +26,7 @@ Examples:
   vramtrace report run.vramtrace
   vramtrace report run.vramtrace -o report/ --capacity 80GiB
   vramtrace report run.vramtrace --policy pytorch,pytorch-expandable
+  vramtrace report run.vramtrace --policy all    # greedy-by-size's offline plan too
   vramtrace report run.vramtrace --no-symbolize
   vramtrace report snapshot.pickle              # a PyTorch memory snapshot, read directly
   vramtrace report before.vramtrace --compare after.vramtrace
@@ -39,8 +40,10 @@ pub struct Args {
     /// TRACE-NAME-report in the current directory.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Policies to replay and compare: `all`, or NAME[:KEY=VALUE,...] separated by commas.
-    #[arg(long, default_value = "all", value_parser = policies)]
+    /// Policies to replay and compare: `online` (every policy but the offline planner
+    /// greedy-by-size, whose plan alone can take seconds on a large trace), `all`, or
+    /// NAME[:KEY=VALUE,...] separated by commas.
+    #[arg(long, default_value = "online", value_parser = policies)]
     policy: PolicyList,
     /// Device capacity for the replays, drawn as a line (default: the traced device's
     /// memory, else unlimited).
