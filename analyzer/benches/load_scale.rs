@@ -69,6 +69,23 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// Set in the child that writes the trace: the path to write.
+const WRITE: &str = "LOAD_SCALE_WRITE";
+
+/// Writes the synthetic trace of `steps` steps to `path`; prints its number of events.
+fn write_trace(path: &Path, steps: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let s = synthetic::pytorch_like(steps, 7);
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut w = TraceWriter::new(file, &s.metadata, WriterOptions::default())?;
+    *w.tables_mut() = s.tables;
+    for e in &s.events {
+        w.push(e)?;
+    }
+    w.finish()?;
+    println!("{}", s.events.len());
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `cargo bench` passes `--bench`; the numbers are ours.
     let numbers: Vec<usize> = std::env::args()
@@ -77,18 +94,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let steps = numbers.first().copied().unwrap_or(125_000);
     let runs = numbers.get(1).copied().unwrap_or(5).max(1);
+    if let Some(out) = std::env::var_os(WRITE) {
+        return write_trace(Path::new(&out), steps);
+    }
     let dir = tempfile::tempdir()?;
     let trace = dir.path().join("synthetic.vramtrace");
-    let s = synthetic::pytorch_like(steps, 7);
-    let events = s.events.len() as f64;
-    let file = std::io::BufWriter::new(std::fs::File::create(&trace)?);
-    let mut w = TraceWriter::new(file, &s.metadata, WriterOptions::default())?;
-    *w.tables_mut() = s.tables;
-    for e in &s.events {
-        w.push(e)?;
+    // The trace is generated in a child process: a child's peak RSS (`wait4`) counts what its
+    // parent held when it was spawned, and the generated events take about 1 GiB.
+    let child = Command::new(std::env::current_exe()?)
+        .arg(steps.to_string())
+        .env(WRITE, &trace)
+        .stderr(Stdio::inherit())
+        .output()?;
+    if !child.status.success() {
+        return Err(format!("writing the trace failed ({})", child.status).into());
     }
-    w.finish()?;
-    drop(s.events);
+    let events: f64 = String::from_utf8(child.stdout)?.trim().parse()?;
     let file_bytes = std::fs::metadata(&trace)?.len();
     let path = trace.to_str().ok_or("temporary path is not UTF-8")?;
     let this = Path::new(env!("CARGO_BIN_EXE_vramtrace")).to_path_buf();

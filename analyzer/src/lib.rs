@@ -11,9 +11,8 @@
 //!
 //! Each module imports only those below it:
 //!
-//! - `units`, `live_peak` (device bytes held, event by event), `job` (the ranks of one job);
-//!   then `model` (request streams from events) and `interop` (other tools' formats, the
-//!   Parquet tables);
+//! - `units`, `job` (the ranks of one job); then `model` (request streams from events, the
+//!   live-memory `Ledger`) and `interop` (other tools' formats, the Parquet tables);
 //! - `policy` (the `Policy` trait, the simulated driver, the allocator models, the registry);
 //! - `replay` (the engine over `policy`, parallel runs, the result tables of `replay` and `fit`);
 //! - the views: `info`, `summary`, `diff`, `symbolize`, `report`.
@@ -26,7 +25,6 @@ pub mod failures;
 pub mod info;
 pub mod interop;
 pub mod job;
-pub mod live_peak;
 pub mod model;
 pub mod policy;
 pub mod replay;

@@ -250,29 +250,43 @@ fn a_missing_trace_fails_with_one_line_naming_it() {
     assert!(err.contains("no-such.vramtrace"));
 }
 
-/// What the driver sees under PyTorch's default allocator: a few 2 MiB-multiple segments.
-fn segment_level_trace() -> (tempfile::TempDir, PathBuf) {
+/// A trace of `events` (pid, api, address, bytes), one a microsecond, on device 0.
+fn trace_of(
+    name: &str,
+    metadata: &Metadata,
+    events: &[(u32, Api, u64, u64)],
+) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("segments.vramtrace");
+    let path = dir.path().join(name);
     let file = std::fs::File::create(&path).unwrap();
-    let mut w = TraceWriter::new(file, &Metadata::default(), WriterOptions::default()).unwrap();
-    for (i, size) in [2u64 << 20, 20 << 20, 20 << 20, 64 << 20, 2 << 20]
-        .iter()
-        .enumerate()
-    {
+    let mut w = TraceWriter::new(file, metadata, WriterOptions::default()).unwrap();
+    for (i, &(pid, api, address, size)) in events.iter().enumerate() {
         w.push(&Event {
             seq: i as u64 + 1,
             time_ns: i as u64 * 1000,
-            pid: 7,
+            pid,
             device: 0,
-            address: 0x7000_0000_0000 + (i as u64) * (1 << 30),
-            size: *size,
-            ..Event::new(Api::CuMemAlloc_v2)
+            address,
+            size,
+            ..Event::new(api)
         })
         .unwrap();
     }
     w.finish().unwrap();
     (dir, path)
+}
+
+/// What the driver sees under PyTorch's default allocator: a few 2 MiB-multiple segments.
+fn segment_level_trace() -> (tempfile::TempDir, PathBuf) {
+    let events: Vec<(u32, Api, u64, u64)> = [2u64 << 20, 20 << 20, 20 << 20, 64 << 20, 2 << 20]
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| {
+            let address = 0x7000_0000_0000 + (i as u64) * (1 << 30);
+            (7, Api::CuMemAlloc_v2, address, size)
+        })
+        .collect();
+    trace_of("segments.vramtrace", &Metadata::default(), &events)
 }
 
 #[test]
@@ -295,34 +309,17 @@ fn a_segment_level_trace_is_replayed_with_a_warning() {
 
 /// Two processes; the second asks for an impossible size (a damaged or hostile trace).
 fn two_process_trace() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("two.vramtrace");
-    let file = std::fs::File::create(&path).unwrap();
     let metadata = Metadata {
         capture_level: "request".into(),
         ..Metadata::default()
     };
-    let mut w = TraceWriter::new(file, &metadata, WriterOptions::default()).unwrap();
     let events = [
-        (1, 0x1000, 64 << 20, Api::CuMemAllocAsync),
-        (2, 0x2000, u64::MAX / 2, Api::CuMemAllocAsync),
-        (1, 0x3000, 32 << 20, Api::CuMemAllocAsync),
-        (1, 0x1000, 0, Api::CuMemFreeAsync),
+        (1, Api::CuMemAllocAsync, 0x1000, 64 << 20),
+        (2, Api::CuMemAllocAsync, 0x2000, u64::MAX / 2),
+        (1, Api::CuMemAllocAsync, 0x3000, 32 << 20),
+        (1, Api::CuMemFreeAsync, 0x1000, 0),
     ];
-    for (i, &(pid, address, size, api)) in events.iter().enumerate() {
-        w.push(&Event {
-            seq: i as u64 + 1,
-            time_ns: i as u64 * 1000,
-            pid,
-            device: 0,
-            address,
-            size,
-            ..Event::new(api)
-        })
-        .unwrap();
-    }
-    w.finish().unwrap();
-    (dir, path)
+    trace_of("two.vramtrace", &metadata, &events)
 }
 
 #[test]
@@ -358,4 +355,58 @@ fn fit_says_null_when_no_capacity_fits() {
     ]);
     assert!(v["policies"][0]["min_capacity_bytes"].is_null());
     assert!(v["streams"][0]["policies"][0]["min_capacity_bytes"].is_u64());
+}
+
+/// A PyTorch tracker trace (`torch.*` events beside the driver calls) in which the real driver
+/// returned its second segment *below* the first. Of the two free 18 MiB blocks the request
+/// `c` then finds (the rest of the 20 MiB segment behind `a`, and the whole second segment),
+/// PyTorch takes the one at the lower address: the second segment. So the 20 MiB segment is
+/// whole again once `a` is freed, and `d` reuses it: 38 MiB reserved. With rising addresses
+/// `c` would take the first segment's rest, and `d` a third segment: 58 MiB.
+fn tracker_trace_with_falling_addresses() -> (tempfile::TempDir, PathBuf) {
+    const MIB: u64 = 1 << 20;
+    let (x1, x2) = (0x7f10_0000_0000u64, 0x7f00_0000_0000u64);
+    let segment = |address, size| {
+        [
+            (7, Api::CuMemAlloc_v2, address, size),
+            (7, Api::TorchSegmentAlloc, address, size),
+        ]
+    };
+    let free = |address, size| {
+        [
+            (7, Api::TorchFreeRequested, address, size),
+            (7, Api::TorchFreeCompleted, address, size),
+        ]
+    };
+    let alloc = |address, size| (7, Api::TorchAlloc, address, size);
+    let mut events = Vec::new();
+    events.extend(segment(x1, 20 * MIB));
+    events.push(alloc(x1, 2 * MIB)); // a
+    events.push(alloc(x1 + 2 * MIB, 18 * MIB)); // t
+    events.extend(segment(x2, 18 * MIB));
+    events.push(alloc(x2, 18 * MIB)); // b
+    events.extend(free(x1 + 2 * MIB, 18 * MIB));
+    events.extend(free(x2, 18 * MIB));
+    events.push(alloc(x2, 18 * MIB)); // c
+    events.extend(free(x1, 2 * MIB));
+    events.push(alloc(x1, 20 * MIB)); // d
+    trace_of("tracker.vramtrace", &Metadata::default(), &events)
+}
+
+#[test]
+fn a_tracker_trace_is_replayed_with_the_segment_addresses_the_real_driver_returned() {
+    let (_dir, path) = tracker_trace_with_falling_addresses();
+    let v = json(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--policy",
+        "pytorch",
+        "--json",
+    ]);
+    let stream = &v["streams"][0];
+    assert_eq!(stream["recorded_peak_reserved"], 38u64 << 20);
+    let row = &stream["policies"][0];
+    assert_eq!(row["peak_reserved"], 38u64 << 20, "{row}");
+    assert_eq!(row["device_allocs"], 2);
+    assert_eq!(row["error_vs_recorded"], 0.0);
 }

@@ -206,6 +206,52 @@ fn tunes_predictions_match_the_h200_runs() {
     }
 }
 
+/// The transformer's miss above is a tie broken by address in a run no trace can know (issue
+/// 14): `tune` replays each setting again with falling driver addresses and flags the row. The
+/// real tuned run reserved the upper end of the range exactly; the two exact rows are not
+/// flagged.
+#[test]
+fn a_prediction_that_hangs_on_the_drivers_addresses_is_flagged_with_its_range() {
+    let dir = repo("samples/traces/h200-tune");
+    for (w, sensitive) in [
+        ("transformer_varlen", true),
+        ("multires_cnn", false),
+        ("generate", false),
+    ] {
+        let trace = dir.join(format!("{w}.recorded.vramtrace"));
+        let tune = json(&["tune", trace.to_str().unwrap(), "--json"]);
+        let best = &tune["ranked"][0];
+        let tuned: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!("{w}.tuned.stats.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            spec_from_alloc_conf(tuned["alloc_conf"].as_str().unwrap(), None)
+                .unwrap()
+                .to_string(),
+            best["setting"],
+            "{w}: the setting that ran"
+        );
+        let spread = &best["address_sensitive"];
+        assert_eq!(!spread.is_null(), sensitive, "{w}: {best}");
+        if sensitive {
+            let real = tuned["max_memory_reserved"].as_u64().unwrap()
+                + tune["context_bytes"].as_u64().unwrap()
+                + tune["outside_bytes"].as_u64().unwrap();
+            assert_eq!(spread["high"].as_u64(), Some(real), "{w}");
+            assert_eq!(spread["low"], best["process_peak"], "{w}");
+        }
+    }
+    let text = text(&[
+        "tune",
+        "samples/traces/h200-tune/transformer_varlen.recorded.vramtrace",
+    ]);
+    assert!(
+        text.contains("address-sensitive: 5.40 GiB-5.56 GiB"),
+        "{text}"
+    );
+}
+
 #[test]
 fn recorded_failures_are_grouped_by_site_with_times_from_the_start() {
     let s = json(&[

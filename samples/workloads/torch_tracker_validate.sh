@@ -5,8 +5,10 @@
 #   1. completeness: torch_tracker_workloads.py complete-* recorded under the native and
 #      expandable allocators, a CUDA-graph capture and torch.compile(mode="reduce-overhead"),
 #      each beside its own torch.cuda.memory_stats() (tests/examples/torch_complete.rs compares);
-#   2. self-check traces: varlen (native and expandable), multistream, generate, for
-#      `vramtrace replay` against the run's own reserved peak;
+#   2. self-check: varlen (native and expandable), multistream, generate recorded, each
+#      replayed by `vramtrace replay` (with the recorded segment addresses) against the run's
+#      own reserved peak: $OUT/selfcheck.txt; the native varlen trace and its statistics are
+#      also copied to $OUT/varlen.vramtrace and $OUT/varlen.json, to be bundled as a sample;
 #   3. overhead: `overhead` unrecorded, recorded (native stacks) and recorded without stacks,
 #      alternating, five times each.
 #
@@ -48,9 +50,22 @@ run varlen-expandable expandable_segments:True native varlen
 run multistream "" native multistream
 run generate "" native generate
 date -u >>"$R/rc.txt"
+# The self-check: each trace replayed with the policy of its recorded configuration (the
+# replay hands out the segment addresses the real driver returned, `torch.segment_alloc`),
+# its `recorded` line against the run's own reserved peak.
+for n in varlen varlen-expandable multistream generate; do
+    $BIN/vramtrace replay "$R/traces/$n.vramtrace" --policy pytorch,pytorch-expandable \
+        >"$R/$n.replay.txt" 2>&1
+    $BIN/vramtrace replay "$R/traces/$n.vramtrace" --policy pytorch,pytorch-expandable --json \
+        >"$R/$n.replay.json" 2>>"$R/log.txt"
+    grep '^recorded' "$R/$n.replay.txt" | sed "s/^/$n: /" >>"$R/selfcheck.txt"
+done
+# The native varlen run, to be bundled as a sample (samples/traces/h200-tracker/).
+cp "$R/traces/varlen.vramtrace" "$R/varlen.json" "$OUT/" 2>>"$R/log.txt"
+cp "$R/selfcheck.txt" "$OUT/" 2>>"$R/log.txt"
 tar czf "$OUT/tt-checks.tar.gz" -C /tmp tt
 if [ "${PHASES:-all}" = checks ]; then
-    cat "$R/rc.txt"
+    cat "$R/rc.txt" "$R/selfcheck.txt"
     exit 0
 fi
 

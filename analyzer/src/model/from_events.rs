@@ -66,6 +66,9 @@ struct Builder {
     torch_reserved: u64,
     torch_peak_reserved: Option<u64>,
     slots: Slots,
+    /// The `cudaMalloc`s the real caching allocator made, as (address, bytes), in order: an
+    /// imported snapshot's segment events or PyTorch's tracker's `torch.segment_alloc`s
+    /// ([`RequestStream::recorded_segments`]).
     segments: Vec<(u64, u64)>,
 }
 
@@ -232,8 +235,13 @@ impl Builder {
     }
 
     /// A `torch.segment_*` event: its address marks the driver call that made it as PyTorch's,
-    /// and its bytes move what the process really reserved.
+    /// and its bytes move what the process really reserved. A `torch.segment_alloc` is one of
+    /// the real allocator's `cudaMalloc`s, whose address the replay reuses, as an imported
+    /// snapshot's.
     fn see_torch_segment(&mut self, e: &Event, op: Op) {
+        if op == Op::Alloc && e.succeeded() {
+            self.segments.push((e.address, e.size));
+        }
         match op {
             Op::Alloc | Op::Map => {
                 self.torch_segments.insert(e.address);

@@ -75,12 +75,16 @@ pub struct Ledger {
 impl Ledger {
     /// A ledger for `trace`, whose events are then given to [`Ledger::apply`] in file order.
     pub fn for_trace(trace: &Trace) -> Ledger {
-        let tracker = trace
-            .events()
-            .any(|e| e.api.kind() == MemoryKind::TorchBlock);
+        let tracker = trace.events().any(|e| Shape::Tracker.shown_by(&e));
+        let snapshot = trace.events().any(|e| Shape::Snapshot.shown_by(&e));
+        Ledger::of_shape(Shape::of(tracker, snapshot))
+    }
+
+    /// A ledger for a trace of the given [`Shape`].
+    fn of_shape(shape: Shape) -> Ledger {
         Ledger {
-            split_levels: tracker || trace.events().any(|e| e.flags & ALLOCATOR_SEGMENT != 0),
-            tracker,
+            split_levels: shape != Shape::Plain,
+            tracker: shape == Shape::Tracker,
             ..Ledger::default()
         }
     }
@@ -199,20 +203,149 @@ pub(crate) fn is_host(kind: MemoryKind) -> bool {
     matches!(kind, MemoryKind::PinnedHost | MemoryKind::RegisteredHost)
 }
 
-/// The recorded process peak of a trace: the most device memory (host memory not counted) it
-/// held at once, summed over its devices, as the driver saw it.
-pub fn recorded_device_peak(trace: &Trace) -> u64 {
-    let mut ledger = Ledger::for_trace(trace);
-    let (mut now, mut peak) = (0u64, 0u64);
-    for e in trace.events() {
-        match ledger.apply(&e) {
-            Change::Alloc(o) if o.reserved && o.device != NO_DEVICE => now += o.size,
-            Change::Free(o) if o.reserved && o.device != NO_DEVICE => {
-                now = now.saturating_sub(o.size)
-            }
-            _ => {}
+/// Which request and segment events a trace holds: what the [`Ledger`]'s rules split on,
+/// known only from all of its events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Driver calls only: every counted byte is requested and reserved.
+    Plain,
+    /// An imported PyTorch snapshot: requests beside segment events ([`ALLOCATOR_SEGMENT`]).
+    Snapshot,
+    /// PyTorch's tracker: `torch.alloc` requests beside the driver calls.
+    Tracker,
+}
+
+impl Shape {
+    const ALL: [Shape; 3] = [Shape::Plain, Shape::Snapshot, Shape::Tracker];
+
+    fn of(tracker: bool, snapshot: bool) -> Shape {
+        match (tracker, snapshot) {
+            (true, _) => Shape::Tracker,
+            (false, true) => Shape::Snapshot,
+            (false, false) => Shape::Plain,
         }
-        peak = peak.max(now);
     }
-    peak
+
+    /// Whether `e` shows that a trace has this shape.
+    fn shown_by(self, e: &Event) -> bool {
+        match self {
+            Shape::Plain => false,
+            Shape::Snapshot => e.flags & ALLOCATOR_SEGMENT != 0,
+            Shape::Tracker => e.api.kind() == MemoryKind::TorchBlock,
+        }
+    }
+}
+
+/// The recorded process peak, one event at a time: the most device memory (host memory not
+/// counted) the trace's processes held at once, summed over their devices, as the driver saw
+/// it (the [`Ledger`]'s *reserved*).
+///
+/// For callers that stream the events once: the ledger's rules depend on the trace's
+/// [`Shape`], which only its whole event list shows, so the peak is kept under each of the
+/// three shapes and the one the events showed is answered.
+#[derive(Debug)]
+pub struct DevicePeak {
+    ledgers: [Ledger; 3],
+    now: [u64; 3],
+    peak: [u64; 3],
+    tracker: bool,
+    snapshot: bool,
+}
+
+impl Default for DevicePeak {
+    fn default() -> DevicePeak {
+        DevicePeak {
+            ledgers: Shape::ALL.map(Ledger::of_shape),
+            now: [0; 3],
+            peak: [0; 3],
+            tracker: false,
+            snapshot: false,
+        }
+    }
+}
+
+impl DevicePeak {
+    /// Takes the next event in file order.
+    pub fn see(&mut self, e: &Event) {
+        self.tracker |= Shape::Tracker.shown_by(e);
+        self.snapshot |= Shape::Snapshot.shown_by(e);
+        for (i, ledger) in self.ledgers.iter_mut().enumerate() {
+            let now = &mut self.now[i];
+            match ledger.apply(e) {
+                Change::Alloc(o) if o.reserved && o.device != NO_DEVICE => *now += o.size,
+                Change::Free(o) if o.reserved && o.device != NO_DEVICE => {
+                    *now = now.saturating_sub(o.size)
+                }
+                _ => {}
+            }
+            self.peak[i] = self.peak[i].max(*now);
+        }
+    }
+
+    /// The peak of the events seen so far, under the shape they showed.
+    pub fn peak(&self) -> u64 {
+        // `Shape::ALL` lists the shapes in declaration order.
+        self.peak[Shape::of(self.tracker, self.snapshot) as usize]
+    }
+}
+
+/// The recorded process peak of a trace ([`DevicePeak`]).
+pub fn recorded_device_peak(trace: &Trace) -> u64 {
+    let mut peak = DevicePeak::default();
+    for e in trace.events() {
+        peak.see(&e);
+    }
+    peak.peak()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vramtrace_format::Api;
+
+    fn ev(api: Api, address: u64, size: u64, flags: u64) -> Event {
+        Event {
+            pid: 1,
+            device: 0,
+            address,
+            size,
+            flags,
+            ..Event::new(api)
+        }
+    }
+
+    fn peak(events: &[Event]) -> u64 {
+        let mut p = DevicePeak::default();
+        events.iter().for_each(|e| p.see(e));
+        p.peak()
+    }
+
+    #[test]
+    fn the_device_peak_counts_what_the_driver_held_whatever_the_traces_shape() {
+        const MIB: u64 = 1 << 20;
+        // Driver calls only: every allocation counts.
+        let plain = [
+            ev(Api::CuMemAlloc_v2, 0x1000, 20 * MIB, 0),
+            ev(Api::CuMemAllocAsync, 0x9000, 4 * MIB, 0),
+            ev(Api::CuMemFree_v2, 0x1000, 0, 0),
+            ev(Api::CuMemAllocHost_v2, 0x5000, 64 * MIB, 0),
+        ];
+        assert_eq!(peak(&plain), 24 * MIB);
+        // An imported snapshot: the segment reserved, the request inside it not again.
+        let snapshot = [
+            ev(Api::CuMemAlloc_v2, 0x1000, 20 * MIB, ALLOCATOR_SEGMENT),
+            ev(Api::CuMemAllocAsync, 0x1000, 3 * MIB, 0),
+        ];
+        assert_eq!(peak(&snapshot), 20 * MIB);
+        // PyTorch's tracker: the segment's driver call counts; the tensor at its address and
+        // the tracker's own word on the segment do not count again.
+        let tracker = [
+            ev(Api::CuMemAlloc_v2, 0x1000, 20 * MIB, 0),
+            ev(Api::TorchSegmentAlloc, 0x1000, 20 * MIB, 0),
+            ev(Api::TorchAlloc, 0x1000, 3 * MIB, 0),
+            ev(Api::TorchFreeCompleted, 0x1000, 3 * MIB, 0),
+            ev(Api::CuMemAlloc_v2, 0x8000_0000, 2 * MIB, 0),
+        ];
+        assert_eq!(peak(&tracker), 22 * MIB);
+    }
 }

@@ -74,7 +74,8 @@ pub struct RequestStream {
     /// Device memory this process took from the driver past its allocator, not replayed.
     pub outside: Outside,
     /// The `cudaMalloc`s the real caching allocator made, in order, as (address, bytes), when
-    /// the trace records them (an imported PyTorch snapshot); empty otherwise. A replay hands
+    /// the trace records them (an imported PyTorch snapshot, or the `torch.segment_alloc`s of
+    /// PyTorch's tracker); empty otherwise. A replay hands
     /// these addresses out while its own segment sizes follow them.
     pub recorded_segments: Vec<(u64, u64)>,
     /// The peak of what the process's own allocator reported holding from the driver

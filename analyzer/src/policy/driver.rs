@@ -116,6 +116,22 @@ impl Default for DriverModel {
     }
 }
 
+/// Where [`AddressOrder::Falling`] starts: half the 64-bit space, far above every address real
+/// drivers return or the rising order reaches.
+const FALLING_TOP: u64 = 1 << 63;
+
+/// Where the simulated driver places each new allocation in the address space. PyTorch breaks
+/// ties between equal-size free blocks by address, so the order can decide a replay
+/// (docs/allocators.md, "Driver addresses").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AddressOrder {
+    /// Each allocation above the previous ones.
+    #[default]
+    Rising,
+    /// Each allocation below the previous ones.
+    Falling,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct SmallPage {
     live: u32,
@@ -137,6 +153,7 @@ pub struct Driver {
     retries: u64,
     cost_us: f64,
     next_va: u64,
+    order: AddressOrder,
     small_pages: HashMap<u64, SmallPage>,
     open_small: Option<u64>,
     scripted: std::collections::VecDeque<(u64, u64)>,
@@ -190,6 +207,16 @@ impl Driver {
         self.scripted.extend(segments);
     }
 
+    /// Places the addresses of the allocations in `order` (rising by default); called before
+    /// the first allocation. Falling addresses start high above the rising ones' start, so no
+    /// range is handed out twice.
+    pub fn set_address_order(&mut self, order: AddressOrder) {
+        self.order = order;
+        if order == AddressOrder::Falling {
+            self.next_va = FALLING_TOP;
+        }
+    }
+
     pub fn new(model: DriverModel) -> Driver {
         Driver {
             model,
@@ -201,6 +228,7 @@ impl Driver {
             retries: 0,
             cost_us: 0.0,
             next_va: 0x7f00_0000_0000,
+            order: AddressOrder::Rising,
             small_pages: HashMap::new(),
             open_small: None,
             scripted: std::collections::VecDeque::new(),
@@ -361,9 +389,18 @@ impl Driver {
 
     /// `cuMemAddressReserve`: virtual addresses only, 2 MiB aligned; free of charge here.
     pub fn reserve_address(&mut self, size: u64) -> u64 {
-        let address = self.next_va;
-        self.next_va += size.next_multiple_of(PAGE);
-        address
+        let size = size.next_multiple_of(PAGE);
+        match self.order {
+            AddressOrder::Rising => {
+                let address = self.next_va;
+                self.next_va += size;
+                address
+            }
+            AddressOrder::Falling => {
+                self.next_va -= size;
+                self.next_va
+            }
+        }
     }
 
     /// `cuMemCreate` + `cuMemMap` of `pages` pages of `page` bytes in one operation; all or

@@ -33,7 +33,7 @@ pub mod support;
 
 pub use allocator::{Policy, Refused};
 pub use device::Device;
-pub use driver::{Driver, DriverCall, DriverModel};
+pub use driver::{AddressOrder, Driver, DriverCall, DriverModel};
 pub use error::{OptionError, PolicyError, SpecSyntax};
 pub use layout::{AddressMap, BlockSpan, Span};
 pub use support::options::{Options, PolicySpec, parse_divisions, parse_specs};

@@ -15,5 +15,7 @@ pub use engine::{
     address_map_at, replay, replay_on,
 };
 pub use input::{CapacitySource, ReplayInput, capacity_of};
-pub use parallel::{FitResult, Progress, RunResult, fit_all, fit_one, replay_all, run};
+pub use parallel::{
+    FitResult, Progress, RunResult, fit_all, fit_one, replay_all, replay_all_with, run, run_with,
+};
 pub use table::{FitReport, FitRow, PolicyRow, ReplayReport, StreamFit, StreamReport};

@@ -4,7 +4,9 @@
 
 use super::engine::{Outcome, replay_on};
 use crate::model::RequestStream;
-use crate::policy::{BOUNDS, BuildContext, Driver, DriverModel, PolicyError, PolicySpec, build};
+use crate::policy::{
+    AddressOrder, BOUNDS, BuildContext, Driver, DriverModel, PolicyError, PolicySpec, build,
+};
 use rayon::prelude::*;
 
 /// One policy on one stream.
@@ -22,12 +24,22 @@ pub fn replay_all(
     specs: &[PolicySpec],
     capacities: &[u64],
 ) -> Result<Vec<RunResult>, PolicyError> {
+    replay_all_with(streams, specs, capacities, AddressOrder::Rising)
+}
+
+/// [`replay_all`] with the driver's new addresses in `order` (see [`run_with`]).
+pub fn replay_all_with(
+    streams: &[RequestStream],
+    specs: &[PolicySpec],
+    capacities: &[u64],
+    order: AddressOrder,
+) -> Result<Vec<RunResult>, PolicyError> {
     let jobs: Vec<(usize, usize)> = (0..streams.len())
         .flat_map(|s| (0..specs.len()).map(move |p| (s, p)))
         .collect();
     jobs.par_iter()
         .map(|&(s, p)| {
-            let outcome = run(&streams[s], &specs[p], capacities[s])?;
+            let outcome = run_with(&streams[s], &specs[p], capacities[s], order)?;
             Ok(RunResult {
                 stream: s,
                 policy: p,
@@ -38,16 +50,29 @@ pub fn replay_all(
 }
 
 /// One policy on one stream at one capacity. When the trace recorded the real allocator's
-/// `cudaMalloc`s (an imported snapshot), the driver returns their addresses while the sizes
-/// agree ([`Driver::script_segments`]).
+/// `cudaMalloc`s (an imported snapshot, PyTorch's tracker), the driver returns their addresses
+/// while the sizes agree ([`Driver::script_segments`]).
 pub fn run(
     stream: &RequestStream,
     spec: &PolicySpec,
     capacity: u64,
 ) -> Result<Outcome, PolicyError> {
+    run_with(stream, spec, capacity, AddressOrder::Rising)
+}
+
+/// [`run`] with the driver's own addresses (those not scripted) in `order`: replaying with
+/// both orders shows whether a prediction depends on the addresses, which no trace of another
+/// configuration can know (docs/allocators.md, "Driver addresses").
+pub fn run_with(
+    stream: &RequestStream,
+    spec: &PolicySpec,
+    capacity: u64,
+    order: AddressOrder,
+) -> Result<Outcome, PolicyError> {
     let ctx = BuildContext { stream, capacity };
     let mut policy = build(spec, &ctx)?;
     let mut driver = Driver::new(DriverModel { capacity });
+    driver.set_address_order(order);
     driver.script_segments(stream.recorded_segments.iter().copied());
     Ok(replay_on(
         policy.as_mut(),

@@ -10,20 +10,24 @@ pub mod search;
 
 pub use framework::{Framework, Recorded, recorded};
 pub use grid::{Candidate, Role};
-pub use search::{Grid, Row, Tune, TuneOptions, Unjudged, tune};
+pub use search::{AddressSpread, Grid, Row, Tune, TuneOptions, Unjudged, tune};
 
 use crate::model::Model;
 use crate::model::device::pool_capacity;
 use crate::policy::PolicyError;
 use crate::replay::capacity_of;
-use vramtrace_format::{MemoryKind, Trace};
+use vramtrace_format::{Event, MemoryKind, Trace};
 
 /// The recorded configuration of a trace.
 pub fn recorded_of(trace: &Trace) -> Recorded {
-    let uses_pool = trace
-        .events()
-        .any(|e| e.succeeded() && e.api.kind() == MemoryKind::Pool);
+    let uses_pool = trace.events().any(|e| through_pool(&e));
     recorded(&trace.metadata, &trace.tables, uses_pool)
+}
+
+/// Whether `e` shows the process's requests going through the stream-ordered pool (the
+/// `uses_pool` of [`recorded`]): a successful `cuMemAllocAsync`-family call.
+pub fn through_pool(e: &Event) -> bool {
+    e.succeeded() && e.api.kind() == MemoryKind::Pool
 }
 
 /// Tunes a whole trace: its request streams replayed at `capacity` (exact), else on a GPU of

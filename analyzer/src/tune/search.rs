@@ -11,8 +11,8 @@ use super::framework::{Framework, Recorded};
 use super::grid::{Candidate, GridContext, Role, bounds, candidate, settings};
 use crate::model::device::process_peak;
 use crate::model::{CaptureLevel, LevelReport, RequestKind, RequestStream};
-use crate::policy::{PolicyError, PolicySpec};
-use crate::replay::{Outcome, replay_all};
+use crate::policy::{AddressOrder, PolicyError, PolicySpec};
+use crate::replay::{Outcome, replay_all, replay_all_with};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -41,11 +41,13 @@ pub enum Grid {
     /// Every setting, and the bounds (`vramtrace tune`).
     #[default]
     Full,
-    /// Every setting, no bounds (an offline plan of a long trace costs more than all the
-    /// settings together, and the answers do not use it).
+    /// Every setting, without the bounds (an offline plan of a long trace costs more than all
+    /// the settings together) and without the second replay with falling driver addresses
+    /// (`address_sensitive` stays unset): neither changes the ranking the answers read.
     Settings,
     /// The recorded setting and each backend at its defaults (no option but the recorded
-    /// memory fraction), no bounds: a few replays, what a report affords on any trace.
+    /// memory fraction), as [`Grid::Settings`] otherwise: a few replays, what a report affords
+    /// on any trace.
     Backends,
 }
 
@@ -95,6 +97,22 @@ pub struct Row {
     pub fits_gpu: Option<bool>,
     /// Other settings that gave exactly the same figures.
     pub equivalent: Vec<String>,
+    /// Set when the prediction depends on the order of the driver's addresses: replayed with
+    /// falling instead of rising addresses, the process peak (or running out of memory)
+    /// differs. PyTorch breaks ties between equal-size free blocks by address, and the real
+    /// driver's order follows no rule a trace of another configuration could know
+    /// (docs/allocators.md, "Driver addresses").
+    pub address_sensitive: Option<AddressSpread>,
+}
+
+/// The process peaks of one setting under the two address orders tried.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct AddressSpread {
+    /// The smaller and the larger process peak of the two replays.
+    pub low: u64,
+    pub high: u64,
+    /// Whether the replay with falling addresses ran out of memory.
+    pub falling_oom: bool,
 }
 
 /// A setting the trace cannot judge, and why.
@@ -203,6 +221,7 @@ fn row(c: &Candidate, f: &Figures, base: u64, gpu: Option<u64>, recorded: bool) 
         oom: f.oom,
         fits_gpu: gpu.map(|g| !f.oom && f.process <= g),
         equivalent: Vec::new(),
+        address_sensitive: None,
     }
 }
 
@@ -238,7 +257,7 @@ pub fn tune(
     let figs: Vec<Figures> = per.iter().map(|o| figures(o, streams, options)).collect();
     let base = figs[0].process;
     let gpu = options.gpu_bytes;
-    let recorded_row = row(&candidates[0], &figs[0], base, gpu, true);
+    let mut recorded_row = row(&candidates[0], &figs[0], base, gpu, true);
 
     // Merge settings with identical figures into the simplest one.
     let mut rows: Vec<(usize, Row)> = Vec::new();
@@ -267,6 +286,20 @@ pub fn tune(
                 by_figures.insert(key, rows.len());
                 rows.push((i, r));
             }
+        }
+    }
+    // Each distinct setting once more with the driver's addresses falling (the full search
+    // only: the flag does not change the ranking).
+    let kept: Vec<usize> = rows.iter().map(|(i, _)| *i).collect();
+    let spreads = if options.grid == Grid::Full {
+        address_spreads(streams, &kept, &specs, &figs, options)?
+    } else {
+        vec![None; kept.len()]
+    };
+    for ((i, r), spread) in rows.iter_mut().zip(&spreads) {
+        r.address_sensitive = *spread;
+        if *i == 0 {
+            recorded_row.address_sensitive = *spread;
         }
     }
     // Within the model's accuracy of the best peak (ACCURACY), a simpler and cheaper setting
@@ -327,6 +360,37 @@ pub fn tune(
             .max()
             .unwrap_or(0),
     })
+}
+
+/// For each candidate of `kept`, its [`AddressSpread`] when a replay with falling driver
+/// addresses gives another process peak or OOM than `figs` (the rising replays).
+fn address_spreads(
+    streams: &[RequestStream],
+    kept: &[usize],
+    specs: &[PolicySpec],
+    figs: &[Figures],
+    options: &TuneOptions,
+) -> Result<Vec<Option<AddressSpread>>, PolicyError> {
+    let again: Vec<PolicySpec> = kept.iter().map(|&i| specs[i].clone()).collect();
+    let results = replay_all_with(streams, &again, &options.capacities, AddressOrder::Falling)?;
+    let mut per: Vec<Vec<&Outcome>> = vec![Vec::new(); kept.len()];
+    for r in &results {
+        per[r.policy].push(&r.outcome);
+    }
+    Ok(kept
+        .iter()
+        .zip(&per)
+        .map(|(&i, outs)| {
+            let (rising, falling) = (&figs[i], figures(outs, streams, options));
+            (rising.process != falling.process || rising.oom != falling.oom).then(|| {
+                AddressSpread {
+                    low: rising.process.min(falling.process),
+                    high: rising.process.max(falling.process),
+                    falling_oom: falling.oom,
+                }
+            })
+        })
+        .collect())
 }
 
 fn unjudged(

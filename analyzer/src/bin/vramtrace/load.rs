@@ -7,6 +7,7 @@ use vramtrace::interop::import_snapshot;
 use vramtrace::job::{Rank, rank_of, ranks};
 use vramtrace::model::{Model, ModelBuilder};
 use vramtrace::replay::ReplayInput;
+use vramtrace::tune::{Recorded, recorded, through_pool};
 use vramtrace_format::{EventBatch, MappedFile, ReadOptions, Trace, TraceHead, journal, pickle};
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
@@ -75,20 +76,32 @@ pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<ReplayInput> {
 /// Streams the trace into its request streams; `None` when it holds no device-memory
 /// allocation to replay.
 pub fn replay_input(path: &Path, capacity: Option<u64>) -> Result<Option<ReplayInput>> {
+    Ok(replay_input_and_recorded(path, capacity)?.0)
+}
+
+/// [`replay_input`], and the configuration the trace was recorded with, in one pass over the
+/// events (the decoded trace is never held whole).
+pub fn replay_input_and_recorded(
+    path: &Path,
+    capacity: Option<u64>,
+) -> Result<(Option<ReplayInput>, Recorded)> {
     let mut builder = ModelBuilder::default();
+    let mut uses_pool = false;
     let head = stream_trace(
         path,
         false,
         |b| b,
-        |b| b.iter().for_each(|e| builder.push(&e)),
+        |b| {
+            b.iter().for_each(|e| {
+                uses_pool = uses_pool || through_pool(&e);
+                builder.push(&e);
+            })
+        },
     )?;
     let model = builder.finish(&head.metadata);
-    Ok(ReplayInput::of_model(
-        model,
-        &head.metadata,
-        &head.tables.devices,
-        capacity,
-    ))
+    let recorded = recorded(&head.metadata, &head.tables, uses_pool);
+    let input = ReplayInput::of_model(model, &head.metadata, &head.tables.devices, capacity);
+    Ok((input, recorded))
 }
 
 /// The request streams of `trace`, already loaded from `path`.

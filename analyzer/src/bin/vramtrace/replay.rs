@@ -2,14 +2,13 @@
 
 use crate::args::{PolicyList, policies};
 use crate::job;
-use crate::load::{load_job, load_trace, streams_of};
+use crate::load::{load_job, replay_input_and_recorded, streams_of};
 use anyhow::{Result, anyhow};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use vramtrace::policy::REGISTRY;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
-use vramtrace::tune::recorded_of;
 use vramtrace::units::{bytes, count, duration, parse_size};
 
 /// Replay a trace's requests against allocator policies: peak reserved, fragmentation,
@@ -63,10 +62,11 @@ impl Args {
         if path.is_dir() {
             return self.run_job(path);
         }
-        let trace = load_trace(path, false)?;
-        let mut input = ReplayInput::from_trace(&trace, self.capacity)
+        // One pass over the events: the decoded trace is never held whole.
+        let (input, recorded) = replay_input_and_recorded(path, self.capacity)?;
+        let mut input = input
             .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
-        let limit = recorded_of(&trace).memory_fraction;
+        let limit = recorded.memory_fraction;
         if let Some(f) = limit {
             input.limit_to(f);
         }

@@ -157,6 +157,18 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
         if !r.equivalent.is_empty() {
             tags.push(format!("same as {} other(s)", r.equivalent.len()));
         }
+        if let Some(a) = &r.address_sensitive {
+            let oom = if a.falling_oom {
+                ", or out of memory"
+            } else {
+                ""
+            };
+            tags.push(format!(
+                "address-sensitive: {}-{}{oom}",
+                bytes(a.low),
+                bytes(a.high)
+            ));
+        }
         let tags = if tags.is_empty() {
             String::new()
         } else {

@@ -17,7 +17,7 @@ mod vocabulary;
 pub use rows::{PolicyResult, TraceRow};
 
 use crate::job;
-use crate::live_peak::LivePeak;
+use crate::model::live::DevicePeak;
 use crate::model::{CaptureLevel, LevelFacts, LevelStats, detect_level};
 use arrow_array::RecordBatch;
 use events::EventColumns;
@@ -182,7 +182,7 @@ struct Stats {
     first: Option<u64>,
     last: u64,
     level: LevelStats,
-    peak: LivePeak,
+    peak: DevicePeak,
 }
 
 impl Stats {
