@@ -297,3 +297,20 @@ fn a_python_lookalike_without_interpreter_symbols_records_native_stacks_and_says
     );
     assert!(t.tables.python_frames.is_empty());
 }
+
+#[test]
+fn a_paused_stretch_records_nothing_and_recording_resumes_after_it() {
+    let dir = scratch("pyframes-paused");
+    let (trace, stdout, _) = record(
+        Path::new("python3"),
+        "python",
+        &dir,
+        &[script("paused.py").to_str().unwrap()],
+    );
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), ["was 0", "was 1"]);
+    let allocs = open(&trace)
+        .events()
+        .filter(|e| e.api == vramtrace_format::Api::CuMemAlloc_v2 && e.succeeded())
+        .count();
+    assert_eq!(allocs, 3);
+}

@@ -39,6 +39,7 @@ mod hooks;
 mod lifecycle;
 mod memo;
 mod modules;
+mod pause;
 mod python;
 mod resolve;
 mod ring;

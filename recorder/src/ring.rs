@@ -12,6 +12,7 @@
 use crate::clock;
 use crate::hooks::{HOOKS, Hook, context};
 use crate::lifecycle;
+use crate::pause;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering, compiler_fence};
 use vramtrace_format::Api;
 use vramtrace_format::journal::{DRAINED_OFFSET, HEADER_LEN, NEXT_OFFSET, RECORD_LEN, Record};
@@ -60,10 +61,10 @@ pub unsafe fn slot(base: *mut u8, capacity: u64, slot: u64) -> (&'static AtomicU
     }
 }
 
-/// Whether a hook should build a record at all.
+/// Whether a hook should build a record at all (not while [`pause::paused`]).
 #[inline]
 pub fn wanted() -> bool {
-    !JOURNAL.load(Ordering::Relaxed).is_null() || lifecycle::may_start()
+    !pause::paused() && (!JOURNAL.load(Ordering::Relaxed).is_null() || lifecycle::may_start())
 }
 
 /// A record for `hook` with the fields every event has.
