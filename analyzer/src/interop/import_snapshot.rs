@@ -265,12 +265,16 @@ pub fn import(doc: &Document<'_>, source: &str) -> Result<Imported, ImportError>
 }
 
 /// `PYTORCH_CUDA_ALLOC_CONF` as the snapshot's `allocator_settings` describe it, so that a
-/// replay of the `pytorch` policy can use the same settings.
+/// replay of the `pytorch` policy can use the same settings. Always present, empty for the
+/// default configuration (and for snapshots older than `allocator_settings`): a snapshot is
+/// PyTorch's caching allocator by definition, and the variable is how the analyzer tells the
+/// framework a trace came from (`tune::framework`).
 fn allocator_environment(doc: &Document<'_>, root: &Value) -> Vec<(String, String)> {
+    let conf = |c: String| vec![("PYTORCH_CUDA_ALLOC_CONF".to_string(), c)];
     let Some(settings) = doc.get(root, "allocator_settings") else {
-        return Vec::new();
+        return conf(String::new());
     };
-    let mut conf = doc
+    let mut setting = doc
         .get(settings, "PYTORCH_CUDA_ALLOC_CONF")
         .and_then(|v| doc.as_str(v))
         .unwrap_or("")
@@ -279,17 +283,13 @@ fn allocator_environment(doc: &Document<'_>, root: &Value) -> Vec<(String, Strin
         .get(settings, "expandable_segments")
         .and_then(|v| doc.as_bool(v))
         .unwrap_or(false);
-    if expandable && !conf.contains("expandable_segments") {
-        if !conf.is_empty() {
-            conf.push(',');
+    if expandable && !setting.contains("expandable_segments") {
+        if !setting.is_empty() {
+            setting.push(',');
         }
-        conf.push_str("expandable_segments:True");
+        setting.push_str("expandable_segments:True");
     }
-    if conf.is_empty() {
-        Vec::new()
-    } else {
-        vec![("PYTORCH_CUDA_ALLOC_CONF".into(), conf)]
-    }
+    conf(setting)
 }
 
 /// One trace entry, decoded.
