@@ -107,9 +107,15 @@ pub fn generate(
                 .join(", ")
         ));
     }
-    replay_sections(&mut data, &model, &o.policies)?;
     progress("ranking the selectable settings");
-    data.answers = headline(trace, &model, &summary, o.capacity)?;
+    // Independent work, each parallel inside: the policies' replays and the headline's search
+    // run side by side, so that on many cores neither waits for the other's stragglers.
+    let (replayed, answers) = rayon::join(
+        || replay_sections(&mut data, &model, &o.policies),
+        || headline(trace, &model, &summary, o.capacity),
+    );
+    replayed?;
+    data.answers = answers?;
     drop(model);
     for section in &mut data.sections {
         for p in &mut section.policies {
