@@ -223,6 +223,37 @@ fn export_onto_its_own_input_is_refused_and_the_input_kept() {
 }
 
 #[test]
+fn a_failed_parquet_export_leaves_no_directory_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.vramtrace");
+    std::fs::write(&bad, b"not a trace at all").unwrap();
+    for input in [dir.path().join("missing.vramtrace"), bad] {
+        let out = dir.path().join("tables");
+        let (code, err) = failure(
+            vramtrace()
+                .args(["export", "--to", "parquet", "--policy", "none", "-o"])
+                .arg(&out)
+                .arg(&input),
+        );
+        assert_eq!(code, 1);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!out.exists(), "{} was left behind", out.display());
+    }
+    // A directory that was there before stays, with what it held.
+    let out = dir.path().join("kept");
+    std::fs::create_dir_all(out.join("events")).unwrap();
+    std::fs::write(out.join("events").join("old.parquet"), b"x").unwrap();
+    let (code, _) = failure(
+        vramtrace()
+            .args(["export", "--to", "parquet", "--policy", "none", "-o"])
+            .arg(&out)
+            .arg(dir.path().join("bad.vramtrace")),
+    );
+    assert_eq!(code, 1);
+    assert!(out.join("events").join("old.parquet").exists());
+}
+
+#[test]
 fn report_replaces_an_index_html_link_instead_of_writing_through_it() {
     let dir = tempfile::tempdir().unwrap();
     let victim = dir.path().join("victim.txt");

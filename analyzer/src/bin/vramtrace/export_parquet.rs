@@ -35,15 +35,33 @@ pub fn run(
             paths.push(input.clone());
         }
     }
+    for p in &paths {
+        std::fs::File::open(p).with_context(|| p.display().to_string())?;
+    }
+    let existed = dir.exists();
     for table in schema::all() {
         let sub = dir.join(table.name);
         std::fs::create_dir_all(&sub).with_context(|| format!("creating {}", sub.display()))?;
     }
     let started = Instant::now();
-    let rows: Vec<TraceRow> = paths
+    let rows: Vec<TraceRow> = match paths
         .par_iter()
         .map(|p| export_one(p, dir, salvage, specs, fit))
-        .collect::<Result<_>>()?;
+        .collect::<Result<_>>()
+    {
+        Ok(rows) => rows,
+        Err(e) => {
+            // Leave no trace of a failed export: only directories it made and left empty go
+            // (`remove_dir` refuses any that holds a file, such as an earlier export's tables).
+            for table in schema::all() {
+                let _ = std::fs::remove_dir(dir.join(table.name));
+            }
+            if !existed {
+                let _ = std::fs::remove_dir(dir);
+            }
+            return Err(e);
+        }
+    };
     let events: u64 = rows.iter().map(|r| r.events).sum();
     let input_bytes: u64 = rows.iter().map(|r| r.file_bytes).sum();
     let output_bytes = dir_bytes(dir);
