@@ -188,7 +188,7 @@ impl EventBatch {
         for e in events {
             b.push(e);
         }
-        b.to_batch()
+        b.into_batch()
     }
 
     /// Decodes the raw (decompressed) payload of an event chunk holding `count` events.
@@ -596,10 +596,20 @@ impl ColumnBuilder {
         }
     }
 
-    fn to_batch(&self) -> EventBatch {
+    /// The events as a batch; the 32-bit columns narrow, as decoding stores them (an
+    /// [`Event`]'s fields of those columns are 32 bits wide, the device zigzag-encoded).
+    fn into_batch(self) -> EventBatch {
+        let len = self.len();
+        let mut columns = self.columns.into_iter().enumerate().map(|(c, values)| {
+            if NARROW.contains(&c) {
+                Column::Narrow(values.iter().map(|&v| v as u32).collect())
+            } else {
+                Column::Values(values)
+            }
+        });
         EventBatch {
-            len: self.len(),
-            columns: std::array::from_fn(|c| Column::Values(self.columns[c].clone())),
+            len,
+            columns: std::array::from_fn(|_| columns.next().expect("one per column")),
         }
     }
 }

@@ -272,6 +272,48 @@ impl Trace {
         })
     }
 
+    /// The trace that writing `events` (in that order) with `tables` and `metadata` through a
+    /// [`crate::TraceWriter`] of default options and reading the bytes back would give, without
+    /// the bytes: for content made in memory (an import) that is analysed at once. The events
+    /// are batched in chunks of the writer's default size (which it splits further only for
+    /// runs so regular that readers would refuse them), the batches built in parallel; the layout is
+    /// complete and lists those events chunks only (their counts, first sequence numbers, first
+    /// and last times; no offsets or payloads, and `file_bytes` 0, as there is no file).
+    pub fn in_memory(metadata: Metadata, tables: Tables, events: &[Event]) -> Trace {
+        let per_chunk = crate::WriterOptions::default().chunk_events as usize;
+        let batches: Vec<EventBatch> = events
+            .par_chunks(per_chunk)
+            .map(EventBatch::from_events)
+            .collect();
+        let chunks = events
+            .chunks(per_chunk)
+            .map(|c| ChunkHeader {
+                offset: 0,
+                kind: ChunkKind::Events,
+                compression: chunk::Compression::None,
+                payload_len: 0,
+                raw_len: 0,
+                event_count: c.len() as u32,
+                first_seq: c[0].seq,
+                first_time_ns: c[0].time_ns,
+                last_time_ns: c[c.len() - 1].time_ns,
+                payload_crc: 0,
+            })
+            .collect();
+        Trace {
+            metadata,
+            tables,
+            batches,
+            layout: Layout {
+                version: chunk::VERSION,
+                chunks,
+                complete: true,
+                damage: None,
+                file_bytes: 0,
+            },
+        }
+    }
+
     /// A trace of `head` and its event `batches`.
     pub fn from_parts(head: TraceHead, batches: Vec<EventBatch>) -> Trace {
         Trace {

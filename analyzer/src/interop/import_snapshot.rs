@@ -47,6 +47,7 @@ use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER
 use vramtrace_format::pickle::{Document, StrId, Value};
 use vramtrace_format::{
     Api, Event, Metadata, NO_STACK, Pool, Process, PythonFrame, Stack, Stream, Tables, Thread,
+    Trace,
 };
 
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
@@ -122,9 +123,15 @@ pub struct Imported {
 }
 
 impl Imported {
-    /// Writes it as a `.vramtrace` trace into `out` (a file, or a buffer to read back in memory).
+    /// Writes it as a `.vramtrace` trace into `out`.
     pub fn write<W: std::io::Write>(&self, out: W) -> vramtrace_format::Result<W> {
         write_trace(out, &self.metadata, &self.tables, &self.events)
+    }
+
+    /// The trace that [`Imported::write`] and reading the bytes back would give, made in
+    /// memory ([`Trace::in_memory`]): what `vramtrace report` analyses of a snapshot.
+    pub fn into_trace(self) -> Trace {
+        Trace::in_memory(self.metadata, self.tables, &self.events)
     }
 }
 
@@ -840,6 +847,69 @@ mod tests {
         assert_eq!(imp.tables.stacks.len(), 2);
         assert_eq!(imp.tables.stacks[0].frames, [1, 2]);
         assert_eq!(imp.metadata.capture_level, "request");
+    }
+
+    /// The in-memory trace of an import is the one its file would read back as: every event,
+    /// table and metadata field, and the events chunks' span.
+    #[test]
+    fn the_in_memory_trace_is_the_written_one_read_back() {
+        let mut doc = Document::new();
+        let root = doc.new_dict();
+        let traces = doc.new_list();
+        let dev0 = doc.new_list();
+        doc.push(&traces, dev0);
+        let frame = doc.new_dict();
+        doc.set_str(&frame, "filename", "train.py");
+        doc.set_str(&frame, "name", "step");
+        doc.set_int(&frame, "line", 7);
+        let frames = doc.new_list();
+        doc.push(&frames, frame);
+        // More events than one chunk holds, so that the trace has several.
+        let n = vramtrace_format::WriterOptions::default().chunk_events as u64 + 1000;
+        for i in 0..n {
+            let (action, addr) = if i % 2 == 0 {
+                ("alloc", 0x1000 + i * 512)
+            } else {
+                ("free_completed", 0x1000 + (i - 1) * 512)
+            };
+            let e = doc.new_dict();
+            doc.set_str(&e, "action", action);
+            doc.set_int(&e, "addr", addr);
+            doc.set_int(&e, "size", 512);
+            doc.set_int(&e, "stream", -7);
+            doc.set_int(&e, "time_us", 1_000_000 + i);
+            doc.set(&e, "frames", frames);
+            doc.push(&dev0, e);
+        }
+        doc.set(&root, "device_traces", traces);
+        doc.set_root(root);
+        for imp in [
+            import(&doc, "big.pickle").unwrap(),
+            import(&pickle::read(SNAPSHOT).unwrap(), "s.pickle").unwrap(),
+        ] {
+            let bytes = imp.write(Vec::new()).unwrap();
+            let read = Trace::from_bytes(&bytes, vramtrace_format::ReadOptions::default()).unwrap();
+            let made = imp.into_trace();
+            assert_eq!(made.metadata, read.metadata);
+            assert_eq!(made.tables, read.tables);
+            assert_eq!(
+                made.events().collect::<Vec<_>>(),
+                read.events().collect::<Vec<_>>()
+            );
+            assert!(made.layout.complete && read.layout.complete);
+            // The writer splits runs as regular as these into smaller chunks than the default
+            // (`FREE_CHUNK_EVENTS`); what the analyses read of the chunks is their span.
+            let span = |t: &Trace| {
+                let c = t.layout.chunks.iter().filter(|c| c.event_count > 0);
+                (
+                    c.clone().map(|c| u64::from(c.event_count)).sum::<u64>(),
+                    c.clone().map(|c| c.first_time_ns).min(),
+                    c.map(|c| c.last_time_ns).max(),
+                )
+            };
+            assert_eq!(span(&made), span(&read));
+            assert_eq!(span(&made).0, made.event_count());
+        }
     }
 
     #[test]

@@ -160,8 +160,6 @@ pub fn load_trace_or_snapshot(path: &Path) -> Result<Trace> {
     })?;
     let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
     drop(doc);
-    let bytes = imported
-        .write(Vec::with_capacity(imported.events.len() * 4 + (1 << 16)))
-        .with_context(|| name.clone())?;
-    Trace::from_bytes(&bytes, ReadOptions::default()).with_context(|| name.clone())
+    let t = imported.into_trace();
+    Ok(t)
 }
