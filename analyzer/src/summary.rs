@@ -298,6 +298,18 @@ impl Summary {
     /// Like [`Summary::with_top`], naming native frames from the modules' files as `report`
     /// does (the binary passes its ELF reader).
     pub fn with_files(trace: &Trace, top: usize, files: &mut dyn ModuleFiles) -> Summary {
+        let model = Model::from_events(trace.events(), &trace.metadata);
+        Summary::with_model(trace, &model, top, files)
+    }
+
+    /// Like [`Summary::with_files`], with the trace's request model already built (`report`
+    /// builds it once for all its parts).
+    pub fn with_model(
+        trace: &Trace,
+        model: &Model,
+        top: usize,
+        files: &mut dyn ModuleFiles,
+    ) -> Summary {
         let names = StackNames::new(&trace.tables, files);
         let mut ledger = Ledger::for_trace(trace);
         let mut groups: BTreeMap<(u32, i32), GroupAcc> = BTreeMap::new();
@@ -439,7 +451,6 @@ impl Summary {
                 }
             })
             .collect();
-        let model = Model::from_events(trace.events(), &trace.metadata);
         let level = match model.level.level {
             CaptureLevel::Unknown => "",
             known => known.name(),

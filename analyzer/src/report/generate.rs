@@ -16,7 +16,7 @@ use crate::policy::{PolicyError, PolicySpec};
 use crate::replay::{CapacitySource, capacity_of};
 use crate::summary::{Summary, TOP_STACKS};
 use crate::symbolize::{ModuleFiles, Symbolizer};
-use crate::tune::{Grid, tune_model};
+use crate::tune::{Grid, Tune, tune_model};
 use crate::units::{bytes, count};
 use vramtrace_format::Trace;
 
@@ -79,44 +79,30 @@ pub fn generate(
 ) -> Result<Report, ReportError> {
     progress("reading events");
     let model = Model::from_events(trace.events(), &trace.metadata);
-    let pass = TracePass::new(trace, &model);
-    progress(&format!(
-        "{} events, {} device allocations",
-        count(pass.events),
-        count(pass.allocations())
-    ));
-    let facts = facts(o, trace, &pass, &model);
-    // As `vramtrace replay`: the given capacity, else the traced device's memory, else none.
-    let capacity = |_pid: u32, device: i32| match capacity_of(trace, device, o.capacity) {
-        (_, CapacitySource::Unlimited) => None,
-        (c, _) => Some(c),
-    };
-    let summary = Summary::with_files(trace, TOP_STACKS, files);
-    let mut symbolizer = Symbolizer::new(&trace.tables, files);
-    let mut data = build(&pass, facts, &capacity, &mut |stack| {
-        symbolizer.stack(stack)
-    });
-    drop(pass);
-    if !o.policies.is_empty() {
-        progress(&format!(
-            "replaying {}",
-            o.policies
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
     progress("ranking the selectable settings");
-    // Independent work, each parallel inside: the policies' replays and the headline's search
-    // run side by side, so that on many cores neither waits for the other's stragglers.
-    let (replayed, answers) = rayon::join(
-        || replay_sections(&mut data, &model, &o.policies),
-        || headline(trace, &model, &summary, o.capacity),
-    );
-    replayed?;
-    data.answers = answers?;
+    // The headline's search needs the model only, so it starts here and runs beside all the
+    // rest: the trace pass, the summary, the page's data and the policies' replays. It runs
+    // on a pool of its own: its many replays would otherwise hold every thread of the global
+    // pool, and the parallel parts of the rest would wait for them. On many cores the page
+    // then waits for the longer of the two, not for their sum.
+    let search_pool = rayon::ThreadPoolBuilder::new().build().ok();
+    let (mut data, summary, mut symbolizer, tuned) = std::thread::scope(|scope| {
+        let searching = scope.spawn(|| match &search_pool {
+            Some(pool) => pool.install(|| search(trace, &model, o.capacity)),
+            None => search(trace, &model, o.capacity),
+        });
+        let rest = trace_side(trace, &model, o, files, progress);
+        let tuned = searching
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        rest.map(|(data, summary, symbolizer)| (data, summary, symbolizer, tuned))
+    })?;
     drop(model);
+    data.answers = tuned?.map(|(tune, grid)| Headline {
+        answers: Answers::of(&summary, &tune),
+        tried: tune.tried,
+        grid,
+    });
     for section in &mut data.sections {
         for p in &mut section.policies {
             if let Some(oom) = &mut p.oom {
@@ -139,15 +125,56 @@ pub fn generate(
 /// backend at its defaults instead of `vramtrace tune`'s whole grid (about 5 s on two cores).
 pub const TUNE_WORK: usize = 40_000_000;
 
-/// The answers of the headline, from the library's search ([`tune_model`]) as `vramtrace
-/// tune` makes them: over all its settings when that is affordable ([`TUNE_WORK`]; the bounds,
-/// which the answers do not use, are left out).
-fn headline(
+/// The report's own data of the trace: the trace pass, the summary that the headline's
+/// answers read, the page's sections with each policy's replay of them, and the symbolizer
+/// that named their stacks (for the rest of the page).
+fn trace_side<'t, 'f>(
+    trace: &'t Trace,
+    model: &Model,
+    o: &Options,
+    files: &'f mut dyn ModuleFiles,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(ReportData, Summary, Symbolizer<'t, 'f>), ReportError> {
+    let pass = TracePass::new(trace, model);
+    progress(&format!(
+        "{} events, {} device allocations",
+        count(pass.events),
+        count(pass.allocations())
+    ));
+    let facts = facts(o, trace, &pass, model);
+    // As `vramtrace replay`: the given capacity, else the traced device's memory, else none.
+    let capacity = |_pid: u32, device: i32| match capacity_of(trace, device, o.capacity) {
+        (_, CapacitySource::Unlimited) => None,
+        (c, _) => Some(c),
+    };
+    let summary = Summary::with_model(trace, model, TOP_STACKS, files);
+    let mut symbolizer = Symbolizer::new(&trace.tables, files);
+    let mut data = build(&pass, facts, &capacity, &mut |stack| {
+        symbolizer.stack(stack)
+    });
+    drop(pass);
+    if !o.policies.is_empty() {
+        progress(&format!(
+            "replaying {}",
+            o.policies
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    replay_sections(&mut data, model, &o.policies)?;
+    Ok((data, summary, symbolizer))
+}
+
+/// The library's search ([`tune_model`]) for the headline's answers, as `vramtrace tune`
+/// makes it: over all its settings when that is affordable ([`TUNE_WORK`]; the bounds, which
+/// the answers do not use, are left out), else each backend at its defaults.
+fn search(
     trace: &Trace,
     model: &Model,
-    summary: &Summary,
     capacity: Option<u64>,
-) -> Result<Option<Headline>, PolicyError> {
+) -> Result<Option<(Tune, Grid)>, PolicyError> {
     let requests: usize = model.streams.iter().map(|s| s.requests.len()).sum();
     let recorded = crate::tune::recorded_of(trace);
     let lower_bound = model
@@ -178,11 +205,7 @@ fn headline(
         CUDA_CONTEXT_BYTES,
         grid,
     )?;
-    Ok(tune.map(|t| Headline {
-        answers: Answers::of(summary, &t),
-        tried: t.tried,
-        grid,
-    }))
+    Ok(tune.map(|t| (t, grid)))
 }
 
 /// Fills each section's policy results from the replay of its request stream.
