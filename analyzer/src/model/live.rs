@@ -5,6 +5,10 @@
 
 use std::collections::HashMap;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
+
+/// The hasher of the ledger's maps (three lookups per event): fast, and seeded at random as the
+/// model's, so that a crafted trace cannot aim at collisions.
+type Hasher = foldhash::fast::RandomState;
 use vramtrace_format::{Event, MemoryKind, NO_DEVICE, Op, Trace};
 
 /// One live allocation.
@@ -67,9 +71,9 @@ pub struct Ledger {
     split_levels: bool,
     /// The requests come from PyTorch's tracker (`torch.alloc` events).
     tracker: bool,
-    live: HashMap<(u32, bool, u64), Object>,
-    handles: HashMap<(u32, u64), Object>,
-    totals: HashMap<(u32, i32), Totals>,
+    live: HashMap<(u32, bool, u64), Object, Hasher>,
+    handles: HashMap<(u32, u64), Object, Hasher>,
+    totals: HashMap<(u32, i32), Totals, Hasher>,
 }
 
 impl Ledger {

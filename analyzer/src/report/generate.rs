@@ -15,7 +15,7 @@ use crate::model::device::CUDA_CONTEXT_BYTES;
 use crate::policy::{PolicyError, PolicySpec};
 use crate::replay::{CapacitySource, capacity_of};
 use crate::summary::{Summary, TOP_STACKS};
-use crate::symbolize::{ModuleFiles, Symbolizer};
+use crate::symbolize::{ModuleFiles, NoFiles, Symbolizer};
 use crate::tune::{Grid, Tune, tune_model};
 use crate::units::{bytes, count};
 use vramtrace_format::Trace;
@@ -147,24 +147,42 @@ fn trace_side<'t, 'f>(
         (_, CapacitySource::Unlimited) => None,
         (c, _) => Some(c),
     };
-    let summary = Summary::with_model(trace, model, TOP_STACKS, files);
-    let mut symbolizer = Symbolizer::new(&trace.tables, files);
-    let mut data = build(&pass, facts, &capacity, &mut |stack| {
-        symbolizer.stack(stack)
-    });
-    drop(pass);
-    if !o.policies.is_empty() {
-        progress(&format!(
-            "replaying {}",
-            o.policies
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    replay_sections(&mut data, model, &o.policies)?;
-    Ok((data, summary, symbolizer))
+    // Native frames are named from the program's files, which stay on this thread. A trace
+    // without native modules (a snapshot's) has no frame that reads them, so its summary is
+    // made on a thread of its own, beside the page's data and the replays.
+    std::thread::scope(move |scope| {
+        let beside =
+            trace.tables.modules.is_empty().then(|| {
+                scope.spawn(|| Summary::with_model(trace, model, TOP_STACKS, &mut NoFiles))
+            });
+        let here = beside
+            .is_none()
+            .then(|| Summary::with_model(trace, model, TOP_STACKS, &mut *files));
+        let mut symbolizer = Symbolizer::new(&trace.tables, files);
+        let mut data = build(&pass, facts, &capacity, &mut |stack| {
+            symbolizer.stack(stack)
+        });
+        drop(pass);
+        if !o.policies.is_empty() {
+            progress(&format!(
+                "replaying {}",
+                o.policies
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let replayed = replay_sections(&mut data, model, &o.policies);
+        let summary = here.unwrap_or_else(|| {
+            beside
+                .expect("made beside when not here")
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        replayed?;
+        Ok((data, summary, symbolizer))
+    })
 }
 
 /// The library's search ([`tune_model`]) for the headline's answers, as `vramtrace tune`
