@@ -42,6 +42,7 @@
 //! uses, each frame at `load_address + line`; `vramtrace_format::conventions::python_frame`
 //! still reads those back.
 
+use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER};
 use vramtrace_format::pickle::{Document, StrId, Value};
@@ -196,10 +197,11 @@ pub fn import(doc: &Document<'_>, source: &str) -> Result<Imported, ImportError>
         .map(|(i, &(time, order, _))| (time, order, i as u32))
         .collect();
     if !keys.is_sorted() {
-        keys.sort_unstable();
+        keys.par_sort_unstable();
     }
+    // A gather from all over `made`: in parallel, as the sort.
     let events: Vec<Event> = keys
-        .iter()
+        .par_iter()
         .enumerate()
         .map(|(seq, &(_, _, i))| Event {
             seq: seq as u64 + 1,
@@ -334,6 +336,9 @@ struct Builder<'d> {
     /// Per container of the document (by [`vramtrace_format::pickle::Id`]): the frame id of a
     /// frame dict, once known (0: not yet).
     frame_of_dict: Vec<u32>,
+    /// Per container: the stack of a frame list, once known (0: not yet). A real snapshot's
+    /// entries share one list per distinct traceback.
+    stack_of_list: Vec<u32>,
     /// The stack of a frame list's items: most trace entries have a list of their own, of
     /// frame dicts shared with other entries.
     stack_of_items: HashMap<&'d [Value], u32, Fast>,
@@ -355,6 +360,7 @@ impl<'d> Builder<'d> {
             report: ImportReport::default(),
             first_time_ns: 0,
             frame_of_dict: vec![0; doc.containers()],
+            stack_of_list: vec![0; doc.containers()],
             stack_of_items: HashMap::default(),
             stack_of_frames: HashMap::default(),
             frame_of_line: HashMap::default(),
@@ -375,57 +381,18 @@ impl<'d> Builder<'d> {
         let mut out = Vec::new();
         let mut timed = true;
         // Counted by the action's string, named once at the end.
-        let mut actions: HashMap<StrId, u64> = HashMap::new();
+        let mut actions: HashMap<StrId, u64, Fast> = HashMap::default();
         for (device, list) in traces.iter().enumerate() {
             let list = doc
                 .items(list)
                 .ok_or_else(|| bad(format!("device_traces[{device}] is not a list")))?;
-            out.reserve(list.len());
-            for (i, e) in list.iter().enumerate() {
-                // One pass over the entry's fields, matched by their interned key.
-                let mut entry = Entry {
-                    device: device as i32,
-                    action: "",
-                    addr: 0,
-                    size: 0,
-                    stream: 0,
-                    pool: 0,
-                    time_ns: 0,
-                    frames: None,
-                    device_free: 0,
-                };
-                let (mut action, mut time) = (None, None);
-                let int = |v: &Value| doc.as_u64(v);
-                for (k, v) in doc.entries(e).unwrap_or(&[]) {
-                    let Value::Str(k) = *k else { continue };
-                    let k = Some(k);
-                    if k == keys.action {
-                        action = match *v {
-                            Value::Str(a) => Some(a),
-                            _ => None,
-                        };
-                    } else if k == keys.addr {
-                        entry.addr = int(v).unwrap_or(0);
-                    } else if k == keys.size {
-                        entry.size = int(v).unwrap_or(0);
-                    } else if k == keys.stream {
-                        entry.stream = int(v).unwrap_or(0);
-                    } else if k == keys.time_us {
-                        time = int(v);
-                    } else if k == keys.frames {
-                        entry.frames = Some(v);
-                    } else if k == keys.device_free {
-                        entry.device_free = int(v).unwrap_or(0);
-                    } else if k == keys.pool_id {
-                        entry.pool = doc
-                            .items(v)
-                            .map(|p| {
-                                let part = |i: usize| p.get(i).and_then(int).unwrap_or(0);
-                                (part(0) << 32) | (part(1) & 0xffff_ffff)
-                            })
-                            .unwrap_or(0);
-                    }
-                }
+            // Each entry is read on its own, in parallel; what they add up to, in order.
+            let decoded: Vec<(Entry<'d>, Option<StrId>, Option<u64>)> = list
+                .par_iter()
+                .map(|e| keys.entry(doc, device as i32, e))
+                .collect();
+            out.reserve(decoded.len());
+            for (i, (mut entry, action, time)) in decoded.into_iter().enumerate() {
                 let action = action
                     .ok_or_else(|| bad(format!("device_traces[{device}][{i}] has no action")))?;
                 *actions.entry(action).or_default() += 1;
@@ -721,7 +688,16 @@ impl<'d> Builder<'d> {
         if items.is_empty() {
             return NO_STACK;
         }
+        let list = frames.and_then(Value::id);
+        if let Some(&s) = list.and_then(|l| self.stack_of_list.get(l.index()))
+            && s != 0
+        {
+            return s;
+        }
         if let Some(&s) = self.stack_of_items.get(items) {
+            if let Some(known) = list.and_then(|l| self.stack_of_list.get_mut(l.index())) {
+                *known = s;
+            }
             return s;
         }
         let ids: Vec<u32> = items.iter().map(|f| self.frame(f)).collect();
@@ -738,6 +714,9 @@ impl<'d> Builder<'d> {
             }
         };
         self.stack_of_items.insert(items, stack);
+        if let Some(known) = list.and_then(|l| self.stack_of_list.get_mut(l.index())) {
+            *known = stack;
+        }
         stack
     }
 
@@ -793,6 +772,61 @@ struct EntryKeys {
 }
 
 impl EntryKeys {
+    /// Trace entry `e` of device `device`, read in one pass over its fields matched by their
+    /// interned key; with its action and its `time_us`, when it has them (the entry's own
+    /// action and time are filled in by the caller).
+    fn entry<'d>(
+        &self,
+        doc: &'d Document<'d>,
+        device: i32,
+        e: &'d Value,
+    ) -> (Entry<'d>, Option<StrId>, Option<u64>) {
+        let mut entry = Entry {
+            device,
+            action: "",
+            addr: 0,
+            size: 0,
+            stream: 0,
+            pool: 0,
+            time_ns: 0,
+            frames: None,
+            device_free: 0,
+        };
+        let (mut action, mut time) = (None, None);
+        let int = |v: &Value| doc.as_u64(v);
+        for (k, v) in doc.entries(e).unwrap_or(&[]) {
+            let Value::Str(k) = *k else { continue };
+            let k = Some(k);
+            if k == self.action {
+                action = match *v {
+                    Value::Str(a) => Some(a),
+                    _ => None,
+                };
+            } else if k == self.addr {
+                entry.addr = int(v).unwrap_or(0);
+            } else if k == self.size {
+                entry.size = int(v).unwrap_or(0);
+            } else if k == self.stream {
+                entry.stream = int(v).unwrap_or(0);
+            } else if k == self.time_us {
+                time = int(v);
+            } else if k == self.frames {
+                entry.frames = Some(v);
+            } else if k == self.device_free {
+                entry.device_free = int(v).unwrap_or(0);
+            } else if k == self.pool_id {
+                entry.pool = doc
+                    .items(v)
+                    .map(|p| {
+                        let part = |i: usize| p.get(i).and_then(int).unwrap_or(0);
+                        (part(0) << 32) | (part(1) & 0xffff_ffff)
+                    })
+                    .unwrap_or(0);
+            }
+        }
+        (entry, action, time)
+    }
+
     fn of(doc: &Document<'_>) -> EntryKeys {
         EntryKeys {
             action: doc.str_id("action"),

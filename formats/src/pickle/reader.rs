@@ -104,7 +104,8 @@ impl<'a> Reader<'a> {
             doc: Document::with_capacity_for(bytes.len()),
             stack: Vec::new(),
             marks: Vec::new(),
-            memo: Vec::with_capacity(bytes.len() / 64),
+            // A snapshot memoizes about one value per 32 bytes.
+            memo: Vec::with_capacity(bytes.len() / 32),
             sparse_memo: HashMap::new(),
             limits,
             spent: 0,
@@ -335,7 +336,7 @@ impl<'a> Reader<'a> {
         self.bytes.len() - self.pos
     }
 
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8]> {
         if n > self.remaining() {
             return Err(self.truncated(what));
@@ -372,7 +373,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn u32_le(&mut self, what: &'static str) -> Result<u32> {
         let b = self.take(4, what)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -422,6 +423,7 @@ impl<'a> Reader<'a> {
     }
 
     /// LONG1/LONG4: little-endian two's complement of `n` bytes.
+    #[inline(always)]
     fn long(&mut self, at: u64, n: usize) -> Result<Value> {
         if n > self.remaining() {
             return Err(self.truncated("a LONG"));
@@ -450,6 +452,7 @@ impl<'a> Reader<'a> {
         Ok(self.doc.new_int(i128::from_le_bytes(le)))
     }
 
+    #[inline(always)]
     fn unicode(&mut self, at: u64, n: usize) -> Result<()> {
         let b = self.take(n, "a string")?;
         let s = std::str::from_utf8(b)
@@ -486,7 +489,7 @@ impl<'a> Reader<'a> {
         Ok(self.doc.add_node(kind))
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, v: Value) {
         self.spent += VALUE_COST;
         self.stack.push(v);
@@ -603,7 +606,7 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, at: u64, index: u32) -> Result<()> {
         let v = match self.memo.get(index as usize) {
             Some(v) => Some(*v),

@@ -218,12 +218,14 @@ impl<'a> Document<'a> {
     /// otherwise, copying what they hold each time).
     pub(crate) fn with_capacity_for(len: usize) -> Document<'a> {
         let mut d = Document::new();
-        // A snapshot holds about one container per 60 bytes, one list item per 8, one dict
-        // entry per 16 and one wide int per 32 (the frame references and the trace entries'
-        // fields).
-        d.nodes.reserve(len / 64);
+        // A snapshot holds about one container per 50 bytes, one list item per 8, one dict
+        // entry per 11 and one wide int per 32 (the frame references and the trace entries'
+        // fields; a real GPT-2 training snapshot of 215,000 entries: 18.9 MB, 360,000
+        // containers, 1.73 M dict entries). Reserving is cheap (pages untouched are never
+        // faulted in); growing past the reservation copies the arena.
+        d.nodes.reserve(len / 48);
         d.items.reserve(len / 8);
-        d.pairs.reserve(len / 16);
+        d.pairs.reserve(len / 10);
         d.ints.reserve(len / 32);
         d
     }
