@@ -417,3 +417,41 @@ fn a_tracker_trace_is_replayed_with_the_segment_addresses_the_real_driver_return
     assert_eq!(row["device_allocs"], 2);
     assert_eq!(row["error_vs_recorded"], 0.0);
 }
+
+/// A run capped with `set_per_process_memory_fraction` gave segments back; the trace does not
+/// record the cap, so the uncapped replay of the recorded setting says why it differs, and the
+/// capped one reproduces the run (`samples/traces/h200-torch/resnet.cap6g`).
+#[test]
+fn a_run_that_gave_segments_back_is_explained_and_its_cap_reproduces_it() {
+    let dir = crate::util::repo("samples/traces/h200-torch");
+    let trace = dir.join("resnet.cap6g.vramtrace");
+    let trace = trace.to_str().unwrap();
+    let stats: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("resnet.cap6g.stats.json")).unwrap(),
+    )
+    .unwrap();
+    let capped = format!(
+        "pytorch:memory_fraction={}",
+        stats["memory_fraction"].as_str().unwrap()
+    );
+    let out = vramtrace()
+        .args(["replay", trace, "--policy", &capped])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("this run gave 73 segments back to the driver and the replay none"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "recorded     {capped}: predicted 5.99 GiB, this run reserved 5.99 GiB (+0.00%)"
+        )),
+        "{text}"
+    );
+    let v = json(&["replay", trace, "--policy", &capped, "--json"]);
+    assert_eq!(
+        v["streams"][0]["recorded_device_frees"],
+        stats["memory_stats"]["num_device_free"]
+    );
+}
