@@ -455,3 +455,61 @@ fn a_run_that_gave_segments_back_is_explained_and_its_cap_reproduces_it() {
         stats["memory_stats"]["num_device_free"]
     );
 }
+
+/// A job's ranks are replayed under the limit each recorded, as a single trace is: two copies
+/// of the H200 MLP run, their recorded `PYTORCH_CUDA_ALLOC_CONF` capping PyTorch at 0.3% of
+/// the device (450 MB; the run reserved 718 MiB).
+#[test]
+fn a_job_replays_each_rank_under_the_limit_it_recorded() {
+    let trace = vramtrace_format::Trace::open(
+        &crate::util::repo("samples/traces/h200-torch/mlp.native.vramtrace"),
+        vramtrace_format::ReadOptions::default(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for rank in ["0", "1"] {
+        let mut metadata = trace.metadata.clone();
+        metadata
+            .environment
+            .retain(|(k, _)| k != "PYTORCH_CUDA_ALLOC_CONF");
+        metadata.environment.extend([
+            (
+                "PYTORCH_CUDA_ALLOC_CONF".to_string(),
+                "per_process_memory_fraction:0.003".to_string(),
+            ),
+            ("RANK".to_string(), rank.to_string()),
+        ]);
+        let path = dir.path().join(format!("rank{rank}.vramtrace"));
+        let mut w = TraceWriter::new(
+            std::fs::File::create(&path).unwrap(),
+            &metadata,
+            WriterOptions::default(),
+        )
+        .unwrap();
+        *w.tables_mut() = trace.tables.clone();
+        for e in trace.events() {
+            w.push(&e).unwrap();
+        }
+        w.finish().unwrap();
+        let single = json(&[
+            "replay",
+            path.to_str().unwrap(),
+            "--policy",
+            "pytorch",
+            "--json",
+        ]);
+        assert!(!single["policies"][0]["oom"].is_null(), "{single}");
+    }
+    let job = json(&[
+        "replay",
+        dir.path().to_str().unwrap(),
+        "--policy",
+        "pytorch",
+        "--json",
+    ]);
+    assert_eq!(
+        job["job_summary"][0]["oom_ranks"],
+        serde_json::json!([0, 1]),
+        "{job}"
+    );
+}

@@ -111,7 +111,11 @@ impl Args {
     fn run_job(&self, dir: &Path) -> Result<()> {
         let specs = &self.policy.0;
         let ranks = load_job(dir, false, |path, trace| {
-            let input = streams_of(path, &trace, self.capacity)?;
+            let mut input = streams_of(path, &trace, self.capacity)?;
+            // Each rank under the limit it recorded, as a single trace is replayed.
+            if let Some(f) = vramtrace::tune::recorded_of(&trace).memory_fraction {
+                input.limit_to(f);
+            }
             ReplayReport::build(&path.display().to_string(), specs, &input)
                 .map_err(anyhow::Error::from)
         })?;
