@@ -187,28 +187,24 @@ pub fn import(doc: &Document<'_>, source: &str) -> Result<Imported, ImportError>
     let entries = b.entries(traces)?;
     b.events_from(&entries)?;
     b.end_state(segments)?;
-    let made = std::mem::take(&mut b.events);
-    // Pre-existing memory first, then everything in time order (stable: entries of one time
-    // keep their order within a device). The keys are sorted, with the index as the last one,
-    // not the events: they are six times smaller.
-    let mut keys: Vec<(u64, u64, u32)> = made
-        .iter()
-        .enumerate()
-        .map(|(i, &(time, order, _))| (time, order, i as u32))
-        .collect();
-    if !keys.is_sorted() {
-        keys.par_sort_unstable();
+    // Pre-existing memory first, in the order found, then everything else in time order
+    // (stable: entries of one time keep their order, devices in their order). The rest was
+    // made in entry order, so a stable sort by time is that order, and a history whose times
+    // never go back (one device's) needs none.
+    let mut rest = std::mem::take(&mut b.events);
+    if !rest.is_sorted_by_key(|e| e.time_ns) {
+        rest.par_sort_by_key(|e| e.time_ns);
     }
-    // A gather from all over `made`: in parallel, as the sort.
-    let events: Vec<Event> = keys
-        .par_iter()
+    let mut events = std::mem::take(&mut b.early);
+    if events.is_empty() {
+        events = rest;
+    } else {
+        events.append(&mut rest);
+    }
+    events
+        .par_iter_mut()
         .enumerate()
-        .map(|(seq, &(_, _, i))| Event {
-            seq: seq as u64 + 1,
-            ..made[i as usize].2
-        })
-        .collect();
-    drop(made);
+        .for_each(|(i, e)| e.seq = i as u64 + 1);
 
     let mut tables = b.tables;
     tables.processes.push(Process {
@@ -223,10 +219,7 @@ pub fn import(doc: &Document<'_>, source: &str) -> Result<Imported, ImportError>
         pid: SNAPSHOT_PID,
         name: String::new(),
     });
-    let mut streams: Vec<(u64, i32)> = events.iter().map(|e| (e.stream, e.device)).collect();
-    streams.sort_unstable();
-    streams.dedup();
-    tables.streams = streams
+    tables.streams = distinct(events.iter().map(|e| (e.stream, e.device)))
         .into_iter()
         .map(|(handle, device)| Stream {
             handle,
@@ -234,22 +227,20 @@ pub fn import(doc: &Document<'_>, source: &str) -> Result<Imported, ImportError>
             per_thread_default: false,
         })
         .collect();
-    let mut pools: Vec<(u64, i32)> = events
-        .iter()
-        .filter(|e| e.pool != 0)
-        .map(|e| (e.pool, e.device))
-        .collect();
-    pools.sort_unstable();
-    pools.dedup();
-    tables.pools = pools
-        .into_iter()
-        .map(|(handle, device)| Pool {
-            handle,
-            device,
-            allocation_type: 1,
-            max_size: 0,
-        })
-        .collect();
+    tables.pools = distinct(
+        events
+            .iter()
+            .filter(|e| e.pool != 0)
+            .map(|e| (e.pool, e.device)),
+    )
+    .into_iter()
+    .map(|(handle, device)| Pool {
+        handle,
+        device,
+        allocation_type: 1,
+        max_size: 0,
+    })
+    .collect();
 
     let mut report = b.report;
     report.devices = traces.len() as u64;
@@ -271,6 +262,20 @@ pub fn import(doc: &Document<'_>, source: &str) -> Result<Imported, ImportError>
         events,
         report,
     })
+}
+
+/// The distinct `(handle, device)` pairs of `pairs`, sorted; one set insert per run of equal
+/// pairs (events come in long runs of one stream).
+fn distinct(pairs: impl Iterator<Item = (u64, i32)>) -> std::collections::BTreeSet<(u64, i32)> {
+    let mut set = std::collections::BTreeSet::new();
+    let mut last = None;
+    for p in pairs {
+        if last != Some(p) {
+            set.insert(p);
+            last = Some(p);
+        }
+    }
+    set
 }
 
 /// `PYTORCH_CUDA_ALLOC_CONF` as the snapshot's `allocator_settings` describe it, so that a
@@ -329,8 +334,10 @@ struct Live {
 struct Builder<'d> {
     doc: &'d Document<'d>,
     tables: Tables,
-    /// `(time_ns, order, event)`; pre-existing memory gets order 0 to sort first.
-    events: Vec<(u64, u64, Event)>,
+    /// Events of memory live before the history began (order 0), in the order found.
+    early: Vec<Event>,
+    /// The other events, in the order of the entries that made them.
+    events: Vec<Event>,
     report: ImportReport,
     first_time_ns: u64,
     /// Per container of the document (by [`vramtrace_format::pickle::Id`]): the frame id of a
@@ -356,6 +363,7 @@ impl<'d> Builder<'d> {
         Builder {
             doc,
             tables: Tables::default(),
+            early: Vec::new(),
             events: Vec::new(),
             report: ImportReport::default(),
             first_time_ns: 0,
@@ -387,19 +395,20 @@ impl<'d> Builder<'d> {
                 .items(list)
                 .ok_or_else(|| bad(format!("device_traces[{device}] is not a list")))?;
             // Each entry is read on its own, in parallel; what they add up to, in order.
-            let decoded: Vec<(Entry<'d>, Option<StrId>, Option<u64>)> = list
+            let (mut entries, found): (Vec<Entry<'d>>, Vec<(Option<StrId>, bool)>) = list
                 .par_iter()
                 .map(|e| keys.entry(doc, device as i32, e))
-                .collect();
-            out.reserve(decoded.len());
-            for (i, (mut entry, action, time)) in decoded.into_iter().enumerate() {
+                .unzip();
+            for (i, (action, time)) in found.into_iter().enumerate() {
                 let action = action
                     .ok_or_else(|| bad(format!("device_traces[{device}][{i}] has no action")))?;
                 *actions.entry(action).or_default() += 1;
-                entry.action = doc.text(action);
-                timed &= time.is_some();
-                entry.time_ns = time.unwrap_or(0).saturating_mul(1000);
-                out.push(entry);
+                timed &= time;
+            }
+            if out.is_empty() {
+                out = entries;
+            } else {
+                out.append(&mut entries);
             }
         }
         for (action, n) in actions {
@@ -420,7 +429,9 @@ impl<'d> Builder<'d> {
         Ok(out)
     }
 
-    fn push(&mut self, order: u64, e: Entry<'d>, api: Api, flags: u64) -> Event {
+    /// Adds the event of `e`: before the history (`order` 0), or as made by the `order`th
+    /// entry (1, 2, ...; entries push in order).
+    fn push(&mut self, order: u64, e: Entry<'d>, api: Api, flags: u64) -> &mut Event {
         let stack = self.stack(e.frames);
         let ev = Event {
             time_ns: e.time_ns,
@@ -435,12 +446,17 @@ impl<'d> Builder<'d> {
             stack,
             ..Event::new(api)
         };
-        self.events.push((e.time_ns, order, ev));
-        ev
+        let to = if order == 0 {
+            &mut self.early
+        } else {
+            &mut self.events
+        };
+        to.push(ev);
+        to.last_mut().expect("just pushed")
     }
 
     /// An allocation that existed before the history began, placed before its first entry.
-    fn preexisting(&mut self, e: Entry<'d>, api: Api, flags: u64) -> Event {
+    fn preexisting(&mut self, e: Entry<'d>, api: Api, flags: u64) -> &mut Event {
         self.report.preexisting += 1;
         let at = self.first_time_ns.saturating_sub(1);
         self.push(0, Entry { time_ns: at, ..e }, api, flags | BEFORE_HISTORY)
@@ -470,11 +486,9 @@ impl<'d> Builder<'d> {
                     self.push(order, copy(), Api::CuMemFreeAsync, 0);
                 }
                 "oom" => {
-                    let mut ev =
-                        self.push(order, Entry { addr: 0, ..copy() }, Api::CuMemAllocAsync, 0);
+                    let ev = self.push(order, Entry { addr: 0, ..copy() }, Api::CuMemAllocAsync, 0);
                     ev.result = CUDA_ERROR_OUT_OF_MEMORY;
                     ev.aux = e.device_free;
-                    self.events.last_mut().expect("just pushed").2 = ev;
                 }
                 "segment_alloc" => {
                     self.segments.insert(
@@ -507,12 +521,9 @@ impl<'d> Builder<'d> {
         let handle = self.next_handle;
         self.next_handle += 1;
         let flags = ALLOCATOR_SEGMENT | extra;
-        let mut create = self.push(order, Entry { addr: 0, ..e }, Api::CuMemCreate, flags);
-        create.handle = handle;
-        self.events.last_mut().expect("just pushed").2 = create;
-        let mut map = self.push(order, e, Api::CuMemMap, flags);
-        map.handle = handle;
-        self.events.last_mut().expect("just pushed").2 = map;
+        self.push(order, Entry { addr: 0, ..e }, Api::CuMemCreate, flags)
+            .handle = handle;
+        self.push(order, e, Api::CuMemMap, flags).handle = handle;
         handle
     }
 
@@ -561,7 +572,7 @@ impl<'d> Builder<'d> {
         }
         for (a, l) in pieces {
             self.mappings.remove(&(dev, a));
-            let mut unmap = self.push(
+            let unmap = self.push(
                 order,
                 Entry {
                     addr: a.max(start),
@@ -572,8 +583,7 @@ impl<'d> Builder<'d> {
                 ALLOCATOR_SEGMENT,
             );
             unmap.handle = l.handle;
-            self.events.last_mut().expect("just pushed").2 = unmap;
-            let mut release = self.push(
+            let release = self.push(
                 order,
                 Entry {
                     addr: 0,
@@ -584,7 +594,6 @@ impl<'d> Builder<'d> {
                 ALLOCATOR_SEGMENT,
             );
             release.handle = l.handle;
-            self.events.last_mut().expect("just pushed").2 = release;
             // What stays mapped on either side becomes a mapping of its own.
             for (lo, hi) in [(a, start), (end, a + l.size)] {
                 if hi > lo {
@@ -773,14 +782,13 @@ struct EntryKeys {
 
 impl EntryKeys {
     /// Trace entry `e` of device `device`, read in one pass over its fields matched by their
-    /// interned key; with its action and its `time_us`, when it has them (the entry's own
-    /// action and time are filled in by the caller).
+    /// interned key; with its action, if it has one, and whether it has a `time_us`.
     fn entry<'d>(
         &self,
         doc: &'d Document<'d>,
         device: i32,
         e: &'d Value,
-    ) -> (Entry<'d>, Option<StrId>, Option<u64>) {
+    ) -> (Entry<'d>, (Option<StrId>, bool)) {
         let mut entry = Entry {
             device,
             action: "",
@@ -824,7 +832,11 @@ impl EntryKeys {
                     .unwrap_or(0);
             }
         }
-        (entry, action, time)
+        if let Some(a) = action {
+            entry.action = doc.text(a);
+        }
+        entry.time_ns = time.unwrap_or(0).saturating_mul(1000);
+        (entry, (action, time.is_some()))
     }
 
     fn of(doc: &Document<'_>) -> EntryKeys {
