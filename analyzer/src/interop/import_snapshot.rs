@@ -195,12 +195,11 @@ pub fn import(doc: &Document<'_>, source: &str) -> Result<Imported, ImportError>
     if !rest.is_sorted_by_key(|e| e.time_ns) {
         rest.par_sort_by_key(|e| e.time_ns);
     }
-    let mut events = std::mem::take(&mut b.early);
-    if events.is_empty() {
-        events = rest;
-    } else {
-        events.append(&mut rest);
-    }
+    // In place: the few early events go in front of the many (`events_from` reserved room).
+    let early = std::mem::take(&mut b.early);
+    rest.reserve(early.len());
+    rest.splice(0..0, early);
+    let mut events = rest;
     events
         .par_iter_mut()
         .enumerate()
