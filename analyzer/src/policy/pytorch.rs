@@ -238,6 +238,68 @@ impl Config {
     }
 }
 
+/// What of a [`Config`] a replay of one request stream can see: the configuration with the
+/// options that cannot matter there set to their defaults, and the size each distinct request
+/// size is rounded to. Two configurations with equal `Effective`s for a stream make the same
+/// calls in the same order on its replay, so every figure of the two replays is the same
+/// (`tune` replays one of them; docs/definitions.md, "tune").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective {
+    cfg: Config,
+    /// `round_size` of each size given to [`Config::effective`], in that order.
+    rounded: Vec<u64>,
+}
+
+impl Config {
+    /// This configuration as a replay of requests of `sizes` (every size the stream asks the
+    /// allocator for, attempts included) sees it. Why each option set aside cannot matter,
+    /// from this model, which follows `DeviceCachingAllocator` of PyTorch's
+    /// `c10/cuda/CUDACachingAllocator.cpp`:
+    ///
+    /// - `roundup_power2_divisions` is read only by `round_size` ([`Config::divisions_for`]),
+    ///   and every later step of `malloc` sees the rounded size alone: the rounded sizes stand
+    ///   for it (`[256:1,512:2,...]` on a trace whose requests stay below 512 MiB is no
+    ///   rounding at all).
+    /// - `max_non_split_rounding_mb` is read only by `get_free_block`'s second oversize rule,
+    ///   which applies to a (rounded) request of at least `max_split_size`: below that for
+    ///   every request it is never read.
+    /// - `max_split_size_mb` without expandable segments: every block is a piece of one
+    ///   segment (`alloc_found_block` splits, `try_merge_blocks` joins neighbours, both inside
+    ///   a segment), and each segment is `get_allocation_size` of a rounded request. When the
+    ///   largest of those and the largest request are below `max_split_size`, no request and
+    ///   no block reaches it: the
+    ///   oversize rules of `get_free_block` never refuse a block, `should_split`'s
+    ///   `size < max_split_size` always holds, and `release_available_cached_blocks` finds no
+    ///   block of at least `max_split_size` to free and returns false having done nothing,
+    ///   which is what it returns at once when the option is unset. With expandable segments,
+    ///   free blocks grow across pages past any segment size, so the option stays.
+    /// - `garbage_collection_threshold` without a memory fraction: `gc_enabled` is false
+    ///   (`garbage_collect_cached_blocks` needs `allowed_memory_maximum`).
+    pub fn effective(&self, sizes: &[u64]) -> Effective {
+        let rounded: Vec<u64> = sizes.iter().map(|&s| self.round_size(s)).collect();
+        let largest_request = rounded.iter().copied().max().unwrap_or(0);
+        let largest_segment = rounded
+            .iter()
+            .map(|&s| self.allocation_size(s))
+            .max()
+            .unwrap_or(0);
+        let mut cfg = Config {
+            divisions: [0; 16],
+            ..self.clone()
+        };
+        if largest_request < cfg.max_split_size {
+            cfg.max_non_split_rounding = K_LARGE_BUFFER;
+        }
+        if !cfg.expandable_segments && largest_request.max(largest_segment) < cfg.max_split_size {
+            cfg.max_split_size = u64::MAX;
+        }
+        if cfg.memory_fraction.is_none() {
+            cfg.gc_threshold = 0.0;
+        }
+        Effective { cfg, rounded }
+    }
+}
+
 /// `roundup_power2_next_division`: the next of `divisions` equal steps between the powers of
 /// two around `size` (1200 with 4 divisions → 1280).
 fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
