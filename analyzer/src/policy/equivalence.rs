@@ -123,7 +123,9 @@ mod tests {
         let plain = class("pytorch", &s);
         let split = class("pytorch:max_split_size_mb=64", &s);
         assert_ne!(split, plain);
-        assert_ne!(
+        // No block is larger than the 100 MiB segment, less than 20 MiB above the smallest
+        // oversize request: no split rounding can refuse a block.
+        assert_eq!(
             class(
                 "pytorch:max_split_size_mb=64,max_non_split_rounding_mb=256",
                 &s
@@ -132,6 +134,17 @@ mod tests {
         );
         // A 128 MiB split size is above every request and segment here.
         assert_eq!(class("pytorch:max_split_size_mb=128", &s), plain);
+        // Here 70 MiB + 64 MiB still fits in a 200 MiB block, 70 MiB + 256 MiB does not.
+        let wide = stream(&[70 * MIB, 200 * MIB]);
+        let rounding = |r: u64| {
+            class(
+                &format!("pytorch:max_split_size_mb=64,max_non_split_rounding_mb={r}"),
+                &wide,
+            )
+        };
+        assert_ne!(rounding(20), rounding(64));
+        assert_ne!(rounding(64), rounding(256));
+        assert_eq!(rounding(256), rounding(1024));
         // With expandable segments free blocks outgrow any segment: the split size stays,
         // and only the split rounding no request reaches is set aside.
         let es = class("pytorch-expandable:max_split_size_mb=128", &s);

@@ -262,7 +262,10 @@ impl Config {
     ///   rounding at all).
     /// - `max_non_split_rounding_mb` is read only by `get_free_block`'s second oversize rule,
     ///   which applies to a (rounded) request of at least `max_split_size`: below that for
-    ///   every request it is never read.
+    ///   every request it is never read. Without expandable segments no block is larger than
+    ///   the largest segment (next item), so when the smallest such request plus the rounding
+    ///   exceeds that, the rule never refuses a block, as with any larger rounding (`u64::MAX`
+    ///   stands for them all).
     /// - `max_split_size_mb` without expandable segments: every block is a piece of one
     ///   segment (`alloc_found_block` splits, `try_merge_blocks` joins neighbours, both inside
     ///   a segment), and each segment is `get_allocation_size` of a rounded request. When the
@@ -287,8 +290,17 @@ impl Config {
             divisions: [0; 16],
             ..self.clone()
         };
-        if largest_request < cfg.max_split_size {
-            cfg.max_non_split_rounding = K_LARGE_BUFFER;
+        // The smallest request the second oversize rule applies to.
+        let oversize = rounded.iter().filter(|&&r| r >= cfg.max_split_size).min();
+        match oversize {
+            None => cfg.max_non_split_rounding = K_LARGE_BUFFER,
+            Some(&r)
+                if !cfg.expandable_segments
+                    && r.saturating_add(cfg.max_non_split_rounding) > largest_segment =>
+            {
+                cfg.max_non_split_rounding = u64::MAX
+            }
+            Some(_) => {}
         }
         if !cfg.expandable_segments && largest_request.max(largest_segment) < cfg.max_split_size {
             cfg.max_split_size = u64::MAX;
