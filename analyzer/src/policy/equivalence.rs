@@ -167,6 +167,31 @@ mod tests {
     }
 
     #[test]
+    fn garbage_collection_replays_as_without_it_below_its_threshold() {
+        let s = stream(&[30 * MIB, 3 * MIB]);
+        let pytorch = |spec: &str| match class(spec, &s) {
+            ReplayClass::PyTorch(e) => e,
+            other => panic!("{other:?}"),
+        };
+        let gc = pytorch("pytorch:garbage_collection_threshold=0.5,memory_fraction=1.0");
+        let u = gc.without_collection().unwrap();
+        assert_eq!(ReplayClass::PyTorch(u.base), class("pytorch", &s));
+        // Half of the 80 GiB capacity; the fraction's own limit less the largest segment is
+        // higher.
+        assert_eq!(u.peak_at_most, 40 << 30);
+        let tight = pytorch("pytorch:garbage_collection_threshold=0.9999,memory_fraction=0.5");
+        assert_eq!(
+            tight.without_collection().unwrap().peak_at_most,
+            (40 << 30) - 30 * MIB
+        );
+        assert!(
+            pytorch("pytorch:memory_fraction=0.9")
+                .without_collection()
+                .is_none()
+        );
+    }
+
+    #[test]
     fn other_policies_are_their_own_class_and_bad_specs_fail_as_build_does() {
         let s = stream(&[MIB]);
         assert_eq!(

@@ -33,7 +33,7 @@
 //! ("Part 3", Q1): a varying-length transformer replays 4.5% low, and exactly with the real
 //! driver's addresses scripted in; a loop with `record_stream` and `empty_cache` 3.3% low.
 
-use super::driver::H200_TOTAL_MEMORY;
+use super::driver::{H200_TOTAL_MEMORY, SMALL_PACKED};
 use super::support::options::{Options, parse_divisions};
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, OptionError, PolicyInfo};
@@ -309,6 +309,56 @@ impl Config {
             cfg.gc_threshold = 0.0;
         }
         Effective { cfg, rounded }
+    }
+}
+
+/// A configuration with garbage collection as a replay without it: equal to the replay of
+/// `base` whenever that replay's reserved memory peaks at no more than `peak_at_most`
+/// ([`Effective::without_collection`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Uncollected {
+    pub base: Effective,
+    pub peak_at_most: u64,
+}
+
+impl Effective {
+    /// With a garbage collection threshold (and so a memory fraction), the configuration
+    /// without either, and the peak below which the two replay alike. Both runs read the
+    /// fraction and the threshold only through `total_allocated_memory`, and make the same calls
+    /// while those reads decide as they would without them: `alloc_block` refuses only above
+    /// `allowed_memory_maximum` (`total_allocated_memory + size > allowed`, `size` at most the
+    /// largest segment), `garbage_collect_cached_blocks` does nothing at or below
+    /// `threshold × allowed`. At each such read `total_allocated_memory` is at most what the
+    /// allocator held after the previous request (within a request it only drops until it
+    /// grows by the one allocation that succeeds), and the driver's reserved bytes are at
+    /// least it (each segment is a whole number of 2 MiB pages or one mapped range, never a
+    /// packed small allocation, while `large_segment_size` exceeds the driver's
+    /// [`SMALL_PACKED`]). So when the run without them peaks at or below `peak_at_most`, the
+    /// run with them takes no other branch; the age counter garbage collection keeps
+    /// (`get_free_blocks_calls`) feeds nothing else.
+    pub fn without_collection(&self) -> Option<Uncollected> {
+        let allowed = self.cfg.allowed_maximum()?;
+        if self.cfg.gc_threshold <= 0.0 || self.cfg.large_segment_size <= SMALL_PACKED {
+            return None;
+        }
+        let threshold = (self.cfg.gc_threshold * allowed as f64) as u64;
+        let largest_segment = self
+            .rounded
+            .iter()
+            .map(|&s| self.cfg.allocation_size(s))
+            .max()
+            .unwrap_or(0);
+        Some(Uncollected {
+            base: Effective {
+                cfg: Config {
+                    gc_threshold: 0.0,
+                    memory_fraction: None,
+                    ..self.cfg.clone()
+                },
+                rounded: self.rounded.clone(),
+            },
+            peak_at_most: threshold.min(allowed.saturating_sub(largest_segment)),
+        })
     }
 }
 
