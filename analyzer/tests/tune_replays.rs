@@ -38,9 +38,9 @@ fn collapsed_equals_every_replay(path: &str) -> (usize, usize) {
             .collect();
     let traced = capacities(&trace, &model, None, None, CUDA_CONTEXT_BYTES);
     // An eighth above the least any allocator needs: most settings run out of memory or
-    // retry there, and garbage collection runs (every peak passes a threshold of 0.95 or
-    // less, so each setting with one is replayed, where at the traced capacity it takes the
-    // outcome of the setting without it).
+    // retry there, and garbage collection runs (peaks pass the thresholds, so settings with
+    // one are replayed, where at the traced capacity they take the outcome of the setting
+    // without it).
     let pressed: Vec<u64> = model
         .streams
         .iter()
