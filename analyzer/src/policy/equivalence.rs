@@ -174,20 +174,28 @@ mod tests {
             other => panic!("{other:?}"),
         };
         let gc = pytorch("pytorch:garbage_collection_threshold=0.5,memory_fraction=1.0");
-        let u = gc.without_collection().unwrap();
-        assert_eq!(ReplayClass::PyTorch(u.base), class("pytorch", &s));
+        let [kept, none] = &gc.without_collection()[..] else {
+            panic!("two bases")
+        };
+        assert_eq!(
+            ReplayClass::PyTorch(kept.base.clone()),
+            class("pytorch:memory_fraction=1.0", &s)
+        );
+        assert_eq!(
+            ReplayClass::PyTorch(none.base.clone()),
+            class("pytorch", &s)
+        );
         // Half of the 80 GiB capacity; the fraction's own limit less the largest segment is
         // higher.
-        assert_eq!(u.peak_at_most, 40 << 30);
+        assert_eq!((kept.peak_at_most, none.peak_at_most), (40 << 30, 40 << 30));
         let tight = pytorch("pytorch:garbage_collection_threshold=0.9999,memory_fraction=0.5");
-        assert_eq!(
-            tight.without_collection().unwrap().peak_at_most,
-            (40 << 30) - 30 * MIB
-        );
+        let bases = tight.without_collection();
+        assert_eq!(bases[1].peak_at_most, (40 << 30) - 30 * MIB);
+        assert!(bases[0].peak_at_most > bases[1].peak_at_most);
         assert!(
             pytorch("pytorch:memory_fraction=0.9")
                 .without_collection()
-                .is_none()
+                .is_empty()
         );
     }
 

@@ -270,12 +270,12 @@ impl Config {
     ///   segment (`alloc_found_block` splits, `try_merge_blocks` joins neighbours, both inside
     ///   a segment), and each segment is `get_allocation_size` of a rounded request. When the
     ///   largest of those and the largest request are below `max_split_size`, no request and
-    ///   no block reaches it: the
-    ///   oversize rules of `get_free_block` never refuse a block, `should_split`'s
-    ///   `size < max_split_size` always holds, and `release_available_cached_blocks` finds no
-    ///   block of at least `max_split_size` to free and returns false having done nothing,
-    ///   which is what it returns at once when the option is unset. With expandable segments,
-    ///   free blocks grow across pages past any segment size, so the option stays.
+    ///   no block reaches it: the oversize rules of `get_free_block` never refuse a block,
+    ///   `should_split`'s `size < max_split_size` always holds, and
+    ///   `release_available_cached_blocks` finds no block of at least `max_split_size` to free
+    ///   and returns false having done nothing, which is what it returns at once when the
+    ///   option is unset. With expandable segments, free blocks grow across pages past any
+    ///   segment size, so the option stays.
     /// - `garbage_collection_threshold` without a memory fraction: `gc_enabled` is false
     ///   (`garbage_collect_cached_blocks` needs `allowed_memory_maximum`).
     pub fn effective(&self, sizes: &[u64]) -> Effective {
@@ -322,24 +322,26 @@ pub struct Uncollected {
 }
 
 impl Effective {
-    /// With a garbage collection threshold (and so a memory fraction), the configuration
-    /// without either, and the peak below which the two replay alike. Both runs read the
-    /// fraction and the threshold only through `total_allocated_memory`, and make the same calls
-    /// while those reads decide as they would without them: `alloc_block` refuses only above
-    /// `allowed_memory_maximum` (`total_allocated_memory + size > allowed`, `size` at most the
-    /// largest segment), `garbage_collect_cached_blocks` does nothing at or below
-    /// `threshold × allowed`. At each such read `total_allocated_memory` is at most what the
-    /// allocator held after the previous request (within a request it only drops until it
-    /// grows by the one allocation that succeeds), and the driver's reserved bytes are at
-    /// least it (each segment is a whole number of 2 MiB pages or one mapped range, never a
-    /// packed small allocation, while `large_segment_size` exceeds the driver's
-    /// [`SMALL_PACKED`]). So when the run without them peaks at or below `peak_at_most`, the
-    /// run with them takes no other branch; the age counter garbage collection keeps
-    /// (`get_free_blocks_calls`) feeds nothing else.
-    pub fn without_collection(&self) -> Option<Uncollected> {
-        let allowed = self.cfg.allowed_maximum()?;
+    /// With a garbage collection threshold (and so a memory fraction), the configurations
+    /// that replay alike below a peak: first the same without the threshold, then without the
+    /// threshold and the fraction. The runs read the threshold and the fraction only through
+    /// `total_allocated_memory`, and make the same calls while those reads decide as they
+    /// would without them: `garbage_collect_cached_blocks` does nothing at or below
+    /// `threshold × allowed`, `alloc_block` refuses only above `allowed_memory_maximum`
+    /// (`total_allocated_memory + size > allowed`, `size` at most the largest segment). At
+    /// each such read `total_allocated_memory` is at most what the allocator held after the
+    /// previous request (within a request it only drops until it grows by the one allocation
+    /// that succeeds), and the driver's reserved bytes are at least it (each segment is a whole
+    /// number of 2 MiB pages or one mapped range, never a packed small allocation, while
+    /// `large_segment_size` exceeds the driver's [`SMALL_PACKED`]). So when the run without
+    /// them peaks at or below `peak_at_most`, the run with them takes no other branch; the age
+    /// counter garbage collection keeps (`get_free_blocks_calls`) feeds nothing else.
+    pub fn without_collection(&self) -> Vec<Uncollected> {
+        let Some(allowed) = self.cfg.allowed_maximum() else {
+            return Vec::new();
+        };
         if self.cfg.gc_threshold <= 0.0 || self.cfg.large_segment_size <= SMALL_PACKED {
-            return None;
+            return Vec::new();
         }
         let threshold = (self.cfg.gc_threshold * allowed as f64) as u64;
         let largest_segment = self
@@ -348,17 +350,24 @@ impl Effective {
             .map(|&s| self.cfg.allocation_size(s))
             .max()
             .unwrap_or(0);
-        Some(Uncollected {
-            base: Effective {
-                cfg: Config {
-                    gc_threshold: 0.0,
-                    memory_fraction: None,
-                    ..self.cfg.clone()
-                },
-                rounded: self.rounded.clone(),
+        let base = |memory_fraction| Effective {
+            cfg: Config {
+                gc_threshold: 0.0,
+                memory_fraction,
+                ..self.cfg.clone()
             },
-            peak_at_most: threshold.min(allowed.saturating_sub(largest_segment)),
-        })
+            rounded: self.rounded.clone(),
+        };
+        vec![
+            Uncollected {
+                base: base(self.cfg.memory_fraction),
+                peak_at_most: threshold,
+            },
+            Uncollected {
+                base: base(None),
+                peak_at_most: threshold.min(allowed.saturating_sub(largest_segment)),
+            },
+        ]
     }
 }
 

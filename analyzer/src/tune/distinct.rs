@@ -1,8 +1,8 @@
 //! The search's replays: every candidate over every stream, with the candidates of one
 //! [`ReplayClass`] on a stream (provably the same replay there) replayed once and the outcome
-//! given to each of them. A class with PyTorch's garbage collection whose class without it is
-//! replayed too waits for that replay, and takes its outcome when it peaked low enough for the
-//! collection never to run ([`crate::policy::pytorch::Effective::without_collection`]).
+//! given to each of them. A class with PyTorch's garbage collection whose class without it
+//! (without its memory fraction too, else) is replayed too waits for that replay, and takes its
+//! outcome when it peaked low enough for neither ever to decide a branch ([`crate::policy::pytorch::Effective::without_collection`]).
 
 use crate::model::RequestStream;
 use crate::policy::equivalence::{ReplayClass, replay_class, request_sizes};
@@ -60,13 +60,11 @@ pub fn replay_distinct(
             let ReplayClass::PyTorch(e) = class else {
                 continue;
             };
-            let Some(u) = e.without_collection() else {
-                continue;
-            };
-            let base = ReplayClass::PyTorch(u.base);
-            if let Some(b) = seen.iter().position(|c| *c == base) {
-                all[first + at].uncollected = Some((first + b, u.peak_at_most));
-            }
+            all[first + at].uncollected = e.without_collection().into_iter().find_map(|u| {
+                let base = ReplayClass::PyTorch(u.base);
+                let b = seen.iter().position(|c| *c == base)?;
+                Some((first + b, u.peak_at_most))
+            });
         }
         class_of.push(of);
     }
