@@ -28,14 +28,21 @@ fn open(path: &str) -> Trace {
 /// Checks the collapsed replays of `tune`'s full grid on the trace at `path` against every
 /// candidate replayed; returns (replays run, replays asked for).
 fn collapsed_equals_every_replay(path: &str) -> (usize, usize) {
+    collapsed_equals_every_replay_with(path, None)
+}
+
+/// [`collapsed_equals_every_replay`], as if the run had set the memory fraction `fraction`
+/// (every PyTorch setting of the grid then keeps it).
+fn collapsed_equals_every_replay_with(path: &str, fraction: Option<f64>) -> (usize, usize) {
     let trace = open(path);
     let model = Model::from_events(trace.events(), &trace.metadata);
     let judged = model.level.level != CaptureLevel::Segment;
-    let specs: Vec<PolicySpec> =
-        candidates(&model.streams, judged, &recorded_of(&trace), Grid::Full)
-            .into_iter()
-            .map(|c| c.spec)
-            .collect();
+    let mut recorded = recorded_of(&trace);
+    recorded.memory_fraction = fraction.or(recorded.memory_fraction);
+    let specs: Vec<PolicySpec> = candidates(&model.streams, judged, &recorded, Grid::Full)
+        .into_iter()
+        .map(|c| c.spec)
+        .collect();
     let traced = capacities(&trace, &model, None, None, CUDA_CONTEXT_BYTES);
     // An eighth above the least any allocator needs: most settings run out of memory or
     // retry there, and garbage collection runs (peaks pass the thresholds, so settings with
@@ -98,6 +105,20 @@ fn collapsed_replays_equal_every_replay_on_the_small_real_traces() {
         "samples/snapshots/expandable.pickle",
         "samples/snapshots/ring.pickle",
     ]);
+}
+
+/// With a memory fraction in every setting, a garbage-collection setting takes the outcome of
+/// the same setting without the threshold (fraction kept).
+#[test]
+fn collapsed_replays_equal_every_replay_with_a_recorded_memory_fraction() {
+    for path in [
+        "samples/traces/h200-torch/mlp.split64.vramtrace",
+        "samples/snapshots/fp32.pickle",
+    ] {
+        let (ran, asked) = collapsed_equals_every_replay_with(path, Some(0.9));
+        println!("{path} at a fraction of 0.9: {ran} replays of {asked}");
+        assert!(ran * 2 < asked, "{path}: {ran} replays of {asked}");
+    }
 }
 
 /// The long real traces: minutes in a debug build, seconds in a release one
