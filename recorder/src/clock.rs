@@ -1,7 +1,8 @@
 //! The clock and identities the hook path reads: no system call beyond the vDSO.
 
+use crate::hot::HOT;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 /// `CLOCK_MONOTONIC` in nanoseconds (a vDSO call, no system call).
 #[inline]
@@ -25,8 +26,6 @@ pub fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-static PID: AtomicU32 = AtomicU32::new(0);
-
 thread_local! {
     // Const-initialised and without a destructor: no allocation or registration on first use.
     static TID: Cell<u32> = const { Cell::new(0) };
@@ -35,11 +34,11 @@ thread_local! {
 /// This process's id, cached (refreshed in a fork child by [`after_fork_in_child`]).
 #[inline]
 pub fn pid() -> u32 {
-    match PID.load(Ordering::Relaxed) {
+    match HOT.pid.load(Ordering::Relaxed) {
         0 => {
             // SAFETY: getpid has no preconditions.
             let p = unsafe { libc::getpid() } as u32;
-            PID.store(p, Ordering::Relaxed);
+            HOT.pid.store(p, Ordering::Relaxed);
             p
         }
         p => p,
@@ -64,6 +63,6 @@ pub fn tid() -> u32 {
 
 /// Runs in the only thread of a fork child: its pid and tid differ from the parent's.
 pub fn after_fork_in_child() {
-    PID.store(0, Ordering::Relaxed);
+    HOT.pid.store(0, Ordering::Relaxed);
     TID.with(|t| t.set(0));
 }

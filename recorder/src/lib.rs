@@ -36,6 +36,7 @@ mod cuda;
 mod dlsym;
 mod exit;
 mod hooks;
+mod hot;
 mod lifecycle;
 mod memo;
 mod modules;

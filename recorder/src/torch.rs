@@ -48,13 +48,14 @@
 //! A `free_completed`, the event the replay frees at, is never held. A kill between the two
 //! entries of one `free()` loses the request of a free that did not complete.
 
+use crate::hot::HOT;
 use crate::{config, modules, resolve, ring};
 use std::cell::Cell;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use vramtrace_format::conventions::WITH_FREE_REQUEST;
 use vramtrace_format::journal::Record;
-use vramtrace_format::{Api, Event, TORCH_LAYOUTS, TorchLayout, parse_torch_version};
+use vramtrace_format::{Api, EntryLayout, Event, TORCH_LAYOUTS, TorchLayout, parse_torch_version};
 
 /// Not seen yet (or not loaded).
 const UNSEEN: u8 = 0;
@@ -123,15 +124,14 @@ unsafe extern "C" fn invoke(_functor: *const [usize; 2], entry: *const u8) {
     if entry.is_null() || !ring::wanted() {
         return;
     }
-    let Some(layout) = TORCH_LAYOUTS.get(LAYOUT.load(Ordering::Relaxed)) else {
-        return;
-    };
-    // SAFETY: the allocator passes a live `TraceEntry`, `entry_size` bytes for this version.
-    let bytes = unsafe { std::slice::from_raw_parts(entry, layout.entry_size) };
+    let layout = EntryLayout::from_word(HOT.torch_entry.load(Ordering::Relaxed));
+    // SAFETY: the allocator passes a live `TraceEntry`, `size_of` bytes for this version (0
+    // before a version was found: an empty slice, which decodes to nothing).
+    let bytes = unsafe { std::slice::from_raw_parts(entry, usize::from(layout.size_of)) };
     let Some(e) = layout.decode(bytes) else {
         return;
     };
-    if let Some(mut held) = HELD.with(Cell::take) {
+    if let Some(mut held) = take_held() {
         if e.api == Api::TorchFreeCompleted && same_block(&held, &e) {
             held.api = e.api.id();
             held.flags |= WITH_FREE_REQUEST;
@@ -168,9 +168,24 @@ fn same_block(held: &Record, e: &Event) -> bool {
     ) == (e.address, e.size, e.device, e.stream, e.pool, e.handle)
 }
 
+/// This thread's held `free_requested`, if any. Looks before it takes: most entries find none,
+/// and writing the empty value back would store into cold lines before the journal's atomic
+/// add, which waits for such stores.
+#[inline]
+fn take_held() -> Option<Record> {
+    HELD.with(|h| {
+        // SAFETY: the calling thread's own cell, and no reference into it is alive.
+        if unsafe { (*h.as_ptr()).is_none() } {
+            None
+        } else {
+            h.take()
+        }
+    })
+}
+
 /// Publishes this thread's held `free_requested`, if any: at exit, on the exiting thread.
 pub fn release_held() {
-    if let Some(mut held) = HELD.with(Cell::take) {
+    if let Some(mut held) = take_held() {
         ring::push(&mut held);
     }
 }
@@ -238,6 +253,9 @@ fn discover() -> u8 {
         Ok((cell, layout)) => {
             ALLOCATOR.store(cell, Ordering::Relaxed);
             LAYOUT.store(layout, Ordering::Relaxed);
+            if let Some(l) = TORCH_LAYOUTS.get(layout) {
+                HOT.torch_entry.store(l.entry.to_word(), Ordering::Relaxed);
+            }
             FOUND
         }
         Err(why) => {
