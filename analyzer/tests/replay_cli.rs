@@ -103,16 +103,23 @@ fn fit_finds_a_capacity_that_fits_and_one_byte_less_does_not() {
             "--json",
         ])
     };
+    // The replay lists the recorded setting beside the one asked for: read the one asked for.
+    let oom_of = |v: serde_json::Value, name: &str| {
+        v["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} replayed"))["oom"]
+            .clone()
+    };
     for p in v["policies"].as_array().unwrap() {
         let name = p["name"].as_str().unwrap();
         let need = p["min_capacity_bytes"].as_u64().unwrap();
         assert!(need >= lb, "{name}");
+        assert!(oom_of(at(name, need), name).is_null(), "{name} at {need}");
         assert!(
-            at(name, need)["policies"][0]["oom"].is_null(),
-            "{name} at {need}"
-        );
-        assert!(
-            !at(name, need - 1)["policies"][0]["oom"].is_null(),
+            !oom_of(at(name, need - 1), name).is_null(),
             "{name} at {need} - 1"
         );
         if name == "lower-bound" {
@@ -409,4 +416,100 @@ fn a_tracker_trace_is_replayed_with_the_segment_addresses_the_real_driver_return
     assert_eq!(row["peak_reserved"], 38u64 << 20, "{row}");
     assert_eq!(row["device_allocs"], 2);
     assert_eq!(row["error_vs_recorded"], 0.0);
+}
+
+/// A run capped with `set_per_process_memory_fraction` gave segments back; the trace does not
+/// record the cap, so the uncapped replay of the recorded setting says why it differs, and the
+/// capped one reproduces the run (`samples/traces/h200-torch/resnet.cap6g`).
+#[test]
+fn a_run_that_gave_segments_back_is_explained_and_its_cap_reproduces_it() {
+    let dir = crate::util::repo("samples/traces/h200-torch");
+    let trace = dir.join("resnet.cap6g.vramtrace");
+    let trace = trace.to_str().unwrap();
+    let stats: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("resnet.cap6g.stats.json")).unwrap(),
+    )
+    .unwrap();
+    let capped = format!(
+        "pytorch:memory_fraction={}",
+        stats["memory_fraction"].as_str().unwrap()
+    );
+    let out = vramtrace()
+        .args(["replay", trace, "--policy", &capped])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("this run gave 73 segments back to the driver and the replay none"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "recorded     {capped}: predicted 5.99 GiB, this run reserved 5.99 GiB (+0.00%)"
+        )),
+        "{text}"
+    );
+    let v = json(&["replay", trace, "--policy", &capped, "--json"]);
+    assert_eq!(
+        v["streams"][0]["recorded_device_frees"],
+        stats["memory_stats"]["num_device_free"]
+    );
+}
+
+/// A job's ranks are replayed under the limit each recorded, as a single trace is: two copies
+/// of the H200 MLP run, their recorded `PYTORCH_CUDA_ALLOC_CONF` capping PyTorch at 0.3% of
+/// the device (450 MB; the run reserved 718 MiB).
+#[test]
+fn a_job_replays_each_rank_under_the_limit_it_recorded() {
+    let trace = vramtrace_format::Trace::open(
+        &crate::util::repo("samples/traces/h200-torch/mlp.native.vramtrace"),
+        vramtrace_format::ReadOptions::default(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for rank in ["0", "1"] {
+        let mut metadata = trace.metadata.clone();
+        metadata
+            .environment
+            .retain(|(k, _)| k != "PYTORCH_CUDA_ALLOC_CONF");
+        metadata.environment.extend([
+            (
+                "PYTORCH_CUDA_ALLOC_CONF".to_string(),
+                "per_process_memory_fraction:0.003".to_string(),
+            ),
+            ("RANK".to_string(), rank.to_string()),
+        ]);
+        let path = dir.path().join(format!("rank{rank}.vramtrace"));
+        let mut w = TraceWriter::new(
+            std::fs::File::create(&path).unwrap(),
+            &metadata,
+            WriterOptions::default(),
+        )
+        .unwrap();
+        *w.tables_mut() = trace.tables.clone();
+        for e in trace.events() {
+            w.push(&e).unwrap();
+        }
+        w.finish().unwrap();
+        let single = json(&[
+            "replay",
+            path.to_str().unwrap(),
+            "--policy",
+            "pytorch",
+            "--json",
+        ]);
+        assert!(!single["policies"][0]["oom"].is_null(), "{single}");
+    }
+    let job = json(&[
+        "replay",
+        dir.path().to_str().unwrap(),
+        "--policy",
+        "pytorch",
+        "--json",
+    ]);
+    assert_eq!(
+        job["job_summary"][0]["oom_ranks"],
+        serde_json::json!([0, 1]),
+        "{job}"
+    );
 }

@@ -9,10 +9,14 @@ served from the cache), timed per batch, from DEPTH Python frames (default 20).
 cold: one pair at a time with 4 MiB of other memory written before each (the program's own work
 between two allocations evicts the recorder's data from the core's caches), timed per pair.
 Each tensor is three allocator entries for the tracker (alloc, free_requested, free_completed).
-Prints and writes the median and the 90th percentile, ns per pair.
+Prints and writes the median and the 90th percentile, ns per pair, and for each loop the main
+thread's context switches during it (voluntary, involuntary: whether another thread, such as a
+recorder's writer, took its core) and the process's thread count.
 """
 
 import json
+import os
+import resource
 import statistics
 import sys
 import time
@@ -59,8 +63,16 @@ def main():
     at_depth(depth, cold, 500)
     result = {}
     for name, f, n in (("warm", warm, 300), ("cold", cold, 5000)):
+        before = resource.getrusage(resource.RUSAGE_THREAD)
         v = sorted(at_depth(depth, f, n))
-        result[name] = {"median_ns": statistics.median(v), "p90_ns": v[len(v) * 9 // 10]}
+        after = resource.getrusage(resource.RUSAGE_THREAD)
+        result[name] = {
+            "median_ns": statistics.median(v),
+            "p90_ns": v[len(v) * 9 // 10],
+            "voluntary_switches": after.ru_nvcsw - before.ru_nvcsw,
+            "involuntary_switches": after.ru_nivcsw - before.ru_nivcsw,
+        }
+    result["threads"] = len(os.listdir("/proc/self/task"))
     with open(sys.argv[1], "w") as f:
         json.dump(result, f)
     print(json.dumps(result))

@@ -65,6 +65,8 @@ struct Builder {
     /// Bytes PyTorch reported holding from the driver, now and at most.
     torch_reserved: u64,
     torch_peak_reserved: Option<u64>,
+    /// Segments (or pages) PyTorch reported giving back.
+    torch_segment_frees: u64,
     slots: Slots,
     /// The `cudaMalloc`s the real caching allocator made, as (address, bytes), in order: an
     /// imported snapshot's segment events or PyTorch's tracker's `torch.segment_alloc`s
@@ -229,6 +231,7 @@ impl Builder {
             torch_maps: false,
             torch_reserved: 0,
             torch_peak_reserved: None,
+            torch_segment_frees: 0,
             slots: Slots::default(),
             segments: Vec::new(),
         }
@@ -248,7 +251,10 @@ impl Builder {
                 self.torch_maps |= op == Op::Map;
                 self.torch_reserved += e.size;
             }
-            _ => self.torch_reserved = self.torch_reserved.saturating_sub(e.size),
+            _ => {
+                self.torch_reserved = self.torch_reserved.saturating_sub(e.size);
+                self.torch_segment_frees += 1;
+            }
         }
         let peak = self
             .torch_peak_reserved
@@ -338,6 +344,7 @@ fn finish(b: Builder) -> RequestStream {
         torch_segments,
         torch_maps,
         torch_peak_reserved,
+        torch_segment_frees,
         slots,
         segments,
         ..
@@ -403,6 +410,7 @@ fn finish(b: Builder) -> RequestStream {
         outside,
         recorded_segments: segments,
         recorded_peak_reserved: torch_peak_reserved,
+        recorded_segment_frees: torch_segment_frees,
     }
 }
 

@@ -82,6 +82,9 @@ pub struct RequestStream {
     /// (PyTorch's `torch.segment_*` events), when the trace has it: what a replay with the
     /// policy of the recorded allocator should reproduce.
     pub recorded_peak_reserved: Option<u64>,
+    /// How many segments (or pages) that allocator gave back to the driver
+    /// (`torch.segment_free` / `torch.segment_unmap`): PyTorch's `num_device_free`.
+    pub recorded_segment_frees: u64,
 }
 
 /// Plain driver allocations made beside a stream-ordered-pool request stream (see
@@ -107,6 +110,7 @@ impl RequestStream {
             outside: Outside::default(),
             recorded_segments: Vec::new(),
             recorded_peak_reserved: None,
+            recorded_segment_frees: 0,
         }
     }
 

@@ -50,6 +50,9 @@ pub struct StreamReport {
     /// What the process's allocator really reserved at its peak, from its own segment events
     /// (PyTorch's tracker); `null` when the trace does not say.
     pub recorded_peak_reserved: Option<u64>,
+    /// How many segments (or pages) that allocator gave back to the driver (PyTorch's
+    /// `num_device_free`); `null` when the trace does not say.
+    pub recorded_device_frees: Option<u64>,
     pub policies: Vec<PolicyRow>,
 }
 
@@ -123,6 +126,7 @@ impl ReplayReport {
             let recorded = stream.recorded_peak_reserved;
             stream_reports.push(StreamReport {
                 recorded_peak_reserved: recorded,
+                recorded_device_frees: recorded.map(|_| stream.recorded_segment_frees),
                 pid: key.pid,
                 device: key.device,
                 requests: stream.requests.len(),

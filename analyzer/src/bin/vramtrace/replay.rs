@@ -111,7 +111,11 @@ impl Args {
     fn run_job(&self, dir: &Path) -> Result<()> {
         let specs = &self.policy.0;
         let ranks = load_job(dir, false, |path, trace| {
-            let input = streams_of(path, &trace, self.capacity)?;
+            let mut input = streams_of(path, &trace, self.capacity)?;
+            // Each rank under the limit it recorded, as a single trace is replayed.
+            if let Some(f) = vramtrace::tune::recorded_of(&trace).memory_fraction {
+                input.limit_to(f);
+            }
             ReplayReport::build(&path.display().to_string(), specs, &input)
                 .map_err(anyhow::Error::from)
         })?;
@@ -255,6 +259,7 @@ fn render_text(r: &ReplayReport, input: &ReplayInput, limit: Option<f64>) -> Str
         );
         render_table(&mut s, &st.policies);
         if let Some(t) = st.recorded_peak_reserved {
+            let real_frees = st.recorded_device_frees.unwrap_or(0);
             for p in st.policies.iter().filter(|p| p.error_vs_recorded.is_some()) {
                 let _ = writeln!(
                     s,
@@ -264,6 +269,23 @@ fn render_text(r: &ReplayReport, input: &ReplayInput, limit: Option<f64>) -> Str
                     bytes(t),
                     100.0 * p.error_vs_recorded.unwrap_or(0.0)
                 );
+                // A run that gave segments back under a limit the trace does not record (a
+                // memory fraction, a smaller device) is not reproduced without that limit.
+                if real_frees > 0
+                    && p.device_frees == 0
+                    && limit.is_none()
+                    && source != "--capacity"
+                {
+                    let _ = writeln!(
+                        s,
+                        "             this run gave {} segments back to the driver and the \
+                         replay none: it ran under a limit (a memory fraction, a smaller device) \
+                         or called empty_cache; replay its limit with --capacity SIZE or \
+                         --policy '{}:memory_fraction=F'",
+                        count(real_frees),
+                        p.name
+                    );
+                }
             }
         }
     }

@@ -163,11 +163,14 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
             } else {
                 ""
             };
-            tags.push(format!(
-                "address-sensitive: {}-{}{oom}",
-                bytes(a.low),
-                bytes(a.high)
-            ));
+            let (low, high) = (bytes(a.low), bytes(a.high));
+            let range = if low == high {
+                // Closer than the printed precision: say by how much.
+                format!("{low}, up to {} more", bytes(a.high.saturating_sub(a.low)))
+            } else {
+                format!("{low}-{high}")
+            };
+            tags.push(format!("address-sensitive: {range}{oom}"));
         }
         let tags = if tags.is_empty() {
             String::new()
