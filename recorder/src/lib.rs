@@ -46,6 +46,7 @@ mod resolve;
 mod ring;
 mod session;
 mod stacks;
+mod thread;
 mod threadnames;
 mod torch;
 mod tracefile;

@@ -49,8 +49,7 @@
 //! entries of one `free()` loses the request of a free that did not complete.
 
 use crate::hot::HOT;
-use crate::{config, modules, resolve, ring};
-use std::cell::Cell;
+use crate::{config, modules, resolve, ring, thread};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use vramtrace_format::conventions::WITH_FREE_REQUEST;
@@ -110,13 +109,8 @@ unsafe extern "C" fn manage(dest: *mut [usize; 2], source: *const [usize; 2], op
     false
 }
 
-thread_local! {
-    // Const-initialised and without a destructor: no allocation or registration on first use.
-    static HELD: Cell<Option<Record>> = const { Cell::new(None) };
-}
-
 /// The tracker: one `TraceEntry` in, one journal record out, except that a `free_requested` is
-/// held back on its thread until the next entry there, so that it and the `free_completed` of
+/// held back on its thread (`thread::PerThread`) until the next entry there, so that it and the `free_completed` of
 /// the same block that PyTorch's `free()` reports right after it (no uses on other streams)
 /// become one record ([`WITH_FREE_REQUEST`]). Any other next entry publishes it on its own
 /// first, with its own time.
@@ -150,7 +144,9 @@ unsafe extern "C" fn invoke(_functor: *const [usize; 2], entry: *const u8) {
     rec.handle = e.handle;
     rec.aux = e.aux;
     if e.api == Api::TorchFreeRequested {
-        HELD.with(|h| h.set(Some(rec)));
+        let t = thread::this();
+        t.held.set(rec);
+        t.has_held.set(true);
     } else {
         ring::push(&mut rec);
     }
@@ -168,19 +164,11 @@ fn same_block(held: &Record, e: &Event) -> bool {
     ) == (e.address, e.size, e.device, e.stream, e.pool, e.handle)
 }
 
-/// This thread's held `free_requested`, if any. Looks before it takes: most entries find none,
-/// and writing the empty value back would store into cold lines before the journal's atomic
-/// add, which waits for such stores.
+/// This thread's held `free_requested`, if any (the flag alone is read when there is none).
 #[inline]
 fn take_held() -> Option<Record> {
-    HELD.with(|h| {
-        // SAFETY: the calling thread's own cell, and no reference into it is alive.
-        if unsafe { (*h.as_ptr()).is_none() } {
-            None
-        } else {
-            h.take()
-        }
-    })
+    let t = thread::this();
+    t.has_held.replace(false).then(|| t.held.get())
 }
 
 /// Publishes this thread's held `free_requested`, if any: at exit, on the exiting thread.
@@ -192,7 +180,7 @@ pub fn release_held() {
 
 /// Runs in the only thread of a fork child: the parent's held entry is the parent's.
 pub fn after_fork_in_child() {
-    HELD.with(|h| h.set(None));
+    thread::this().has_held.set(false);
 }
 
 /// On the hooks of driver allocations: finds PyTorch and attaches the tracker once it can be.
