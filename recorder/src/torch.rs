@@ -164,11 +164,16 @@ fn same_block(held: &Record, e: &Event) -> bool {
     ) == (e.address, e.size, e.device, e.stream, e.pool, e.handle)
 }
 
-/// This thread's held `free_requested`, if any (the flag alone is read when there is none).
+/// This thread's held `free_requested`, if any. When there is none it only reads the flag: a
+/// store into a cold line before the journal's atomic add would make the add wait for it.
 #[inline]
 fn take_held() -> Option<Record> {
     let t = thread::this();
-    t.has_held.replace(false).then(|| t.held.get())
+    if !t.has_held.get() {
+        return None;
+    }
+    t.has_held.set(false);
+    Some(t.held.get())
 }
 
 /// Publishes this thread's held `free_requested`, if any: at exit, on the exiting thread.
