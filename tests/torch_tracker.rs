@@ -4,6 +4,7 @@
 //! and is recorded from its driver calls alone. The same trace then goes through `info` and
 //! `replay`.
 
+use vramtrace_format::conventions::{WITH_FREE_REQUEST, requests_free};
 use vramtrace_format::{Api, Event};
 use vramtrace_tests::*;
 
@@ -63,7 +64,7 @@ fn every_entry_of_pytorchs_allocator_is_recorded_after_the_driver_call_that_made
             .iter()
             .map(|e| (e.size, e.stream, e.pool))
             .collect::<Vec<_>>(),
-        [(1000, 0, 0), (3 << 20, 0x77, 0), (4096, 0, 1)]
+        [(1000, 0, 0), (3 << 20, 0x77, 0), (4096, 0, 1), (512, 0, 0)]
     );
     assert!(allocs.iter().all(|e| e.device == 0 && e.stack != 0));
     let segs: Vec<(u64, u64)> = torch(Api::TorchSegmentAlloc)
@@ -78,13 +79,46 @@ fn every_entry_of_pytorchs_allocator_is_recorded_after_the_driver_call_that_made
     let oom: Vec<&Event> = torch(Api::TorchAlloc).filter(|e| !e.succeeded()).collect();
     assert_eq!(oom.len(), 1);
     assert_eq!((oom[0].result, oom[0].size, oom[0].aux), (2, 1 << 50, 1234));
-    for api in [
-        Api::TorchFreeRequested,
-        Api::TorchFreeCompleted,
-        Api::TorchSegmentFree,
-    ] {
-        assert_eq!(torch(api).count(), 3, "{api}");
+    assert_eq!(torch(Api::TorchSegmentFree).count(), 3);
+    // A free requested and completed in one call is one event; a deferred request is its own,
+    // written when the thread's next entry comes (c's request) or at exit (d's).
+    let frees: Vec<(Api, u64, bool)> = events
+        .iter()
+        .filter(|e| matches!(e.api, Api::TorchFreeRequested | Api::TorchFreeCompleted))
+        .map(|e| (e.api, e.address, e.flags & WITH_FREE_REQUEST != 0))
+        .collect();
+    assert_eq!(
+        frees,
+        [
+            (Api::TorchFreeCompleted, t[0], true),
+            (Api::TorchFreeRequested, t[1], false),
+            (Api::TorchFreeCompleted, t[2], true),
+            (Api::TorchFreeCompleted, t[1], false),
+            (Api::TorchFreeRequested, t[3], false),
+        ]
+    );
+    assert_eq!(events.iter().filter(|e| requests_free(e)).count(), 4);
+    for e in events.iter().filter(|e| requests_free(e)) {
+        let alloc = allocs
+            .iter()
+            .find(|a| a.address == e.address)
+            .expect("its alloc");
+        assert_eq!(
+            (e.size, e.stream, e.device, e.tid, e.stack),
+            (alloc.size, alloc.stream, 0, alloc.tid, 0)
+        );
     }
+    let time = |api: Api, address: u64| {
+        torch(api)
+            .find(|e| e.address == address)
+            .expect("event")
+            .time_ns
+    };
+    // The held request keeps its own time: before the next free's.
+    assert!(
+        time(Api::TorchFreeRequested, t[1]) <= time(Api::TorchFreeCompleted, t[2])
+            && time(Api::TorchFreeCompleted, t[2]) <= time(Api::TorchFreeCompleted, t[1])
+    );
     let map: Vec<(Api, u64, u64)> = events
         .iter()
         .filter(|e| matches!(e.api, Api::TorchSegmentMap | Api::TorchSegmentUnmap))
@@ -115,7 +149,7 @@ fn an_unknown_pytorch_version_gets_one_warning_and_its_driver_calls() {
             .iter()
             .filter(|e| e.api == Api::CuMemAlloc_v2)
             .count(),
-        4
+        5
     );
 }
 
@@ -177,7 +211,7 @@ fn info_and_replay_read_a_tracker_trace_as_requests_checked_against_its_segments
     let stream = &replay["streams"][0];
     // The segments PyTorch reported: 2 + 4 + 2 MiB at once, then a 20 MiB mapping alone.
     assert_eq!(stream["recorded_peak_reserved"], 20u64 << 20);
-    assert_eq!(stream["allocations"], 3);
+    assert_eq!(stream["allocations"], 4);
     assert_eq!(stream["outside_allocator"]["allocations"], 0);
     let policies = stream["policies"].as_array().expect("rows");
     // The recorded configuration leads, checked against the run; other policies are not.

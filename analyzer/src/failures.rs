@@ -5,7 +5,7 @@
 //! Sans-IO. Used by `summary` and the report; [`FailureSites`] is fed event by event by a
 //! caller that already follows live memory, [`failures_by_site`] makes its own pass.
 
-use crate::model::live::{Change, Ledger, is_host};
+use crate::model::live::{Change, Ledger, Object, is_host};
 use crate::summary::{StackBytes, StackNames, top_stacks};
 use crate::symbolize::ModuleFiles;
 use serde::Serialize;
@@ -86,7 +86,8 @@ impl FailureSites {
         let totals = ledger.totals(e.pid, device);
         let live = ledger
             .live()
-            .filter(|o| o.pid == e.pid && o.device == device && o.requested);
+            .filter(|o| o.pid == e.pid && o.device == device && o.requested)
+            .map(Object::stack_bytes);
         self.index.insert(key, self.sites.len());
         self.sites.push(FailureSite {
             pid: e.pid,

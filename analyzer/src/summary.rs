@@ -107,19 +107,20 @@ pub struct StackBytes {
     pub frames: Vec<String>,
 }
 
-/// The `n` stacks holding the most bytes among `objects`. Stacks are told apart by their named
+/// The `n` stacks holding the most bytes among `objects` (each a stack id and its bytes).
+/// Stacks are told apart by their named
 /// frames, not by their ids: two recorded stacks that differ only where naming cannot see (two
 /// instruction offsets on one Python line, two return addresses in one native function) are one
 /// stack to the user and are counted as one.
-pub fn top_stacks<'o>(
-    objects: impl Iterator<Item = &'o Object>,
+pub fn top_stacks(
+    objects: impl Iterator<Item = (u32, u64)>,
     names: &StackNames,
     n: usize,
 ) -> Vec<StackBytes> {
     let mut by_id: HashMap<u32, (u64, u64)> = HashMap::new();
-    for o in objects {
-        let e = by_id.entry(o.stack).or_default();
-        e.0 = e.0.saturating_add(o.size);
+    for (stack, size) in objects {
+        let e = by_id.entry(stack).or_default();
+        e.0 = e.0.saturating_add(size);
         e.1 += 1;
     }
     // Keyed by the frames' text: what the user reads is what tells two stacks apart.
@@ -445,7 +446,7 @@ impl Summary {
                     leaks: Leaks {
                         bytes: leaked.iter().map(|o| o.size).sum(),
                         count: leaked.len() as u64,
-                        stacks: top_stacks(leaked.iter(), &names, top),
+                        stacks: top_stacks(leaked.iter().map(Object::stack_bytes), &names, top),
                     },
                     failures: failures.remove(&(pid, device)).unwrap_or_default(),
                 }
@@ -503,7 +504,8 @@ fn stacks_at_peaks(
                 if done.insert((pid, device)) {
                     let live = ledger
                         .live()
-                        .filter(|o| o.pid == pid && o.device == device && o.requested);
+                        .filter(|o| o.pid == pid && o.device == device && o.requested)
+                        .map(Object::stack_bytes);
                     out.insert((pid, device), top_stacks(live, names, top));
                 }
             }

@@ -432,3 +432,31 @@ fn every_command_survives_sizes_times_and_addresses_at_the_top_of_their_range() 
         );
     }
 }
+
+/// `-o /dev/stdout` (here `/dev/fd/1`, the same descriptor by another name) prints: the file
+/// is written into the command's own output, not replaced by a new file beside it.
+#[test]
+fn an_output_naming_the_commands_own_stdout_prints_there() {
+    let out = vramtrace()
+        .args([
+            "export",
+            "samples/traces/torch-mlp-requests.vramtrace",
+            "--to",
+            "rmm-csv",
+            "-o",
+            "/dev/fd/1",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("Thread,Time,Action,Pointer,Size,Stream"),
+        "{text:.200}"
+    );
+    assert!(text.lines().count() > 4000);
+}

@@ -513,3 +513,43 @@ fn a_job_replays_each_rank_under_the_limit_it_recorded() {
         "{job}"
     );
 }
+
+/// The replay names the lines holding the most at the peak, with the shares PyTorch's own
+/// snapshot of the same seeded GPT-2 run gives them (`gpt2-train.pytorch-sites.json`: bytes per
+/// site at its peak of allocated bytes, which the trace's lower bound equals).
+#[test]
+fn the_replay_names_the_lines_at_the_peak_with_pytorchs_own_shares() {
+    let dir = crate::util::repo("samples/traces/h200-tracker");
+    let sites: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("gpt2-train.pytorch-sites.json")).unwrap(),
+    )
+    .unwrap();
+    let peak = sites["peak_allocated"].as_u64().unwrap() as f64;
+    let share = |i: usize| {
+        format!(
+            "{:.0}%",
+            100.0 * sites["sites"][i]["bytes"].as_u64().unwrap() as f64 / peak
+        )
+    };
+    let out = vramtrace()
+        .args([
+            "replay",
+            dir.join("gpt2-train.vramtrace").to_str().unwrap(),
+            "--policy",
+            "pytorch",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    // PyTorch's third site is the autograd thread's, which has no Python frame to name.
+    let expected = format!(
+        "at the peak  {} transformers/activations.py:66 NewGELUActivation.forward, {} \
+         /work/main/.dev-lead/workloads/pyframes_train.py:49 gpt2_step, {} \
+         transformers/pytorch_utils.py:119 Conv1D.forward (",
+        share(0),
+        share(1),
+        share(3)
+    );
+    assert!(text.contains(&expected), "{expected}\n{text}");
+    assert!(text.contains("lower bound  4.62 GiB"), "{text}");
+}

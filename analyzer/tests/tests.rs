@@ -18,4 +18,5 @@ mod replay_validation;
 mod report;
 mod streams;
 mod tune;
+mod tune_replays;
 mod validation_h200;

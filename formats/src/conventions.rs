@@ -1,11 +1,13 @@
 //! Trace-level conventions that the writing and the reading side both rely on, beyond the byte
-//! layout `formats/SPEC.md` specifies: the bits of `Event::flags` an import sets, how a Python
-//! frame's module is named (and how version-1 imports stored Python frames), the names of trace files and of the launcher's
-//! heartbeat marks, and the `VRAMTRACE_*` environment variables.
+//! layout `formats/SPEC.md` specifies: the bits of `Event::flags` an import or the recorder
+//! sets, how a Python frame's module is named (and how version-1 imports stored Python frames),
+//! the names of trace files and of the launcher's heartbeat marks, and the `VRAMTRACE_*`
+//! environment variables.
 //!
 //! The recorder (`recorder/src/session.rs`) and the launcher (`vramtrace record`) read the
 //! naming rules from here, so the file one writes is the file the other looks for.
 
+use crate::{Api, Event};
 use std::path::Path;
 
 /// `Event::flags` bit marking an allocator segment of an imported snapshot (as opposed to a
@@ -19,6 +21,19 @@ pub const BEFORE_HISTORY: u64 = 1 << 62;
 /// `Event::flags` bit of a mapping re-created for the part of an earlier mapping that a
 /// partial `segment_unmap` left mapped: bookkeeping of the import, not an allocator call.
 pub const REMAINDER: u64 = 1 << 61;
+
+/// `Event::flags` bit of a `torch.free_completed` that also stands for the block's
+/// `torch.free_requested`: PyTorch requested and completed the free in one call (no uses on
+/// other streams), so the recorder wrote the pair as one event. The request has the same time,
+/// thread, device, block, size, stream and pool (formats/SPEC.md §4.2).
+pub const WITH_FREE_REQUEST: u64 = 1 << 60;
+
+/// True for an event that stands for a PyTorch `free_requested` entry: a
+/// `torch.free_requested`, or a `torch.free_completed` with [`WITH_FREE_REQUEST`].
+pub fn requests_free(e: &Event) -> bool {
+    e.api == Api::TorchFreeRequested
+        || (e.api == Api::TorchFreeCompleted && e.flags & WITH_FREE_REQUEST != 0)
+}
 
 /// Module paths of Python functions in version-1 imports start with this.
 const PY_PREFIX: &str = "py:";
@@ -187,6 +202,22 @@ pub mod env {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_free_request_is_its_own_event_or_a_flagged_completion() {
+        let with = |api, flags| Event {
+            flags,
+            ..Event::new(api)
+        };
+        assert!(requests_free(&with(Api::TorchFreeRequested, 0)));
+        assert!(requests_free(&with(
+            Api::TorchFreeCompleted,
+            WITH_FREE_REQUEST
+        )));
+        assert!(!requests_free(&with(Api::TorchFreeCompleted, 0)));
+        // The bit means nothing on other events (a driver call's flags are its own).
+        assert!(!requests_free(&with(Api::CuMemFree_v2, WITH_FREE_REQUEST)));
+    }
 
     #[test]
     fn python_frames_round_trip_through_module_paths() {

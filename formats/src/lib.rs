@@ -60,5 +60,5 @@ pub use reader::{EventChunks, Layout, MappedFile, ReadOptions, Trace, TraceHead}
 pub use tables::{
     Device, Frame, FrameRef, Module, Pool, Process, PythonFrame, Stack, Stream, Tables, Thread,
 };
-pub use torch_trace::{TORCH_LAYOUTS, TorchLayout, parse_torch_version};
+pub use torch_trace::{EntryLayout, TORCH_LAYOUTS, TorchLayout, parse_torch_version};
 pub use writer::{TraceWriter, WriterOptions};

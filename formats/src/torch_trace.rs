@@ -24,16 +24,24 @@ pub struct TorchLayout {
     pub slot_attach: usize,
     /// Vtable slot of `CUDAAllocator::initialized()`.
     pub slot_initialized: usize,
+    /// Where a `TraceEntry`'s fields are.
+    pub entry: EntryLayout,
+}
+
+/// The size of a `TraceEntry` and the byte offsets of its fields: `action_` (i32), `device_`
+/// (i8), `addr_`, `stream_`, `size_` (u64 each) and `mempool_` (two u64). Each is below 256 in
+/// every known version, so the whole layout packs into one word ([`EntryLayout::to_word`]),
+/// which the recorder keeps in the one cache line its hooks read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryLayout {
     /// `sizeof(TraceEntry)`.
-    pub entry_size: usize,
-    /// Offsets of `action_` (i32), `device_` (i8), `addr_`, `stream_`, `size_` (u64 each) and
-    /// `mempool_` (two u64).
-    pub action: usize,
-    pub device: usize,
-    pub addr: usize,
-    pub stream: usize,
-    pub size: usize,
-    pub mempool: usize,
+    pub size_of: u8,
+    pub action: u8,
+    pub device: u8,
+    pub addr: u8,
+    pub stream: u8,
+    pub size: u8,
+    pub mempool: u8,
 }
 
 /// Every layout the recorder was proven against on a GPU.
@@ -43,13 +51,15 @@ pub const TORCH_LAYOUTS: &[TorchLayout] = &[TorchLayout {
     native_type_name: "N3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocatorE",
     slot_attach: 44,
     slot_initialized: 6,
-    entry_size: 136,
-    action: 0,
-    device: 4,
-    addr: 8,
-    stream: 32,
-    size: 40,
-    mempool: 48,
+    entry: EntryLayout {
+        size_of: 136,
+        action: 0,
+        device: 4,
+        addr: 8,
+        stream: 32,
+        size: 40,
+        mempool: 48,
+    },
 }];
 
 /// `CUDA_ERROR_OUT_OF_MEMORY`, the result of an event made from an `OOM` entry.
@@ -78,22 +88,52 @@ impl TorchLayout {
             _ => return None,
         })
     }
+}
 
-    /// The action of the entry `bytes` (at least [`TorchLayout::entry_size`] long).
+impl EntryLayout {
+    /// The layout as one word, byte `i` the `i`-th field (never 0: `size_of` is not).
+    pub const fn to_word(self) -> u64 {
+        u64::from_le_bytes([
+            self.size_of,
+            self.action,
+            self.device,
+            self.addr,
+            self.stream,
+            self.size,
+            self.mempool,
+            0,
+        ])
+    }
+
+    /// The layout [`EntryLayout::to_word`] packed.
+    pub const fn from_word(word: u64) -> EntryLayout {
+        let b = word.to_le_bytes();
+        EntryLayout {
+            size_of: b[0],
+            action: b[1],
+            device: b[2],
+            addr: b[3],
+            stream: b[4],
+            size: b[5],
+            mempool: b[6],
+        }
+    }
+
+    /// The action of the entry `bytes` (at least [`EntryLayout::size_of`] long).
     pub fn action_of(&self, bytes: &[u8]) -> Option<i32> {
-        Some(i32::from_le_bytes(
-            bytes.get(self.action..self.action + 4)?.try_into().ok()?,
-        ))
+        let at = usize::from(self.action);
+        Some(i32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
     }
 
     /// The event an entry stands for, all fields but those of the recording (time, process,
     /// thread, stack, seq). `None` for an action the trace does not keep or a short slice.
     pub fn decode(&self, bytes: &[u8]) -> Option<Event> {
-        let u64_at = |o: usize| -> Option<u64> {
+        let u64_at = |o: u8| -> Option<u64> {
+            let o = usize::from(o);
             Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?))
         };
-        let (api, result) = Self::api_of(self.action_of(bytes)?)?;
-        let device = *bytes.get(self.device)? as i8;
+        let (api, result) = TorchLayout::api_of(self.action_of(bytes)?)?;
+        let device = *bytes.get(usize::from(self.device))? as i8;
         let addr = u64_at(self.addr)?;
         let oom = result == OUT_OF_MEMORY;
         Some(Event {
@@ -108,7 +148,7 @@ impl TorchLayout {
             size: u64_at(self.size)?,
             stream: u64_at(self.stream)?,
             pool: u64_at(self.mempool)?,
-            handle: u64_at(self.mempool + 8)?,
+            handle: u64_at(self.mempool.checked_add(8)?)?,
             ..Event::new(api)
         })
     }
@@ -135,21 +175,26 @@ pub fn parse_torch_version(text: &str) -> Option<&str> {
 mod tests {
     use super::*;
 
-    fn entry(l: &TorchLayout, action: i32, device: i8, addr: u64, size: u64) -> Vec<u8> {
-        let mut b = vec![0u8; l.entry_size];
-        b[l.action..l.action + 4].copy_from_slice(&action.to_le_bytes());
-        b[l.device] = device as u8;
-        b[l.addr..l.addr + 8].copy_from_slice(&addr.to_le_bytes());
-        b[l.stream..l.stream + 8].copy_from_slice(&0x55u64.to_le_bytes());
-        b[l.size..l.size + 8].copy_from_slice(&size.to_le_bytes());
-        b[l.mempool..l.mempool + 8].copy_from_slice(&1u64.to_le_bytes());
-        b[l.mempool + 8..l.mempool + 16].copy_from_slice(&2u64.to_le_bytes());
+    fn entry(l: &EntryLayout, action: i32, device: i8, addr: u64, size: u64) -> Vec<u8> {
+        let at = |o: u8| usize::from(o);
+        let (action_at, addr_at, stream_at) = (at(l.action), at(l.addr), at(l.stream));
+        let (size_at, mempool_at) = (at(l.size), at(l.mempool));
+        let mut b = vec![0u8; at(l.size_of)];
+        b[action_at..action_at + 4].copy_from_slice(&action.to_le_bytes());
+        b[at(l.device)] = device as u8;
+        b[addr_at..addr_at + 8].copy_from_slice(&addr.to_le_bytes());
+        b[stream_at..stream_at + 8].copy_from_slice(&0x55u64.to_le_bytes());
+        b[size_at..size_at + 8].copy_from_slice(&size.to_le_bytes());
+        b[mempool_at..mempool_at + 8].copy_from_slice(&1u64.to_le_bytes());
+        b[mempool_at + 8..mempool_at + 16].copy_from_slice(&2u64.to_le_bytes());
         b
     }
 
     #[test]
     fn the_2_11_layout_decodes_every_action_it_keeps() {
-        let l = TorchLayout::for_version("2.11.0+cu130").expect("2.11 is known");
+        let l = &TorchLayout::for_version("2.11.0+cu130")
+            .expect("2.11 is known")
+            .entry;
         let e = l.decode(&entry(l, 0, 1, 0x7f00, 3_145_733)).unwrap();
         assert_eq!(e.api, Api::TorchAlloc);
         assert_eq!((e.device, e.address, e.size), (1, 0x7f00, 3_145_733));
@@ -176,7 +221,7 @@ mod tests {
 
     #[test]
     fn an_oom_entry_is_a_refused_alloc_with_the_free_bytes_in_aux() {
-        let l = &TORCH_LAYOUTS[0];
+        let l = &TORCH_LAYOUTS[0].entry;
         let e = l.decode(&entry(l, 8, 0, 12345, 1 << 40)).unwrap();
         assert_eq!((e.api, e.result), (Api::TorchAlloc, 2));
         assert_eq!((e.address, e.aux, e.size), (0, 12345, 1 << 40));
@@ -184,12 +229,20 @@ mod tests {
 
     #[test]
     fn short_entries_and_unknown_versions_are_refused() {
-        let l = &TORCH_LAYOUTS[0];
+        let l = &TORCH_LAYOUTS[0].entry;
         assert_eq!(l.decode(&entry(l, 0, 0, 1, 1)[..40]), None);
         assert_eq!(TorchLayout::for_version("2.10.0"), None);
         assert_eq!(TorchLayout::for_version("2.1.0"), None);
         let e = l.decode(&entry(l, 0, -1, 1, 1)).unwrap();
         assert_eq!(e.device, NO_DEVICE);
+    }
+
+    #[test]
+    fn every_known_layout_packs_into_one_word_and_back() {
+        for l in TORCH_LAYOUTS {
+            assert_ne!(l.entry.to_word(), 0);
+            assert_eq!(EntryLayout::from_word(l.entry.to_word()), l.entry);
+        }
     }
 
     #[test]

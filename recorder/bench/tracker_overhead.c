@@ -1,29 +1,53 @@
 /*
  * What the recorder's PyTorch tracker costs per allocator entry: a fake libc10_cuda.so
- * (tests/c/fake_c10_cuda.c, PyTorch 2.11's layout) reports ROUNDS x 1000 `alloc` entries and as
- * many `free_completed` entries, timed in batches of 100 from a call site DEPTH frames above
- * main. Run it plainly (no tracker attached: the allocator's own loop over zero trackers) and
- * under the recorder (stacks none / native); the difference of the medians is the tracker's
- * cost. One fake allocation first makes the recorder attach. See recorder/BENCHMARKS.md.
+ * (tests/c/fake_c10_cuda.c, PyTorch 2.11's layout) calls the attached trackers from a call site
+ * DEPTH frames above main. Run it plainly (no tracker attached: the allocator's own loop over
+ * zero trackers) and under the recorder (stacks none / python / native); the difference of the
+ * medians is the tracker's cost. One fake allocation first makes the recorder attach, then
+ * 70,000 untimed entries go round the recorder's journal once (its default 65,536 slots), so
+ * the timed part sees the steady state of a long run, not first-touch page faults. See
+ * recorder/BENCHMARKS.md.
  *
- *   tracker_overhead LIBC10_CUDA DEPTH ROUNDS
+ *   tracker_overhead LIBC10_CUDA DEPTH ROUNDS [COLD_KIB]
  *
- * Prints the median and the 90th percentile per entry of each kind, in ns.
+ * Each round has two parts, then sleeps 2 ms so the recorder's writer drains its journal
+ * outside the timed part:
+ *
+ * - hot: 1,000 `alloc` entries, then 1,000 `free_completed` entries, timed in batches of 100
+ *   (the recorder's code and data stay in the caches: its best case).
+ * - tensor: 100 tensors as PyTorch's caching allocator reports a cached block that is freed
+ *   with no stream uses (`alloc`; later `free_requested` then `free_completed` in one `free()`
+ *   call), each of the two calls timed alone (TSC); between two calls the program writes the
+ *   next COLD_KIB KiB (default 4096) of 64 MiB of other memory, more than the last-level
+ *   cache, as a training step's work between two tensors does, so the recorder finds its
+ *   data, its journal slots and the entries cold, as in a real program (0: no such writes).
+ *
+ * Prints the median, the 90th percentile and the interquartile mean per entry of each hot kind,
+ * and per call of each tensor kind (`tensor_alloc`, `tensor_free` = both entries of the free),
+ * in ns.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #define ENTRIES 1000
 #define BATCH 100
+#define TENSORS 100
 #define MAX_ROUNDS 1000
+#define WARMUP_ENTRIES 70000
 
 static void (*entry)(int, unsigned long, unsigned long);
 static double alloc_ns[MAX_ROUNDS * ENTRIES / BATCH], free_ns[MAX_ROUNDS * ENTRIES / BATCH];
-static int batches;
+static double tensor_alloc_ns[MAX_ROUNDS * TENSORS], tensor_free_ns[MAX_ROUNDS * TENSORS];
+static int batches, tensors;
+static unsigned char *cold;
+static size_t cold_len, cold_at;
+/* The other memory: 64 MiB, more than the last-level cache, written COLD_KIB at a time. */
+#define COLD_AREA (64ul << 20)
 
 static unsigned long long now(void) {
     struct timespec ts;
@@ -36,7 +60,24 @@ static int cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-__attribute__((noinline)) static void round_of_entries(void) {
+/* A timestamp in TSC ticks (converted to ns at the end): finer than this VM's clock_gettime. */
+static unsigned long long ticks(void) {
+    __builtin_ia32_lfence();
+    unsigned long long t = __builtin_ia32_rdtsc();
+    __builtin_ia32_lfence();
+    return t;
+}
+
+/* The program's own work between two allocator calls: writes the next `cold_len` bytes of
+ * the other memory. */
+__attribute__((noinline)) static void other_work(unsigned round) {
+    if (cold_at + cold_len > COLD_AREA) cold_at = 0;
+    for (size_t i = 0; i < cold_len; i += 64) cold[cold_at + i] = (unsigned char)(round + i);
+    cold_at += cold_len;
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void round_of_entries(unsigned round) {
     for (int b = 0; b < ENTRIES / BATCH; b++) {
         unsigned long long t0 = now();
         for (int i = 0; i < BATCH; i++) entry(0, 0x7f0000000000ul + 512ul * i, 512);
@@ -47,6 +88,21 @@ __attribute__((noinline)) static void round_of_entries(void) {
         free_ns[batches] = (double)(t2 - t1) / BATCH;
         batches++;
     }
+    for (int i = 0; i < TENSORS; i++) {
+        unsigned long addr = 0x7f1000000000ul + 4096ul * (i + TENSORS * (round & 15));
+        other_work(round);
+        unsigned long long t0 = ticks();
+        entry(0, addr, 4096);
+        unsigned long long t1 = ticks();
+        other_work(round);
+        unsigned long long t2 = ticks();
+        entry(1, addr, 4096);
+        entry(2, addr, 4096);
+        unsigned long long t3 = ticks();
+        tensor_alloc_ns[tensors] = (double)(t1 - t0);
+        tensor_free_ns[tensors] = (double)(t3 - t2);
+        tensors++;
+    }
 }
 
 __attribute__((noinline)) static void at_depth(int depth, int rounds) {
@@ -55,21 +111,42 @@ __attribute__((noinline)) static void at_depth(int depth, int rounds) {
         __asm__ volatile("" ::: "memory");
         return;
     }
+    for (int i = 0; i < WARMUP_ENTRIES; i++) {
+        entry(i % 3, 0x7f2000000000ul + 512ul * (i % 1000), 512);
+        if (i % 1000 == 999) usleep(1000);
+    }
     for (int r = 0; r < rounds; r++) {
-        round_of_entries();
+        round_of_entries((unsigned)r);
         usleep(2000);
     }
 }
 
-static void report(const char *what, double *v) {
-    qsort(v, batches, sizeof *v, cmp);
-    printf("%s median %.1f p90 %.1f\n", what, v[batches / 2], v[batches * 9 / 10]);
+/* The median, the 90th percentile and the mean of the middle half (finer than the median
+ * where the clock ticks coarsely). */
+static void report(const char *what, double *v, int n) {
+    qsort(v, n, sizeof *v, cmp);
+    double sum = 0;
+    for (int i = n / 4; i < n * 3 / 4; i++) sum += v[i];
+    printf("%s median %.1f p90 %.1f iqm %.1f\n", what, v[n / 2], v[n * 9 / 10],
+           sum / (n * 3 / 4 - n / 4));
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) { fprintf(stderr, "usage: tracker_overhead LIBC10_CUDA DEPTH ROUNDS\n"); return 2; }
+    if (argc < 4) {
+        fprintf(stderr, "usage: tracker_overhead LIBC10_CUDA DEPTH ROUNDS [COLD_KIB]\n");
+        return 2;
+    }
     int depth = atoi(argv[2]), rounds = atoi(argv[3]);
+    long cold_kib = argc > 4 ? atol(argv[4]) : 4096;
     if (rounds < 1 || rounds > MAX_ROUNDS) { fprintf(stderr, "ROUNDS: 1..%d\n", MAX_ROUNDS); return 2; }
+    if (cold_kib < 0 || cold_kib > (long)(COLD_AREA >> 10)) {
+        fprintf(stderr, "COLD_KIB: 0..%lu\n", COLD_AREA >> 10);
+        return 2;
+    }
+    cold_len = (size_t)cold_kib << 10;
+    cold = malloc(COLD_AREA);
+    if (!cold) { fprintf(stderr, "out of memory\n"); return 1; }
+    memset(cold, 1, COLD_AREA);
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
     void (*init)(void) = (void (*)(void))dlsym(h, "fake_torch_init");
@@ -80,8 +157,16 @@ int main(int argc, char **argv) {
     if (!init || !alloc || !entry) { fprintf(stderr, "not a fake c10\n"); return 1; }
     init();
     alloc(1000, 0, 0, 0);
+    unsigned long long c0 = now(), k0 = ticks();
     at_depth(depth, rounds);
-    report("alloc", alloc_ns);
-    report("free_completed", free_ns);
+    double ns_per_tick = (double)(now() - c0) / (double)(ticks() - k0);
+    for (int i = 0; i < tensors; i++) {
+        tensor_alloc_ns[i] *= ns_per_tick;
+        tensor_free_ns[i] *= ns_per_tick;
+    }
+    report("alloc", alloc_ns, batches);
+    report("free_completed", free_ns, batches);
+    report("tensor_alloc", tensor_alloc_ns, tensors);
+    report("tensor_free", tensor_free_ns, tensors);
     return 0;
 }

@@ -1,7 +1,8 @@
 //! The clock and identities the hook path reads: no system call beyond the vDSO.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
+use crate::hot::HOT;
+use crate::thread;
+use std::sync::atomic::Ordering;
 
 /// `CLOCK_MONOTONIC` in nanoseconds (a vDSO call, no system call).
 #[inline]
@@ -25,31 +26,25 @@ pub fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-static PID: AtomicU32 = AtomicU32::new(0);
-
-thread_local! {
-    // Const-initialised and without a destructor: no allocation or registration on first use.
-    static TID: Cell<u32> = const { Cell::new(0) };
-}
-
 /// This process's id, cached (refreshed in a fork child by [`after_fork_in_child`]).
 #[inline]
 pub fn pid() -> u32 {
-    match PID.load(Ordering::Relaxed) {
+    match HOT.pid.load(Ordering::Relaxed) {
         0 => {
             // SAFETY: getpid has no preconditions.
             let p = unsafe { libc::getpid() } as u32;
-            PID.store(p, Ordering::Relaxed);
+            HOT.pid.store(p, Ordering::Relaxed);
             p
         }
         p => p,
     }
 }
 
-/// The calling thread's id, cached per thread after one `gettid`.
+/// The calling thread's id, cached per thread (`thread::PerThread`) after one `gettid`.
 #[inline]
 pub fn tid() -> u32 {
-    TID.with(|t| match t.get() {
+    let t = &thread::this().tid;
+    match t.get() {
         0 => {
             // SAFETY: gettid has no preconditions. The system call rather than glibc's wrapper,
             // which only glibc 2.30 and later export (the library must load on 2.17).
@@ -59,11 +54,11 @@ pub fn tid() -> u32 {
             id
         }
         id => id,
-    })
+    }
 }
 
 /// Runs in the only thread of a fork child: its pid and tid differ from the parent's.
 pub fn after_fork_in_child() {
-    PID.store(0, Ordering::Relaxed);
-    TID.with(|t| t.set(0));
+    HOT.pid.store(0, Ordering::Relaxed);
+    thread::this().tid.set(0);
 }

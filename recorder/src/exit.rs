@@ -61,6 +61,7 @@ extern "C" fn in_fork_parent() {
 extern "C" fn in_fork_child() {
     crate::modules::after_fork(true);
     clock::after_fork_in_child();
+    crate::torch::after_fork_in_child();
     crate::hooks::context::after_fork_in_child();
     ring::detach();
     lifecycle::after_fork_in_child();
@@ -173,6 +174,7 @@ unsafe fn chain(
 
 extern "C" fn on_unload() {
     if lifecycle::running_here() {
+        crate::torch::release_held();
         lifecycle::finalize_and_wait(Duration::from_secs(10));
     }
 }

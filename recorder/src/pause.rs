@@ -8,19 +8,18 @@
 //! From C: `int vramtrace_set_paused(int paused)`; from Python:
 //! `ctypes.CDLL(None).vramtrace_set_paused(1)`. It returns the previous state.
 
+use crate::hot::HOT;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-static PAUSED: AtomicBool = AtomicBool::new(false);
+use std::sync::atomic::Ordering;
 
 /// Pauses (`paused != 0`) or resumes recording in this process; returns 1 if it was paused.
 #[unsafe(no_mangle)]
 pub extern "C" fn vramtrace_set_paused(paused: c_int) -> c_int {
-    c_int::from(PAUSED.swap(paused != 0, Ordering::Relaxed))
+    c_int::from(HOT.paused.swap(paused != 0, Ordering::Relaxed))
 }
 
 /// True while recording is paused.
 #[inline]
 pub fn paused() -> bool {
-    PAUSED.load(Ordering::Relaxed)
+    HOT.paused.load(Ordering::Relaxed)
 }

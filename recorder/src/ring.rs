@@ -11,26 +11,24 @@
 
 use crate::clock;
 use crate::hooks::{HOOKS, Hook, context};
+use crate::hot::HOT;
 use crate::lifecycle;
 use crate::pause;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering, compiler_fence};
+use std::sync::atomic::{AtomicU64, Ordering, compiler_fence};
 use vramtrace_format::Api;
 use vramtrace_format::journal::{DRAINED_OFFSET, HEADER_LEN, NEXT_OFFSET, RECORD_LEN, Record};
 
-/// Base of the journal mapping; null when not recording.
-static JOURNAL: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
-/// Record slots in the journal; a power of two.
-static CAPACITY: AtomicU64 = AtomicU64::new(0);
-
-/// Publishes a journal mapping of `capacity` slots to the hooks.
+/// Publishes a journal mapping of `capacity` slots to the hooks (`HOT.journal`, `capacity`).
 pub fn attach(base: *mut u8, capacity: u64) {
-    CAPACITY.store(capacity, Ordering::Relaxed);
-    JOURNAL.store(base, Ordering::Release);
+    HOT.capacity.store(capacity, Ordering::Relaxed);
+    // A new journal starts with nothing drained: the first push looks at its cursor.
+    HOT.limit.store(0, Ordering::Relaxed);
+    HOT.journal.store(base, Ordering::Release);
 }
 
 /// Stops the hooks from writing (they skip events from now on).
 pub fn detach() {
-    JOURNAL.store(std::ptr::null_mut(), Ordering::Release);
+    HOT.journal.store(std::ptr::null_mut(), Ordering::Release);
 }
 
 /// The cursors in a journal header.
@@ -64,7 +62,7 @@ pub unsafe fn slot(base: *mut u8, capacity: u64, slot: u64) -> (&'static AtomicU
 /// Whether a hook should build a record at all (not while [`pause::paused`]).
 #[inline]
 pub fn wanted() -> bool {
-    !pause::paused() && (!JOURNAL.load(Ordering::Relaxed).is_null() || lifecycle::may_start())
+    !pause::paused() && (!HOT.journal.load(Ordering::Relaxed).is_null() || lifecycle::may_start())
 }
 
 /// A record for `hook` with the fields every event has.
@@ -94,28 +92,39 @@ pub fn record_of(api: Option<Api>, t0: u64, t1: u64, result: u32) -> Record {
 /// Appends `rec` to the journal, giving it the next `seq`.
 #[inline]
 pub fn push(rec: &mut Record) {
-    let mut base = JOURNAL.load(Ordering::Acquire);
+    let mut base = HOT.journal.load(Ordering::Acquire);
     if base.is_null() {
         if !lifecycle::ensure_started() {
             return;
         }
-        base = JOURNAL.load(Ordering::Acquire);
+        base = HOT.journal.load(Ordering::Acquire);
         if base.is_null() {
             return;
         }
     }
-    let capacity = CAPACITY.load(Ordering::Relaxed);
+    let capacity = HOT.capacity.load(Ordering::Relaxed);
     // SAFETY: `base` is a live journal mapping (never unmapped once published).
     let (next, drained) = unsafe { cursors(base) };
     let s = next.fetch_add(1, Ordering::AcqRel);
-    // Ring full: wait for the writer to free slots. It always does while it lives, also after
-    // an I/O error (it then discards), so this cannot wait forever.
-    while s >= drained.load(Ordering::Acquire) + capacity {
-        if !lifecycle::writer_alive() {
-            return;
+    // `drained` only grows, so a slot below a `drained + capacity` seen before is free; the
+    // journal's own cursor (a line of its own, which the writer stores) is read only when the
+    // slot is past that. Acquire/release through `limit` carries the writer's "done reading
+    // these slots" (its release store of `drained`) to this thread as a direct read would.
+    if s >= HOT.limit.load(Ordering::Acquire) {
+        // Ring full: wait for the writer to free slots. It always does while it lives, also
+        // after an I/O error (it then discards), so this cannot wait forever.
+        loop {
+            let limit = drained.load(Ordering::Acquire) + capacity;
+            if s < limit {
+                HOT.limit.fetch_max(limit, Ordering::AcqRel);
+                break;
+            }
+            if !lifecycle::writer_alive() {
+                return;
+            }
+            // SAFETY: sched_yield has no preconditions.
+            unsafe { libc::sched_yield() };
         }
-        // SAFETY: sched_yield has no preconditions.
-        unsafe { libc::sched_yield() };
     }
     // SAFETY: slot `s` is reserved for this thread alone until its seq is published.
     unsafe {

@@ -30,11 +30,31 @@
 //! It runs on the allocating thread under the allocator's lock: no GIL, no Python, no lock, no
 //! allocation. It decodes the entry and pushes one journal record, with a stack for the
 //! events that bring memory in, exactly as a driver hook does.
+//!
+//! A tensor gives three entries, and the recording cost of an allocation-heavy program is
+//! mostly their number (recorder/BENCHMARKS.md). Its `free()` reports `FREE_REQUESTED`, then,
+//! when the block has no uses on other streams, `FREE_COMPLETED` of the same block at once (in
+//! `free_block`, same call, same lock). The callback therefore holds a `free_requested` back
+//! in a thread-local slot, and writes it together with that `free_completed` as one record: a
+//! `torch.free_completed` with the flag `WITH_FREE_REQUEST` (formats/SPEC.md §4.2). Any other
+//! next entry on the thread writes the held one first, on its own, with its own time.
+//!
+//! What holding back costs in durability (the journal's promise, `ring`, is per record):
+//! a held `free_requested` is in no journal record until the thread's next tracker entry. Only
+//! a request whose completion PyTorch deferred (the block has uses on other streams:
+//! `record_stream`) stays held after `free()` returns, at most one per thread. Such a request
+//! is lost when the process is killed (`SIGKILL`, a fatal signal) or the thread ends before the
+//! thread's next entry; at a normal exit the exiting thread's is written ([`release_held`]).
+//! A `free_completed`, the event the replay frees at, is never held. A kill between the two
+//! entries of one `free()` loses the request of a free that did not complete.
 
-use crate::{config, modules, resolve, ring};
+use crate::hot::HOT;
+use crate::{config, modules, resolve, ring, thread};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use vramtrace_format::{TORCH_LAYOUTS, TorchLayout, parse_torch_version};
+use vramtrace_format::conventions::WITH_FREE_REQUEST;
+use vramtrace_format::journal::Record;
+use vramtrace_format::{Api, EntryLayout, Event, TORCH_LAYOUTS, TorchLayout, parse_torch_version};
 
 /// Not seen yet (or not loaded).
 const UNSEEN: u8 = 0;
@@ -89,19 +109,31 @@ unsafe extern "C" fn manage(dest: *mut [usize; 2], source: *const [usize; 2], op
     false
 }
 
-/// The tracker: one `TraceEntry` in, one journal record out.
+/// The tracker: one `TraceEntry` in, one journal record out, except that a `free_requested` is
+/// held back on its thread (`thread::PerThread`) until the next entry there, so that it and the `free_completed` of
+/// the same block that PyTorch's `free()` reports right after it (no uses on other streams)
+/// become one record ([`WITH_FREE_REQUEST`]). Any other next entry publishes it on its own
+/// first, with its own time.
 unsafe extern "C" fn invoke(_functor: *const [usize; 2], entry: *const u8) {
     if entry.is_null() || !ring::wanted() {
         return;
     }
-    let Some(layout) = TORCH_LAYOUTS.get(LAYOUT.load(Ordering::Relaxed)) else {
-        return;
-    };
-    // SAFETY: the allocator passes a live `TraceEntry`, `entry_size` bytes for this version.
-    let bytes = unsafe { std::slice::from_raw_parts(entry, layout.entry_size) };
+    let layout = EntryLayout::from_word(HOT.torch_entry.load(Ordering::Relaxed));
+    // SAFETY: the allocator passes a live `TraceEntry`, `size_of` bytes for this version (0
+    // before a version was found: an empty slice, which decodes to nothing).
+    let bytes = unsafe { std::slice::from_raw_parts(entry, usize::from(layout.size_of)) };
     let Some(e) = layout.decode(bytes) else {
         return;
     };
+    if let Some(mut held) = take_held() {
+        if e.api == Api::TorchFreeCompleted && same_block(&held, &e) {
+            held.api = e.api.id();
+            held.flags |= WITH_FREE_REQUEST;
+            ring::push(&mut held);
+            return;
+        }
+        ring::push(&mut held);
+    }
     let now = crate::clock::now();
     let mut rec = ring::record_of(Some(e.api), now, now, e.result);
     rec.device = e.device;
@@ -111,7 +143,49 @@ unsafe extern "C" fn invoke(_functor: *const [usize; 2], entry: *const u8) {
     rec.pool = e.pool;
     rec.handle = e.handle;
     rec.aux = e.aux;
-    ring::push(&mut rec);
+    if e.api == Api::TorchFreeRequested {
+        let t = thread::this();
+        t.held.set(rec);
+        t.has_held.set(true);
+    } else {
+        ring::push(&mut rec);
+    }
+}
+
+/// Whether entry `e` is about the block of the held `free_requested` record.
+fn same_block(held: &Record, e: &Event) -> bool {
+    (
+        held.address,
+        held.size,
+        held.device,
+        held.stream,
+        held.pool,
+        held.handle,
+    ) == (e.address, e.size, e.device, e.stream, e.pool, e.handle)
+}
+
+/// This thread's held `free_requested`, if any. When there is none it only reads the flag: a
+/// store into a cold line before the journal's atomic add would make the add wait for it.
+#[inline]
+fn take_held() -> Option<Record> {
+    let t = thread::this();
+    if !t.has_held.get() {
+        return None;
+    }
+    t.has_held.set(false);
+    Some(t.held.get())
+}
+
+/// Publishes this thread's held `free_requested`, if any: at exit, on the exiting thread.
+pub fn release_held() {
+    if let Some(mut held) = take_held() {
+        ring::push(&mut held);
+    }
+}
+
+/// Runs in the only thread of a fork child: the parent's held entry is the parent's.
+pub fn after_fork_in_child() {
+    thread::this().has_held.set(false);
 }
 
 /// On the hooks of driver allocations: finds PyTorch and attaches the tracker once it can be.
@@ -172,6 +246,9 @@ fn discover() -> u8 {
         Ok((cell, layout)) => {
             ALLOCATOR.store(cell, Ordering::Relaxed);
             LAYOUT.store(layout, Ordering::Relaxed);
+            if let Some(l) = TORCH_LAYOUTS.get(layout) {
+                HOT.torch_entry.store(l.entry.to_word(), Ordering::Relaxed);
+            }
             FOUND
         }
         Err(why) => {

@@ -100,13 +100,25 @@ CUdeviceptr fake_torch_malloc(unsigned long size, unsigned long stream, unsigned
     return p;
 }
 
-/* Frees the tensor and its segment; `delayed` frees complete later (record_stream). */
-void fake_torch_free(CUdeviceptr p, unsigned long size, unsigned long stream) {
+/* Completes the free of a tensor and frees its segment. */
+void fake_torch_complete_free(CUdeviceptr p, unsigned long size, unsigned long stream) {
     unsigned long seg = (size + (2ul << 20) - 1) & ~((2ul << 20) - 1);
-    trace(1, (long)p, size, stream, 0, 0);
     trace(2, (long)p, size, stream, 0, 0);
     mem_free(p);
     trace(4, (long)p, seg, stream, 0, 0);
+}
+
+/* Frees the tensor and its segment, as PyTorch's free() does a block with no uses on other
+ * streams: the request, then at once its completion. */
+void fake_torch_free(CUdeviceptr p, unsigned long size, unsigned long stream) {
+    trace(1, (long)p, size, stream, 0, 0);
+    fake_torch_complete_free(p, size, stream);
+}
+
+/* Requests the free of a tensor that has uses on other streams (record_stream): PyTorch
+ * completes it later (fake_torch_complete_free), once their events have completed. */
+void fake_torch_free_later(CUdeviceptr p, unsigned long size, unsigned long stream) {
+    trace(1, (long)p, size, stream, 0, 0);
 }
 
 /* One entry of `action` for the trackers, nothing else (recorder/bench/tracker_overhead.c). */

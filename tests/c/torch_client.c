@@ -1,7 +1,9 @@
 /* A PyTorch-shaped program for the tracker tests: loads the fake libc10_cuda.so named on the
  * command line (as `import torch` loads the real one), initializes its allocator, then makes
- * tensors through it: three allocations on two streams and a graph pool, their frees, one
- * refused allocation, one expandable map/unmap pair. Prints each tensor's address. */
+ * tensors through it: three allocations on two streams and a graph pool, their frees (the
+ * second one's completion deferred past the third's, as record_stream defers it), one refused
+ * allocation, one expandable map/unmap pair, and a last tensor whose free is requested and
+ * never completed before the program exits. Prints each tensor's address. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,18 +20,28 @@ int main(int argc, char **argv) {
             h, "fake_torch_malloc");
     void (*release)(CUdeviceptr, unsigned long, unsigned long) =
         (void (*)(CUdeviceptr, unsigned long, unsigned long))dlsym(h, "fake_torch_free");
+    void (*release_later)(CUdeviceptr, unsigned long, unsigned long) =
+        (void (*)(CUdeviceptr, unsigned long, unsigned long))dlsym(h, "fake_torch_free_later");
+    void (*complete)(CUdeviceptr, unsigned long, unsigned long) =
+        (void (*)(CUdeviceptr, unsigned long, unsigned long))dlsym(h, "fake_torch_complete_free");
     void (*map_unmap)(unsigned long, unsigned long) =
         (void (*)(unsigned long, unsigned long))dlsym(h, "fake_torch_map_unmap");
-    if (!init || !alloc || !release || !map_unmap) { fprintf(stderr, "not a fake c10\n"); return 1; }
+    if (!init || !alloc || !release || !release_later || !complete || !map_unmap) {
+        fprintf(stderr, "not a fake c10\n");
+        return 1;
+    }
     init();
     CUdeviceptr a = alloc(1000, 0, 0, 0);
     CUdeviceptr b = alloc(3u << 20, 0x77, 0, 0);
     CUdeviceptr c = alloc(4096, 0, 1, 0);
     alloc(1ul << 50, 0, 0, 0);
-    printf("tensors %#llx %#llx %#llx\n", a, b, c);
     release(a, 1000, 0);
-    release(b, 3u << 20, 0x77);
+    release_later(b, 3u << 20, 0x77);
     release(c, 4096, 0);
+    complete(b, 3u << 20, 0x77);
     map_unmap(0x7000000000ul, 20u << 20);
+    CUdeviceptr d = alloc(512, 0, 0, 0);
+    release_later(d, 512, 0);
+    printf("tensors %#llx %#llx %#llx %#llx\n", a, b, c, d);
     return 0;
 }

@@ -7,6 +7,7 @@
 //! bytes, and the peak of reserved bytes the segment events add up to against
 //! `max_memory_reserved()`.
 
+use vramtrace_format::conventions::requests_free;
 use vramtrace_format::{Api, Trace};
 
 /// The marker tensor's bytes (torch_tracker_workloads.py `MARKER`).
@@ -35,7 +36,10 @@ pub fn compare(trace: &Trace, stats: &serde_json::Value) -> Result<(Vec<Row>, u6
                 private_pool_allocs += u64::from(e.pool != 0 || e.handle != 0);
             }
             Api::TorchFreeRequested => requested_frees += 1,
-            Api::TorchFreeCompleted => freed += 1,
+            Api::TorchFreeCompleted => {
+                freed += 1;
+                requested_frees += u64::from(requests_free(&e));
+            }
             Api::TorchSegmentAlloc | Api::TorchSegmentMap => {
                 segments += 1;
                 segment_bytes += e.size;

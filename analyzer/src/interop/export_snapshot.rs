@@ -469,6 +469,51 @@ mod tests {
         assert!(pickle::read(&bytes).is_ok());
     }
 
+    /// A tracker trace of one tensor, its free as one event (`WITH_FREE_REQUEST`, what the
+    /// recorder writes) or as the two entries PyTorch reported.
+    fn tracker_trace(merged: bool) -> Trace {
+        use vramtrace_format::Api;
+        use vramtrace_format::conventions::WITH_FREE_REQUEST;
+        let e = |seq, api, address, size| Event {
+            seq,
+            time_ns: seq * 1000,
+            pid: 3,
+            device: 0,
+            address,
+            size,
+            ..Event::new(api)
+        };
+        let mut events = vec![
+            e(1, Api::CuMemAlloc_v2, 0x10000, 2 << 20),
+            e(2, Api::TorchSegmentAlloc, 0x10000, 2 << 20),
+            e(3, Api::TorchAlloc, 0x10000, 512),
+        ];
+        if merged {
+            let mut free = e(4, Api::TorchFreeCompleted, 0x10000, 512);
+            free.flags = WITH_FREE_REQUEST;
+            events.push(free);
+        } else {
+            events.push(e(4, Api::TorchFreeRequested, 0x10000, 512));
+            events.push(e(5, Api::TorchFreeCompleted, 0x10000, 512));
+        }
+        let mut w =
+            TraceWriter::new(Vec::new(), &Metadata::default(), WriterOptions::default()).unwrap();
+        for ev in &events {
+            w.push(ev).unwrap();
+        }
+        Trace::from_bytes(&w.finish().unwrap(), ReadOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn a_free_recorded_as_one_event_exports_as_the_request_and_its_completion() {
+        let merged = actions(&snapshot(&tracker_trace(true)).0);
+        assert_eq!(
+            merged,
+            ["segment_alloc", "alloc", "free_requested", "free_completed"]
+        );
+        assert_eq!(merged, actions(&snapshot(&tracker_trace(false)).0));
+    }
+
     #[test]
     fn a_driver_trace_makes_one_segment_per_live_allocation() {
         let e = |seq, api, address, size| Event {

@@ -28,6 +28,13 @@ pub struct Object {
     pub reserved: bool,
 }
 
+impl Object {
+    /// Its stack and bytes, what [`crate::summary::top_stacks`] counts.
+    pub fn stack_bytes(&self) -> (u32, u64) {
+        (self.stack, self.size)
+    }
+}
+
 /// What one event did to live memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {

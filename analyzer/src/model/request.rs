@@ -116,18 +116,46 @@ impl RequestStream {
 
     /// The lower bound of every allocator: the largest sum of live requested bytes.
     pub fn lower_bound(&self) -> u64 {
-        let (mut live, mut peak) = (0u64, 0u64);
-        for r in &self.requests {
+        self.peak().0
+    }
+
+    /// The largest sum of live requested bytes, and the index of the request that first
+    /// reached it (`None` when nothing was allocated).
+    fn peak(&self) -> (u64, Option<usize>) {
+        let (mut live, mut peak, mut at) = (0u64, 0u64, None);
+        for (i, r) in self.requests.iter().enumerate() {
             match r.kind {
                 RequestKind::Alloc => {
                     live = live.saturating_add(r.size);
-                    peak = peak.max(live);
+                    if live > peak {
+                        (peak, at) = (live, Some(i));
+                    }
                 }
                 RequestKind::Free => live = live.saturating_sub(r.size),
                 RequestKind::Attempt => {}
             }
         }
-        peak
+        (peak, at)
+    }
+
+    /// What was live when the requested bytes first reached their peak
+    /// ([`RequestStream::lower_bound`]), as (stack, bytes) per object.
+    pub fn live_at_peak(&self) -> Vec<(u32, u64)> {
+        let Some(at) = self.peak().1 else {
+            return Vec::new();
+        };
+        let mut objects: Vec<Option<(u32, u64)>> = vec![None; self.slots as usize];
+        for r in &self.requests[..=at] {
+            let Some(o) = objects.get_mut(r.slot as usize) else {
+                continue;
+            };
+            match r.kind {
+                RequestKind::Alloc => *o = Some((r.stack, r.size)),
+                RequestKind::Free => *o = None,
+                RequestKind::Attempt => {}
+            }
+        }
+        objects.into_iter().flatten().collect()
     }
 
     pub fn allocations(&self) -> usize {

@@ -20,6 +20,7 @@ pub mod cuda_async;
 pub mod cuda_malloc;
 mod device;
 pub mod driver;
+pub mod equivalence;
 mod error;
 pub mod gmlake;
 pub mod greedy_by_size;
@@ -209,14 +210,23 @@ pub fn resolve(text: &str) -> Result<Vec<PolicySpec>, PolicyError> {
 
 /// Builds the policy a spec names, with its options.
 pub fn build(spec: &PolicySpec, ctx: &BuildContext) -> Result<Box<dyn Policy>, PolicyError> {
+    let (info, options) = options_of(spec)?;
+    (info.build)(&options, ctx).map_err(|source| rejected(spec, source))
+}
+
+/// The policy a spec names and its options, checked against the keys the policy knows.
+fn options_of(spec: &PolicySpec) -> Result<(&'static PolicyInfo, Options<'_>), PolicyError> {
     let info = find(&spec.name).ok_or_else(|| PolicyError::Unknown {
         name: spec.name.clone(),
         known: REGISTRY.iter().map(|p| p.name).collect(),
     })?;
-    let rejected = |source| PolicyError::Option {
+    let options = Options::new(&spec.options, info.keys).map_err(|e| rejected(spec, e))?;
+    Ok((info, options))
+}
+
+fn rejected(spec: &PolicySpec, source: OptionError) -> PolicyError {
+    PolicyError::Option {
         spec: spec.to_string(),
         source,
-    };
-    let options = Options::new(&spec.options, info.keys).map_err(rejected)?;
-    (info.build)(&options, ctx).map_err(rejected)
+    }
 }

@@ -33,7 +33,7 @@
 //! ("Part 3", Q1): a varying-length transformer replays 4.5% low, and exactly with the real
 //! driver's addresses scripted in; a loop with `record_stream` and `empty_cache` 3.3% low.
 
-use super::driver::H200_TOTAL_MEMORY;
+use super::driver::{H200_TOTAL_MEMORY, SMALL_PACKED};
 use super::support::options::{Options, parse_divisions};
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, OptionError, PolicyInfo};
@@ -235,6 +235,139 @@ impl Config {
         } else {
             size.next_multiple_of(K_ROUND_LARGE)
         }
+    }
+}
+
+/// What of a [`Config`] a replay of one request stream can see: the configuration with the
+/// options that cannot matter there set to their defaults, and the size each distinct request
+/// size is rounded to. Two configurations with equal `Effective`s for a stream make the same
+/// calls in the same order on its replay, so every figure of the two replays is the same
+/// (`tune` replays one of them; docs/definitions.md, "tune").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective {
+    cfg: Config,
+    /// `round_size` of each size given to [`Config::effective`], in that order.
+    rounded: Vec<u64>,
+}
+
+impl Config {
+    /// This configuration as a replay of requests of `sizes` (every size the stream asks the
+    /// allocator for, attempts included) sees it. Why each option set aside cannot matter,
+    /// from this model, which follows `DeviceCachingAllocator` of PyTorch's
+    /// `c10/cuda/CUDACachingAllocator.cpp`:
+    ///
+    /// - `roundup_power2_divisions` is read only by `round_size` ([`Config::divisions_for`]),
+    ///   and every later step of `malloc` sees the rounded size alone: the rounded sizes stand
+    ///   for it (`[256:1,512:2,...]` on a trace whose requests stay below 512 MiB is no
+    ///   rounding at all).
+    /// - `max_non_split_rounding_mb` is read only by `get_free_block`'s second oversize rule,
+    ///   which applies to a (rounded) request of at least `max_split_size`: below that for
+    ///   every request it is never read. Without expandable segments no block is larger than
+    ///   the largest segment (next item), so when the smallest such request plus the rounding
+    ///   exceeds that, the rule never refuses a block, as with any larger rounding (`u64::MAX`
+    ///   stands for them all).
+    /// - `max_split_size_mb` without expandable segments: every block is a piece of one
+    ///   segment (`alloc_found_block` splits, `try_merge_blocks` joins neighbours, both inside
+    ///   a segment), and each segment is `get_allocation_size` of a rounded request. When the
+    ///   largest of those and the largest request are below `max_split_size`, no request and
+    ///   no block reaches it: the oversize rules of `get_free_block` never refuse a block,
+    ///   `should_split`'s `size < max_split_size` always holds, and
+    ///   `release_available_cached_blocks` finds no block of at least `max_split_size` to free
+    ///   and returns false having done nothing, which is what it returns at once when the
+    ///   option is unset. With expandable segments, free blocks grow across pages past any
+    ///   segment size, so the option stays.
+    /// - `garbage_collection_threshold` without a memory fraction: `gc_enabled` is false
+    ///   (`garbage_collect_cached_blocks` needs `allowed_memory_maximum`).
+    pub fn effective(&self, sizes: &[u64]) -> Effective {
+        let rounded: Vec<u64> = sizes.iter().map(|&s| self.round_size(s)).collect();
+        let largest_request = rounded.iter().copied().max().unwrap_or(0);
+        let largest_segment = rounded
+            .iter()
+            .map(|&s| self.allocation_size(s))
+            .max()
+            .unwrap_or(0);
+        let mut cfg = Config {
+            divisions: [0; 16],
+            ..self.clone()
+        };
+        // The smallest request the second oversize rule applies to.
+        let oversize = rounded.iter().filter(|&&r| r >= cfg.max_split_size).min();
+        match oversize {
+            None => cfg.max_non_split_rounding = K_LARGE_BUFFER,
+            Some(&r)
+                if !cfg.expandable_segments
+                    && r.saturating_add(cfg.max_non_split_rounding) > largest_segment =>
+            {
+                cfg.max_non_split_rounding = u64::MAX
+            }
+            Some(_) => {}
+        }
+        if !cfg.expandable_segments && largest_request.max(largest_segment) < cfg.max_split_size {
+            cfg.max_split_size = u64::MAX;
+        }
+        if cfg.memory_fraction.is_none() {
+            cfg.gc_threshold = 0.0;
+        }
+        Effective { cfg, rounded }
+    }
+}
+
+/// A configuration with garbage collection as a replay without it: equal to the replay of
+/// `base` whenever that replay's reserved memory peaks at no more than `peak_at_most`
+/// ([`Effective::without_collection`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Uncollected {
+    pub base: Effective,
+    pub peak_at_most: u64,
+}
+
+impl Effective {
+    /// With a garbage collection threshold (and so a memory fraction), the configurations
+    /// that replay alike below a peak: first the same without the threshold, then without the
+    /// threshold and the fraction. The runs read the threshold and the fraction only through
+    /// `total_allocated_memory`, and make the same calls while those reads decide as they
+    /// would without them: `garbage_collect_cached_blocks` does nothing at or below
+    /// `threshold × allowed`, `alloc_block` refuses only above `allowed_memory_maximum`
+    /// (`total_allocated_memory + size > allowed`, `size` at most the largest segment). At
+    /// each such read `total_allocated_memory` is at most what the allocator held after the
+    /// previous request (within a request it only drops until it grows by the one allocation
+    /// that succeeds), and the driver's reserved bytes are at least it (each segment is a whole
+    /// number of 2 MiB pages or one mapped range, never a packed small allocation, while
+    /// `large_segment_size` exceeds the driver's [`SMALL_PACKED`]). So when the run without
+    /// them peaks at or below `peak_at_most`, the run with them takes no other branch; the age
+    /// counter garbage collection keeps (`get_free_blocks_calls`) feeds nothing else.
+    pub fn without_collection(&self) -> Vec<Uncollected> {
+        let Some(allowed) = self.cfg.allowed_maximum() else {
+            return Vec::new();
+        };
+        if self.cfg.gc_threshold <= 0.0 || self.cfg.large_segment_size <= SMALL_PACKED {
+            return Vec::new();
+        }
+        let threshold = (self.cfg.gc_threshold * allowed as f64) as u64;
+        let largest_segment = self
+            .rounded
+            .iter()
+            .map(|&s| self.cfg.allocation_size(s))
+            .max()
+            .unwrap_or(0);
+        let base = |memory_fraction| Effective {
+            cfg: Config {
+                gc_threshold: 0.0,
+                memory_fraction,
+                ..self.cfg.clone()
+            },
+            rounded: self.rounded.clone(),
+        };
+        vec![
+            Uncollected {
+                base: base(self.cfg.memory_fraction),
+                peak_at_most: threshold,
+            },
+            Uncollected {
+                base: base(None),
+                peak_at_most: threshold.min(allowed.saturating_sub(largest_segment)),
+            },
+        ]
     }
 }
 

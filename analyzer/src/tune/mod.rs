@@ -2,8 +2,10 @@
 //!
 //! Sans-IO: takes the model and the trace's metadata, returns the ranked answer as data.
 //! [`framework`] finds the recorded configuration (the baseline), [`grid`] lists what a user
-//! can select, [`search`] replays them all in parallel and ranks them.
+//! can select, [`search`] replays them all in parallel ([`distinct`]: once per class of
+//! candidates that provably replay the same) and ranks them.
 
+pub mod distinct;
 pub mod framework;
 pub mod grid;
 pub mod search;
@@ -60,7 +62,27 @@ pub fn tune_model(
     if streams.is_empty() {
         return Ok(None);
     }
-    let capacities = streams
+    let options = TuneOptions {
+        capacities: capacities(trace, model, capacity, gpu, context),
+        gpu_bytes: gpu,
+        context_bytes: context,
+        grid,
+    };
+    tune(streams, &model.level, recorded, &options).map(Some)
+}
+
+/// The capacity [`tune_model`] replays each stream of `model` at: `capacity` (exact), else a
+/// GPU of `gpu` bytes, else the traced device, each less the CUDA context (`context`) and the
+/// memory outside the pool.
+pub fn capacities(
+    trace: &Trace,
+    model: &Model,
+    capacity: Option<u64>,
+    gpu: Option<u64>,
+    context: u64,
+) -> Vec<u64> {
+    model
+        .streams
         .iter()
         .map(|s| {
             let device = capacity_of(trace, s.key.expect("model streams have keys").device, None).0;
@@ -70,12 +92,5 @@ pub fn tune_model(
                 (None, None) => pool_capacity(device, context, s.outside.peak_bytes),
             }
         })
-        .collect();
-    let options = TuneOptions {
-        capacities,
-        gpu_bytes: gpu,
-        context_bytes: context,
-        grid,
-    };
-    tune(streams, &model.level, recorded, &options).map(Some)
+        .collect()
 }

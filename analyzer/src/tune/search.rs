@@ -7,12 +7,13 @@
 //! calls; the rest by process peak. Settings whose replays give the same figures are one row,
 //! named by the simplest.
 
+use super::distinct::replay_distinct;
 use super::framework::{Framework, Recorded};
 use super::grid::{Candidate, GridContext, Role, bounds, candidate, settings};
 use crate::model::device::process_peak;
 use crate::model::{CaptureLevel, LevelReport, RequestKind, RequestStream};
 use crate::policy::{AddressOrder, PolicyError, PolicySpec};
-use crate::replay::{Outcome, replay_all, replay_all_with};
+use crate::replay::Outcome;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -225,19 +226,19 @@ fn row(c: &Candidate, f: &Figures, base: u64, gpu: Option<u64>, recorded: bool) 
     }
 }
 
-/// Searches the settings of the recorded framework over `streams`.
-pub fn tune(
+/// What [`tune`] replays: the recorded setting first, then (when the trace can rank settings
+/// at all, `judged`) the rest of `grid`.
+pub fn candidates(
     streams: &[RequestStream],
-    level: &LevelReport,
+    judged: bool,
     recorded: &Recorded,
-    options: &TuneOptions,
-) -> Result<Tune, PolicyError> {
+    grid: Grid,
+) -> Vec<Candidate> {
     let lower_bound = streams.iter().map(|s| s.lower_bound()).max().unwrap_or(0);
     let ctx = GridContext {
         memory_fraction: recorded.memory_fraction,
         lower_bound,
     };
-    let judged = level.level != CaptureLevel::Segment;
     let mut candidates = vec![candidate(recorded.framework, recorded.spec.clone())];
     if judged {
         let base = canonical(&recorded.spec);
@@ -245,11 +246,23 @@ pub fn tune(
             settings(recorded.framework, &ctx)
                 .into_iter()
                 .chain(bounds())
-                .filter(|c| canonical(&c.spec) != base && options.grid.keeps(c)),
+                .filter(|c| canonical(&c.spec) != base && grid.keeps(c)),
         );
     }
+    candidates
+}
+
+/// Searches the settings of the recorded framework over `streams`.
+pub fn tune(
+    streams: &[RequestStream],
+    level: &LevelReport,
+    recorded: &Recorded,
+    options: &TuneOptions,
+) -> Result<Tune, PolicyError> {
+    let judged = level.level != CaptureLevel::Segment;
+    let candidates = candidates(streams, judged, recorded, options.grid);
     let specs: Vec<PolicySpec> = candidates.iter().map(|c| c.spec.clone()).collect();
-    let results = replay_all(streams, &specs, &options.capacities)?;
+    let (results, _) = replay_distinct(streams, &specs, &options.capacities, AddressOrder::Rising)?;
     let mut per: Vec<Vec<&Outcome>> = vec![Vec::new(); candidates.len()];
     for r in &results {
         per[r.policy].push(&r.outcome);
@@ -372,7 +385,8 @@ fn address_spreads(
     options: &TuneOptions,
 ) -> Result<Vec<Option<AddressSpread>>, PolicyError> {
     let again: Vec<PolicySpec> = kept.iter().map(|&i| specs[i].clone()).collect();
-    let results = replay_all_with(streams, &again, &options.capacities, AddressOrder::Falling)?;
+    let (results, _) =
+        replay_distinct(streams, &again, &options.capacities, AddressOrder::Falling)?;
     let mut per: Vec<Vec<&Outcome>> = vec![Vec::new(); kept.len()];
     for r in &results {
         per[r.policy].push(&r.outcome);

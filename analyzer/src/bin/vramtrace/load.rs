@@ -8,7 +8,9 @@ use vramtrace::job::{Rank, rank_of, ranks};
 use vramtrace::model::{Model, ModelBuilder};
 use vramtrace::replay::ReplayInput;
 use vramtrace::tune::{Recorded, recorded, through_pool};
-use vramtrace_format::{EventBatch, MappedFile, ReadOptions, Trace, TraceHead, journal, pickle};
+use vramtrace_format::{
+    EventBatch, MappedFile, ReadOptions, Tables, Trace, TraceHead, journal, pickle,
+};
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
 ///
@@ -79,12 +81,12 @@ pub fn replay_input(path: &Path, capacity: Option<u64>) -> Result<Option<ReplayI
     Ok(replay_input_and_recorded(path, capacity)?.0)
 }
 
-/// [`replay_input`], and the configuration the trace was recorded with, in one pass over the
-/// events (the decoded trace is never held whole).
+/// [`replay_input`], the configuration the trace was recorded with and its tables, in one pass
+/// over the events (the decoded trace is never held whole).
 pub fn replay_input_and_recorded(
     path: &Path,
     capacity: Option<u64>,
-) -> Result<(Option<ReplayInput>, Recorded)> {
+) -> Result<(Option<ReplayInput>, Recorded, Tables)> {
     let mut builder = ModelBuilder::default();
     let mut uses_pool = false;
     let head = stream_trace(
@@ -101,7 +103,7 @@ pub fn replay_input_and_recorded(
     let model = builder.finish(&head.metadata);
     let recorded = recorded(&head.metadata, &head.tables, uses_pool);
     let input = ReplayInput::of_model(model, &head.metadata, &head.tables.devices, capacity);
-    Ok((input, recorded))
+    Ok((input, recorded, head.tables))
 }
 
 /// The request streams of `trace`, already loaded from `path`.

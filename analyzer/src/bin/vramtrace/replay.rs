@@ -1,6 +1,7 @@
 //! `vramtrace replay`: every request stream of a trace through every chosen policy.
 
 use crate::args::{PolicyList, policies};
+use crate::elf_files::ElfFiles;
 use crate::job;
 use crate::load::{load_job, replay_input_and_recorded, streams_of};
 use anyhow::{Result, anyhow};
@@ -9,7 +10,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use vramtrace::policy::REGISTRY;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
+use vramtrace::summary::{StackNames, short_frame, top_stacks};
 use vramtrace::units::{bytes, count, duration, parse_size};
+use vramtrace_format::Tables;
 
 /// Replay a trace's requests against allocator policies: peak reserved, fragmentation,
 /// driver calls, OOM.
@@ -63,7 +66,7 @@ impl Args {
             return self.run_job(path);
         }
         // One pass over the events: the decoded trace is never held whole.
-        let (input, recorded) = replay_input_and_recorded(path, self.capacity)?;
+        let (input, recorded, tables) = replay_input_and_recorded(path, self.capacity)?;
         let mut input = input
             .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
         let limit = recorded.memory_fraction;
@@ -88,7 +91,7 @@ impl Args {
         } else if self.csv {
             render_csv(&report)
         } else {
-            render_text(&report, &input, limit)
+            render_text(&report, &input, limit, &peak_sites(&input, &tables))
         };
         crate::output::print(&out)
     }
@@ -189,7 +192,39 @@ fn render_policy_list() -> String {
     s
 }
 
-fn render_text(r: &ReplayReport, input: &ReplayInput, limit: Option<f64>) -> String {
+/// Per stream, the sites (the user's frame of each stack, [`StackBytes::site`]) holding the
+/// most requested bytes at the peak (the lower bound's moment), with their bytes, most first;
+/// native frames are named from the modules' files as `summary` names them.
+fn peak_sites(input: &ReplayInput, tables: &Tables) -> Vec<Vec<(String, u64)>> {
+    let mut files = ElfFiles::new();
+    let names = StackNames::new(tables, &mut files);
+    input
+        .model
+        .streams
+        .iter()
+        .map(|s| {
+            let mut sites: Vec<(String, u64)> = Vec::new();
+            for b in top_stacks(s.live_at_peak().into_iter(), &names, usize::MAX) {
+                match sites.iter_mut().find(|(site, _)| *site == b.site) {
+                    Some((_, bytes)) => *bytes += b.bytes,
+                    None => sites.push((b.site, b.bytes)),
+                }
+            }
+            sites.sort_by_key(|s| std::cmp::Reverse(s.1));
+            sites
+        })
+        .collect()
+}
+
+/// Sites named on the `at the peak` line.
+const PEAK_SITES: usize = 3;
+
+fn render_text(
+    r: &ReplayReport,
+    input: &ReplayInput,
+    limit: Option<f64>,
+    sites: &[Vec<(String, u64)>],
+) -> String {
     let mut s = String::new();
     let how = if r.capture_level_declared {
         "declared"
@@ -228,6 +263,24 @@ fn render_text(r: &ReplayReport, input: &ReplayInput, limit: Option<f64>) -> Str
             "lower bound  {} (peak of live requested bytes)",
             bytes(st.lower_bound_bytes)
         );
+        let named: Vec<String> = sites
+            .get(i)
+            .into_iter()
+            .flatten()
+            .filter(|(site, _)| !site.is_empty())
+            .take(PEAK_SITES)
+            .map(|(site, b)| {
+                let share = 100.0 * *b as f64 / st.lower_bound_bytes.max(1) as f64;
+                format!("{share:.0}% {}", short_frame(site))
+            })
+            .collect();
+        if !named.is_empty() {
+            let _ = writeln!(
+                s,
+                "at the peak  {} (`vramtrace summary` has every site and stack)",
+                named.join(", ")
+            );
+        }
         if st.outside_allocator.allocations > 0 {
             let _ = writeln!(
                 s,

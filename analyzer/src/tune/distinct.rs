@@ -1,0 +1,121 @@
+//! The search's replays: every candidate over every stream, with the candidates of one
+//! [`ReplayClass`] on a stream (provably the same replay there) replayed once and the outcome
+//! given to each of them. A class with PyTorch's garbage collection whose class without it
+//! (without its memory fraction too, else) is replayed too waits for that replay, and takes its
+//! outcome when it peaked low enough for neither ever to decide a branch ([`crate::policy::pytorch::Effective::without_collection`]).
+
+use crate::model::RequestStream;
+use crate::policy::equivalence::{ReplayClass, replay_class, request_sizes};
+use crate::policy::{AddressOrder, BuildContext, PolicyError, PolicySpec};
+use crate::replay::{Outcome, RunResult, run_with};
+use rayon::prelude::*;
+
+/// One class of candidates on one stream.
+struct Class {
+    stream: usize,
+    /// The candidate replayed for the class.
+    spec: usize,
+    /// The class without garbage collection (an index into the same list) and the peak up to
+    /// which its outcome is this one's.
+    uncollected: Option<(usize, u64)>,
+}
+
+/// What [`crate::replay::replay_all_with`] returns for the same arguments, results in
+/// (stream, policy) order; also how many replays it ran.
+pub fn replay_distinct(
+    streams: &[RequestStream],
+    specs: &[PolicySpec],
+    capacities: &[u64],
+    order: AddressOrder,
+) -> Result<(Vec<RunResult>, usize), PolicyError> {
+    let mut all: Vec<Class> = Vec::new();
+    // Per stream, the class (an index into `all`) of each spec.
+    let mut class_of: Vec<Vec<usize>> = Vec::with_capacity(streams.len());
+    for (s, stream) in streams.iter().enumerate() {
+        let sizes = request_sizes(stream);
+        let ctx = BuildContext {
+            stream,
+            capacity: capacities[s],
+        };
+        let first = all.len();
+        let mut seen: Vec<ReplayClass> = Vec::new();
+        let mut of = Vec::with_capacity(specs.len());
+        for (p, spec) in specs.iter().enumerate() {
+            let class = replay_class(spec, &ctx, &sizes)?;
+            let at = match seen.iter().position(|c| *c == class) {
+                Some(at) => at,
+                None => {
+                    seen.push(class);
+                    all.push(Class {
+                        stream: s,
+                        spec: p,
+                        uncollected: None,
+                    });
+                    seen.len() - 1
+                }
+            };
+            of.push(first + at);
+        }
+        for (at, class) in seen.iter().enumerate() {
+            let ReplayClass::PyTorch(e) = class else {
+                continue;
+            };
+            all[first + at].uncollected = e.without_collection().into_iter().find_map(|u| {
+                let base = ReplayClass::PyTorch(u.base);
+                let b = seen.iter().position(|c| *c == base)?;
+                Some((first + b, u.peak_at_most))
+            });
+        }
+        class_of.push(of);
+    }
+    let run = |c: &Class| {
+        run_with(
+            &streams[c.stream],
+            &specs[c.spec],
+            capacities[c.stream],
+            order,
+        )
+    };
+    let replay = |which: &[usize]| {
+        which
+            .par_iter()
+            .map(|&i| run(&all[i]))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; all.len()];
+    let direct: Vec<usize> = (0..all.len())
+        .filter(|&i| all[i].uncollected.is_none())
+        .collect();
+    for (&i, o) in direct.iter().zip(replay(&direct)?) {
+        outcomes[i] = Some(o);
+    }
+    let mut again = Vec::new();
+    for (i, c) in all.iter().enumerate() {
+        if let Some((base, peak_at_most)) = c.uncollected {
+            let low = outcomes[base]
+                .as_ref()
+                .filter(|o| o.peak_reserved <= peak_at_most)
+                .cloned();
+            match low {
+                Some(o) => outcomes[i] = Some(o),
+                None => again.push(i),
+            }
+        }
+    }
+    for (&i, o) in again.iter().zip(replay(&again)?) {
+        outcomes[i] = Some(o);
+    }
+    let results = class_of
+        .iter()
+        .enumerate()
+        .flat_map(|(s, of)| {
+            let outcomes = &outcomes;
+            of.iter().enumerate().map(move |(p, &c)| RunResult {
+                stream: s,
+                policy: p,
+                outcome: outcomes[c].clone().expect("every class was replayed"),
+            })
+        })
+        .collect();
+    Ok((results, direct.len() + again.len()))
+}
