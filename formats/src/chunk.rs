@@ -23,9 +23,11 @@ const TRAILER_MAGIC: [u8; 8] = *b"VTRCEND\n";
 pub const MAX_CHUNK_EVENTS: u32 = 1 << 20;
 /// Most decompressed bytes one chunk may declare.
 pub const MAX_RAW_LEN: u32 = 64 << 20;
-/// Most a payload may expand on decompression: far above what zstd reaches on event columns
-/// (about 10×), far below what lets a tiny file claim gigabytes.
-pub const MAX_EXPANSION: u64 = 4096;
+/// Most a payload may expand on decompression: zstd's densest encoding, an RLE block (a 3-byte
+/// header and one byte for 128 KiB), stays below it, so nothing a writer made is refused (a
+/// nearly constant byte plane of a 65,536-event column compresses more than 4,096 times); a
+/// tiny file still cannot claim more than [`MAX_RAW_LEN`] a chunk.
+pub const MAX_EXPANSION: u64 = 32 * 1024;
 /// Events an events chunk may declare regardless of its size.
 pub const FREE_CHUNK_EVENTS: u64 = 4096;
 /// Events per stored payload byte an events chunk may declare beyond [`FREE_CHUNK_EVENTS`].

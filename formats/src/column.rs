@@ -73,7 +73,7 @@ const RECURRING: [usize; 4] = [8, 9, 10, 11];
 /// Column data shorter than this is stored as is: a zstd frame costs more than it saves.
 const MIN_COMPRESSED: usize = 64;
 /// Decompressed bytes a column may declare per stored byte (as for whole chunks).
-const MAX_COLUMN_RATIO: usize = 4096;
+const MAX_COLUMN_RATIO: usize = crate::chunk::MAX_EXPANSION as usize;
 
 /// One decoded column.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -950,6 +950,22 @@ mod tests {
         assert_eq!(ok, Column::Narrow(vec![4, 4]));
         let err = decode_column(15, MODE_REPEAT, &[2, 0, 2, 8], 2).unwrap_err();
         assert!(err.contains("value 1 refers 2 values back"), "{err}");
+    }
+
+    /// A nearly constant column of a full chunk compresses far more than 4,096 times (the
+    /// limit once was 4,096: a synthetic 1 M-event trace the writer made could not be read).
+    #[test]
+    fn a_column_zstd_compresses_to_its_densest_still_decompresses() {
+        let raw = vec![7u8; 393_217];
+        let mut frame = Vec::new();
+        compressor().compress(&raw, &mut frame).unwrap();
+        assert!(frame.len() * 4096 < raw.len(), "{} bytes", frame.len());
+        let mut data = Vec::new();
+        put_uvarint(&mut data, raw.len() as u64);
+        data.extend(&frame);
+        let mut out = Vec::new();
+        assert_eq!(decompress_column(&data, &mut out).unwrap(), raw.len());
+        assert!(out.iter().all(|&b| b == 7) && out.len() == raw.len());
     }
 
     #[test]
