@@ -49,6 +49,13 @@ pub fn real_dlvsym() -> Option<DlvsymFn> {
     Some(unsafe { std::mem::transmute::<usize, DlvsymFn>(p) })
 }
 
+/// Finds the three `dlsym`s above while the process loads: reading the loader's list
+/// (`dl_iterate_phdr`) later, on a thread that races a `fork`, could leave the child with the
+/// loader's lock taken.
+pub fn find_dlsyms() {
+    let _ = (real_dlsym(), real_dlvsym(), next_dlsym());
+}
+
 /// The `dlsym` that follows this library in the search order: another interposer's (a
 /// HAMi-core-style wrapper preloaded after vramtrace, which must still see every lookup), else
 /// the C library's (docs/interposition.md §6).
