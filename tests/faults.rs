@@ -442,3 +442,370 @@ fn ctrl_c_ends_the_program_and_the_launcher_still_merges_its_journal() {
     assert_eq!(open(&traces[0]).event_count(), 6);
     assert!(!journal::path_for(&traces[0]).exists());
 }
+
+/// `client LOADER all` with `LD_PRELOAD` set to `libs` in that order (the recorder, when among
+/// them, writing `trace`): the run's stderr.
+fn client_under(libs: &[&Path], loader: &str, trace: &Path) -> String {
+    let a = artifacts();
+    let program = if loader == "linked" {
+        &a.client_linked
+    } else {
+        &a.client
+    };
+    let preload: Vec<String> = libs.iter().map(|l| l.display().to_string()).collect();
+    let out = command(program)
+        .args([loader, "all"])
+        .env("LD_PRELOAD", preload.join(":"))
+        .env("VRAMTRACE_OUTPUT", trace)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{loader} {preload:?}\n{stderr}");
+    stderr
+}
+
+/// The line a test interposer prints at exit (what it saw).
+fn interposer_line(stderr: &str, who: &str) -> String {
+    stderr
+        .lines()
+        .find(|l| l.starts_with(who))
+        .unwrap_or_else(|| panic!("no {who} line in {stderr}"))
+        .to_string()
+}
+
+/// With a second interposer preloaded before or after the recorder, each library sees what it
+/// sees alone: the interposer's count of lookups and allocations equals its count without the
+/// recorder, and the trace holds every call of `client LOADER all` (55 events, 3 failed) with
+/// its device (the allocations are made on device 1).
+fn coexists_with(interposer: &Path, who: &str) {
+    let a = artifacts();
+    for loader in ["dlsym", "gpa", "linked"] {
+        let dir = scratch(&format!("faults-coexist-{who}-{loader}"));
+        let alone = interposer_line(&client_under(&[interposer], loader, &dir.join("x")), who);
+        for (order, libs) in [
+            ("after", [a.preload.as_path(), interposer]),
+            ("before", [interposer, a.preload.as_path()]),
+        ] {
+            let trace = dir.join(format!("{order}.vramtrace"));
+            let stderr = client_under(&libs, loader, &trace);
+            assert_eq!(
+                interposer_line(&stderr, who),
+                alone,
+                "{who} {order} vramtrace, loader {loader}"
+            );
+            assert!(!stderr.contains("vramtrace"), "{stderr}");
+            let t = open(&trace);
+            let events: Vec<_> = t.events().collect();
+            let failed = events.iter().filter(|e| !e.succeeded()).count();
+            assert_eq!(
+                (events.len(), failed),
+                (55, 3),
+                "{who} {order}, loader {loader}"
+            );
+            let allocs: Vec<i32> = events
+                .iter()
+                .filter(|e| e.api == Api::CuMemAlloc_v2)
+                .map(|e| e.device)
+                .collect();
+            assert_eq!(allocs, [1, 1, 1, 1], "{who} {order}, loader {loader}");
+            assert!(
+                t.tables.devices.iter().any(|d| d.name == "Fake GPU 1"),
+                "{who} {order}, loader {loader}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_hami_style_dlsym_wrapper_and_the_recorder_both_see_every_call_in_either_order() {
+    coexists_with(&artifacts().hami_like, "hami:");
+}
+
+#[test]
+fn a_plain_symbol_wrapper_and_the_recorder_both_see_every_call_and_keep_the_devices() {
+    coexists_with(&artifacts().plain_wrapper, "plain:");
+}
+
+/// `sh -c 'SETUP; exec "$@"' sh ARGS` from the fake driver's environment, in `cwd`: the
+/// programs the file-size tests run under a `ulimit -f` (in 512-byte blocks: dash).
+fn under_shell(setup: &str, args: &[&Path], cwd: &Path) -> Run {
+    under_shell_with(&[], setup, args, cwd)
+}
+
+/// [`under_shell`] with the variables `env` set.
+fn under_shell_with(env: &[(&str, &str)], setup: &str, args: &[&Path], cwd: &Path) -> Run {
+    let mut cmd = command(Path::new("sh"));
+    cmd.envs(env.iter().copied())
+        .arg("-c")
+        .arg(format!("{setup}; exec \"$@\""))
+        .arg("sh")
+        .args(args);
+    run_in(cmd, cwd)
+}
+
+#[test]
+fn a_file_size_limit_below_the_journal_changes_nothing_the_program_sees_and_says_why() {
+    // 2 MiB: the 8 MiB journal's posix_fallocate fails (EFBIG) and raises SIGXFSZ, whose
+    // default action used to end the program at its first CUDA call (exit 153).
+    let (recorded, plain, traces) = limited("faults-fsize", "ulimit -f 4096", &[], &["fds"]);
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    assert_eq!((recorded.code, &recorded.stdout), (0, &plain.stdout));
+    assert_eq!(recorded.files, plain.files);
+    says(
+        &recorded.stderr,
+        &[
+            &["runs on unrecorded", "file-size limit"],
+            &["no trace was written", "file-size limit"],
+        ],
+    );
+    assert!(traces_in(&traces).is_empty());
+}
+
+/// Checks that `stderr` has exactly one line per entry of `lines`, holding each of its words.
+fn says(stderr: &str, lines: &[&[&str]]) {
+    let got: Vec<&str> = stderr.lines().collect();
+    assert_eq!(got.len(), lines.len(), "{stderr}");
+    for (line, words) in got.iter().zip(lines) {
+        for w in *words {
+            assert!(line.contains(w), "{w:?} missing from {line:?}");
+        }
+    }
+}
+
+/// `faults ARGS` under the shell's `setup`, alone and recorded by `vramtrace record` with the
+/// variables `env` into a fresh folder: the recorded run, the plain run, and the trace folder.
+fn limited(name: &str, setup: &str, env: &[(&str, &str)], args: &[&str]) -> (Run, Run, PathBuf) {
+    let a = artifacts();
+    let args: Vec<&Path> = args.iter().map(Path::new).collect();
+    let plain_args: Vec<&Path> = std::iter::once(a.faults.as_path())
+        .chain(args.iter().copied())
+        .collect();
+    let plain = under_shell(setup, &plain_args, &scratch(&format!("{name}-plain")));
+    let traces = scratch(&format!("{name}-traces"));
+    let out = traces.join("");
+    let mut recorded_args: Vec<&Path> = vec![
+        &a.vramtrace,
+        Path::new("record"),
+        Path::new("-o"),
+        &out,
+        Path::new("--"),
+        &a.faults,
+    ];
+    recorded_args.extend(args);
+    let recorded = under_shell_with(
+        env,
+        setup,
+        &recorded_args,
+        &scratch(&format!("{name}-recorded")),
+    );
+    (recorded, plain, traces)
+}
+
+/// `faults threads 1 100000` (200,000 events, a trace of about 750 KB) under `setup`, recorded
+/// with a 1,024-slot journal (132 KiB): see [`limited`].
+fn past_the_limit(name: &str, setup: &str) -> (Run, Run, PathBuf) {
+    limited(
+        name,
+        setup,
+        &[("VRAMTRACE_JOURNAL_SLOTS", "1024")],
+        &["threads", "1", "100000"],
+    )
+}
+
+/// The trace in `dir`, read as far as it goes: its event count.
+fn salvaged_events(dir: &Path) -> u64 {
+    let traces = traces_in(dir);
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    vramtrace_format::Trace::open(&traces[0], vramtrace_format::ReadOptions { salvage: true })
+        .unwrap()
+        .event_count()
+}
+
+#[test]
+fn a_trace_that_reaches_the_file_size_limit_stops_there_and_the_program_runs_on() {
+    // 512 KiB: the journal fits, the trace does not. The program used to die of SIGXFSZ when
+    // the trace passed the limit.
+    let (recorded, plain, traces) = past_the_limit("faults-fsize-trace", "ulimit -f 1024");
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    assert_eq!(recorded.code, 0, "{}", recorded.stderr);
+    assert_eq!(recorded.stdout.lines().count(), 200_000);
+    let events = salvaged_events(&traces);
+    assert!(events > 0 && events < 200_000, "{events}");
+    // The end line: the events kept, and why the trace stops early.
+    let kept = format!("{} events", thousands(events));
+    says(
+        &recorded.stderr,
+        &[
+            &["no longer recorded", "file-size limit"],
+            &[&kept, "incomplete", "file-size limit"],
+        ],
+    );
+}
+
+#[test]
+fn the_end_line_of_a_trace_cut_by_a_failed_write_says_it_is_incomplete() {
+    // With SIGXFSZ ignored a write past the limit fails with EFBIG, like a write to a full
+    // disk fails with ENOSPC: the same path in the recorder.
+    let (recorded, _, traces) = past_the_limit("faults-cut", "trap '' XFSZ; ulimit -f 1024");
+    assert_eq!(recorded.code, 0, "{}", recorded.stderr);
+    let events = salvaged_events(&traces);
+    let end = recorded.stderr.lines().last().unwrap_or_default();
+    assert!(
+        end.contains(&format!("{} events", thousands(events))),
+        "{}",
+        recorded.stderr
+    );
+    assert!(
+        end.contains("incomplete: recording stopped (cannot write"),
+        "{end}"
+    );
+}
+
+/// `n` as the launcher prints counts (1,234).
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn an_existing_file_that_is_not_a_trace_is_refused_and_left_untouched() {
+    let dir = scratch("faults-notes");
+    let notes = dir.join("notes.txt");
+    std::fs::write(&notes, "my notes\n").unwrap();
+    let r = record_fds("notes", &notes);
+    assert_eq!(r.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("is not a vramtrace trace"), "{stderr}");
+    assert!(r.stdout.is_empty(), "the program did not run");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\n");
+    // The recorder alone refuses it too, with one warning, and the program runs on.
+    let p = plain("fds", &["fds"]);
+    let r = preloaded_to("notes", &notes);
+    assert_eq!((r.code, &r.stdout), (p.code, &p.stdout));
+    one_warning(&r, "is not a vramtrace trace");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\n");
+}
+
+#[test]
+fn an_output_file_whose_folder_cannot_be_written_is_refused_before_the_program_starts() {
+    for output in ["/proc/nope/x.vramtrace", "/dev/null/x.vramtrace"] {
+        let r = record_fds("unwritable", Path::new(output));
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{output}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("cannot write traces into"), "{stderr}");
+        assert!(r.stdout.is_empty(), "{output}: the program did not run");
+    }
+}
+
+/// True when this machine has a `libcuda.so.1` where the dynamic loader looks without
+/// `LD_LIBRARY_PATH` (the `ldconfig` cache or the usual folders).
+fn machine_has_a_driver() -> bool {
+    let cached = Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("libcuda.so.1"));
+    cached
+        || [
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib64",
+            "/lib64",
+            "/usr/lib",
+            "/lib",
+        ]
+        .iter()
+        .any(|d| Path::new(d).join("libcuda.so.1").exists())
+}
+
+#[test]
+fn a_run_without_a_cuda_driver_is_told_the_driver_is_missing() {
+    let a = artifacts();
+    let dir = scratch("faults-no-driver");
+    // The client dlopens libcuda.so.1 and fails; no folder holds the fake driver.
+    let out = command(&a.vramtrace)
+        .env("LD_LIBRARY_PATH", &dir)
+        .arg("record")
+        .arg("-o")
+        .arg(dir.join(""))
+        .arg("--")
+        .arg(&a.client)
+        .args(["dlsym", "all"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    let named = stderr.contains("the CUDA driver (libcuda.so.1) is not installed");
+    assert_eq!(named, !machine_has_a_driver(), "{stderr}");
+    assert!(stderr.contains("no trace was written"), "{stderr}");
+}
+
+#[test]
+fn an_output_folder_removed_while_the_program_runs_keeps_its_trace() {
+    let dir = scratch("faults-removed");
+    let go = scratch("faults-removed-go").join("go");
+    let child = start_waiting(&dir, &go);
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("was removed while process"), "{stderr}");
+    assert!(stderr.contains("12 events (0 failed)"), "{stderr}");
+    assert!(!stderr.contains("no memory call"), "{stderr}");
+    let traces = traces_in(&dir);
+    assert_eq!(traces.len(), 1);
+    assert_eq!(open(&traces[0]).event_count(), 12);
+}
+
+/// The peak resident memory a `faults waves` run printed, in KiB.
+fn peak_rss_kib(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("faults: peak rss "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak rss line in {stderr}"))
+}
+
+#[test]
+fn a_thousand_short_threads_share_one_stack_and_reuse_the_blocks_of_ended_threads() {
+    let a = artifacts();
+    // 125 waves of 8 threads, each allocating 4 times from the same code. Each thread used to
+    // store the one stack again (1,000 stacks), and the pool of capture blocks grew with every
+    // thread started: 421 MB peak resident memory against 17 MB without the recorder, and
+    // events without a stack once it was full.
+    let args = ["waves", "125", "8", "4"];
+    let plain = plain("waves", &args);
+    let dir = scratch("faults-waves");
+    let trace = dir.join("w.vramtrace");
+    let out = preloaded(&a.faults, &trace)
+        .env("VRAMTRACE_STACKS", "native")
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("without a stack"), "{stderr}");
+    let recorder_kib = peak_rss_kib(&stderr).saturating_sub(peak_rss_kib(&plain.stderr));
+    assert!(
+        recorder_kib < 64 << 10,
+        "the recorder took {recorder_kib} KiB"
+    );
+    let t = open(&trace);
+    assert_eq!(t.tables.threads.len(), 1000);
+    let allocs: Vec<_> = t.events().filter(|e| e.api == Api::CuMemAlloc_v2).collect();
+    assert_eq!(allocs.len(), 4000);
+    assert!(
+        allocs
+            .iter()
+            .all(|e| e.stack == allocs[0].stack && e.stack != 0)
+    );
+    assert_eq!(t.tables.stacks.len(), 1);
+}

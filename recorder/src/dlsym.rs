@@ -8,11 +8,16 @@
 //! and the original return address still on the stack.
 //!
 //! One unversioned export satisfies references to both `dlsym@GLIBC_2.34` and
-//! `dlsym@GLIBC_2.2.5` (docs/interposition.md §5, item 1).
+//! `dlsym@GLIBC_2.2.5` (docs/interposition.md §5, item 1). It forwards to the `dlsym` after
+//! this library in the search order, so a second interposer preloaded after vramtrace sees every
+//! lookup. An interposer preloaded *before* vramtrace takes its "real" `dlsym` with
+//! `dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5")`, which an unversioned definition does not
+//! satisfy (glibc's `dlvsym` asks for the version as hidden): the exported `dlvsym` answers that
+//! question with this library's `dlsym`, as a versioned export would (docs/interposition.md §6).
 
 use crate::hooks;
 use crate::lifecycle;
-use crate::resolve::{real_dlsym, substitute_named};
+use crate::resolve::{next_dlsym, real_dlvsym, substitute_named};
 use std::ffi::{CStr, c_char, c_void};
 
 /// What the trampoline does next: `done == 0` jumps to `value` (the real `dlsym`) with the
@@ -58,7 +63,7 @@ const RTLD_DEFAULT: usize = 0;
 /// handle is resolved in that handle (the caller's identity plays no part there) and the
 /// wrapper of that exact name is returned instead of the driver's function.
 extern "C" fn route(handle: *mut c_void, name: *const c_char, _caller: usize) -> Route {
-    let Some(real) = real_dlsym() else {
+    let Some(real) = next_dlsym() else {
         return Route {
             value: std::ptr::null_mut(),
             done: 1,
@@ -89,4 +94,123 @@ extern "C" fn route(handle: *mut c_void, name: *const c_char, _caller: usize) ->
         value: substitute_named(index, p),
         done: 1,
     }
+}
+
+/// The exported `dlvsym`, a trampoline like [`dlsym`] (one more argument).
+///
+/// # Safety
+/// Same contract as glibc's `dlvsym`.
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlvsym(
+    handle: *mut c_void,
+    name: *const c_char,
+    version: *const c_char,
+) -> *mut c_void {
+    core::arch::naked_asm!(
+        "push rdi",
+        "push rsi",
+        "push rdx",
+        "mov rcx, [rsp + 24]", // the caller's return address
+        "call {route}",
+        "mov r11, rdx", // route's `done`: rdx is the third argument again below
+        "pop rdx",
+        "pop rsi",
+        "pop rdi",
+        "test r11, r11",
+        "jnz 2f",
+        "jmp rax",
+        "2:",
+        "ret",
+        route = sym route_versioned,
+    )
+}
+
+/// `dlvsym(RTLD_NEXT, "dlsym", V)` from an object loaded before this library, and
+/// `dlvsym(RTLD_DEFAULT, "dlsym", V)`, get this library's `dlsym`: what they would get if it
+/// were exported under glibc's version names. Everything else goes to glibc's `dlvsym` with
+/// the caller's return address intact.
+extern "C" fn route_versioned(
+    handle: *mut c_void,
+    name: *const c_char,
+    _version: *const c_char,
+    caller: usize,
+) -> Route {
+    let Some(real) = real_dlvsym() else {
+        return Route {
+            value: std::ptr::null_mut(),
+            done: 1,
+        };
+    };
+    let h = handle as usize;
+    let asks_dlsym = !name.is_null()
+        // SAFETY: dlvsym's contract: `name` is a NUL-terminated string.
+        && unsafe { CStr::from_ptr(name) }.to_bytes() == b"dlsym";
+    if asks_dlsym && (h == RTLD_DEFAULT || (h == RTLD_NEXT && loaded_before_us(caller))) {
+        return Route {
+            value: dlsym as *const () as *mut c_void,
+            done: 1,
+        };
+    }
+    Route {
+        value: real as *mut c_void,
+        done: 0,
+    }
+}
+
+/// The start of the dynamic loader's `struct link_map` (`<link.h>`, a public ABI).
+#[repr(C)]
+struct LinkMap {
+    _addr: usize,
+    _name: *const c_char,
+    _dynamic: *const c_void,
+    next: *const LinkMap,
+}
+
+unsafe extern "C" {
+    fn dladdr1(
+        addr: *const c_void,
+        info: *mut libc::Dl_info,
+        extra: *mut *mut c_void,
+        flags: libc::c_int,
+    ) -> libc::c_int;
+}
+
+/// `dladdr1`'s flag for the object's link map.
+const RTLD_DL_LINKMAP: libc::c_int = 2;
+
+/// The link map of the object holding `addr`.
+fn link_map_of(addr: usize) -> *const LinkMap {
+    let mut info = libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    let mut map: *mut c_void = std::ptr::null_mut();
+    // SAFETY: dladdr1 only reads the loader's tables and fills `info` and `map`.
+    let found = unsafe { dladdr1(addr as *const c_void, &mut info, &mut map, RTLD_DL_LINKMAP) };
+    if found == 0 {
+        std::ptr::null()
+    } else {
+        map.cast()
+    }
+}
+
+/// True when the object holding `caller` comes before this library in the loader's list (the
+/// order of the global search: the program, the preloads in order, then their dependencies).
+fn loaded_before_us(caller: usize) -> bool {
+    let ours = link_map_of(dlsym as *const () as usize);
+    let mut map = link_map_of(caller);
+    if ours.is_null() || map.is_null() || map == ours {
+        return false;
+    }
+    while !map.is_null() {
+        if map == ours {
+            return true;
+        }
+        // SAFETY: a link map of the loader's list; `next` is null at its end.
+        map = unsafe { (*map).next };
+    }
+    false
 }

@@ -180,6 +180,7 @@ extern "C" fn on_unload() {
 }
 
 extern "C" fn on_load() {
+    crate::resolve::find_dlsyms();
     // Tells `vramtrace record` that the preload was loaded at all (a process that never makes
     // a CUDA lookup leaves only this mark).
     if let Some(dir) = std::env::var_os(env::HEARTBEAT) {

@@ -4,10 +4,12 @@
 //!
 //! Programs reach the driver through `dlsym(libcuda, name)` or through `cuGetProcAddress*`, so
 //! plain symbol interposition catches almost nothing (`docs/interposition.md`). This
-//! library exports a `dlsym` trampoline that tail-jumps to the real one with the caller's
-//! identity intact ([`dlsym`]), and substitutes a wrapper for every tracked function it is asked
-//! for by name, either there or in what `cuGetProcAddress`, `cuGetProcAddress_v2` and the
-//! runtime's `cudaGetDriverEntryPoint*` return ([`resolve`]). Each wrapper is also exported
+//! library exports a `dlsym` trampoline that tail-jumps to the next one (another interposer's,
+//! else glibc's) with the caller's identity intact, and a `dlvsym` trampoline through which an
+//! interposer loaded before it finds it ([`dlsym`], `docs/interposition.md` §6), and substitutes
+//! a wrapper for every tracked function it is asked for by name, either there or in what
+//! `cuGetProcAddress`, `cuGetProcAddress_v2` and the runtime's `cudaGetDriverEntryPoint*`
+//! return ([`resolve`]). Each wrapper is also exported
 //! under the driver's exact name, which serves programs linked with `-lcuda`.
 //!
 //! # The hook path
@@ -34,7 +36,10 @@ mod clock;
 mod config;
 mod cuda;
 mod dlsym;
+mod elfsym;
 mod exit;
+mod filesize;
+mod heartbeat;
 mod hooks;
 mod hot;
 mod lifecycle;

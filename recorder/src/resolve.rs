@@ -9,32 +9,70 @@
 #![allow(non_snake_case)]
 
 use crate::cuda::{CUDA_ERROR_NOT_INITIALIZED, CUresult};
+use crate::elfsym;
 use crate::hooks::{HOOKS, Hook, by_wrapper, context, find};
 use crate::lifecycle;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+type DlvsymFn = unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char) -> *mut c_void;
 
 static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
+static REAL_DLVSYM: AtomicUsize = AtomicUsize::new(0);
+static NEXT_DLSYM: AtomicUsize = AtomicUsize::new(0);
 
-/// The real (glibc) `dlsym`, found with `dlvsym` so that the public `dlsym`, which is this
-/// library's own trampoline, is never called from inside the recorder.
-pub fn real_dlsym() -> Option<DlsymFn> {
-    let mut p = REAL_DLSYM.load(Ordering::Acquire);
-    if p == 0 {
-        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5"] {
-            // SAFETY: dlvsym with RTLD_NEXT and NUL-terminated names; it does not call dlsym.
-            p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) }
-                as usize;
-            if p != 0 {
-                break;
-            }
+/// `slot`'s value, computed by `find` on first use (0 stays "not found" and is asked again).
+fn cached(slot: &AtomicUsize, find: impl FnOnce() -> Option<usize>) -> Option<usize> {
+    match slot.load(Ordering::Acquire) {
+        0 => {
+            let p = find()?;
+            slot.store(p, Ordering::Release);
+            Some(p)
         }
-        REAL_DLSYM.store(p, Ordering::Release);
+        p => Some(p),
     }
-    // SAFETY: a non-zero value is glibc's dlsym, which has this signature.
-    (p != 0).then(|| unsafe { std::mem::transmute::<usize, DlsymFn>(p) })
+}
+
+/// The C library's own `dlsym`, read from its symbol table (`elfsym`): the public `dlsym` and
+/// `dlvsym` are this library's trampolines, never called from inside the recorder.
+pub fn real_dlsym() -> Option<DlsymFn> {
+    let p = cached(&REAL_DLSYM, || elfsym::c_library_function(c"dlsym"))?;
+    // SAFETY: the C library's dlsym, which has this signature.
+    Some(unsafe { std::mem::transmute::<usize, DlsymFn>(p) })
+}
+
+/// The C library's own `dlvsym`.
+pub fn real_dlvsym() -> Option<DlvsymFn> {
+    let p = cached(&REAL_DLVSYM, || elfsym::c_library_function(c"dlvsym"))?;
+    // SAFETY: the C library's dlvsym, which has this signature.
+    Some(unsafe { std::mem::transmute::<usize, DlvsymFn>(p) })
+}
+
+/// Finds the three `dlsym`s above while the process loads: reading the loader's list
+/// (`dl_iterate_phdr`) later, on a thread that races a `fork`, could leave the child with the
+/// loader's lock taken.
+pub fn find_dlsyms() {
+    let _ = (real_dlsym(), real_dlvsym(), next_dlsym());
+}
+
+/// The `dlsym` that follows this library in the search order: another interposer's (a
+/// HAMi-core-style wrapper preloaded after vramtrace, which must still see every lookup), else
+/// the C library's (docs/interposition.md §6).
+pub fn next_dlsym() -> Option<DlsymFn> {
+    let p = cached(&NEXT_DLSYM, || {
+        let real = real_dlsym()?;
+        // SAFETY: called from this library's code, RTLD_NEXT searches the objects after it.
+        let next = unsafe { real(libc::RTLD_NEXT, c"dlsym".as_ptr()) } as usize;
+        let ours = crate::dlsym::dlsym as *const () as usize;
+        Some(if next == 0 || next == ours {
+            real as usize
+        } else {
+            next
+        })
+    })?;
+    // SAFETY: a dlsym (the C library's or an interposer's with its signature).
+    Some(unsafe { std::mem::transmute::<usize, DlsymFn>(p) })
 }
 
 /// The real function behind each hook; 0 until found.

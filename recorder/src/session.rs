@@ -5,6 +5,8 @@
 use crate::clock;
 use crate::config::{self, Config};
 use crate::exit;
+use crate::filesize;
+use crate::heartbeat;
 use crate::lifecycle;
 use crate::ring;
 use crate::stacks;
@@ -14,6 +16,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use vramtrace_format::chunk::MAGIC;
 use vramtrace_format::conventions::{
     Heartbeat, heartbeat_name, process_trace_name, trace_heartbeat_name, trace_stem,
 };
@@ -27,20 +30,24 @@ pub fn open() -> bool {
     if cfg.disabled {
         return false;
     }
+    // The journal's posix_fallocate and the trace's first bytes run on the program's thread.
+    let guard = filesize::Guard::new();
     match open_session(cfg) {
         Ok(path) => {
             let mark = trace_heartbeat_name(clock::pid(), &path);
-            heartbeat(cfg, &mark, &path.to_string_lossy());
+            heartbeat::write(&mark, &path.to_string_lossy());
             true
         }
         Err(e) => {
+            guard.settle();
+            let e = format!("{e}{}", filesize::note());
             let msg = format!(
                 "vramtrace: cannot record process {} ({e}); it runs on unrecorded\n",
                 clock::pid()
             );
             // SAFETY: write(2) of a valid buffer; the result is irrelevant.
             unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-            heartbeat(cfg, &heartbeat_name(clock::pid(), Heartbeat::Failed), &e);
+            heartbeat::write(&heartbeat_name(clock::pid(), Heartbeat::Failed), &e);
             false
         }
     }
@@ -154,11 +161,19 @@ fn trace_file(cfg: &Config, pid: u32) -> Result<(PathBuf, File), String> {
     ))
 }
 
-/// The named output file, locked and emptied; `None` when another process holds it.
+/// The named output file, locked and emptied; `None` when another process holds it. A file
+/// that holds something other than a trace (`-o notes.txt`) is refused, never emptied.
 fn claim(path: &Path) -> std::io::Result<Option<File>> {
     let f = tracefile::open(path, Create::Reuse)?;
     if !tracefile::lock(f.as_raw_fd()) {
         return Ok(None);
+    }
+    let mut head = [0u8; 8];
+    let n = tracefile::open_regular(path, OpenOptions::new().read(true))?.read(&mut head)?;
+    if n > 0 && head[..n] != MAGIC[..n] {
+        return Err(std::io::Error::other(
+            "exists and is not a vramtrace trace; it is left untouched",
+        ));
     }
     f.set_len(0)?;
     Ok(Some(f))
@@ -250,12 +265,4 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default()
-}
-
-/// Tells the launcher (through `VRAMTRACE_HEARTBEAT`, in the file `mark`) what this process
-/// did.
-pub fn heartbeat(cfg: &Config, mark: &str, detail: &str) {
-    if let Some(dir) = &cfg.heartbeat {
-        let _ = std::fs::write(dir.join(mark), detail);
-    }
 }

@@ -7,9 +7,12 @@
 //! thread ([`unwind::capture`]) and looks the frames up in its thread's intern table, a hash of
 //! the frames to a stack id (heaptrack and bytehound intern per thread too: KDE/heaptrack
 //! `src/track/tracetree.h`, koute/bytehound `preload/src/unwind.rs`). A known stack costs a
-//! hash and one comparison. A new one is copied once into the process-wide stack arena, an
-//! append-only anonymous mapping; its id is the next number of a global counter, so ids are
-//! small and dense and an event's record refers to the stack by it. The record is published
+//! hash and one comparison. A stack new to the thread is looked up next in the process-wide
+//! intern table (lock-free: one atomic word of hash and id per slot), so that threads running the
+//! same code share one id; one new to the process is copied once into the process-wide stack
+//! arena, an append-only anonymous mapping, and published in that table. Its id is the next
+//! number of a global counter, so ids are small and dense and an event's record refers to the
+//! stack by it. The record is published
 //! after the arena entry, so the writer thread always finds the stack of an event it drains.
 //! Frees, unmaps and releases carry no stack: the memory they end is attributed through the
 //! call that created it, and leaving them out halves the cost.
@@ -17,7 +20,8 @@
 //! Nothing here allocates, locks, prints or reads the environment on the hook path. What needs
 //! memory (framehop's cache, the intern table) lives in per-thread blocks that the writer thread
 //! allocates ahead of need; a thread claims a free one on its first capture, and the writer
-//! hands the blocks of threads that ended to new threads. A thread that finds none waits for
+//! hands the blocks of threads that ended to new threads (it looks for them whenever a thread
+//! finds no free block, before it makes more). A thread that finds none waits for
 //! the writer to make more, once, for as long as the writer keeps turning (a loaded machine
 //! only slows it down), and records [`NO_STACK`] only when the writer made no turn for 100 ms
 //! (it may be waiting for a lock this thread holds) or the pool is full.
@@ -86,6 +90,11 @@ static INDEX: AtomicPtr<u32> = AtomicPtr::new(std::ptr::null_mut());
 /// The next stack id (ids start at 1; 0 is [`NO_STACK`]).
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 const MAX_IDS: u32 = 4 << 20;
+
+/// The process-wide intern table: `hash >> 32 << 32 | id` per slot, 0 when empty.
+static SHARED: AtomicPtr<AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
+/// Its slots (a power of two; 8 MiB of address space, touched as it fills).
+const SHARED_SLOTS: usize = 1 << 20;
 
 /// Slots of a thread's intern table (a power of two).
 const TABLE_SLOTS: usize = 1 << 14;
@@ -176,12 +185,14 @@ pub fn start(kind: Option<Kind>, max_depth: usize) {
         return;
     };
     if ARENA.load(Ordering::Acquire).is_null() {
-        let (Some(arena), Some(index)) = (
+        let (Some(arena), Some(index), Some(shared)) = (
             reserve::<u64>(ARENA_WORDS as usize),
             reserve::<u32>(MAX_IDS as usize),
+            reserve::<AtomicU64>(SHARED_SLOTS),
         ) else {
             return;
         };
+        SHARED.store(shared, Ordering::Release);
         INDEX.store(index, Ordering::Release);
         ARENA.store(arena, Ordering::Release);
     }
@@ -412,9 +423,16 @@ fn intern(state: &mut State, frames: &[u64]) -> u32 {
             return id;
         }
     }
-    let Some(id) = append(frames) else {
-        DROPPED.fetch_add(1, Ordering::Relaxed);
-        return NO_STACK;
+    let id = match shared_find(hash, frames) {
+        Some(id) => id,
+        None => {
+            let Some(id) = append(frames) else {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+                return NO_STACK;
+            };
+            shared_insert(hash, id);
+            id
+        }
     };
     if state.used * 4 >= TABLE_SLOTS * 3 {
         // Three quarters full: forget and start over (a stack seen again gets a new id, which
@@ -430,6 +448,58 @@ fn intern(state: &mut State, frames: &[u64]) -> u32 {
         *entry = (hash, id);
     }
     id
+}
+
+/// The process-wide table's slots, when stack capture started.
+fn shared_slots() -> Option<&'static [AtomicU64]> {
+    let p = SHARED.load(Ordering::Acquire);
+    // SAFETY: a zeroed mapping of SHARED_SLOTS atomics, never unmapped.
+    (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p, SHARED_SLOTS) })
+}
+
+/// The slot word for stack `id` of hash `hash`.
+fn shared_word(hash: u64, id: u32) -> u64 {
+    hash >> 32 << 32 | u64::from(id)
+}
+
+/// The id another thread gave `frames` (hash `hash`), if it published one.
+fn shared_find(hash: u64, frames: &[u64]) -> Option<u32> {
+    let slots = shared_slots()?;
+    let home = hash as usize & (SHARED_SLOTS - 1);
+    for probe in 0..PROBES {
+        let word = slots
+            .get((home + probe) & (SHARED_SLOTS - 1))?
+            .load(Ordering::Acquire);
+        if word == 0 {
+            return None;
+        }
+        let id = word as u32;
+        if word >> 32 == hash >> 32 && stack_frames(id) == Some(frames) {
+            return Some(id);
+        }
+    }
+    None
+}
+
+/// Publishes stack `id` (already in the arena) for other threads; a full probe window leaves it
+/// unshared (a thread that meets it adds it again under a new id).
+fn shared_insert(hash: u64, id: u32) {
+    let Some(slots) = shared_slots() else {
+        return;
+    };
+    let home = hash as usize & (SHARED_SLOTS - 1);
+    let word = shared_word(hash, id);
+    for probe in 0..PROBES {
+        let Some(slot) = slots.get((home + probe) & (SHARED_SLOTS - 1)) else {
+            return;
+        };
+        if slot
+            .compare_exchange(0, word, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+    }
 }
 
 fn hash(frames: &[u64]) -> u64 {
@@ -517,18 +587,28 @@ fn stack_entry(id: u32) -> Option<(&'static [u64], &'static [u8])> {
     }
 }
 
-/// Makes blocks until enough are free ([`SPARE_BLOCKS`], more after a thread found none).
+/// Makes blocks until enough are free ([`SPARE_BLOCKS`], more after a thread found none),
+/// taking back the blocks of threads that ended first, so that the pool grows only with the
+/// threads alive at once, not with every thread the program ever started.
 /// Writer thread and [`start`] only.
 fn top_up_pool(starved: bool) {
-    let len = POOL_LEN.load(Ordering::Acquire);
-    let free = POOL
-        .iter()
-        .take(len)
-        // SAFETY: pool entries below POOL_LEN are leaked blocks.
-        .filter_map(|s| unsafe { s.load(Ordering::Acquire).as_ref() })
-        .filter(|b| b.owner.load(Ordering::Relaxed) == 0)
-        .count();
-    let want = SPARE_BLOCKS + (len - free) / 2 + if starved { SPARE_BLOCKS } else { 0 };
+    let counts = || {
+        let len = POOL_LEN.load(Ordering::Acquire);
+        let free = POOL
+            .iter()
+            .take(len)
+            // SAFETY: pool entries below POOL_LEN are leaked blocks.
+            .filter_map(|s| unsafe { s.load(Ordering::Acquire).as_ref() })
+            .filter(|b| b.owner.load(Ordering::Relaxed) == 0)
+            .count();
+        let want = SPARE_BLOCKS + (len - free) / 2 + if starved { SPARE_BLOCKS } else { 0 };
+        (len, free, want)
+    };
+    let (mut len, mut free, mut want) = counts();
+    if free < want {
+        reclaim_blocks();
+        (len, free, want) = counts();
+    }
     for i in len..(len + want.saturating_sub(free)).min(POOL_CAPACITY) {
         let block = Box::into_raw(Box::new(Block::new()));
         if let Some(slot) = POOL.get(i) {

@@ -156,6 +156,27 @@ impl TraceFile {
     }
 }
 
+impl TraceFile {
+    /// When the trace has no name left (its folder was removed while the program ran: the
+    /// descriptor still holds every byte), writes it again under its name, re-creating the
+    /// folder; `Ok(false)` when its name still leads to it.
+    pub fn restore_if_removed(&self) -> io::Result<bool> {
+        // SAFETY: fstat into a zeroed stat of the right type.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if !self.owned || unsafe { libc::fstat(self.fd, &mut st) } != 0 || st.st_nlink > 0 {
+            return Ok(false);
+        }
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        // The descriptor is write-only; /proc reopens the (unlinked) file for reading.
+        let mut bytes = std::fs::File::open(format!("/proc/self/fd/{}", self.fd))?;
+        let mut copy = open(&self.path, Create::New)?;
+        io::copy(&mut bytes, &mut copy)?;
+        Ok(true)
+    }
+}
+
 impl Write for TraceFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.check()?;

@@ -4,6 +4,8 @@
 //! It frees journal slots only after the chunk holding their events was written (`flush`), which
 //! is what makes the journal a complete crash record (see `ring`).
 
+use crate::filesize;
+use crate::heartbeat;
 use crate::hooks::context;
 use crate::lifecycle;
 use crate::ring;
@@ -15,6 +17,7 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use vramtrace_format::conventions::{Heartbeat, heartbeat_name};
 use vramtrace_format::journal::Record;
 use vramtrace_format::{
     Api, Device, Event, MemoryKind, Metadata, Op, Pool, Stream, Thread, TraceWriter,
@@ -83,6 +86,8 @@ pub fn spawn(job: Job) -> std::io::Result<()> {
     let spawned = std::thread::Builder::new()
         .name("vramtrace-writer".into())
         .spawn(move || {
+            // Every write of the trace runs here: a SIGXFSZ it raises stays with this thread.
+            let _blocked = filesize::Guard::new();
             lifecycle::writer_running();
             let mut job = job;
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()));
@@ -269,6 +274,7 @@ impl Job {
     fn fail(&mut self, e: vramtrace_format::Error) {
         self.broken = true;
         ring::detach();
+        filesize::take();
         let kept = if tracefile::descriptor_lost() {
             format!(
                 " (the journal {} keeps the events)",
@@ -278,13 +284,48 @@ impl Job {
             let _ = std::fs::remove_file(&self.journal_path);
             String::new()
         };
-        let msg = format!(
-            "vramtrace: cannot write {} ({e}); process {} runs on, no longer recorded{kept}\n",
+        let why = format!(
+            "cannot write {} ({e}{})",
             self.trace_path.display(),
+            filesize::note()
+        );
+        let msg = format!(
+            "vramtrace: {why}; process {} runs on, no longer recorded{kept}\n",
             self.pid,
         );
         // SAFETY: write(2) of a valid buffer.
         unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+        // The launcher's end line says why the trace stops early.
+        heartbeat::write(&heartbeat_name(self.pid, Heartbeat::Failed), &why);
+    }
+
+    /// A trace whose folder was removed while the program ran is written again, with one
+    /// warning; when that fails, the warning and the launcher's end line say the trace is lost.
+    fn restore(&self, file: &TraceFile) {
+        let why = match file.restore_if_removed() {
+            Ok(false) => return,
+            Ok(true) => {
+                let msg = format!(
+                    "vramtrace: the folder of {} was removed while process {} ran; its trace \
+                     was written again there\n",
+                    self.trace_path.display(),
+                    self.pid
+                );
+                // SAFETY: write(2) of a valid buffer.
+                unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+                return;
+            }
+            Err(e) => format!(
+                "{} was removed while process {} ran and cannot be written again ({e}): the \
+                 trace is lost",
+                self.trace_path.display(),
+                self.pid
+            ),
+        };
+        let msg = format!("vramtrace: {why}\n");
+        // SAFETY: write(2) of a valid buffer.
+        unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+        heartbeat::write(&heartbeat_name(self.pid, Heartbeat::Failed), &why);
     }
 
     fn finish(&mut self) {
@@ -299,14 +340,21 @@ impl Job {
                 return;
             }
             match trace.finish() {
-                Ok(_) => {
+                Ok(out) => {
                     let _ = std::fs::remove_file(&self.journal_path);
+                    if let Ok(file) = out.into_inner() {
+                        self.restore(&file);
+                    }
                 }
                 Err(e) => {
-                    let msg = format!(
-                        "vramtrace: cannot finish {} ({e})\n",
-                        self.trace_path.display()
+                    filesize::take();
+                    let why = format!(
+                        "cannot finish {} ({e}{})",
+                        self.trace_path.display(),
+                        filesize::note()
                     );
+                    heartbeat::write(&heartbeat_name(self.pid, Heartbeat::Failed), &why);
+                    let msg = format!("vramtrace: {why}\n");
                     // SAFETY: write(2) of a valid buffer.
                     unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
                 }

@@ -17,6 +17,9 @@
  *   forktree      - a parent, two children, four grandchildren, each calling the driver
  *   lowfd         - lowers RLIMIT_NOFILE to 16 before its first call, then opens five files
  *   wait FILE     - three calls, prints "ready", waits until FILE exists, three more calls
+ *   waves W T N   - W waves of T short threads (each started after the last wave ended), N
+ *                   alloc/free pairs each; then prints its peak resident memory on stderr
+ *                   ("faults: peak rss KB")
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -211,6 +214,21 @@ int main(int argc, char **argv) {
             if (pthread_create(&th[i], NULL, worker, &w[i])) die("pthread_create");
         }
         for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
+    } else if (!strcmp(s, "waves") && argc >= 5) {
+        int t = atoi(argv[3]);
+        pthread_t th[64];
+        struct worker w[64];
+        if (t < 1 || t > 64) die("1 to 64 threads");
+        for (int wave = atoi(argv[2]); wave > 0; wave--) {
+            for (int i = 0; i < t; i++) {
+                w[i] = (struct worker){ i, atoi(argv[4]) };
+                if (pthread_create(&th[i], NULL, worker, &w[i])) die("pthread_create");
+            }
+            for (int i = 0; i < t; i++) pthread_join(th[i], NULL);
+        }
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        fprintf(stderr, "faults: peak rss %ld\n", ru.ru_maxrss);
     } else if (!strcmp(s, "forktree")) {
         pairs(1, 100);
         children(2, child);

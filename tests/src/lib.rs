@@ -35,6 +35,10 @@ pub struct Artifacts {
     pub fake_torch: PathBuf,
     /// The same library under a PyTorch version the recorder does not know (2.5.1).
     pub fake_torch_unknown: PathBuf,
+    /// A second interposer shaped like HAMi-core (`c/hami_like.c`: its own `dlsym`).
+    pub hami_like: PathBuf,
+    /// A plain second interposer of `cuMemAlloc_v2` and `cuMemFree_v2` (`c/plain_wrapper.c`).
+    pub plain_wrapper: PathBuf,
 }
 
 fn target_dir() -> PathBuf {
@@ -179,7 +183,23 @@ pub fn artifacts() -> &'static Artifacts {
                 .arg("-ldl"),
             "cc torch_client.c",
         );
+        let interposer = |name: &str, libs: &[&str]| {
+            let lib = c_dir.join(format!("lib{name}.so"));
+            run_ok(
+                Command::new(&cc)
+                    .args(["-shared", "-fPIC", "-O1", "-o"])
+                    .arg(&lib)
+                    .arg(c_source(&format!("{name}.c")))
+                    .args(libs),
+                &format!("cc {name}.c"),
+            );
+            lib
+        };
+        let hami_like = interposer("hami_like", &["-ldl", "-lpthread"]);
+        let plain_wrapper = interposer("plain_wrapper", &["-ldl"]);
         Artifacts {
+            hami_like,
+            plain_wrapper,
             torch_client,
             fake_torch,
             fake_torch_unknown,

@@ -42,11 +42,14 @@ const DESCRIBE_NAMES: [&std::ffi::CStr; 5] = [
 type GetCurrent = unsafe extern "C" fn(*mut CUcontext) -> CUresult;
 type GetDevice = unsafe extern "C" fn(*mut CUdevice) -> CUresult;
 
-/// Finds `cuCtxGetCurrent` and `cuCtxGetDevice` in the library that defines `real`, a driver
-/// function just adopted. Runs once, at lookup time; it resolves symbols and calls no driver
-/// function.
+/// Finds `cuCtxGetCurrent`, `cuCtxGetDevice` and the functions that describe a device in the
+/// driver, once a driver function was adopted (`real`). The driver is the loaded `libcuda.so.1`
+/// (or `libcuda.so`), else the library that defines `real`: with another interposer in the
+/// process, `real` may be that interposer's wrapper, whose library need not export the context
+/// functions, and the recorder's own questions should not go through it anyway. Runs at lookup
+/// time until it succeeds; it resolves symbols and calls no driver function.
 pub fn learn_driver(real: usize) {
-    if LEARNT.swap(true, Ordering::AcqRel) {
+    if LEARNT.load(Ordering::Acquire) {
         return;
     }
     let Some(dlsym) = resolve::real_dlsym() else {
@@ -58,25 +61,42 @@ pub fn learn_driver(real: usize) {
         dli_sname: std::ptr::null(),
         dli_saddr: std::ptr::null_mut(),
     };
-    // SAFETY: dladdr reads the loader's tables; dlopen with RTLD_NOLOAD only finds an object
-    // already loaded (the one that defines `real`), and the handle is closed at once.
-    unsafe {
-        if libc::dladdr(real as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
-            return;
+    // SAFETY: dladdr only reads the loader's tables.
+    let own = unsafe { libc::dladdr(real as *const libc::c_void, &mut info) } != 0
+        && !info.dli_fname.is_null();
+    let own = if own {
+        info.dli_fname
+    } else {
+        std::ptr::null()
+    };
+    for lib in [c"libcuda.so.1".as_ptr(), c"libcuda.so".as_ptr(), own] {
+        if lib.is_null() {
+            continue;
         }
-        let h = libc::dlopen(info.dli_fname, libc::RTLD_NOLOAD | libc::RTLD_LAZY);
-        if h.is_null() {
-            return;
-        }
-        let gc = dlsym(h, c"cuCtxGetCurrent".as_ptr()) as usize;
-        let gd = dlsym(h, c"cuCtxGetDevice".as_ptr()) as usize;
-        for (slot, name) in DESCRIBE.iter().zip(DESCRIBE_NAMES) {
-            slot.store(dlsym(h, name.as_ptr()) as usize, Ordering::Release);
-        }
-        libc::dlclose(h);
-        if gc != 0 && gd != 0 {
+        // SAFETY: dlopen with RTLD_NOLOAD only finds an object already loaded, and the handle
+        // is closed at once; `dlsym` is the C library's, with a valid handle and names.
+        unsafe {
+            let h = libc::dlopen(lib, libc::RTLD_NOLOAD | libc::RTLD_LAZY);
+            if h.is_null() {
+                continue;
+            }
+            let gc = dlsym(h, c"cuCtxGetCurrent".as_ptr()) as usize;
+            let gd = dlsym(h, c"cuCtxGetDevice".as_ptr()) as usize;
+            if gc == 0 || gd == 0 {
+                libc::dlclose(h);
+                continue;
+            }
+            if LEARNT.swap(true, Ordering::AcqRel) {
+                libc::dlclose(h);
+                return;
+            }
+            for (slot, name) in DESCRIBE.iter().zip(DESCRIBE_NAMES) {
+                slot.store(dlsym(h, name.as_ptr()) as usize, Ordering::Release);
+            }
+            libc::dlclose(h);
             GET_DEVICE.store(gd, Ordering::Release);
             GET_CURRENT.store(gc, Ordering::Release);
+            return;
         }
     }
 }

@@ -18,7 +18,8 @@ use std::process::Command;
 use std::time::SystemTime;
 use vramtrace::model::live::recorded_device_peak;
 use vramtrace::units::{bytes, count};
-use vramtrace_format::conventions::{Heartbeat, env};
+use vramtrace_format::chunk::MAGIC;
+use vramtrace_format::conventions::{Heartbeat, env, heartbeat_name};
 use vramtrace_format::{ReadOptions, Trace, journal};
 
 /// Run a program and record every CUDA allocation it makes (one trace per process).
@@ -97,6 +98,7 @@ fn record(opts: Args) -> Result<()> {
     if as_dir {
         std::fs::create_dir_all(&output)
             .with_context(|| format!("creating output directory {}", output.display()))?;
+        check_writable_dir(&output)?;
     } else {
         check_output_file(&output)?;
     }
@@ -155,15 +157,26 @@ fn record(opts: Args) -> Result<()> {
     let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot run {}", opts.command[0].to_string_lossy()))?;
+    // The launcher's own writes (merging a journal) under a file-size limit fail instead of
+    // ending it; set only now, as an ignored signal would be inherited by the program.
+    // SAFETY: setting a disposition to SIG_IGN has no preconditions.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let status = child
         .wait()
         .with_context(|| format!("waiting for {}", opts.command[0].to_string_lossy()))?;
 
-    let traces = own_traces(&heartbeat);
+    let (traces, gone) = own_traces(&heartbeat);
     for t in &traces {
         report(t);
     }
-    if traces.is_empty() {
+    for path in &gone {
+        eprintln!(
+            "vramtrace: {}: removed while the program ran (its folder was deleted): the trace \
+             is lost",
+            path.display()
+        );
+    }
+    if traces.is_empty() && gone.is_empty() {
         eprintln!(
             "vramtrace: no trace was written: {}",
             why_none(&heartbeat, &preload)
@@ -183,10 +196,14 @@ fn record(opts: Args) -> Result<()> {
 }
 
 /// `-o FILE` must be a regular file or a new name: never a link into someone else's file, a
-/// FIFO (opening it would block the program) or a device.
+/// FIFO (opening it would block the program) or a device; an existing file must be a trace (an
+/// earlier run's, which is replaced) or empty, never another file; and its folder must take new
+/// files (the program's other processes write `STEM-PID.vramtrace` beside it). Checked before
+/// the program starts, so that a run is never lost to an output that cannot be written.
 fn check_output_file(output: &Path) -> Result<()> {
+    let folder = output.parent().unwrap_or(Path::new("/"));
     let Ok(meta) = std::fs::symlink_metadata(output) else {
-        return Ok(());
+        return check_writable_dir(folder);
     };
     let t = meta.file_type();
     if t.is_symlink() {
@@ -203,6 +220,33 @@ fn check_output_file(output: &Path) -> Result<()> {
             output.display()
         );
     }
+    let mut head = [0u8; 8];
+    let n = std::fs::File::open(output)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .with_context(|| format!("reading {}", output.display()))?;
+    if n > 0 && head[..n] != MAGIC[..n] {
+        bail!(
+            "{} exists and is not a vramtrace trace; it is left untouched (remove it, or give \
+             another name)",
+            output.display()
+        );
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(output)
+        .with_context(|| format!("cannot write the trace {}", output.display()))?;
+    check_writable_dir(folder)
+}
+
+/// Fails unless a new file can be made in `dir` (makes one and removes it).
+fn check_writable_dir(dir: &Path) -> Result<()> {
+    let probe = dir.join(format!(".vramtrace-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .with_context(|| format!("cannot write traces into {}", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
     Ok(())
 }
 
@@ -228,22 +272,45 @@ impl Drop for IgnoreTerminalSignals {
     }
 }
 
+/// A trace one of this launcher's processes wrote, and why its recording stopped early (what
+/// the process left in `PID.failed`), if it did.
+struct OwnTrace {
+    path: PathBuf,
+    stopped: Option<String>,
+}
+
 /// The traces this launcher's processes wrote, as they named them in the heartbeat directory
 /// (`PID.NAME.trace` holding the path), sorted; those whose file and journal are both gone
-/// (a process with no memory call removes its empty trace) are left out.
-fn own_traces(heartbeat: &Path) -> Vec<PathBuf> {
-    let mut traces: Vec<PathBuf> = std::fs::read_dir(heartbeat)
+/// are left out: a process with no memory call removes its empty trace, and one whose trace
+/// was removed under it says so (`gone`).
+fn own_traces(heartbeat: &Path) -> (Vec<OwnTrace>, Vec<PathBuf>) {
+    let mut named: Vec<(PathBuf, Option<String>)> = std::fs::read_dir(heartbeat)
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| Heartbeat::of_file(&e.file_name().to_string_lossy()) == Some(Heartbeat::Trace))
-        .filter_map(|e| std::fs::read(e.path()).ok())
-        .map(|b| PathBuf::from(OsString::from_vec(b)))
-        .filter(|p| p.exists() || journal::path_for(p).exists())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if Heartbeat::of_file(&name) != Some(Heartbeat::Trace) {
+                return None;
+            }
+            let path = PathBuf::from(OsString::from_vec(std::fs::read(e.path()).ok()?));
+            let pid: u32 = name.split('.').next()?.parse().ok()?;
+            let failed = heartbeat.join(heartbeat_name(pid, Heartbeat::Failed));
+            Some((path, std::fs::read_to_string(failed).ok()))
+        })
         .collect();
-    traces.sort();
-    traces.dedup();
-    traces
+    named.sort();
+    named.dedup_by(|a, b| a.0 == b.0);
+    let mut traces = Vec::new();
+    let mut gone = Vec::new();
+    for (path, stopped) in named {
+        if path.exists() || journal::path_for(&path).exists() {
+            traces.push(OwnTrace { path, stopped });
+        } else if stopped.is_some() {
+            gone.push(path);
+        }
+    }
+    (traces, gone)
 }
 
 /// Removes the launcher's scratch directory however `run` ends.
@@ -298,7 +365,8 @@ fn with_backend(conf: &str) -> String {
     parts.join(",")
 }
 
-fn report(path: &Path) {
+fn report(own: &OwnTrace) {
+    let path = own.path.as_path();
     let journal_bytes = journal::load(&journal::path_for(path)).ok().flatten();
     if journal_bytes.as_deref().is_some_and(journal::owner_running) {
         // A process the program left running in the background: its trace is still growing.
@@ -325,8 +393,21 @@ fn report(path: &Path) {
     match Trace::open(path, ReadOptions { salvage: true }) {
         Ok(trace) => {
             let failed = trace.events().filter(|e| !e.succeeded()).count() as u64;
+            let cut = match (&own.stopped, trace.layout.complete) {
+                (Some(why), _) => format!("; incomplete: recording stopped ({})", why.trim()),
+                (None, false) => format!(
+                    "; incomplete: {}",
+                    trace
+                        .layout
+                        .damage
+                        .as_deref()
+                        .unwrap_or("the trace ends early")
+                ),
+                (None, true) => String::new(),
+            };
             eprintln!(
-                "vramtrace: {}: {} events ({} failed){recovered}, peak {} live device memory",
+                "vramtrace: {}: {} events ({} failed){recovered}, peak {} live device \
+                 memory{cut}",
                 path.display(),
                 count(trace.event_count()),
                 count(failed),
@@ -357,6 +438,10 @@ fn why_none(heartbeat: &Path, preload: &Path) -> String {
     let traced = marked(Heartbeat::Trace).count();
     if !failed.is_empty() {
         format!("the recorder could not write: {}", failed.join("; "))
+    } else if traced == 0 && !driver_installed() {
+        "the CUDA driver (libcuda.so.1) is not installed on this machine or not on the library \
+         path (LD_LIBRARY_PATH, ldconfig): the program could not reach a GPU"
+            .to_string()
     } else if traced > 0 {
         format!(
             "{traced} process(es) used the CUDA driver but made no memory call (their empty \
@@ -383,6 +468,31 @@ fn why_none(heartbeat: &Path, preload: &Path) -> String {
              cannot see (RTLD_DEEPBIND, dlmopen, a statically linked driver)"
         )
     }
+}
+
+/// True when the dynamic loader can find `libcuda.so.1`: in a folder of `LD_LIBRARY_PATH`, in
+/// the `ldconfig` cache, or in the usual library folders. Nothing is loaded.
+fn driver_installed() -> bool {
+    const DRIVER: &str = "libcuda.so.1";
+    let from_env = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
+    let mut folders: Vec<PathBuf> = std::env::split_paths(&from_env).collect();
+    folders.extend(
+        [
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib64",
+            "/lib64",
+            "/usr/lib",
+            "/lib",
+        ]
+        .map(PathBuf::from),
+    );
+    if folders.iter().any(|d| d.join(DRIVER).exists()) {
+        return true;
+    }
+    ["/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"]
+        .iter()
+        .find_map(|ldconfig| Command::new(ldconfig).arg("-p").output().ok())
+        .is_some_and(|out| String::from_utf8_lossy(&out.stdout).contains(DRIVER))
 }
 
 /// Why the dynamic loader will not preload `lib` on this machine, from what ld.so prints when
