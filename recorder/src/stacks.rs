@@ -23,8 +23,11 @@
 //! hands the blocks of threads that ended to new threads (it looks for them whenever a thread
 //! finds no free block, before it makes more). A thread that finds none waits for
 //! the writer to make more, once, for as long as the writer keeps turning (a loaded machine
-//! only slows it down), and records [`NO_STACK`] only when the writer made no turn for 100 ms
-//! (it may be waiting for a lock this thread holds) or the pool is full.
+//! only slows it down), and records [`NO_STACK`] only when the writer made no turn for 2 s
+//! (it may be waiting for a lock this thread holds) or the pool is full. The wait is long
+//! because a loaded machine can leave the writer unscheduled for a tenth of a second (the
+//! 100 ms it was lost stacks of a burst of threads on a 2-core machine under a parallel build);
+//! only a thread that holds a lock the writer needs ever waits it out, once.
 //!
 //! # The module list
 //!
@@ -105,7 +108,7 @@ const PROBES: usize = 16;
 const SPARE_BLOCKS: usize = 8;
 const POOL_CAPACITY: usize = 1024;
 /// How long a new thread waits for a block when none is free and the writer makes no turn.
-const CLAIM_WAIT_NS: u64 = 100_000_000;
+const CLAIM_WAIT_NS: u64 = 2_000_000_000;
 /// Turns of the writer's pool upkeep ([`top_up_pool`]): what a waiting thread watches.
 static TOP_UPS: AtomicU64 = AtomicU64::new(0);
 /// Set by a thread that found no free block: the writer makes more at once.
