@@ -99,7 +99,7 @@ fn fit_finds_a_capacity_that_fits_and_one_byte_less_does_not() {
             "--policy",
             name,
             "--capacity",
-            &c.to_string(),
+            &format!("{c}B"),
             "--json",
         ])
     };

@@ -3,7 +3,7 @@
 //!
 //! The evidence is the trace's metadata: the allocator environment variables the recorder
 //! copied (`PYTORCH_CUDA_ALLOC_CONF`, `XLA_PYTHON_CLIENT_*`, `TF_GPU_ALLOCATOR`, ...), the
-//! modules the process loaded, and the command line. `vramtrace record --requests` sets
+//! libraries the process loaded (by their file names, never by the folders they lie in). `vramtrace record --requests` sets
 //! `PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,...`, `XLA_PYTHON_CLIENT_ALLOCATOR=platform`
 //! and `TF_GPU_ALLOCATOR=cuda_malloc_async` for every program (analyzer `cmd_record`,
 //! `request_level_env`), so in a request-level trace written by the recorder those values are
@@ -70,19 +70,26 @@ fn launched_for_requests(m: &Metadata) -> bool {
     m.capture_level == "request" && m.writer.starts_with("vramtrace-recorder")
 }
 
-fn loaded(tables: &Tables, needles: &[&str]) -> Option<String> {
-    let in_modules = tables
+/// The libraries by which each framework is known: prefixes of a loaded module's file name (its
+/// identity), never of the folders it lies in (a Python environment in a folder named `torch`
+/// holds JAX too).
+const PYTORCH_LIBRARIES: &[&str] = &["libc10", "libtorch"];
+const JAX_LIBRARIES: &[&str] = &[
+    "libjax_common.",
+    "xla_extension.",
+    "xla_cuda_plugin.",
+    "cuda_plugin_extension.",
+];
+const TENSORFLOW_LIBRARIES: &[&str] = &["libtensorflow", "_pywrap_tensorflow"];
+
+/// The first loaded module whose file name starts with one of `libraries`, by that name.
+fn loaded(tables: &Tables, libraries: &[&str]) -> Option<String> {
+    tables
         .modules
         .iter()
-        .map(|m| m.path.as_str())
-        .find(|p| needles.iter().any(|n| p.contains(n)));
-    let in_command = tables
-        .processes
-        .iter()
-        .flat_map(|p| &p.command_line)
-        .map(String::as_str)
-        .find(|a| needles.iter().any(|n| a.contains(n)));
-    in_modules.or(in_command).map(str::to_string)
+        .filter_map(|m| m.path.rsplit('/').next())
+        .find(|name| libraries.iter().any(|l| name.starts_with(l)))
+        .map(str::to_string)
 }
 
 /// `uses_pool`: whether the process's requests went through the stream-ordered pool
@@ -104,13 +111,13 @@ pub fn recorded(metadata: &Metadata, tables: &Tables, uses_pool: bool) -> Record
         || env(metadata, "TF_GPU_ALLOCATOR").is_some_and(|v| !launcher || v != "cuda_malloc_async");
     let module = |n: &[&str]| loaded(tables, n);
     let mut notes = Vec::new();
-    if let Some(m) = module(&["libc10_cuda", "libtorch_cuda", "torch/"]) {
+    if let Some(m) = module(PYTORCH_LIBRARIES) {
         return pytorch(torch_conf, launcher, format!("loaded {m}"), notes);
     }
-    if let Some(m) = module(&["jaxlib", "xla_extension", "jax_cuda", "jax_plugins"]) {
+    if let Some(m) = module(JAX_LIBRARIES) {
         return jax(metadata, launcher, format!("loaded {m}"), notes);
     }
-    if let Some(m) = module(&["tensorflow"]) {
+    if let Some(m) = module(TENSORFLOW_LIBRARIES) {
         return tensorflow(metadata, launcher, format!("loaded {m}"));
     }
     if xla {
@@ -279,6 +286,7 @@ fn tensorflow(metadata: &Metadata, launcher: bool, evidence: String) -> Recorded
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vramtrace_format::Module;
 
     fn meta(env: &[(&str, &str)], level: &str, writer: &str) -> Metadata {
         Metadata {
@@ -347,5 +355,49 @@ mod tests {
             (r.framework, r.spec.to_string()),
             (Framework::Cuda, "cuda-malloc".into())
         );
+    }
+
+    fn module(path: &str) -> Module {
+        Module {
+            id: 0,
+            pid: 1,
+            path: path.into(),
+            build_id: Vec::new(),
+            load_address: 0,
+            size: 0,
+            loaded_ns: 0,
+            unloaded_ns: None,
+        }
+    }
+
+    #[test]
+    fn a_jax_program_in_a_folder_named_torch_is_jax() {
+        let venv = "/opt/torch/.venv/lib/python3.12/site-packages";
+        let tables = Tables {
+            modules: vec![
+                module(&format!("{venv}/jaxlib/cpu_feature_guard.so")),
+                module(&format!("{venv}/jaxlib/libjax_common.so")),
+            ],
+            ..Tables::default()
+        };
+        let m = meta(
+            &[("XLA_PYTHON_CLIENT_ALLOCATOR", "platform")],
+            "",
+            "vramtrace-recorder",
+        );
+        let r = recorded(&m, &tables, false);
+        assert_eq!(
+            (r.framework, r.evidence.as_str(), r.spec.to_string()),
+            (
+                Framework::Jax,
+                "loaded libjax_common.so",
+                "cuda-malloc".into()
+            )
+        );
+        let torch = Tables {
+            modules: vec![module("/home/u/jax/torch/lib/libc10_cuda.so")],
+            ..Tables::default()
+        };
+        assert_eq!(recorded(&m, &torch, false).framework, Framework::PyTorch);
     }
 }

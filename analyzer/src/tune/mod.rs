@@ -17,7 +17,7 @@ pub use search::{AddressSpread, Grid, Row, Tune, TuneOptions, Unjudged, tune};
 use crate::model::Model;
 use crate::model::device::pool_capacity;
 use crate::policy::PolicyError;
-use crate::replay::capacity_of;
+use crate::replay::Limits;
 use vramtrace_format::{Event, MemoryKind, Trace};
 
 /// The recorded configuration of a trace.
@@ -85,7 +85,9 @@ pub fn capacities(
         .streams
         .iter()
         .map(|s| {
-            let device = capacity_of(trace, s.key.expect("model streams have keys").device, None).0;
+            let ordinal = s.key.expect("model streams have keys").device;
+            let device =
+                crate::replay::capacity(&trace.tables.devices, ordinal, Limits::default()).0;
             match (capacity, gpu) {
                 (Some(c), _) => c,
                 (None, Some(g)) => pool_capacity(g, context, s.outside.peak_bytes),
