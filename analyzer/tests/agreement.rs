@@ -192,8 +192,7 @@ fn replays_text_shows_the_allocated_its_csv_json_and_the_report_show() {
         .as_u64()
         .unwrap();
     assert_ne!(peak, at_peak, "the sample tells the two figures apart");
-    let (_, text, _) = run(&["replay", TRANSFORMER, "--policy", "pytorch"]);
-    let row = text.lines().find(|l| l.starts_with("pytorch ")).unwrap();
+    let row = pytorch_row(&["replay", TRANSFORMER, "--policy", "pytorch"]);
     let columns: Vec<&str> = row.split("  ").filter(|c| !c.is_empty()).collect();
     assert_eq!(columns[2].trim(), vramtrace::units::bytes(peak), "{row}");
     let (_, csv, _) = run(&["replay", TRANSFORMER, "--policy", "pytorch", "--csv"]);
@@ -261,38 +260,36 @@ fn tune_and_the_reports_headline_count_the_same_settings_tried() {
     assert_eq!(v["bounds"].as_array().unwrap().len(), 2);
 }
 
+/// The `pytorch` row of `vramtrace replay ARGS` in text.
+fn pytorch_row(args: &[&str]) -> String {
+    let (_, text, _) = run(args);
+    let row = text.lines().find(|l| l.starts_with("pytorch "));
+    row.expect("a pytorch row").to_string()
+}
+
 #[test]
 fn a_recorded_out_of_memory_error_the_policy_reproduces_is_shown_not_a_dash() {
     let capped = "samples/traces/h200-torch/resnet.cap5_6g.vramtrace";
-    // At the room the run had, the policy the program ran under is refused where the run was.
-    let v = json_of(&[
+    let at = [
         "replay",
         capped,
         "--policy",
         "pytorch",
         "--capacity",
         "5.6GiB",
-        "--json",
-    ]);
+    ];
+    // At the room the run had, the policy the program ran under is refused where the run was.
+    let v = json_of(&[&at[..], &["--json"]].concat());
     let row = &v["policies"][0];
     assert!(row["oom"].is_null());
     assert_eq!(row["refused_as_recorded"], 36);
-    let (_, text, _) = run(&[
-        "replay",
-        capped,
-        "--policy",
-        "pytorch",
-        "--capacity",
-        "5.6GiB",
-    ]);
-    let line = text.lines().find(|l| l.starts_with("pytorch ")).unwrap();
+    let line = pytorch_row(&at);
     assert!(
         line.ends_with("  36 refused as in the recorded run"),
         "{line}"
     );
     // On the whole device (the trace does not record the limit) it serves them, and says so.
-    let (_, text, _) = run(&["replay", capped, "--policy", "pytorch"]);
-    let line = text.lines().find(|l| l.starts_with("pytorch ")).unwrap();
+    let line = pytorch_row(&at[..4]);
     assert!(
         line.ends_with(
             "- (served the 36 allocations the recorded run was refused: it had more room)"
@@ -332,4 +329,20 @@ fn every_command_flags_a_cut_short_trace_with_the_share_of_events_it_has() {
     }
     // A complete trace's JSON has no such field.
     assert!(json_of(&["summary", MLP, "--json"])["incomplete"].is_null());
+}
+
+#[test]
+fn an_allocation_without_a_stack_says_why_and_which_flag_names_it() {
+    let (code, text, _) = run(&["summary", "samples/traces/torch-mlp-requests.vramtrace"]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.ends_with("×  <no stack>"))
+        .expect("the sample's autograd allocations have no Python stack");
+    assert_eq!(
+        lines[at + 1].trim(),
+        format!("({})", vramtrace::summary::NO_STACK_WHY)
+    );
+    assert!(vramtrace::summary::NO_STACK_WHY.contains("--stacks mixed"));
 }

@@ -5,9 +5,10 @@
 //! first, and among them those whose model is validated ([`crate::policy::validated`]) before
 //! those whose model is not. A setting ranks above another by its figure only when it is better
 //! beyond both models' validated bands: the settings whose band of real figures reaches the best
-//! one's are *within the noise* of it and ranked by cost (synchronizing frees, retries), then the
-//! smaller real peak at worst, then simplicity (fewer options), then driver calls; the rest by
-//! process peak.
+//! one's are *within the noise* of it and ranked the recorded setting first (no change is
+//! advised for a difference the models cannot vouch for), then by cost (synchronizing frees,
+//! retries), the smaller real peak at worst, simplicity (fewer options) and driver calls; the
+//! rest by process peak.
 //! Settings whose replays give the same figures are one row, named by the simplest.
 
 use super::distinct::replay_distinct;
@@ -361,7 +362,9 @@ pub fn tune(
             .then(a.validated.is_none().cmp(&b.validated.is_none()))
             .then(b.within_noise.cmp(&a.within_noise))
             .then(if a.within_noise && b.within_noise {
-                by_cost.then(by_peak)
+                // The recorded setting within the noise of the best is as good as any: no
+                // change is advised.
+                b.recorded.cmp(&a.recorded).then(by_cost).then(by_peak)
             } else {
                 by_peak.then(by_cost)
             })

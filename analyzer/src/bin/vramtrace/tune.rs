@@ -204,9 +204,10 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
         let _ = writeln!(
             s,
             "\n#1 to #{noise} are within the noise: their real peaks, as far as their models' \
-             errors on real runs allow, overlap the best one's, so cost (synchronizing frees, \
-             retries), the smaller peak at worst and simplicity rank them; the rest are ranked \
-             by process peak. Unvalidated models rank after validated ones."
+             errors on real runs allow, overlap the best one's, so the recorded setting (no \
+             change advised), then cost (synchronizing frees, retries), the smaller peak at worst \
+             and simplicity rank them; the rest are ranked by process peak. Unvalidated models \
+             rank after validated ones."
         );
     }
     let _ = writeln!(s, "\nthe best any allocator could do (not selectable):");
