@@ -201,7 +201,7 @@ pub fn shown_rows(list: &[StackBytes], depth: Option<usize>) -> Vec<ShownRow> {
             }),
         }
     }
-    rows.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.bytes));
     rows
 }
 

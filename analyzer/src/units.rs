@@ -137,11 +137,11 @@ mod tests {
 
     #[test]
     fn a_bare_number_is_refused_by_every_size_flag_alike() {
-        let no_unit = Err(SizeError::NoUnit("80".into()));
-        assert_eq!(parse_size_arg("80"), no_unit);
-        assert_eq!(parse_gpu_size("80"), no_unit);
+        let no_unit = SizeError::NoUnit("80".into());
+        assert_eq!(parse_size_arg("80"), Err(no_unit.clone()));
+        assert_eq!(parse_gpu_size("80"), Err(no_unit.clone()));
         assert_eq!(
-            no_unit.unwrap_err().to_string(),
+            no_unit.to_string(),
             "`80` has no unit: write 80GiB or 80GB (decimal), or 80B for exact bytes"
         );
         assert_eq!(parse_size_arg("80B"), Ok(80));
