@@ -13,7 +13,26 @@
 use crate::policy::PolicySpec;
 use crate::policy::alloc_conf::spec_from_alloc_conf;
 use serde::Serialize;
-use vramtrace_format::{Metadata, Tables};
+use vramtrace_format::{Event, MemoryKind, Metadata, Tables};
+
+/// What a trace's calls say about the allocator it ran under, gathered event by event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Calls {
+    /// The process's requests went through the stream-ordered pool (a successful
+    /// `cuMemAllocAsync`-family call) rather than plain `cuMemAlloc`.
+    pub pool: bool,
+    /// PyTorch's caching allocator reported to the recorder through its trace tracker (the
+    /// recorder attached to it): the program ran PyTorch.
+    pub torch_tracker: bool,
+}
+
+impl Calls {
+    pub fn see(&mut self, e: &Event) {
+        let kind = e.api.kind();
+        self.pool |= e.succeeded() && kind == MemoryKind::Pool;
+        self.torch_tracker |= matches!(kind, MemoryKind::TorchBlock | MemoryKind::TorchSegment);
+    }
+}
 
 /// A family of allocator settings a user selects in one place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -92,9 +111,10 @@ fn loaded(tables: &Tables, libraries: &[&str]) -> Option<String> {
         .map(str::to_string)
 }
 
-/// `uses_pool`: whether the process's requests went through the stream-ordered pool
-/// (`cuMemAllocAsync`) rather than plain `cuMemAlloc`.
-pub fn recorded(metadata: &Metadata, tables: &Tables, uses_pool: bool) -> Recorded {
+/// The framework and configuration of a trace with this `metadata` and these `tables`, whose
+/// events made these `calls`.
+pub fn recorded(metadata: &Metadata, tables: &Tables, calls: Calls) -> Recorded {
+    let uses_pool = calls.pool;
     let launcher = launched_for_requests(metadata);
     let torch_conf =
         env(metadata, "PYTORCH_ALLOC_CONF").or(env(metadata, "PYTORCH_CUDA_ALLOC_CONF"));
@@ -111,6 +131,10 @@ pub fn recorded(metadata: &Metadata, tables: &Tables, uses_pool: bool) -> Record
         || env(metadata, "TF_GPU_ALLOCATOR").is_some_and(|v| !launcher || v != "cuda_malloc_async");
     let module = |n: &[&str]| loaded(tables, n);
     let mut notes = Vec::new();
+    if calls.torch_tracker {
+        let evidence = "PyTorch's caching allocator reported through its trace tracker".into();
+        return pytorch(torch_conf, launcher, evidence, notes);
+    }
     if let Some(m) = module(PYTORCH_LIBRARIES) {
         return pytorch(torch_conf, launcher, format!("loaded {m}"), notes);
     }
@@ -288,6 +312,11 @@ mod tests {
     use super::*;
     use vramtrace_format::Module;
 
+    const POOL: Calls = Calls {
+        pool: true,
+        torch_tracker: false,
+    };
+
     fn meta(env: &[(&str, &str)], level: &str, writer: &str) -> Metadata {
         Metadata {
             writer: writer.into(),
@@ -310,7 +339,7 @@ mod tests {
             "request",
             "vramtrace 0.1.0 import_torch_trace",
         );
-        let r = recorded(&m, &Tables::default(), true);
+        let r = recorded(&m, &Tables::default(), POOL);
         assert_eq!(r.framework, Framework::PyTorch);
         assert_eq!(r.spec.to_string(), "pytorch-expandable:memory_fraction=0.5");
         assert_eq!(r.memory_fraction, Some(0.5));
@@ -330,7 +359,7 @@ mod tests {
             "request",
             "vramtrace-recorder 0.1.0",
         );
-        let r = recorded(&m, &Tables::default(), true);
+        let r = recorded(&m, &Tables::default(), POOL);
         assert_eq!(r.framework, Framework::PyTorch);
         assert_eq!(r.spec.to_string(), "pytorch:max_split_size_mb=256");
         assert_eq!(r.notes.len(), 1);
@@ -343,13 +372,13 @@ mod tests {
             "",
             "vramtrace-recorder",
         );
-        let r = recorded(&m, &Tables::default(), false);
+        let r = recorded(&m, &Tables::default(), Calls::default());
         assert_eq!(r.framework, Framework::Jax);
         assert_eq!(r.spec.to_string(), "bfc:allow_growth=true");
         let r = recorded(
             &meta(&[], "", "vramtrace-recorder"),
             &Tables::default(),
-            false,
+            Calls::default(),
         );
         assert_eq!(
             (r.framework, r.spec.to_string()),
@@ -385,7 +414,7 @@ mod tests {
             "",
             "vramtrace-recorder",
         );
-        let r = recorded(&m, &tables, false);
+        let r = recorded(&m, &tables, Calls::default());
         assert_eq!(
             (r.framework, r.evidence.as_str(), r.spec.to_string()),
             (
@@ -398,6 +427,22 @@ mod tests {
             modules: vec![module("/home/u/jax/torch/lib/libc10_cuda.so")],
             ..Tables::default()
         };
-        assert_eq!(recorded(&m, &torch, false).framework, Framework::PyTorch);
+        assert_eq!(
+            recorded(&m, &torch, Calls::default()).framework,
+            Framework::PyTorch
+        );
+        // The tracker's attach says PyTorch whatever was loaded.
+        let tracker = Calls {
+            torch_tracker: true,
+            ..Calls::default()
+        };
+        let r = recorded(&m, &tables, tracker);
+        assert_eq!(
+            (r.framework, r.evidence.as_str()),
+            (
+                Framework::PyTorch,
+                "PyTorch's caching allocator reported through its trace tracker"
+            )
+        );
     }
 }

@@ -7,7 +7,7 @@ use vramtrace::interop::import_snapshot;
 use vramtrace::job::{Rank, rank_of, ranks};
 use vramtrace::model::{Model, ModelBuilder};
 use vramtrace::replay::{Limits, ReplayInput, prepare};
-use vramtrace::tune::{Recorded, recorded, recorded_of, through_pool};
+use vramtrace::tune::{Calls, Recorded, recorded, recorded_of};
 use vramtrace_format::{
     EventBatch, Layout, MappedFile, ReadOptions, Tables, Trace, TraceHead, journal, pickle,
 };
@@ -95,20 +95,20 @@ pub fn replay_input_and_recorded(
     capacity: Option<u64>,
 ) -> Result<(Option<ReplayInput>, Recorded, Tables, Layout)> {
     let mut builder = ModelBuilder::default();
-    let mut uses_pool = false;
+    let mut calls = Calls::default();
     let head = stream_trace(
         path,
         false,
         |b| b,
         |b| {
             b.iter().for_each(|e| {
-                uses_pool = uses_pool || through_pool(&e);
+                calls.see(&e);
                 builder.push(&e);
             })
         },
     )?;
     let model = builder.finish(&head.metadata);
-    let recorded = recorded(&head.metadata, &head.tables, uses_pool);
+    let recorded = recorded(&head.metadata, &head.tables, calls);
     let limits = Limits {
         given: capacity,
         memory_fraction: recorded.memory_fraction,
