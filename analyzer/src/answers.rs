@@ -21,6 +21,8 @@ pub struct BestSetting {
     /// Against the recorded setting's process peak; positive: it needs less.
     pub saving_bytes: i64,
     pub saving_fraction: f64,
+    /// How far the prediction is validated ([`crate::policy::validated::label`]).
+    pub validated: String,
 }
 
 /// What the headline says.
@@ -38,7 +40,8 @@ pub struct Answers {
     pub recorded_select: String,
     /// The recorded setting's predicted process peak (pool + outside + context).
     pub recorded_process_peak: u64,
-    /// `None` when the recorded setting is already the best, or nothing could be ranked.
+    /// The best selectable setting whose model is validated; `None` when that is the recorded
+    /// setting, or nothing validated could be ranked.
     pub best: Option<BestSetting>,
     /// The smallest common GPU (GB as sold) the best setting (else the recorded one) runs on
     /// without the allocator freeing its cache: its process peak fits.
@@ -62,13 +65,20 @@ impl Answers {
             .iter()
             .filter(|g| g.device >= 0)
             .max_by_key(|g| g.peak_reserved);
-        let best = tune.best().filter(|b| !b.recorded).map(|b| BestSetting {
-            setting: b.setting.clone(),
-            select: b.select.clone(),
-            process_peak: b.process_peak,
-            saving_bytes: b.saving_bytes,
-            saving_fraction: b.saving_fraction,
-        });
+        // The best setting whose prediction is validated (the ranking puts those first).
+        let best = tune
+            .ranked
+            .iter()
+            .find(|r| r.validated.is_some())
+            .filter(|b| !b.recorded)
+            .map(|b| BestSetting {
+                setting: b.setting.clone(),
+                select: b.select.clone(),
+                process_peak: b.process_peak,
+                saving_bytes: b.saving_bytes,
+                saving_fraction: b.saving_fraction,
+                validated: crate::policy::validated::label(&b.setting),
+            });
         let need = best
             .as_ref()
             .map_or(tune.recorded.process_peak, |b| b.process_peak);

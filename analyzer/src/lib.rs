@@ -11,13 +11,15 @@
 //!
 //! Each module imports only those below it:
 //!
-//! - `units`, `job` (the ranks of one job); then `model` (request streams from events, the
+//! - `units`, `job` (the ranks of one job), `completeness` (whether a file holds every event);
+//!   then `model` (request streams from events, the
 //!   live-memory `Ledger`) and `interop` (other tools' formats, the Parquet tables);
 //! - `policy` (the `Policy` trait, the simulated driver, the allocator models, the registry);
 //! - `replay` (the engine over `policy`, parallel runs, the result tables of `replay` and `fit`);
 //! - the views: `info`, `summary`, `diff`, `symbolize`, `report`.
 
 pub mod answers;
+pub mod completeness;
 #[cfg(feature = "device")]
 pub mod device_replay;
 pub mod diff;

@@ -93,6 +93,13 @@ pub fn short_frame(frame: &str) -> &str {
         .unwrap_or(frame)
 }
 
+/// Why an allocation has no stack, and which recording flag names it: the recorder's default
+/// (`--stacks python`) captures Python frames, and threads without any (PyTorch's autograd
+/// thread, which allocates the gradients; a library's worker threads) give none.
+pub const NO_STACK_WHY: &str = "allocated where no Python frame was running, such as PyTorch's \
+                            autograd thread, or recorded with --stacks none: record with \
+                            --stacks mixed to name the native frames";
+
 /// Bytes held by one stack.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct StackBytes {
@@ -152,6 +159,52 @@ pub fn top_stacks(
         .collect()
 }
 
+/// Callers shown after a stack's user frame in text, without a depth.
+pub const CALLERS_SHOWN: usize = 2;
+
+/// One row of stacks as text shows them: the frames shown ([`short_frame`]), and the bytes and
+/// allocations of every stack that shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShownRow {
+    /// Empty for allocations without a stack ([`NO_STACK_WHY`]).
+    pub frames: Vec<String>,
+    pub bytes: u64,
+    pub count: u64,
+}
+
+/// `list` as the rows text shows: each stack's user frame and its [`CALLERS_SHOWN`] callers, or
+/// with `depth` its innermost frames; stacks that differ only in frames not shown are one row,
+/// their bytes and counts summed, largest first (equal ones in `list`'s order).
+pub fn shown_rows(list: &[StackBytes], depth: Option<usize>) -> Vec<ShownRow> {
+    let mut rows: Vec<ShownRow> = Vec::new();
+    for s in list {
+        let (from, n) = match depth {
+            Some(d) => (0, d.max(1)),
+            None => (s.site_index, 1 + CALLERS_SHOWN),
+        };
+        let frames: Vec<String> = s
+            .frames
+            .iter()
+            .skip(from)
+            .take(n)
+            .map(|f| short_frame(f).to_string())
+            .collect();
+        match rows.iter_mut().find(|r| r.frames == frames) {
+            Some(r) => {
+                r.bytes = r.bytes.saturating_add(s.bytes);
+                r.count += s.count;
+            }
+            None => rows.push(ShownRow {
+                frames,
+                bytes: s.bytes,
+                count: s.count,
+            }),
+        }
+    }
+    rows.sort_by_key(|r| std::cmp::Reverse(r.bytes));
+    rows
+}
+
 /// Size classes in steps of 16×, from the small-block pool of caching allocators up.
 pub const SIZE_CLASSES: [(u64, &str); 7] = [
     (0, "< 4 KiB"),
@@ -181,6 +234,9 @@ pub struct Summary {
     /// `request`, `segment`, or empty: the metadata's word, else inferred from the events
     /// ([`crate::model::detect_level`]).
     pub capture_level: String,
+    /// The level as every command's text shows it ([`crate::model::LevelReport::shown`]).
+    #[serde(skip)]
+    pub capture_level_shown: String,
     /// True when the allocator's requests and its own segments are both present (a PyTorch tracker
     /// trace, an imported snapshot).
     pub has_allocator_segments: bool,
@@ -248,6 +304,56 @@ pub struct Leaks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stack(bytes: u64, frames: &[&str]) -> StackBytes {
+        StackBytes {
+            bytes,
+            count: 1,
+            site: frames.first().map_or(String::new(), |f| f.to_string()),
+            site_index: 0,
+            frames: frames.iter().map(|f| f.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn stacks_that_show_the_same_lines_are_one_row() {
+        let train = "train.py:47 step";
+        let list = [
+            stack(
+                10,
+                &[
+                    train,
+                    "train.py:90 main",
+                    "train.py:99 <module>",
+                    "a.py:1 x",
+                ],
+            ),
+            stack(30, &["model.py:12 forward"]),
+            stack(
+                25,
+                &[
+                    train,
+                    "train.py:90 main",
+                    "train.py:99 <module>",
+                    "b.py:2 y",
+                ],
+            ),
+            stack(1, &[]),
+        ];
+        let rows = shown_rows(&list, None);
+        assert_eq!(
+            rows.iter()
+                .map(|r| (r.frames.first().cloned(), r.bytes, r.count))
+                .collect::<Vec<_>>(),
+            [
+                (Some(train.to_string()), 35, 2),
+                (Some("model.py:12 forward".into()), 30, 1),
+                (None, 1, 1)
+            ]
+        );
+        // With a depth that shows the frames they differ in, they are two rows again.
+        assert_eq!(shown_rows(&list, Some(4)).len(), 4);
+    }
 
     #[test]
     fn package_paths_are_shortened_for_text() {
@@ -472,6 +578,7 @@ impl Summary {
         }
         Summary {
             capture_level: level.to_string(),
+            capture_level_shown: model.level.shown(),
             has_allocator_segments: ledger.split_levels(),
             events,
             failed_allocations,

@@ -7,6 +7,8 @@ pub enum SizeError {
     NotASize(String),
     #[error("`{0}` is too large (sizes stop at 1 PiB)")]
     TooLarge(String),
+    #[error("`{0}` has no unit: write {0}GiB or {0}GB (decimal), or {0}B for exact bytes")]
+    NoUnit(String),
 }
 
 /// The largest size any argument or policy option accepts: a pebibyte, far above any device,
@@ -47,18 +49,29 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     Ok(bytes.round() as u64)
 }
 
-/// Parses a GPU's size as boards are sold: `24GB` or `24` is a board of 24 GB, taken as
-/// 24 GiB ([`crate::model::device::gpu_bytes`]); any other unit is exact, as in
-/// [`parse_size`].
+/// The one rule for sizes on the command line (`--capacity`, `--context`, `--gpu`): a number
+/// needs its unit, so `80` is refused rather than read as 80 bytes by one flag and an 80 GB
+/// board by another; otherwise as [`parse_size`].
+pub fn parse_size_arg(text: &str) -> Result<u64, SizeError> {
+    let t = text.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(SizeError::NoUnit(t.to_string()));
+    }
+    parse_size(t)
+}
+
+/// Parses a GPU's size as boards are sold: `24GB` is a board of 24 GB, taken as 24 GiB
+/// ([`crate::model::device::gpu_bytes`]); any other unit is exact, and a bare number refused,
+/// as in [`parse_size_arg`].
 pub fn parse_gpu_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
-    let number = t
+    let board = t
         .strip_suffix("GB")
         .or_else(|| t.strip_suffix("gb"))
-        .unwrap_or(t);
-    match number.trim().parse::<u64>() {
-        Ok(gb) if gb > 0 && gb < 1 << 20 => Ok(crate::model::device::gpu_bytes(gb)),
-        _ => parse_size(t),
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    match board {
+        Some(gb) if gb > 0 && gb < 1 << 20 => Ok(crate::model::device::gpu_bytes(gb)),
+        _ => parse_size_arg(t),
     }
 }
 
@@ -120,6 +133,21 @@ mod tests {
             parse_size("18446744073709551615"),
             Err(SizeError::TooLarge("18446744073709551615".into()))
         );
+    }
+
+    #[test]
+    fn a_bare_number_is_refused_by_every_size_flag_alike() {
+        let no_unit = SizeError::NoUnit("80".into());
+        assert_eq!(parse_size_arg("80"), Err(no_unit.clone()));
+        assert_eq!(parse_gpu_size("80"), Err(no_unit.clone()));
+        assert_eq!(
+            no_unit.to_string(),
+            "`80` has no unit: write 80GiB or 80GB (decimal), or 80B for exact bytes"
+        );
+        assert_eq!(parse_size_arg("80B"), Ok(80));
+        assert_eq!(parse_size_arg("80GB"), Ok(80_000_000_000));
+        assert_eq!(parse_gpu_size("80GB"), Ok(80 << 30));
+        assert_eq!(parse_gpu_size("80GiB"), Ok(80 << 30));
     }
 
     #[test]

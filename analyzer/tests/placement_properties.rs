@@ -7,8 +7,8 @@
 use crate::streams::{MIB, every_policy_and, op_log_uniform, stream_of};
 use proptest::prelude::*;
 use vramtrace::model::{Request, RequestStream};
-use vramtrace::policy::{BuildContext, DriverModel, PolicySpec, build, parse_specs};
-use vramtrace::replay::{Observer, Outcome, ReplayOptions, Usage, address_map_at, replay};
+use vramtrace::policy::{AddressOrder, BuildContext, DriverModel, PolicySpec, build, parse_specs};
+use vramtrace::replay::{Observer, Outcome, ReplayOptions, Usage, address_map_at, driver, replay};
 
 /// Random allocations and frees of random live objects, then every remaining object freed; at
 /// least one request.
@@ -118,7 +118,7 @@ proptest! {
         for p in specs() {
             let ctx = BuildContext { stream: &stream, capacity: u64::MAX };
             let mut policy = build(&p, &ctx).unwrap();
-            let map = address_map_at(policy.as_mut(), &stream.requests, index, &ReplayOptions::default());
+            let map = address_map_at(policy.as_mut(), &stream.requests, index, driver(&stream, u64::MAX, AddressOrder::Rising));
             let live: Vec<_> = map.blocks.iter().filter(|b| b.slot.is_some()).collect();
             let slots: std::collections::BTreeSet<u32> = live.iter().filter_map(|b| b.slot).collect();
             prop_assert_eq!(&slots, &live_slots, "{}: live blocks", p);

@@ -99,7 +99,7 @@ fn fit_finds_a_capacity_that_fits_and_one_byte_less_does_not() {
             "--policy",
             name,
             "--capacity",
-            &c.to_string(),
+            &format!("{c}B"),
             "--json",
         ])
     };
@@ -305,7 +305,10 @@ fn a_segment_level_trace_is_replayed_with_a_warning() {
         .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("segment-level trace"));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("level        segment (inferred)"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("level        segment (inferred from the calls)")
+    );
     let v = json(&["replay", path.to_str().unwrap(), "--json"]);
     assert_eq!(v["capture_level"], "segment");
     assert!(

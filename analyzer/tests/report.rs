@@ -150,9 +150,11 @@ fn the_header_gives_the_library_answers_as_tune_does() {
         b.contains(&format!("<code class=\"paste\">{}</code>", best.select)),
         "{b}"
     );
-    // All of tune's settings; the bounds, which the answers do not use, left out.
-    let settings = tune.tried - tune.bounds.len();
-    assert!(b.contains(&format!("of the {settings} settings")), "{b}");
+    // The settings tune counts as tried (the bounds are counted apart).
+    assert!(
+        b.contains(&format!("of the {} settings", tune.tried)),
+        "{b}"
+    );
     let g = boxed("smallest-gpu");
     assert!(
         g.contains(&format!("<b>{} GB</b>", a.smallest_gpu_gb.unwrap())),
@@ -871,10 +873,50 @@ fn state_json(l: &vramtrace::report::data::AddressLayout) -> serde_json::Value {
 }
 
 #[test]
+fn in_the_browser_a_segment_an_eighth_of_the_largest_still_draws_its_share() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = python_trace(tmp.path(), false);
+    let dir = report(&trace, &["--policy", "pytorch"]);
+    let Some(r) = browse(
+        "in_the_browser_a_segment_an_eighth_of_the_largest_still_draws_its_share",
+        &dir.path().join("index.html"),
+        &[
+            wait("document.body.dataset.ready"),
+            eval(
+                "[...document.querySelectorAll('#state .segment')]\
+                 .map(e => [+e.dataset.size, e.getBoundingClientRect().width])",
+            ),
+        ],
+    ) else {
+        return;
+    };
+    r.assert_clean();
+    let rows: Vec<(f64, f64)> = r.values[1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v[0].as_f64().unwrap(), v[1].as_f64().unwrap()))
+        .collect();
+    // The 512 MiB weight's segment and the 64 MiB activation's: one an eighth of the other.
+    assert!(rows.len() >= 2, "{rows:?}");
+    let (size, width) = rows
+        .iter()
+        .copied()
+        .fold((0.0, 0.0), |m, r| if r.0 > m.0 { r } else { m });
+    for (s, w) in &rows {
+        let share = (s / size).max(0.02);
+        assert!(
+            (w - width * share).abs() <= 2.0,
+            "a {s}-byte segment draws {w} px of the largest's {width} px"
+        );
+    }
+}
+
+#[test]
 fn in_the_browser_the_state_view_steps_event_by_event_as_the_replay_does() {
     use vramtrace::model::Model;
-    use vramtrace::policy::{BuildContext, DriverModel, build, parse_specs};
-    use vramtrace::replay::{ReplayOptions, address_map_at};
+    use vramtrace::policy::{AddressOrder, BuildContext, build, parse_specs};
+    use vramtrace::replay::{address_map_at, driver};
     use vramtrace::report::data::Buckets;
     use vramtrace::report::from_replay::{layout, owners_at, replay_policies, windows};
     let tmp = tempfile::tempdir().unwrap();
@@ -936,17 +978,14 @@ fn in_the_browser_the_state_view_steps_event_by_event_as_the_replay_does() {
             .starts_with("pytorch at its peak")
     );
     // Each step shows the next event's state, the one a replay stopped there leaves.
-    let options = ReplayOptions {
-        driver: DriverModel { capacity: u64::MAX },
-        stop_after: None,
-    };
     let ctx = BuildContext {
         stream,
         capacity: u64::MAX,
     };
     let at = |i: usize| {
         let mut fresh = build(&specs[0], &ctx).unwrap();
-        let map = address_map_at(fresh.as_mut(), &stream.requests, i, &options);
+        let start = driver(stream, u64::MAX, AddressOrder::Rising);
+        let map = address_map_at(fresh.as_mut(), &stream.requests, i, start);
         state_json(&layout(&map, &owners_at(stream, i)))
     };
     let event = |v: &serde_json::Value| -> usize { v["event"].as_str().unwrap().parse().unwrap() };

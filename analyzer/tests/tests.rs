@@ -4,6 +4,7 @@
 
 mod util;
 
+mod agreement;
 mod cli;
 mod device_oracles;
 mod fleet_sql;

@@ -205,45 +205,60 @@ fn tunes_predictions_match_the_h200_runs() {
     }
 }
 
-/// tune's pick, run for real: on each of the three H200 workloads the best setting is the one
-/// the tuned run used, and its predicted pool peak is that run's `max_memory_reserved` to the
-/// byte (the recorded traces carry PyTorch's segment addresses, which the replays follow while
-/// the segments match). Rows whose prediction hangs on the driver's addresses in a run no trace
-/// can know are flagged with their range (issue 14); the picks are not.
+/// tune's pick, run for real: on each of the three H200 workloads the setting the tuned run used
+/// (tune's pick when it ran) is ranked first or within the noise of the first (its model's
+/// validated band overlaps the first's), and its predicted pool peak is that run's
+/// `max_memory_reserved` to the byte (the recorded traces carry PyTorch's segment addresses,
+/// which the replays follow while the segments match). The first is always a validated model.
+/// Rows whose prediction hangs on the driver's addresses in a run no trace can know are flagged
+/// with their range (issue 14); the settings that ran are not.
 #[test]
 fn tunes_picks_are_the_settings_that_ran_and_predict_them_exactly() {
     let dir = repo("samples/traces/h200-tune");
     for w in ["transformer_varlen", "multires_cnn", "generate"] {
         let trace = dir.join(format!("{w}.recorded.vramtrace"));
         let tune = json(&["tune", trace.to_str().unwrap(), "--json"]);
-        let best = &tune["ranked"][0];
+        let ranked = tune["ranked"].as_array().unwrap();
+        assert!(!ranked[0]["validated"].is_null(), "{w}: {}", ranked[0]);
         let tuned: Value = serde_json::from_str(
             &std::fs::read_to_string(dir.join(format!("{w}.tuned.stats.json"))).unwrap(),
         )
         .unwrap();
-        assert_eq!(
-            spec_from_alloc_conf(tuned["alloc_conf"].as_str().unwrap(), None)
-                .unwrap()
-                .to_string(),
-            best["setting"],
-            "{w}: the setting that ran"
+        let ran = spec_from_alloc_conf(tuned["alloc_conf"].as_str().unwrap(), None)
+            .unwrap()
+            .to_string();
+        let (at, row) = ranked
+            .iter()
+            .enumerate()
+            .find(|(_, r)| {
+                r["setting"] == ran.as_str()
+                    || r["equivalent"]
+                        .as_array()
+                        .unwrap()
+                        .contains(&Value::from(ran.as_str()))
+            })
+            .unwrap_or_else(|| panic!("{w}: {ran} is a row"));
+        assert!(
+            at == 0 || row["within_noise"] == true,
+            "{w}: {ran} is #{}",
+            at + 1
         );
         assert_eq!(
-            best["pool_peak_reserved"], tuned["max_memory_reserved"],
+            row["pool_peak_reserved"], tuned["max_memory_reserved"],
             "{w}: predicted to the byte"
         );
-        assert!(best["address_sensitive"].is_null(), "{w}: {best}");
+        assert!(row["address_sensitive"].is_null(), "{w}: {row}");
     }
     let text = text(&[
         "tune",
         "samples/traces/h200-tune/transformer_varlen.recorded.vramtrace",
     ]);
     assert!(
-        text.contains("[address-sensitive: 5.56 GiB-5.57 GiB]"),
+        text.contains("address-sensitive: 5.56 GiB-5.57 GiB]"),
         "{text}"
     );
     assert!(
-        text.contains("[address-sensitive: 5.54 GiB, up to "),
+        text.contains("address-sensitive: 5.54 GiB, up to "),
         "{text}"
     );
 }

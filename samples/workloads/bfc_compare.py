@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def replay(vt, trace, policies):
-    out = subprocess.run([vt, "replay", "--json", trace, "--capacity", str(H200), "--policy", ",".join(policies)],
+    out = subprocess.run([vt, "replay", "--json", trace, "--capacity", f"{H200}B", "--policy", ",".join(policies)],
                          check=True, capture_output=True, text=True).stdout
     d = json.loads(out)
     return {p["name"]: p for p in d["policies"]}, d["lower_bound_bytes"]

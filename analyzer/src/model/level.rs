@@ -37,6 +37,18 @@ pub struct LevelReport {
     pub warning: Option<String>,
 }
 
+impl LevelReport {
+    /// The level as every command shows it (docs/definitions.md, "Capture level"):
+    /// `request (declared by the recorder)`, `request (inferred from the calls)`, `unknown`.
+    pub fn shown(&self) -> String {
+        match (self.level, self.declared) {
+            (CaptureLevel::Unknown, _) => "unknown".to_string(),
+            (l, true) => format!("{} (declared by the recorder)", l.name()),
+            (l, false) => format!("{} (inferred from the calls)", l.name()),
+        }
+    }
+}
+
 const SEGMENT_WARNING: &str = "this is a segment-level trace: its allocations are a caching \
 allocator's segments, not the program's buffers, so replaying them through another allocator \
 stacks one cache on another and the what-if figures mislead; record with `vramtrace record \

@@ -143,6 +143,23 @@ pub fn alloc_conf_of(spec: &PolicySpec) -> Option<String> {
     Some(items.join(","))
 }
 
+/// What a spec sets that the allocator it models ignores, in words: PyTorch collects garbage
+/// only under a per-process memory fraction, so `garbage_collection_threshold` without
+/// `memory_fraction` changes nothing (`CUDACachingAllocator.cpp`, `garbage_collect_cached_blocks`
+/// runs only when `set_fraction`). `None` when every option takes effect.
+pub fn ignored_options(spec: &PolicySpec) -> Option<String> {
+    let has = |k: &str| spec.options.iter().any(|(key, _)| key == k);
+    (is_pytorch(&spec.name) && has("garbage_collection_threshold") && !has("memory_fraction")).then(
+        || {
+            format!(
+                "{spec}: garbage_collection_threshold does nothing without memory_fraction \
+                 (PyTorch collects only under torch.cuda.set_per_process_memory_fraction); add \
+                 memory_fraction=F to replay it"
+            )
+        },
+    )
+}
+
 /// Rewrites a `--policy` list written in the allocator-configuration syntax into the policy
 /// syntax (`NAME:KEY=VALUE,...`), then parses it. Accepted besides that syntax:
 ///
@@ -157,8 +174,12 @@ pub fn parse_policy_list(text: &str) -> Result<Vec<PolicySpec>, SpecSyntax> {
         }
     }
     let mut specs: Vec<PolicySpec> = Vec::new();
-    // Whether the last spec may take further `key:value` items.
+    // Whether the last spec may take further `key:value` items: it was written as an allocator
+    // configuration.
     let mut open = false;
+    // The last spec, when it was written as NAME[:KEY=VALUE,...] and configures PyTorch: a
+    // `key:value` item after it is refused as ambiguous.
+    let mut written: Option<String> = None;
     for item in split_outside_brackets(trimmed, ',') {
         let item = item.trim();
         if item.is_empty() {
@@ -167,6 +188,16 @@ pub fn parse_policy_list(text: &str) -> Result<Vec<PolicySpec>, SpecSyntax> {
         let parts = split_outside_brackets(item, ':');
         let conf_item = parts.len() == 2 && !item.contains('=') && is_conf_key(parts[0].trim());
         if conf_item {
+            if let Some(spec) = &written {
+                let name = &specs.last().expect("written names the last spec").name;
+                let option = format!("{}={}", parts[0].trim(), parts[1].trim());
+                let join = if spec.contains(':') { ',' } else { ':' };
+                return Err(SpecSyntax::Ambiguous {
+                    written: format!("{spec},{item}"),
+                    one: format!("{spec}{join}{option}"),
+                    two: format!("{spec},{name}:{option}"),
+                });
+            }
             let continues = open
                 && specs
                     .last()
@@ -193,6 +224,7 @@ pub fn parse_policy_list(text: &str) -> Result<Vec<PolicySpec>, SpecSyntax> {
             apply(&mut spec, parts[1], parts[2]).map_err(SpecSyntax::AllocConf)?;
             specs.push(spec);
             open = true;
+            written = None;
             continue;
         }
         // The policy syntax: parse this item alone, continuing the last spec for `KEY=VALUE`.
@@ -206,7 +238,11 @@ pub fn parse_policy_list(text: &str) -> Result<Vec<PolicySpec>, SpecSyntax> {
         } else {
             specs.extend(super::parse_specs(item)?);
         }
-        open = specs.last().is_some_and(|s| is_pytorch(&s.name));
+        open = false;
+        written = specs
+            .last()
+            .filter(|s| is_pytorch(&s.name) || s.name == ASYNC)
+            .map(ToString::to_string);
     }
     if specs.is_empty() {
         return Err(SpecSyntax::Empty);
@@ -303,5 +339,41 @@ mod tests {
         );
         assert_eq!(names("backend:cudaMallocAsync"), ["cuda-async"]);
         assert!(parse_policy_list("pytorch:max_split:128").is_err());
+    }
+
+    #[test]
+    fn a_collection_threshold_without_a_memory_fraction_is_named_as_ignored() {
+        let list = parse_policy_list(
+            "pytorch:garbage_collection_threshold=0.6,\
+             pytorch:garbage_collection_threshold=0.6,memory_fraction=0.9",
+        )
+        .unwrap();
+        assert_eq!(
+            ignored_options(&list[0]).unwrap(),
+            "pytorch:garbage_collection_threshold=0.6: garbage_collection_threshold does nothing \
+             without memory_fraction (PyTorch collects only under \
+             torch.cuda.set_per_process_memory_fraction); add memory_fraction=F to replay it"
+        );
+        assert_eq!(ignored_options(&list[1]), None);
+    }
+
+    #[test]
+    fn a_conf_item_after_a_policy_name_is_refused_as_ambiguous() {
+        let e = parse_policy_list("pytorch,max_split_size_mb:128").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`pytorch,max_split_size_mb:128` is ambiguous: write `pytorch:max_split_size_mb=128` \
+             for one policy with that option, or `pytorch,pytorch:max_split_size_mb=128` for two \
+             policies"
+        );
+        // Written whole in one syntax, the same options still parse.
+        assert_eq!(
+            names("pytorch,pytorch:max_split_size_mb=128"),
+            ["pytorch", "pytorch:max_split_size_mb=128"]
+        );
+        assert_eq!(
+            names("max_split_size_mb:128,expandable_segments:True"),
+            ["pytorch-expandable:max_split_size_mb=128"]
+        );
     }
 }

@@ -76,6 +76,17 @@ pub enum SpecSyntax {
     NotKeyValue(String),
     #[error("no policy named")]
     Empty,
+    /// A `key:value` item right after a policy written as NAME[:KEY=VALUE,...]: it could be an
+    /// option of that policy or a second policy (a configuration of the default allocator).
+    #[error(
+        "`{written}` is ambiguous: write `{one}` for one policy with that option, or `{two}` for \
+         two policies"
+    )]
+    Ambiguous {
+        written: String,
+        one: String,
+        two: String,
+    },
     /// A `PYTORCH_CUDA_ALLOC_CONF` value that PyTorch would reject too.
     #[error("{0}")]
     AllocConf(String),

@@ -31,6 +31,7 @@ pub mod rmm_arena;
 pub mod rmm_binning;
 pub mod rmm_pool;
 pub mod support;
+pub mod validated;
 
 pub use allocator::{Policy, Refused};
 pub use device::Device;

@@ -107,6 +107,10 @@ pub struct Outcome {
     /// What running this way costs besides time: synchronizing frees, refusals, retries.
     pub costs: Costs,
     pub oom: Option<Oom>,
+    /// Requests the recorded run's driver refused (out of memory there) that this policy could
+    /// not serve either, from its cache: the recorded out-of-memory errors it reproduces. The
+    /// program survived them, so the replay goes on.
+    pub refused_attempts: u64,
 }
 
 /// The cost proxy of a replay, beside [`Outcome::est_alloc_time_us`] (docs/definitions.md).
@@ -184,6 +188,7 @@ pub fn replay_on(
         est_alloc_time_us: 0.0,
         costs: Costs::default(),
         oom: None,
+        refused_attempts: 0,
     };
     let limit = stop_after.unwrap_or(usize::MAX);
     for (index, r) in requests.into_iter().enumerate() {
@@ -220,9 +225,9 @@ pub fn replay_on(
                 // The real driver refused it: the policy may serve it from its cache, but gets
                 // no new memory, so a refusal runs its retry path as it ran in the program.
                 driver.set_frozen(true);
-                if r.size <= MAX_REQUEST {
-                    policy.attempt(r.slot, r.size, r.stream, &mut driver.device());
-                }
+                let served = r.size <= MAX_REQUEST
+                    && policy.attempt(r.slot, r.size, r.stream, &mut driver.device());
+                out.refused_attempts += u64::from(!served);
                 driver.set_frozen(false);
             }
         }
@@ -280,19 +285,22 @@ fn oom_report(index: usize, r: &Request, live: &[Option<Live>], usage: Usage, d:
     }
 }
 
-/// The policy's address map right after request `index` (replays the prefix again: replays are
-/// deterministic, so this is the state the full replay passed through).
+/// The policy's address map right after request `index`, replayed on `driver` (replays the
+/// prefix again: replays are deterministic, so on the driver the full replay started from this
+/// is the state it passed through).
 pub fn address_map_at(
     policy: &mut dyn Policy,
     requests: &[Request],
     index: usize,
-    options: &ReplayOptions,
+    driver: Driver,
 ) -> AddressMap {
-    let options = ReplayOptions {
-        stop_after: Some(index + 1),
-        ..*options
-    };
-    replay(policy, requests.iter().copied(), &options, &mut ());
+    replay_on(
+        policy,
+        requests.iter().copied(),
+        driver,
+        Some(index + 1),
+        &mut (),
+    );
     policy.address_map()
 }
 
@@ -365,7 +373,7 @@ mod tests {
     fn the_address_map_at_a_step_is_the_state_the_replay_passed_through() {
         let r = requests();
         let mut p = PyTorchCaching::new(Config::default());
-        let map = address_map_at(&mut p, &r, 1, &ReplayOptions::default());
+        let map = address_map_at(&mut p, &r, 1, Driver::new(DriverModel::default()));
         assert_eq!(map.segments.len(), 2);
         assert_eq!(map.segments.iter().map(|s| s.size).sum::<u64>(), 36 * MIB);
         let used: Vec<_> = map.blocks.iter().filter_map(|b| b.slot).collect();

@@ -8,14 +8,16 @@
 mod engine;
 mod input;
 mod parallel;
+mod prepare;
 mod table;
 
 pub use engine::{
     Costs, LiveObject, OOM_LIVE_SHOWN, Observer, Oom, Outcome, ReplayOptions, Timeline, Usage,
     address_map_at, replay, replay_on,
 };
-pub use input::{CapacitySource, ReplayInput, capacity_of};
+pub use input::{CapacitySource, ReplayInput};
 pub use parallel::{
     FitResult, Progress, RunResult, fit_all, fit_one, replay_all, replay_all_with, run, run_with,
 };
+pub use prepare::{Limits, capacity, driver, prepare};
 pub use table::{FitReport, FitRow, PolicyRow, ReplayReport, StreamFit, StreamReport};

@@ -3,10 +3,9 @@
 //! answer.
 
 use super::engine::{Outcome, replay_on};
+use super::prepare::driver;
 use crate::model::RequestStream;
-use crate::policy::{
-    AddressOrder, BOUNDS, BuildContext, Driver, DriverModel, PolicyError, PolicySpec, build,
-};
+use crate::policy::{AddressOrder, BOUNDS, BuildContext, PolicyError, PolicySpec, build};
 use rayon::prelude::*;
 
 /// One policy on one stream.
@@ -49,9 +48,8 @@ pub fn replay_all_with(
         .collect()
 }
 
-/// One policy on one stream at one capacity. When the trace recorded the real allocator's
-/// `cudaMalloc`s (an imported snapshot, PyTorch's tracker), the driver returns their addresses
-/// while the sizes agree ([`Driver::script_segments`]).
+/// One policy on one stream at one capacity, on the driver [`driver`] prepares (with the real
+/// allocator's addresses where the trace recorded them).
 pub fn run(
     stream: &RequestStream,
     spec: &PolicySpec,
@@ -71,13 +69,10 @@ pub fn run_with(
 ) -> Result<Outcome, PolicyError> {
     let ctx = BuildContext { stream, capacity };
     let mut policy = build(spec, &ctx)?;
-    let mut driver = Driver::new(DriverModel { capacity });
-    driver.set_address_order(order);
-    driver.script_segments(stream.recorded_segments.iter().copied());
     Ok(replay_on(
         policy.as_mut(),
         stream.requests.iter().copied(),
-        driver,
+        driver(stream, capacity, order),
         None,
         &mut (),
     )

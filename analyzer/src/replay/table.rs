@@ -7,6 +7,7 @@ use super::{FitResult, Oom, Outcome, Progress, fit_all, replay_all};
 use crate::model::device::{GPU_SIZES_GB, gpu_bytes, process_peak};
 use crate::model::{CaptureLevel, Outside};
 use crate::model::{RequestKind, RequestStream};
+use crate::policy::validated::{Band, band};
 use crate::policy::{PolicyError, PolicyRole, PolicySpec, preallocates, role};
 use serde::Serialize;
 
@@ -26,9 +27,15 @@ pub struct PolicyRow {
     pub device_frees: u64,
     pub est_alloc_time_us: f64,
     pub oom: Option<Oom>,
+    /// Allocations the recorded run's driver refused that this policy refuses too (it cannot
+    /// serve them from its cache): the recorded out-of-memory errors it reproduces.
+    pub refused_as_recorded: u64,
     /// `(peak_reserved - recorded) / recorded` for a policy that models the allocator the
     /// program ran under, when the trace holds what that allocator really reserved.
     pub error_vs_recorded: Option<f64>,
+    /// The error the policy's model showed on real runs (docs/validation.md); `null` when no
+    /// real run checked it: the figures are then unvalidated.
+    pub validated: Option<&'static Band>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -81,6 +88,7 @@ fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64, start_ns: u64) -> Polic
     });
     PolicyRow {
         error_vs_recorded: None,
+        validated: band(&spec.name),
         name: spec.to_string(),
         peak_requested: o.peak_requested,
         peak_allocated: o.peak_allocated,
@@ -92,6 +100,7 @@ fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64, start_ns: u64) -> Polic
         device_frees: o.device_frees,
         est_alloc_time_us: o.est_alloc_time_us,
         oom,
+        refused_as_recorded: o.refused_attempts,
     }
 }
 
@@ -197,6 +206,7 @@ fn summed(outs: &[&Outcome]) -> Outcome {
             .iter()
             .filter_map(|o| o.oom.clone())
             .min_by_key(|o| o.time_ns),
+        refused_attempts: sum(|o| o.refused_attempts),
     }
 }
 
@@ -252,6 +262,9 @@ pub struct FitRow {
     pub at_min: Option<FitCost>,
     /// Which common GPUs it runs on.
     pub gpus: Vec<GpuFit>,
+    /// The error the policy's model showed on real runs (docs/validation.md); `null`:
+    /// unvalidated.
+    pub validated: Option<&'static Band>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -312,6 +325,7 @@ fn fit_row<'a>(
     });
     FitRow {
         name: spec.to_string(),
+        validated: band(&spec.name),
         role: role(spec),
         preallocates: preallocates(spec),
         min_capacity_bytes: need,

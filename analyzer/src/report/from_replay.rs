@@ -13,9 +13,9 @@ use super::data::{
 };
 use crate::model::{Request, RequestKind, RequestStream};
 use crate::policy::{
-    AddressMap, BuildContext, DriverModel, Policy, PolicyError, PolicySpec, Span, build,
+    AddressMap, AddressOrder, BuildContext, Policy, PolicyError, PolicySpec, Span, build,
 };
-use crate::replay::{Observer, ReplayOptions, Usage, address_map_at, replay};
+use crate::replay::{Observer, Usage, address_map_at, driver, replay_on};
 use rayon::prelude::*;
 
 /// Downsamples a replay's usage into [`Buckets`], keeps the policy's address map from the
@@ -453,10 +453,8 @@ fn replay_one(
     log: StateLogger,
 ) -> Result<PolicyResult, PolicyError> {
     let ctx = BuildContext { stream, capacity };
-    let options = ReplayOptions {
-        driver: DriverModel { capacity },
-        stop_after: None,
-    };
+    // The driver every command replays on (`replay::prepare`): the recorded addresses first.
+    let start = || driver(stream, capacity, AddressOrder::Rising);
     let mut sampler = Sampler {
         reserved: SeriesBuilder::new(buckets),
         allocated: SeriesBuilder::new(buckets),
@@ -468,10 +466,11 @@ fn replay_one(
         log,
     };
     let mut policy = build(spec, &ctx)?;
-    let (outcome, _) = replay(
+    let (outcome, _) = replay_on(
         policy.as_mut(),
         stream.requests.iter().copied(),
-        &options,
+        start(),
+        None,
         &mut sampler,
     );
     let owners = owners_at(stream, outcome.peak_reserved_index);
@@ -487,7 +486,7 @@ fn replay_one(
                     fresh.as_mut(),
                     &stream.requests,
                     outcome.peak_reserved_index,
-                    &options,
+                    start(),
                 ),
                 &owners,
             )
@@ -728,10 +727,6 @@ mod tests {
         // Small windows, so the stream is cut into several with starting states.
         let ws = windows(stream, focus, stream.requests[n / 2].time_ns, n / 3);
         assert!(ws.len() > 2, "{}", ws.len());
-        let options = ReplayOptions {
-            driver: DriverModel { capacity: u64::MAX },
-            stop_after: None,
-        };
         let names: Vec<&str> = crate::policy::REGISTRY.iter().map(|p| p.name).collect();
         let specs = crate::policy::parse_specs(&names.join(",")).unwrap();
         let results = replay_policies(stream, &specs, u64::MAX, (focus, focus), &ws).unwrap();
@@ -749,7 +744,8 @@ mod tests {
                     apply(&mut state, c);
                     let i = w.first + k;
                     let mut fresh = build(spec, &ctx).unwrap();
-                    let map = address_map_at(fresh.as_mut(), &stream.requests, i, &options);
+                    let start = driver(stream, u64::MAX, AddressOrder::Rising);
+                    let map = address_map_at(fresh.as_mut(), &stream.requests, i, start);
                     assert_eq!(
                         state,
                         flat(&layout(&map, &owners_at(stream, i))),

@@ -13,10 +13,10 @@ use crate::answers::Answers;
 use crate::model::Model;
 use crate::model::device::CUDA_CONTEXT_BYTES;
 use crate::policy::{PolicyError, PolicySpec};
-use crate::replay::{CapacitySource, capacity_of};
+use crate::replay::{CapacitySource, Limits, capacity};
 use crate::summary::{Summary, TOP_STACKS};
 use crate::symbolize::{ModuleFiles, NoFiles, Symbolizer};
-use crate::tune::{Grid, Tune, tune_model};
+use crate::tune::{Grid, Recorded, Tune, recorded_of, tune_model};
 use crate::units::{bytes, count};
 use vramtrace_format::Trace;
 
@@ -79,6 +79,7 @@ pub fn generate(
 ) -> Result<Report, ReportError> {
     progress("reading events");
     let model = Model::from_events(trace.events(), &trace.metadata);
+    let recorded = recorded_of(trace);
     progress("ranking the selectable settings");
     // The headline's search needs the model only, so it starts here and runs beside all the
     // rest: the trace pass, the summary, the page's data and the policies' replays. It runs
@@ -88,10 +89,14 @@ pub fn generate(
     let search_pool = rayon::ThreadPoolBuilder::new().build().ok();
     let (mut data, summary, mut symbolizer, tuned) = std::thread::scope(|scope| {
         let searching = scope.spawn(|| match &search_pool {
-            Some(pool) => pool.install(|| search(trace, &model, o.capacity)),
-            None => search(trace, &model, o.capacity),
+            Some(pool) => pool.install(|| search(trace, &model, &recorded, o.capacity)),
+            None => search(trace, &model, &recorded, o.capacity),
         });
-        let rest = trace_side(trace, &model, o, files, progress);
+        let limits = Limits {
+            given: o.capacity,
+            memory_fraction: recorded.memory_fraction,
+        };
+        let rest = trace_side(trace, &model, o, limits, files, progress);
         let tuned = searching
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -132,6 +137,7 @@ fn trace_side<'t, 'f>(
     trace: &'t Trace,
     model: &Model,
     o: &Options,
+    limits: Limits,
     files: &'f mut dyn ModuleFiles,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(ReportData, Summary, Symbolizer<'t, 'f>), ReportError> {
@@ -142,8 +148,9 @@ fn trace_side<'t, 'f>(
         count(pass.allocations())
     ));
     let facts = facts(o, trace, &pass, model);
-    // As `vramtrace replay`: the given capacity, else the traced device's memory, else none.
-    let capacity = |_pid: u32, device: i32| match capacity_of(trace, device, o.capacity) {
+    // As `vramtrace replay` prepares it: the given capacity, else the traced device's memory
+    // under the recorded limit, else none.
+    let capacity = |_pid: u32, device: i32| match capacity(&trace.tables.devices, device, limits) {
         (_, CapacitySource::Unlimited) => None,
         (c, _) => Some(c),
     };
@@ -191,10 +198,10 @@ fn trace_side<'t, 'f>(
 fn search(
     trace: &Trace,
     model: &Model,
+    recorded: &Recorded,
     capacity: Option<u64>,
 ) -> Result<Option<(Tune, Grid)>, PolicyError> {
     let requests: usize = model.streams.iter().map(|s| s.requests.len()).sum();
-    let recorded = crate::tune::recorded_of(trace);
     let lower_bound = model
         .streams
         .iter()
@@ -217,7 +224,7 @@ fn search(
     let tune = tune_model(
         trace,
         model,
-        &recorded,
+        recorded,
         capacity,
         None,
         CUDA_CONTEXT_BYTES,
@@ -262,19 +269,13 @@ fn replay_sections(
 
 fn facts(o: &Options, trace: &Trace, pass: &TracePass, model: &Model) -> TraceFacts {
     let m = &trace.metadata;
-    let level = model.level.level.name();
-    let how = if model.level.declared {
-        " (declared by the recorder)"
-    } else {
-        " (inferred from the calls)"
-    };
     TraceFacts {
         file: o.file.clone(),
         events: pass.events,
         failed_calls: pass.failed_calls,
         duration_ns: pass.last_ns.saturating_sub(pass.first_ns),
         complete: trace.layout.complete,
-        level: format!("{level}{how}"),
+        level: model.level.shown(),
         level_warning: model.level.warning.clone(),
         processes: trace
             .tables

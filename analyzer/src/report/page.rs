@@ -344,12 +344,14 @@ fn answers(s: &mut String, data: &ReportData) {
                 s,
                 "<div class=\"answer\" id=\"best-setting\" title=\"the recorded setting: {}\">\
                  <span>best selectable setting</span><b>{}</b><span><code class=\"paste\">{}</code>\
-                 <br>{} ({:.1}%) less than the recorded setting, best {among}</span></div>",
+                 <br>{} ({:.1}%) less than the recorded setting, best validated {among}; \
+                 its model's error on real runs: {}</span></div>",
                 html(&a.recorded_select),
                 html(&b.setting),
                 html(&b.select),
                 bytes(b.saving_bytes.unsigned_abs()),
                 100.0 * b.saving_fraction,
+                html(&b.validated),
             );
         }
         None => {

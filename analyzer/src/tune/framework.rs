@@ -3,7 +3,7 @@
 //!
 //! The evidence is the trace's metadata: the allocator environment variables the recorder
 //! copied (`PYTORCH_CUDA_ALLOC_CONF`, `XLA_PYTHON_CLIENT_*`, `TF_GPU_ALLOCATOR`, ...), the
-//! modules the process loaded, and the command line. `vramtrace record --requests` sets
+//! libraries the process loaded (by their file names, never by the folders they lie in). `vramtrace record --requests` sets
 //! `PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,...`, `XLA_PYTHON_CLIENT_ALLOCATOR=platform`
 //! and `TF_GPU_ALLOCATOR=cuda_malloc_async` for every program (analyzer `cmd_record`,
 //! `request_level_env`), so in a request-level trace written by the recorder those values are
@@ -13,7 +13,26 @@
 use crate::policy::PolicySpec;
 use crate::policy::alloc_conf::spec_from_alloc_conf;
 use serde::Serialize;
-use vramtrace_format::{Metadata, Tables};
+use vramtrace_format::{Event, MemoryKind, Metadata, Tables};
+
+/// What a trace's calls say about the allocator it ran under, gathered event by event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Calls {
+    /// The process's requests went through the stream-ordered pool (a successful
+    /// `cuMemAllocAsync`-family call) rather than plain `cuMemAlloc`.
+    pub pool: bool,
+    /// PyTorch's caching allocator reported to the recorder through its trace tracker (the
+    /// recorder attached to it): the program ran PyTorch.
+    pub torch_tracker: bool,
+}
+
+impl Calls {
+    pub fn see(&mut self, e: &Event) {
+        let kind = e.api.kind();
+        self.pool |= e.succeeded() && kind == MemoryKind::Pool;
+        self.torch_tracker |= matches!(kind, MemoryKind::TorchBlock | MemoryKind::TorchSegment);
+    }
+}
 
 /// A family of allocator settings a user selects in one place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -70,24 +89,32 @@ fn launched_for_requests(m: &Metadata) -> bool {
     m.capture_level == "request" && m.writer.starts_with("vramtrace-recorder")
 }
 
-fn loaded(tables: &Tables, needles: &[&str]) -> Option<String> {
-    let in_modules = tables
+/// The libraries by which each framework is known: prefixes of a loaded module's file name (its
+/// identity), never of the folders it lies in (a Python environment in a folder named `torch`
+/// holds JAX too).
+const PYTORCH_LIBRARIES: &[&str] = &["libc10", "libtorch"];
+const JAX_LIBRARIES: &[&str] = &[
+    "libjax_common.",
+    "xla_extension.",
+    "xla_cuda_plugin.",
+    "cuda_plugin_extension.",
+];
+const TENSORFLOW_LIBRARIES: &[&str] = &["libtensorflow", "_pywrap_tensorflow"];
+
+/// The first loaded module whose file name starts with one of `libraries`, by that name.
+fn loaded(tables: &Tables, libraries: &[&str]) -> Option<String> {
+    tables
         .modules
         .iter()
-        .map(|m| m.path.as_str())
-        .find(|p| needles.iter().any(|n| p.contains(n)));
-    let in_command = tables
-        .processes
-        .iter()
-        .flat_map(|p| &p.command_line)
-        .map(String::as_str)
-        .find(|a| needles.iter().any(|n| a.contains(n)));
-    in_modules.or(in_command).map(str::to_string)
+        .filter_map(|m| m.path.rsplit('/').next())
+        .find(|name| libraries.iter().any(|l| name.starts_with(l)))
+        .map(str::to_string)
 }
 
-/// `uses_pool`: whether the process's requests went through the stream-ordered pool
-/// (`cuMemAllocAsync`) rather than plain `cuMemAlloc`.
-pub fn recorded(metadata: &Metadata, tables: &Tables, uses_pool: bool) -> Recorded {
+/// The framework and configuration of a trace with this `metadata` and these `tables`, whose
+/// events made these `calls`.
+pub fn recorded(metadata: &Metadata, tables: &Tables, calls: Calls) -> Recorded {
+    let uses_pool = calls.pool;
     let launcher = launched_for_requests(metadata);
     let torch_conf =
         env(metadata, "PYTORCH_ALLOC_CONF").or(env(metadata, "PYTORCH_CUDA_ALLOC_CONF"));
@@ -104,13 +131,17 @@ pub fn recorded(metadata: &Metadata, tables: &Tables, uses_pool: bool) -> Record
         || env(metadata, "TF_GPU_ALLOCATOR").is_some_and(|v| !launcher || v != "cuda_malloc_async");
     let module = |n: &[&str]| loaded(tables, n);
     let mut notes = Vec::new();
-    if let Some(m) = module(&["libc10_cuda", "libtorch_cuda", "torch/"]) {
+    if calls.torch_tracker {
+        let evidence = "PyTorch's caching allocator reported through its trace tracker".into();
+        return pytorch(torch_conf, launcher, evidence, notes);
+    }
+    if let Some(m) = module(PYTORCH_LIBRARIES) {
         return pytorch(torch_conf, launcher, format!("loaded {m}"), notes);
     }
-    if let Some(m) = module(&["jaxlib", "xla_extension", "jax_cuda", "jax_plugins"]) {
+    if let Some(m) = module(JAX_LIBRARIES) {
         return jax(metadata, launcher, format!("loaded {m}"), notes);
     }
-    if let Some(m) = module(&["tensorflow"]) {
+    if let Some(m) = module(TENSORFLOW_LIBRARIES) {
         return tensorflow(metadata, launcher, format!("loaded {m}"));
     }
     if xla {
@@ -279,6 +310,12 @@ fn tensorflow(metadata: &Metadata, launcher: bool, evidence: String) -> Recorded
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vramtrace_format::Module;
+
+    const POOL: Calls = Calls {
+        pool: true,
+        torch_tracker: false,
+    };
 
     fn meta(env: &[(&str, &str)], level: &str, writer: &str) -> Metadata {
         Metadata {
@@ -302,7 +339,7 @@ mod tests {
             "request",
             "vramtrace 0.1.0 import_torch_trace",
         );
-        let r = recorded(&m, &Tables::default(), true);
+        let r = recorded(&m, &Tables::default(), POOL);
         assert_eq!(r.framework, Framework::PyTorch);
         assert_eq!(r.spec.to_string(), "pytorch-expandable:memory_fraction=0.5");
         assert_eq!(r.memory_fraction, Some(0.5));
@@ -322,7 +359,7 @@ mod tests {
             "request",
             "vramtrace-recorder 0.1.0",
         );
-        let r = recorded(&m, &Tables::default(), true);
+        let r = recorded(&m, &Tables::default(), POOL);
         assert_eq!(r.framework, Framework::PyTorch);
         assert_eq!(r.spec.to_string(), "pytorch:max_split_size_mb=256");
         assert_eq!(r.notes.len(), 1);
@@ -335,17 +372,77 @@ mod tests {
             "",
             "vramtrace-recorder",
         );
-        let r = recorded(&m, &Tables::default(), false);
+        let r = recorded(&m, &Tables::default(), Calls::default());
         assert_eq!(r.framework, Framework::Jax);
         assert_eq!(r.spec.to_string(), "bfc:allow_growth=true");
         let r = recorded(
             &meta(&[], "", "vramtrace-recorder"),
             &Tables::default(),
-            false,
+            Calls::default(),
         );
         assert_eq!(
             (r.framework, r.spec.to_string()),
             (Framework::Cuda, "cuda-malloc".into())
+        );
+    }
+
+    fn module(path: &str) -> Module {
+        Module {
+            id: 0,
+            pid: 1,
+            path: path.into(),
+            build_id: Vec::new(),
+            load_address: 0,
+            size: 0,
+            loaded_ns: 0,
+            unloaded_ns: None,
+        }
+    }
+
+    #[test]
+    fn a_jax_program_in_a_folder_named_torch_is_jax() {
+        let venv = "/opt/torch/.venv/lib/python3.12/site-packages";
+        let tables = Tables {
+            modules: vec![
+                module(&format!("{venv}/jaxlib/cpu_feature_guard.so")),
+                module(&format!("{venv}/jaxlib/libjax_common.so")),
+            ],
+            ..Tables::default()
+        };
+        let m = meta(
+            &[("XLA_PYTHON_CLIENT_ALLOCATOR", "platform")],
+            "",
+            "vramtrace-recorder",
+        );
+        let r = recorded(&m, &tables, Calls::default());
+        assert_eq!(
+            (r.framework, r.evidence.as_str(), r.spec.to_string()),
+            (
+                Framework::Jax,
+                "loaded libjax_common.so",
+                "cuda-malloc".into()
+            )
+        );
+        let torch = Tables {
+            modules: vec![module("/home/u/jax/torch/lib/libc10_cuda.so")],
+            ..Tables::default()
+        };
+        assert_eq!(
+            recorded(&m, &torch, Calls::default()).framework,
+            Framework::PyTorch
+        );
+        // The tracker's attach says PyTorch whatever was loaded.
+        let tracker = Calls {
+            torch_tracker: true,
+            ..Calls::default()
+        };
+        let r = recorded(&m, &tables, tracker);
+        assert_eq!(
+            (r.framework, r.evidence.as_str()),
+            (
+                Framework::PyTorch,
+                "PyTorch's caching allocator reported through its trace tracker"
+            )
         );
     }
 }

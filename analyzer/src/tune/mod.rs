@@ -10,26 +10,21 @@ pub mod framework;
 pub mod grid;
 pub mod search;
 
-pub use framework::{Framework, Recorded, recorded};
+pub use framework::{Calls, Framework, Recorded, recorded};
 pub use grid::{Candidate, Role};
 pub use search::{AddressSpread, Grid, Row, Tune, TuneOptions, Unjudged, tune};
 
 use crate::model::Model;
 use crate::model::device::pool_capacity;
 use crate::policy::PolicyError;
-use crate::replay::capacity_of;
-use vramtrace_format::{Event, MemoryKind, Trace};
+use crate::replay::Limits;
+use vramtrace_format::Trace;
 
 /// The recorded configuration of a trace.
 pub fn recorded_of(trace: &Trace) -> Recorded {
-    let uses_pool = trace.events().any(|e| through_pool(&e));
-    recorded(&trace.metadata, &trace.tables, uses_pool)
-}
-
-/// Whether `e` shows the process's requests going through the stream-ordered pool (the
-/// `uses_pool` of [`recorded`]): a successful `cuMemAllocAsync`-family call.
-pub fn through_pool(e: &Event) -> bool {
-    e.succeeded() && e.api.kind() == MemoryKind::Pool
+    let mut calls = Calls::default();
+    trace.events().for_each(|e| calls.see(&e));
+    recorded(&trace.metadata, &trace.tables, calls)
 }
 
 /// Tunes a whole trace: its request streams replayed at `capacity` (exact), else on a GPU of
@@ -85,7 +80,9 @@ pub fn capacities(
         .streams
         .iter()
         .map(|s| {
-            let device = capacity_of(trace, s.key.expect("model streams have keys").device, None).0;
+            let ordinal = s.key.expect("model streams have keys").device;
+            let device =
+                crate::replay::capacity(&trace.tables.devices, ordinal, Limits::default()).0;
             match (capacity, gpu) {
                 (Some(c), _) => c,
                 (None, Some(g)) => pool_capacity(g, context, s.outside.peak_bytes),

@@ -2,24 +2,25 @@
 //! selectable settings measured against the recorded one.
 //!
 //! Ranking (docs/definitions.md, "tune"): settings that run without running out of memory
-//! first; among those within [`ACCURACY`] of the smallest process peak, the cheaper run
-//! (synchronizing frees, retries), then the simpler setting (fewer options), then fewer driver
-//! calls; the rest by process peak. Settings whose replays give the same figures are one row,
-//! named by the simplest.
+//! first, and among them those whose model is validated ([`crate::policy::validated`]) before
+//! those whose model is not. A setting ranks above another by its figure only when it is better
+//! beyond both models' validated bands: the settings whose band of real figures reaches the best
+//! one's are *within the noise* of it and ranked the recorded setting first (no change is
+//! advised for a difference the models cannot vouch for), then by cost (synchronizing frees,
+//! retries), the smaller real peak at worst, simplicity (fewer options) and driver calls; the
+//! rest by process peak.
+//! Settings whose replays give the same figures are one row, named by the simplest.
 
 use super::distinct::replay_distinct;
 use super::framework::{Framework, Recorded};
 use super::grid::{Candidate, GridContext, Role, bounds, candidate, settings};
 use crate::model::device::process_peak;
 use crate::model::{CaptureLevel, LevelReport, RequestKind, RequestStream};
+use crate::policy::validated::{Band, band};
 use crate::policy::{AddressOrder, PolicyError, PolicySpec};
 use crate::replay::Outcome;
 use serde::Serialize;
 use std::collections::HashMap;
-
-/// The replay's accuracy against real runs (docs/validation.md: within 1% of PyTorch's own
-/// peak reserved): settings this close to the best count as equally good.
-pub const ACCURACY: f64 = 0.01;
 
 /// What the search is given besides the streams.
 #[derive(Debug, Clone)]
@@ -94,6 +95,15 @@ pub struct Row {
     pub est_alloc_time_us: f64,
     /// Ran out of memory at the replay's capacity.
     pub oom: bool,
+    /// The validated error band of the setting's model (docs/validation.md); `null` when no
+    /// real run checked it (unvalidated).
+    pub validated: Option<&'static Band>,
+    /// The process peaks of real runs the prediction stands for, from `validated`: the
+    /// smallest and largest whose error would have been inside the band. `null` unvalidated.
+    pub real_range: Option<(u64, u64)>,
+    /// Ranked among the settings whose real range reaches the best setting's: which of them is
+    /// smaller is within the noise of the models, and cost and simplicity decide.
+    pub within_noise: bool,
     /// Whether it fits `--gpu`; `null` without one.
     pub fits_gpu: Option<bool>,
     /// Other settings that gave exactly the same figures.
@@ -140,7 +150,8 @@ pub struct Tune {
     /// What no selectable setting can beat.
     pub bounds: Vec<Row>,
     pub not_judged: Vec<Unjudged>,
-    /// Candidates replayed (each over every stream).
+    /// Selectable settings replayed (each over every stream), the recorded one among them; the
+    /// bounds are not counted.
     pub tried: usize,
     /// How much of the grid they were.
     pub grid: Grid,
@@ -198,7 +209,11 @@ fn figures(outs: &[&Outcome], streams: &[RequestStream], o: &TuneOptions) -> Fig
 
 fn row(c: &Candidate, f: &Figures, base: u64, gpu: Option<u64>, recorded: bool) -> Row {
     let saving = base as i64 - f.process as i64;
+    let validated = band(&c.spec.name);
     Row {
+        validated,
+        real_range: validated.map(|b| b.real_range(f.process)),
+        within_noise: false,
         framework: c.framework,
         setting: c.spec.to_string(),
         select: c.select.clone(),
@@ -315,32 +330,45 @@ pub fn tune(
             recorded_row.address_sensitive = *spread;
         }
     }
-    // Within the model's accuracy of the best peak (ACCURACY), a simpler and cheaper setting
-    // ranks first: the difference is not one the replay can vouch for.
-    let best = rows
+    // A setting ranks above another by its figure only beyond both validated bands: those whose
+    // real range reaches the best one's (the validated setting whose real peak is smallest at
+    // worst) are within the noise of it, and cost and simplicity order them.
+    let best_high = rows
         .iter()
         .filter(|(_, r)| !r.oom)
-        .map(|(_, r)| r.process_peak)
-        .min()
-        .unwrap_or(u64::MAX);
-    let band = |r: &Row| !r.oom && (r.process_peak as f64) <= best as f64 * (1.0 + ACCURACY);
+        .filter_map(|(_, r)| r.real_range)
+        .map(|(_, high)| high)
+        .min();
+    for (_, r) in &mut rows {
+        r.within_noise = !r.oom
+            && matches!((r.real_range, best_high), (Some((low, _)), Some(best)) if low <= best);
+    }
     let n_options = |i: usize| candidates[i].spec.options.len();
+    let worst = |r: &Row| r.real_range.map_or(u64::MAX, |(_, high)| high);
     let mut ranked: Vec<(usize, Row)> = rows;
     ranked.sort_by(|(ia, a), (ib, b)| {
-        let by_peak = a.oom.cmp(&b.oom).then(a.process_peak.cmp(&b.process_peak));
+        let by_peak = a.process_peak.cmp(&b.process_peak);
+        // Within the noise a wide band does not win on its figure: the smaller real peak at
+        // worst goes first.
         let by_cost = a
             .sync_frees
             .cmp(&b.sync_frees)
             .then(a.retries.cmp(&b.retries))
+            .then(worst(a).cmp(&worst(b)))
             .then(n_options(*ia).cmp(&n_options(*ib)))
             .then(a.device_allocs.cmp(&b.device_allocs));
-        match (band(a), band(b)) {
-            (true, true) => by_cost.then(by_peak),
-            (true, false) => std::cmp::Ordering::Less,
-            (false, true) => std::cmp::Ordering::Greater,
-            (false, false) => by_peak.then(by_cost),
-        }
-        .then(ia.cmp(ib))
+        a.oom
+            .cmp(&b.oom)
+            .then(a.validated.is_none().cmp(&b.validated.is_none()))
+            .then(b.within_noise.cmp(&a.within_noise))
+            .then(if a.within_noise && b.within_noise {
+                // The recorded setting within the noise of the best is as good as any: no
+                // change is advised.
+                b.recorded.cmp(&a.recorded).then(by_cost).then(by_peak)
+            } else {
+                by_peak.then(by_cost)
+            })
+            .then(ia.cmp(ib))
     });
     let bounds_rows = candidates
         .iter()
@@ -363,7 +391,10 @@ pub fn tune(
         },
         bounds: bounds_rows,
         not_judged,
-        tried: candidates.len(),
+        tried: candidates
+            .iter()
+            .filter(|c| c.role == Role::Setting)
+            .count(),
         grid: options.grid,
         gpu_bytes: gpu,
         context_bytes: options.context_bytes,

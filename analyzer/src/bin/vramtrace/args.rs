@@ -3,6 +3,7 @@
 use crate::Cli;
 use clap::CommandFactory;
 use std::path::PathBuf;
+use vramtrace::policy::alloc_conf::ignored_options;
 use vramtrace::policy::{PolicyError, PolicySpec, resolve};
 
 /// A trace to describe, as text or JSON (`info`, `summary`).
@@ -22,9 +23,14 @@ pub struct TraceView {
 #[derive(Debug, Clone)]
 pub struct PolicyList(pub Vec<PolicySpec>);
 
-/// Parses a `--policy` value: `all`, or NAME[:KEY=VALUE,...] separated by commas.
+/// Parses a `--policy` value: `all`, or NAME[:KEY=VALUE,...] separated by commas; warns on
+/// stderr of each option the modelled allocator ignores ([`ignored_options`]).
 pub fn policies(text: &str) -> Result<PolicyList, PolicyError> {
-    resolve(text).map(PolicyList)
+    let specs = resolve(text)?;
+    for w in specs.iter().filter_map(ignored_options) {
+        eprintln!("vramtrace: warning: {w}");
+    }
+    Ok(PolicyList(specs))
 }
 
 /// [`policies`], or `none` for no replay.

@@ -1,6 +1,7 @@
 //! `vramtrace diff`.
 
 use crate::elf_files::ElfFiles;
+use crate::incomplete::Flagged;
 use crate::load::load_trace;
 use anyhow::Result;
 use std::fmt::Write as _;
@@ -35,7 +36,11 @@ impl Args {
             || Summary::with_files(&tb, usize::MAX, &mut ElfFiles::new()),
         );
         let diff = Diff::of(&sa, &sb);
-        crate::output::json_or_text(self.json, &diff, |d| render(a, b, d))
+        let flagged = Flagged::new(
+            &diff,
+            &[(a.as_path(), &ta.layout), (b.as_path(), &tb.layout)],
+        );
+        crate::output::json_or_text(self.json, &flagged, |f| render(a, b, f.report))
     }
 }
 

@@ -2,8 +2,9 @@
 //! which common GPUs that is.
 
 use crate::args::{PolicyList, policies};
+use crate::incomplete::Flagged;
 use crate::job;
-use crate::load::{load_job, load_streams, streams_of};
+use crate::load::{load_job, load_streams_and_layout, streams_of};
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 use vramtrace::model::device::{CUDA_CONTEXT_BYTES, GPU_SIZES_GB};
 use vramtrace::policy::PolicyRole;
 use vramtrace::replay::{FitReport, FitRow};
-use vramtrace::units::{bytes, count, parse_size};
+use vramtrace::units::{bytes, count, parse_size_arg};
 
 /// The smallest device each policy runs the trace on without running out of memory: the
 /// allocator's pool, the memory outside it and the CUDA context, and which common GPUs hold it.
@@ -31,7 +32,7 @@ pub struct Args {
     #[arg(long, default_value = "all", value_parser = policies)]
     policy: PolicyList,
     /// The CUDA context's share of the device (default: the estimate in docs/definitions.md).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     context: Option<u64>,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -44,7 +45,7 @@ impl Args {
         if self.trace.is_dir() {
             return self.run_job(specs);
         }
-        let input = load_streams(&self.trace, None)?;
+        let (input, layout) = load_streams_and_layout(&self.trace, None)?;
         let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
         let terminal = std::io::stderr().is_terminal();
         if terminal {
@@ -75,7 +76,8 @@ impl Args {
         {
             eprintln!("vramtrace: warning: {w}");
         }
-        crate::output::json_or_text(self.json, &report, render)
+        let flagged = Flagged::new(&report, &[(&self.trace, &layout)]);
+        crate::output::json_or_text(self.json, &flagged, |f| render(f.report))
     }
 }
 
@@ -178,8 +180,8 @@ fn render(r: &FitReport) -> String {
     let gpus: String = GPU_SIZES_GB.iter().map(|g| format!(" {g:>4}")).collect();
     let _ = writeln!(
         s,
-        "{:<width$}  {:>12}  {:>12} {gpus}  (GB: fits?)",
-        "policy", "min pool", "min GPU"
+        "{:<width$}  {:>12}  {:>12}  {:>26} {gpus}  (GB: fits?)",
+        "policy", "min pool", "min GPU", "model error on real runs"
     );
     for p in &r.policies {
         let (Some(c), Some(g)) = (p.min_capacity_bytes, p.min_gpu_bytes) else {
@@ -198,10 +200,11 @@ fn render(r: &FitReport) -> String {
         let note = note(p);
         let _ = writeln!(
             s,
-            "{:<width$}  {:>12}  {:>12} {fits}{}",
+            "{:<width$}  {:>12}  {:>12}  {:>26} {fits}{}",
             p.name,
             bytes(c),
             bytes(g),
+            p.validated.map_or("unvalidated".to_string(), |b| b.label()),
             if note.is_empty() {
                 String::new()
             } else {

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use vramtrace::interop::import_snapshot;
 use vramtrace::job::{Rank, rank_of, ranks};
 use vramtrace::model::{Model, ModelBuilder};
-use vramtrace::replay::ReplayInput;
-use vramtrace::tune::{Recorded, recorded, through_pool};
+use vramtrace::replay::{Limits, ReplayInput, prepare};
+use vramtrace::tune::{Calls, Recorded, recorded, recorded_of};
 use vramtrace_format::{
-    EventBatch, MappedFile, ReadOptions, Tables, Trace, TraceHead, journal, pickle,
+    EventBatch, Layout, MappedFile, ReadOptions, Tables, Trace, TraceHead, journal, pickle,
 };
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
@@ -69,10 +69,17 @@ pub fn stream_trace<T: Send>(
         .with_context(|| format!("{}", path.display()))
 }
 
-/// Streams the trace into its request streams; `capacity` overrides the traced devices'.
-pub fn load_streams(path: &Path, capacity: Option<u64>) -> Result<ReplayInput> {
-    replay_input(path, capacity)?
-        .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
+/// Streams the trace into its request streams ([`vramtrace::replay::prepare`]) and returns
+/// them with the chunks read (whether the file was complete); `capacity` overrides the traced
+/// devices' memory and the memory limit the process recorded.
+pub fn load_streams_and_layout(
+    path: &Path,
+    capacity: Option<u64>,
+) -> Result<(ReplayInput, Layout)> {
+    let (input, _, _, layout) = replay_input_and_recorded(path, capacity)?;
+    let input = input
+        .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
+    Ok((input, layout))
 }
 
 /// Streams the trace into its request streams; `None` when it holds no device-memory
@@ -81,35 +88,44 @@ pub fn replay_input(path: &Path, capacity: Option<u64>) -> Result<Option<ReplayI
     Ok(replay_input_and_recorded(path, capacity)?.0)
 }
 
-/// [`replay_input`], the configuration the trace was recorded with and its tables, in one pass
-/// over the events (the decoded trace is never held whole).
+/// [`replay_input`], the configuration the trace was recorded with, its tables and the chunks
+/// read, in one pass over the events (the decoded trace is never held whole).
 pub fn replay_input_and_recorded(
     path: &Path,
     capacity: Option<u64>,
-) -> Result<(Option<ReplayInput>, Recorded, Tables)> {
+) -> Result<(Option<ReplayInput>, Recorded, Tables, Layout)> {
     let mut builder = ModelBuilder::default();
-    let mut uses_pool = false;
+    let mut calls = Calls::default();
     let head = stream_trace(
         path,
         false,
         |b| b,
         |b| {
             b.iter().for_each(|e| {
-                uses_pool = uses_pool || through_pool(&e);
+                calls.see(&e);
                 builder.push(&e);
             })
         },
     )?;
     let model = builder.finish(&head.metadata);
-    let recorded = recorded(&head.metadata, &head.tables, uses_pool);
-    let input = ReplayInput::of_model(model, &head.metadata, &head.tables.devices, capacity);
-    Ok((input, recorded, head.tables))
+    let recorded = recorded(&head.metadata, &head.tables, calls);
+    let limits = Limits {
+        given: capacity,
+        memory_fraction: recorded.memory_fraction,
+    };
+    let input = prepare(model, &head.metadata, &head.tables.devices, limits);
+    Ok((input, recorded, head.tables, head.layout))
 }
 
-/// The request streams of `trace`, already loaded from `path`.
+/// The request streams of `trace`, already loaded from `path`, prepared as
+/// [`replay_input_and_recorded`] prepares them.
 pub fn streams_of(path: &Path, trace: &Trace, capacity: Option<u64>) -> Result<ReplayInput> {
     let model = Model::from_events(trace.events(), &trace.metadata);
-    ReplayInput::of_model(model, &trace.metadata, &trace.tables.devices, capacity)
+    let limits = Limits {
+        given: capacity,
+        memory_fraction: recorded_of(trace).memory_fraction,
+    };
+    prepare(model, &trace.metadata, &trace.tables.devices, limits)
         .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
 }
 

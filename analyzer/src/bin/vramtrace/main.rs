@@ -13,6 +13,7 @@ mod export_parquet;
 mod find_preload;
 mod fit;
 mod import;
+mod incomplete;
 mod info;
 mod job;
 mod load;

@@ -13,13 +13,13 @@ pub fn run(_: Option<&Path>, _: bool) -> Result<()> {
 
 #[cfg(feature = "device")]
 pub fn run(trace: Option<&Path>, json: bool) -> Result<()> {
-    use crate::load::load_streams;
+    use crate::load::load_streams_and_layout;
     use anyhow::{Context, anyhow};
     use vramtrace::device_replay::replay_on_device;
     use vramtrace::units::bytes;
 
     let path = trace.ok_or_else(|| anyhow!("--on-device needs a trace"))?;
-    let loaded = load_streams(path, None)?;
+    let (loaded, _) = load_streams_and_layout(path, None)?;
     let mut reports = Vec::new();
     for stream in &loaded.model.streams {
         let report = replay_on_device(stream)

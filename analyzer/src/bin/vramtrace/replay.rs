@@ -2,6 +2,7 @@
 
 use crate::args::{PolicyList, policies};
 use crate::elf_files::ElfFiles;
+use crate::incomplete::Flagged;
 use crate::job;
 use crate::load::{load_job, replay_input_and_recorded, streams_of};
 use anyhow::{Result, anyhow};
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 use vramtrace::policy::REGISTRY;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
 use vramtrace::summary::{StackNames, short_frame, top_stacks};
-use vramtrace::units::{bytes, count, duration, parse_size};
+use vramtrace::units::{bytes, count, duration, parse_size_arg};
 use vramtrace_format::Tables;
 
 /// Replay a trace's requests against allocator policies: peak reserved, fragmentation,
@@ -31,8 +32,9 @@ pub struct Args {
     /// Policies: `all`, or NAME[:KEY=VALUE,...] separated by commas.
     #[arg(long, default_value = "all", value_parser = policies)]
     policy: PolicyList,
-    /// Device capacity (default: the traced device's memory, else unlimited).
-    #[arg(long, value_parser = parse_size)]
+    /// Device capacity, with its unit (80GiB, 80GB, 1000B; a bare number is refused) (default:
+    /// the traced device's memory under the limit the process recorded, else unlimited).
+    #[arg(long, value_parser = parse_size_arg)]
     capacity: Option<u64>,
     /// Print JSON instead of text.
     #[arg(long, conflicts_with = "csv")]
@@ -66,13 +68,10 @@ impl Args {
             return self.run_job(path);
         }
         // One pass over the events: the decoded trace is never held whole.
-        let (input, recorded, tables) = replay_input_and_recorded(path, self.capacity)?;
-        let mut input = input
+        let (input, recorded, tables, layout) = replay_input_and_recorded(path, self.capacity)?;
+        let input = input
             .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
         let limit = recorded.memory_fraction;
-        if let Some(f) = limit {
-            input.limit_to(f);
-        }
         // The configuration the program ran under leads, whatever else was asked for.
         let mut specs = self.policy.0.clone();
         if let Some(r) = &input.recorded_policy
@@ -86,8 +85,9 @@ impl Args {
         {
             eprintln!("vramtrace: warning: {w}");
         }
+        let flagged = Flagged::new(&report, &[(path, &layout)]);
         let out = if self.json {
-            serde_json::to_string_pretty(&report)? + "\n"
+            serde_json::to_string_pretty(&flagged)? + "\n"
         } else if self.csv {
             render_csv(&report)
         } else {
@@ -114,11 +114,8 @@ impl Args {
     fn run_job(&self, dir: &Path) -> Result<()> {
         let specs = &self.policy.0;
         let ranks = load_job(dir, false, |path, trace| {
-            let mut input = streams_of(path, &trace, self.capacity)?;
             // Each rank under the limit it recorded, as a single trace is replayed.
-            if let Some(f) = vramtrace::tune::recorded_of(&trace).memory_fraction {
-                input.limit_to(f);
-            }
+            let input = streams_of(path, &trace, self.capacity)?;
             ReplayReport::build(&path.display().to_string(), specs, &input)
                 .map_err(anyhow::Error::from)
         })?;
@@ -226,13 +223,8 @@ fn render_text(
     sites: &[Vec<(String, u64)>],
 ) -> String {
     let mut s = String::new();
-    let how = if r.capture_level_declared {
-        "declared"
-    } else {
-        "inferred"
-    };
     let _ = writeln!(s, "trace        {}", r.trace);
-    let _ = writeln!(s, "level        {} ({how})", r.capture_level.name());
+    let _ = writeln!(s, "level        {}", input.model.level.shown());
     if let Some(w) = &r.warning {
         let _ = writeln!(s, "WARNING      {w}");
     }
@@ -308,9 +300,10 @@ fn render_text(
         }
         let _ = writeln!(
             s,
-            "(requested, reserved: peaks; allocated, frag: when reserved peaked)\n"
+            "(requested, allocated, reserved: peaks; frag: 1 - allocated / reserved when reserved \
+             peaked)\n"
         );
-        render_table(&mut s, &st.policies);
+        render_table(&mut s, &st.policies, st.recorded_oom_failures);
         if let Some(t) = st.recorded_peak_reserved {
             let real_frees = st.recorded_device_frees.unwrap_or(0);
             for p in st.policies.iter().filter(|p| p.error_vs_recorded.is_some()) {
@@ -348,22 +341,42 @@ fn render_text(
             "\nall streams (peaks summed): lower bound {}\n",
             bytes(r.lower_bound_bytes)
         );
-        render_table(&mut s, &r.policies);
+        let failures = r.streams.iter().map(|st| st.recorded_oom_failures).sum();
+        render_table(&mut s, &r.policies, failures);
     }
     s
 }
 
-/// Requested and reserved are peaks; allocated and frag are taken at the moment reserved
-/// peaked, so that frag = 1 - allocated / reserved on each row (docs/definitions.md).
-fn render_table(s: &mut String, rows: &[PolicyRow]) {
+/// Requested, allocated and reserved are peaks, as in the CSV, the JSON and the report; frag is
+/// taken at the moment reserved peaked (docs/definitions.md, "fragmentation at peak"). The OOM
+/// column says of the `recorded_failures` (allocations the recorded run's driver refused) how
+/// many the policy refused too, or that it served them all.
+fn render_table(s: &mut String, rows: &[PolicyRow], recorded_failures: u64) {
     let width = rows.iter().map(|p| p.name.len()).max().unwrap_or(6).max(6);
     let _ = writeln!(
         s,
-        "{:<width$}  {:>12}  {:>12}  {:>12}  {:>6}  {:>6}  {:>15}  {:>10}  OOM",
-        "policy", "requested", "allocated", "reserved", "frag", "xLB", "driver calls", "est. time"
+        "{:<width$}  {:>12}  {:>12}  {:>12}  {:>26}  {:>6}  {:>6}  {:>15}  {:>10}  OOM",
+        "policy",
+        "requested",
+        "allocated",
+        "reserved",
+        "model error on real runs",
+        "frag",
+        "xLB",
+        "driver calls",
+        "est. time"
     );
     for p in rows {
         let oom = match &p.oom {
+            // The recorded run's own out-of-memory errors, which the program survived.
+            None if p.refused_as_recorded > 0 => format!(
+                "{} refused as in the recorded run",
+                count(p.refused_as_recorded)
+            ),
+            None if recorded_failures > 0 => format!(
+                "- (served the {} allocations the recorded run was refused: it had more room)",
+                count(recorded_failures)
+            ),
             None => "-".to_string(),
             Some(o) => format!(
                 "at request #{} ({}): {} with {} reserved, {} live objects",
@@ -376,11 +389,12 @@ fn render_table(s: &mut String, rows: &[PolicyRow]) {
         };
         let _ = writeln!(
             s,
-            "{:<width$}  {:>12}  {:>12}  {:>12}  {:>5.1}%  {:>6.3}  {:>15}  {:>10}  {oom}",
+            "{:<width$}  {:>12}  {:>12}  {:>12}  {:>26}  {:>5.1}%  {:>6.3}  {:>15}  {:>10}  {oom}",
             p.name,
             bytes(p.peak_requested),
-            bytes(p.allocated_at_peak_reserved),
+            bytes(p.peak_allocated),
             bytes(p.peak_reserved),
+            p.validated.map_or("unvalidated".to_string(), |b| b.label()),
             100.0 * p.fragmentation_at_peak,
             p.ratio_to_lower_bound,
             format!("{}/{}", count(p.device_allocs), count(p.device_frees)),

@@ -14,7 +14,7 @@ use std::time::Instant;
 use vramtrace::report::generate::{Options as ReportOptions, Report, generate, page};
 use vramtrace::report::page::Mode;
 use vramtrace::symbolize::{ModuleFiles, NoFiles};
-use vramtrace::units::{bytes, parse_size};
+use vramtrace::units::{bytes, parse_size_arg};
 use vramtrace_format::replace::write_replacing;
 
 /// Write one self-contained interactive HTML page: memory over time per allocation and per
@@ -47,7 +47,7 @@ pub struct Args {
     policy: PolicyList,
     /// Device capacity for the replays, drawn as a line (default: the traced device's
     /// memory, else unlimited).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     capacity: Option<u64>,
     /// Show frames as module+0xoffset without reading the traced program's files.
     #[arg(long)]

@@ -2,13 +2,16 @@
 
 use crate::args::TraceView;
 use crate::elf_files::ElfFiles;
+use crate::incomplete::Flagged;
 use crate::job;
 use crate::load::{load_job, load_trace};
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::failures::FailureSite;
-use vramtrace::summary::{GroupSummary, StackBytes, Summary, TOP_STACKS, short_frame};
+use vramtrace::summary::{
+    GroupSummary, NO_STACK_WHY, StackBytes, Summary, TOP_STACKS, short_frame, shown_rows,
+};
 use vramtrace::units::{bytes, count, duration};
 
 /// Peaks, counts, size classes, the stacks holding memory at the peak, leaks and failed
@@ -50,7 +53,10 @@ impl Args {
         let summary = Summary::with_files(&trace, self.top, &mut ElfFiles::new());
         let first = trace.events().next().map_or(0, |e| e.time_ns);
         let depth = self.depth;
-        crate::output::json_or_text(v.json, &summary, |s| render(&v.trace, s, first, depth))
+        let flagged = Flagged::new(&summary, &[(v.trace.as_path(), &trace.layout)]);
+        crate::output::json_or_text(v.json, &flagged, |f| {
+            render(&v.trace, f.report, first, depth)
+        })
     }
 }
 
@@ -86,16 +92,17 @@ impl Args {
 
 /// Frames shown of a failed allocation's stack in text output; `--json` has them all.
 const FRAMES_SHOWN: usize = 4;
-/// Callers shown after a stack's user frame, without `--depth`.
-const CALLERS_SHOWN: usize = 2;
 
 /// The text summary; `depth`: show each stack's innermost frames instead of its user frame.
 pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>) -> String {
     let mut o = String::new();
-    let level = match (s.capture_level.as_str(), s.has_allocator_segments) {
-        (_, true) => "request, with the allocator's own segments",
-        ("", _) => "unknown",
-        (l, _) => l,
+    let level = if s.has_allocator_segments {
+        format!(
+            "{}, with the allocator's own segments",
+            s.capture_level_shown
+        )
+    } else {
+        s.capture_level_shown.clone()
     };
     let _ = writeln!(o, "trace    {}", path.display());
     let _ = writeln!(
@@ -142,7 +149,8 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64, depth: Option<usize>) {
     }
     let _ = writeln!(
         o,
-        "  peak reserved   {:>12}  at {}   (as the driver saw it: the recorded process peak)",
+        "  peak reserved   {:>12}  at {}   (the recorded process peak, as the driver saw it; \
+         without the CUDA context, which the process peaks of fit and tune add)",
         bytes(g.peak_reserved),
         at(g.peak_reserved_time_ns)
     );
@@ -266,22 +274,19 @@ fn failure(o: &mut String, f: &FailureSite, depth: Option<usize>) {
 }
 
 fn stacks(o: &mut String, list: &[StackBytes], depth: Option<usize>) {
-    for s in list {
-        // The user's frame and its callers, or with --depth the innermost frames.
-        let (from, n) = match depth {
-            Some(d) => (0, d.max(1)),
-            None => (s.site_index, 1 + CALLERS_SHOWN),
-        };
-        let mut shown = s.frames.iter().skip(from).take(n);
-        let first = shown.next().map_or("<no stack>", |f| short_frame(f));
+    for row in shown_rows(list, depth) {
+        let first = row.frames.first().map_or("<no stack>", String::as_str);
         let _ = writeln!(
             o,
             "    {:>12} {:>8}×  {first}",
-            bytes(s.bytes),
-            count(s.count)
+            bytes(row.bytes),
+            count(row.count)
         );
-        for fr in shown {
-            let _ = writeln!(o, "    {:>12} {:>8}   {}", "", "", short_frame(fr));
+        for fr in row.frames.iter().skip(1) {
+            let _ = writeln!(o, "    {:>12} {:>8}   {fr}", "", "");
+        }
+        if row.frames.is_empty() {
+            let _ = writeln!(o, "    {:>12} {:>8}   ({NO_STACK_WHY})", "", "");
         }
     }
 }

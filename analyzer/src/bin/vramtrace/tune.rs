@@ -1,5 +1,6 @@
 //! `vramtrace tune`: the allocator setting to run with, against the recorded one.
 
+use crate::incomplete::Flagged;
 use crate::load::load_trace;
 use anyhow::{Result, anyhow};
 use std::fmt::Write as _;
@@ -8,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::model::device::CUDA_CONTEXT_BYTES;
 use vramtrace::tune::{Row, Tune, recorded_of, tune_trace};
-use vramtrace::units::{bytes, count, parse_gpu_size, parse_size};
+use vramtrace::units::{bytes, count, parse_gpu_size, parse_size_arg};
 
 /// The allocator setting to run with: every selectable setting of the trace's framework
-/// replayed, ranked by process peak, against the configuration the trace was recorded with.
+/// replayed, ranked by process peak beyond the error each model showed on real runs, against
+/// the configuration the trace was recorded with.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
@@ -19,8 +21,9 @@ Examples:
   vramtrace tune run.vramtrace --gpu 24GB
   vramtrace tune run.vramtrace --capacity 20GiB --json | jq -r '.ranked[0].select'
 
-Sizes: --gpu 24GB means a board sold as 24 GB (taken as 24 GiB); --capacity is exact (123,
-512MiB, 20GiB, 21GB). docs/definitions.md defines every figure.")]
+Sizes need a unit, for every flag alike (a bare number is refused): --gpu 24GB means a board
+sold as 24 GB (taken as 24 GiB); --capacity and --context are exact (123B, 512MiB, 20GiB,
+21GB). docs/definitions.md defines every figure.")]
 pub struct Args {
     /// The .vramtrace file.
     trace: PathBuf,
@@ -30,10 +33,10 @@ pub struct Args {
     gpu: Option<u64>,
     /// Exact device memory the allocator may take in the replays (default: the traced device's,
     /// less the CUDA context and the memory outside the pool).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     capacity: Option<u64>,
     /// The CUDA context's share of the device (default: the estimate in docs/definitions.md).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     context: Option<u64>,
     /// Ranked settings shown (all in --json).
     #[arg(long, value_name = "N", default_value_t = 8)]
@@ -59,8 +62,9 @@ impl Args {
         let t = tune_trace(&trace, self.capacity, self.gpu, context)?
             .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
         let took = started.elapsed().as_secs_f64();
+        let flagged = Flagged::new(&t, &[(path.as_path(), &trace.layout)]);
         let out = if self.json {
-            serde_json::to_string_pretty(&t)? + "\n"
+            serde_json::to_string_pretty(&flagged)? + "\n"
         } else {
             render(path, &t, self.top, took)
         };
@@ -121,16 +125,18 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
     }
     let _ = writeln!(
         s,
-        "tried      {} settings in {took:.2} s\n",
-        count(t.tried as u64)
+        "tried      {} settings (and {} bounds) in {took:.2} s\n",
+        count(t.tried as u64),
+        t.bounds.len()
     );
     let fits = t.gpu_bytes.map(|g| format!("fits {}", bytes(g)));
     let _ = writeln!(
         s,
-        "{:>3}  {:>12}  {:>20}  {:>10}  {:>7}  {:>12}{}  setting",
+        "{:>3}  {:>12}  {:>20}  {:>26}  {:>10}  {:>7}  {:>12}{}  setting",
         "#",
         "process peak",
         "vs recorded",
+        "model error on real runs",
         "sync frees",
         "retries",
         "driver calls",
@@ -157,6 +163,9 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
         if !r.equivalent.is_empty() {
             tags.push(format!("same as {} other(s)", r.equivalent.len()));
         }
+        if r.within_noise {
+            tags.push("within the noise".into());
+        }
         if let Some(a) = &r.address_sensitive {
             let oom = if a.falling_oom {
                 ", or out of memory"
@@ -179,14 +188,26 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
         };
         let _ = writeln!(
             s,
-            "{:>3}  {:>12}  {:>20}  {:>10}  {:>7}  {:>12}{fit}  {}{tags}",
+            "{:>3}  {:>12}  {:>20}  {:>26}  {:>10}  {:>7}  {:>12}{fit}  {}{tags}",
             i + 1,
             bytes(r.process_peak),
             saving(r),
+            r.validated.map_or("unvalidated".to_string(), |b| b.label()),
             count(r.sync_frees),
             count(r.retries),
             count(r.device_allocs + r.device_frees),
             r.select,
+        );
+    }
+    let noise = t.ranked.iter().filter(|r| r.within_noise).count();
+    if noise > 1 {
+        let _ = writeln!(
+            s,
+            "\n#1 to #{noise} are within the noise: their real peaks, as far as their models' \
+             errors on real runs allow, overlap the best one's, so the recorded setting (no \
+             change advised), then cost (synchronizing frees, retries), the smaller peak at worst \
+             and simplicity rank them; the rest are ranked by process peak. Unvalidated models \
+             rank after validated ones."
         );
     }
     let _ = writeln!(s, "\nthe best any allocator could do (not selectable):");
@@ -212,7 +233,11 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
                 "\nthe recorded setting is already the best of those tried"
             );
         } else {
-            let _ = writeln!(s, "\nto apply the best setting:\n  {}", best.select);
+            let how = best.validated.map_or(
+                "its model is unvalidated: no real run checked it".to_string(),
+                |b| format!("its model's error on real runs: {}", b.label()),
+            );
+            let _ = writeln!(s, "\nto apply the best setting ({how}):\n  {}", best.select);
         }
     }
     s

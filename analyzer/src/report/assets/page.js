@@ -653,7 +653,8 @@
     segs.forEach((s) => {
       total += s[1];
       const row = el("div", { class: "segment", "data-address": String(s[0]), "data-size": String(s[1]) });
-      row.style.width = `calc(${Math.max(2, (100 * s[1]) / biggest)}% - 156px)`;
+      // A share of the track right of the labels (156 px), so a small segment keeps a bar.
+      row.style.width = `max(3px, calc((100% - 156px) * ${Math.max(0.02, s[1] / biggest)}))`;
       const lab = el("span", { class: "seglabel" }, `${bytes(s[1])} @0x${s[0].toString(16)}`);
       row.appendChild(lab);
       for (const [off, size, owner, stack] of s[2]) {

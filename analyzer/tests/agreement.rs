@@ -1,0 +1,348 @@
+//! Every command tells the same story about the same trace: the figures one command shows are
+//! the figures every other command shows for the same thing (docs/definitions.md).
+
+use crate::util::{repo, vramtrace_in_repo};
+use std::path::{Path, PathBuf};
+use vramtrace::model::Model;
+use vramtrace::policy::parse_specs;
+use vramtrace::replay::{Limits, ReplayReport, capacity, prepare};
+use vramtrace::report::data::Buckets;
+use vramtrace::report::from_replay::{replay_policies, windows};
+use vramtrace::tune::recorded_of;
+use vramtrace_format::{ReadOptions, Trace, pickle};
+
+/// Every bundled trace (samples/traces and the workloads' probes) and snapshot
+/// (samples/snapshots), sorted.
+fn bundled() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p
+                .extension()
+                .is_some_and(|x| x == "vramtrace" || x == "pickle")
+            {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&repo("samples"), &mut out);
+    out.sort();
+    out
+}
+
+fn open(path: &Path) -> Trace {
+    if path.extension().is_some_and(|x| x == "pickle") {
+        let bytes = std::fs::read(path).unwrap();
+        let doc = pickle::read(&bytes).unwrap();
+        let name = path.display().to_string();
+        vramtrace::interop::import_snapshot::import(&doc, &name)
+            .unwrap()
+            .into_trace()
+    } else {
+        Trace::open(path, ReadOptions::default()).unwrap()
+    }
+}
+
+#[test]
+fn the_reports_policy_peaks_are_replays_on_every_bundled_trace_and_snapshot() {
+    let specs = parse_specs("pytorch,pytorch-expandable,cuda-malloc,bfc").unwrap();
+    let files = bundled();
+    assert!(files.len() > 40, "{} samples", files.len());
+    let mut scripted = 0;
+    for path in &files {
+        let trace = open(path);
+        let limits = Limits {
+            given: None,
+            memory_fraction: recorded_of(&trace).memory_fraction,
+        };
+        let model = Model::from_events(trace.events(), &trace.metadata);
+        let Some(input) = prepare(
+            model.clone(),
+            &trace.metadata,
+            &trace.tables.devices,
+            limits,
+        ) else {
+            continue;
+        };
+        let replayed = ReplayReport::build("t", &specs, &input).unwrap();
+        for (stream, row) in model.streams.iter().zip(&replayed.streams) {
+            scripted += usize::from(!stream.recorded_segments.is_empty());
+            // The capacity and the replays as the report makes them (report::generate).
+            let device = stream.key.unwrap().device;
+            let (c, _) = capacity(&trace.tables.devices, device, limits);
+            let (first, last) = (stream.requests[0].time_ns, stream.requests.last().unwrap());
+            let b = Buckets::new(first, last.time_ns.max(first + 1), 16);
+            let ws = windows(stream, b, first, 100);
+            let report = replay_policies(stream, &specs, c, (b, b), &ws).unwrap();
+            // Peak reserved, and the peak allocated the report and `replay` both call allocated.
+            assert_eq!(
+                report
+                    .iter()
+                    .map(|p| (p.peak_reserved.bytes, p.peak_allocated))
+                    .collect::<Vec<_>>(),
+                row.policies
+                    .iter()
+                    .map(|p| (p.peak_reserved, p.peak_allocated))
+                    .collect::<Vec<_>>(),
+                "{} pid {} device {device}",
+                path.display(),
+                row.pid
+            );
+            assert_eq!(
+                report.iter().map(|p| p.oom.is_some()).collect::<Vec<_>>(),
+                row.policies
+                    .iter()
+                    .map(|p| p.oom.is_some())
+                    .collect::<Vec<_>>(),
+                "{}: who ran out",
+                path.display()
+            );
+        }
+    }
+    // The set-up that differed: streams whose recorded segment addresses the driver replays.
+    assert!(scripted >= 10, "{scripted} streams with recorded segments");
+}
+
+/// `vramtrace ARGS` run from the repository root: (exit code, stdout, stderr).
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = vramtrace_in_repo().args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = run(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+const JAX: &str = "samples/traces/jax-platform.vramtrace";
+const MLP: &str = "samples/traces/synthetic-mlp.vramtrace";
+
+#[test]
+fn the_jax_sample_gets_jax_advice_though_its_python_lives_in_a_folder_named_torch() {
+    let v = json_of(&["tune", JAX, "--json"]);
+    assert_eq!(v["framework"], "jax");
+    assert_eq!(v["evidence"], "loaded libjax_common.so");
+    let (_, text, _) = run(&["tune", JAX]);
+    assert!(text.contains("framework  JAX/XLA"), "{text}");
+    assert!(!text.contains("PYTORCH_CUDA_ALLOC_CONF"), "{text}");
+}
+
+#[test]
+fn a_bare_number_is_refused_by_capacity_and_gpu_alike() {
+    for args in [
+        &["replay", MLP, "--capacity", "80"][..],
+        &["tune", MLP, "--gpu", "80"],
+        &["tune", MLP, "--capacity", "80"],
+    ] {
+        let (code, _, err) = run(args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(
+            err.contains("`80` has no unit: write 80GiB or 80GB (decimal), or 80B for exact bytes"),
+            "{args:?}: {err}"
+        );
+    }
+    let (code, _, _) = run(&["replay", MLP, "--policy", "pytorch", "--capacity", "80GB"]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn a_conf_item_after_a_policy_name_is_refused_not_merged_into_it() {
+    let (code, _, err) = run(&["replay", MLP, "--policy", "pytorch,max_split_size_mb:128"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(
+            "`pytorch,max_split_size_mb:128` is ambiguous: write `pytorch:max_split_size_mb=128`"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_collection_threshold_without_a_memory_fraction_is_warned_about() {
+    let (code, _, err) = run(&[
+        "replay",
+        MLP,
+        "--policy",
+        "pytorch:garbage_collection_threshold=0.6",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "warning: pytorch:garbage_collection_threshold=0.6: garbage_collection_threshold \
+             does nothing without memory_fraction"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn replays_text_shows_the_allocated_its_csv_json_and_the_report_show() {
+    const TRANSFORMER: &str = "samples/traces/torch-transformer-requests.vramtrace";
+    let v = json_of(&["replay", TRANSFORMER, "--policy", "pytorch", "--json"]);
+    let peak = v["policies"][0]["peak_allocated"].as_u64().unwrap();
+    let at_peak = v["policies"][0]["allocated_at_peak_reserved"]
+        .as_u64()
+        .unwrap();
+    assert_ne!(peak, at_peak, "the sample tells the two figures apart");
+    let row = pytorch_row(&["replay", TRANSFORMER, "--policy", "pytorch"]);
+    let columns: Vec<&str> = row.split("  ").filter(|c| !c.is_empty()).collect();
+    assert_eq!(columns[2].trim(), vramtrace::units::bytes(peak), "{row}");
+    let (_, csv, _) = run(&["replay", TRANSFORMER, "--policy", "pytorch", "--csv"]);
+    assert!(csv.lines().nth(1).unwrap().contains(&format!(",{peak},")));
+}
+
+#[test]
+fn every_predicted_figure_says_how_far_its_model_is_validated() {
+    let v = json_of(&["replay", MLP, "--policy", "pytorch,gmlake", "--json"]);
+    let pytorch = &v["policies"][0]["validated"];
+    assert_eq!(pytorch["policy"], "pytorch");
+    assert!(pytorch["runs"].as_u64().unwrap() >= 20, "{pytorch}");
+    assert!(v["policies"][1]["validated"].is_null(), "gmlake: {v}");
+    let (_, text, _) = run(&["replay", MLP, "--policy", "pytorch,gmlake"]);
+    let gmlake = text.lines().find(|l| l.starts_with("gmlake ")).unwrap();
+    assert!(gmlake.contains("unvalidated"), "{gmlake}");
+    let (_, fit, _) = run(&["fit", MLP, "--policy", "pytorch,gmlake"]);
+    assert!(fit.contains("unvalidated"), "{fit}");
+}
+
+#[test]
+fn tune_ranks_by_figure_only_beyond_both_models_bands() {
+    let t = json_of(&[
+        "tune",
+        "samples/traces/torch-transformer-requests.vramtrace",
+        "--json",
+    ]);
+    let ranked = t["ranked"].as_array().unwrap();
+    let best = &ranked[0];
+    // The stream-ordered pool's model is validated as up to a fifth low on real runs: it does
+    // not win on a figure inside that band.
+    assert_ne!(best["setting"], "cuda-async", "{best}");
+    assert!(!best["validated"].is_null());
+    for pair in ranked.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        let peak = |r: &serde_json::Value| r["process_peak"].as_u64().unwrap();
+        if peak(a) > peak(b) && a["oom"] == b["oom"] && !b["validated"].is_null() {
+            // A larger figure ranks above a smaller one only within the noise.
+            assert_eq!(
+                a["within_noise"], true,
+                "{} above {}",
+                a["setting"], b["setting"]
+            );
+        }
+    }
+}
+
+#[test]
+fn tune_and_the_reports_headline_count_the_same_settings_tried() {
+    let v = json_of(&["tune", MLP, "--json"]);
+    let trace = open(&repo(MLP));
+    let model = Model::from_events(trace.events(), &trace.metadata);
+    let report = vramtrace::tune::tune_model(
+        &trace,
+        &model,
+        &recorded_of(&trace),
+        None,
+        None,
+        vramtrace::model::device::CUDA_CONTEXT_BYTES,
+        vramtrace::tune::Grid::Settings,
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(v["tried"].as_u64().unwrap(), report.tried as u64);
+    assert_eq!(v["bounds"].as_array().unwrap().len(), 2);
+}
+
+/// The `pytorch` row of `vramtrace replay ARGS` in text.
+fn pytorch_row(args: &[&str]) -> String {
+    let (_, text, _) = run(args);
+    let row = text.lines().find(|l| l.starts_with("pytorch "));
+    row.expect("a pytorch row").to_string()
+}
+
+#[test]
+fn a_recorded_out_of_memory_error_the_policy_reproduces_is_shown_not_a_dash() {
+    let capped = "samples/traces/h200-torch/resnet.cap5_6g.vramtrace";
+    let at = [
+        "replay",
+        capped,
+        "--policy",
+        "pytorch",
+        "--capacity",
+        "5.6GiB",
+    ];
+    // At the room the run had, the policy the program ran under is refused where the run was.
+    let v = json_of(&[&at[..], &["--json"]].concat());
+    let row = &v["policies"][0];
+    assert!(row["oom"].is_null());
+    assert_eq!(row["refused_as_recorded"], 36);
+    let line = pytorch_row(&at);
+    assert!(
+        line.ends_with("  36 refused as in the recorded run"),
+        "{line}"
+    );
+    // On the whole device (the trace does not record the limit) it serves them, and says so.
+    let line = pytorch_row(&at[..4]);
+    assert!(
+        line.ends_with(
+            "- (served the 36 allocations the recorded run was refused: it had more room)"
+        ),
+        "{line}"
+    );
+}
+
+#[test]
+fn every_command_flags_a_cut_short_trace_with_the_share_of_events_it_has() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cut = tmp.path().join("cut.vramtrace");
+    let whole = std::fs::read(repo("samples/traces/torch-transformer-requests.vramtrace")).unwrap();
+    std::fs::write(&cut, &whole[..90_000]).unwrap();
+    let cut = cut.to_str().unwrap();
+    let name = cut.to_string();
+    for args in [
+        &["summary", cut, "--json"][..],
+        &["replay", cut, "--policy", "pytorch", "--json"],
+        &["fit", cut, "--policy", "pytorch", "--json"],
+        &["tune", cut, "--json"],
+        &["diff", cut, MLP, "--json"],
+    ] {
+        let (code, out, err) = run(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let i = &v["incomplete"][&name];
+        assert_eq!(i["events"], 9073, "{args:?}: {v}");
+        let fraction = i["fraction"].as_f64().unwrap();
+        assert!(fraction > 0.0 && fraction <= 1.0, "{args:?}: {i}");
+        assert!(
+            err.contains(&format!(
+                "warning: {name} is incomplete (the file ends at byte 90000"
+            )),
+            "{args:?}: {err}"
+        );
+    }
+    // A complete trace's JSON has no such field.
+    assert!(json_of(&["summary", MLP, "--json"])["incomplete"].is_null());
+}
+
+#[test]
+fn an_allocation_without_a_stack_says_why_and_which_flag_names_it() {
+    let (code, text, _) = run(&["summary", "samples/traces/torch-mlp-requests.vramtrace"]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.ends_with("×  <no stack>"))
+        .expect("the sample's autograd allocations have no Python stack");
+    assert_eq!(
+        lines[at + 1].trim(),
+        format!("({})", vramtrace::summary::NO_STACK_WHY)
+    );
+    assert!(vramtrace::summary::NO_STACK_WHY.contains("--stacks mixed"));
+}
