@@ -186,6 +186,31 @@ impl RequestStream {
         objects.into_iter().flatten().collect()
     }
 
+    /// The last memory fraction the program set ([`RequestKind::MemoryFraction`]), if any.
+    pub fn memory_fraction(&self) -> Option<f64> {
+        self.requests
+            .iter()
+            .rev()
+            .find(|r| r.kind == RequestKind::MemoryFraction)
+            .map(Request::fraction)
+    }
+
+    /// This stream without the program's own memory fraction calls
+    /// ([`RequestKind::MemoryFraction`]): what `fit` replays, since the smallest limit is what
+    /// it looks for. Borrowed when the stream has none.
+    pub fn without_memory_fraction(&self) -> std::borrow::Cow<'_, RequestStream> {
+        if self
+            .requests
+            .iter()
+            .all(|r| r.kind != RequestKind::MemoryFraction)
+        {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut s = self.clone();
+        s.requests.retain(|r| r.kind != RequestKind::MemoryFraction);
+        std::borrow::Cow::Owned(s)
+    }
+
     pub fn allocations(&self) -> usize {
         self.requests
             .iter()

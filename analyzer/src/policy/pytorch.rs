@@ -112,6 +112,17 @@ fn build_expandable(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, 
     Ok(Box::new(PyTorchCaching::new(cfg)))
 }
 
+/// The fraction to give `set_per_process_memory_fraction` for a cap of `cap` bytes on a
+/// device of `total`: `cap / total`, rounded up to the next `f64` where PyTorch's
+/// `static_cast<size_t>(fraction * totalGlobalMem)` would otherwise give a byte less.
+pub fn fraction_for_cap(cap: u64, total: u64) -> f64 {
+    let mut f = cap as f64 / total as f64;
+    while ((f * total as f64) as u64) < cap {
+        f = f.next_up();
+    }
+    f
+}
+
 const MIB: u64 = 1 << 20;
 const K_MIN_BLOCK_SIZE: u64 = 512;
 const K_SMALL_SIZE: u64 = MIB;
@@ -1359,6 +1370,25 @@ mod tests {
         p.set_memory_fraction(0.1);
         p.malloc(0, 400 * MIB, 0, &mut d.device()).unwrap();
         assert_eq!(p.malloc(1, 200 * MIB, 0, &mut d.device()), Err(Refused));
+    }
+
+    #[test]
+    fn the_fraction_for_a_cap_gives_pytorch_that_cap_and_not_a_byte_less() {
+        // The H200's totalGlobalMem under PyTorch 2.11 (docs/validation.md, "Under pressure").
+        let total = 150_109_880_320u64;
+        let caps = [60_817_408u64, 85_983_232, 761_266_176, 4 << 30];
+        for cap in caps {
+            let f = fraction_for_cap(cap, total);
+            assert!((f * total as f64) as u64 >= cap, "{cap}");
+            assert!((f.next_down() * total as f64) as u64 <= cap, "{cap}");
+        }
+        // Plain division comes out a byte short for the first two (167 of the 4,095 multiples
+        // of 2 MiB below 8 GiB on this device).
+        let short: Vec<u64> = caps
+            .into_iter()
+            .filter(|&c| (((c as f64 / total as f64) * total as f64) as u64) < c)
+            .collect();
+        assert_eq!(short, [60_817_408, 85_983_232]);
     }
 
     #[test]

@@ -107,6 +107,9 @@ pub struct Outcome {
     /// What running this way costs besides time: synchronizing frees, refusals, retries.
     pub costs: Costs,
     pub oom: Option<Oom>,
+    /// Allocations the recorded run was refused ([`RequestKind::Attempt`]) that this replay
+    /// served: 0 when it reproduces every recorded out-of-memory error.
+    pub attempts_served: u64,
 }
 
 /// The cost proxy of a replay, beside [`Outcome::est_alloc_time_us`] (docs/definitions.md).
@@ -184,6 +187,7 @@ pub fn replay_on(
         est_alloc_time_us: 0.0,
         costs: Costs::default(),
         oom: None,
+        attempts_served: 0,
     };
     let limit = stop_after.unwrap_or(usize::MAX);
     for (index, r) in requests.into_iter().enumerate() {
@@ -222,8 +226,10 @@ pub fn replay_on(
                 // The real driver refused it: the policy may serve it from its cache, but gets
                 // no new memory, so a refusal runs its retry path as it ran in the program.
                 driver.set_frozen(true);
-                if r.size <= MAX_REQUEST {
-                    policy.attempt(r.slot, r.size, r.stream, &mut driver.device());
+                if r.size <= MAX_REQUEST
+                    && policy.attempt(r.slot, r.size, r.stream, &mut driver.device())
+                {
+                    out.attempts_served += 1;
                 }
                 driver.set_frozen(false);
             }

@@ -26,6 +26,8 @@ pub struct PolicyRow {
     pub device_frees: u64,
     pub est_alloc_time_us: f64,
     pub oom: Option<Oom>,
+    /// Recorded out-of-memory refusals this policy served instead (0: each one reproduced).
+    pub attempts_served: u64,
     /// `(peak_reserved - recorded) / recorded` for a policy that models the allocator the
     /// program ran under, when the trace holds what that allocator really reserved.
     pub error_vs_recorded: Option<f64>,
@@ -47,6 +49,11 @@ pub struct StreamReport {
     /// Allocations the recorded run's driver refused with `CUDA_ERROR_OUT_OF_MEMORY` (replayed
     /// as refused again).
     pub recorded_oom_failures: u64,
+    /// The memory fraction the program itself set (its last `set_per_process_memory_fraction`,
+    /// formats/SPEC.md §4.3), replayed as it was set; `null` when the trace records none.
+    pub recorded_memory_fraction: Option<f64>,
+    /// The device's total bytes as recorded (`device.memory`).
+    pub recorded_device_total: Option<u64>,
     /// What the process's allocator really reserved at its peak, from its own segment events
     /// (PyTorch's tracker); `null` when the trace does not say.
     pub recorded_peak_reserved: Option<u64>,
@@ -92,6 +99,7 @@ fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64, start_ns: u64) -> Polic
         device_frees: o.device_frees,
         est_alloc_time_us: o.est_alloc_time_us,
         oom,
+        attempts_served: o.attempts_served,
     }
 }
 
@@ -140,6 +148,8 @@ impl ReplayReport {
                     .iter()
                     .filter(|r| r.kind == RequestKind::Attempt)
                     .count() as u64,
+                recorded_memory_fraction: stream.memory_fraction(),
+                recorded_device_total: stream.device_total,
                 policies: results[s * n..(s + 1) * n]
                     .iter()
                     .map(|r| {
@@ -197,6 +207,7 @@ fn summed(outs: &[&Outcome]) -> Outcome {
             .iter()
             .filter_map(|o| o.oom.clone())
             .min_by_key(|o| o.time_ns),
+        attempts_served: sum(|o| o.attempts_served),
     }
 }
 
