@@ -7,6 +7,8 @@ use super::{FitResult, Oom, Outcome, Progress, fit_all, replay_all};
 use crate::model::device::{GPU_SIZES_GB, gpu_bytes, process_peak};
 use crate::model::{CaptureLevel, Outside};
 use crate::model::{RequestKind, RequestStream};
+use crate::policy::driver::H200_TOTAL_MEMORY;
+use crate::policy::pytorch::fraction_for_cap;
 use crate::policy::{PolicyError, PolicyRole, PolicySpec, preallocates, role};
 use serde::Serialize;
 
@@ -263,6 +265,10 @@ pub struct FitRow {
     pub at_min: Option<FitCost>,
     /// Which common GPUs it runs on.
     pub gpus: Vec<GpuFit>,
+    /// For PyTorch's policies: the `torch.cuda.set_per_process_memory_fraction` argument that
+    /// caps the allocator at `min_capacity_bytes` on the recorded device (else the H200), the
+    /// division rounded up so that PyTorch's cap is not a byte less.
+    pub memory_fraction: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -321,7 +327,16 @@ fn fit_row<'a>(
         retries: v.iter().map(|c| c.retries).sum(),
         est_alloc_time_us: v.iter().map(|c| c.est_alloc_time_us).sum(),
     });
+    let total = fits
+        .clone()
+        .filter_map(|(_, s)| s.device_total)
+        .max()
+        .unwrap_or(H200_TOTAL_MEMORY);
+    let memory_fraction = need
+        .filter(|&c| c < total && matches!(spec.name.as_str(), "pytorch" | "pytorch-expandable"))
+        .map(|c| fraction_for_cap(c, total));
     FitRow {
+        memory_fraction,
         name: spec.to_string(),
         role: role(spec),
         preallocates: preallocates(spec),
