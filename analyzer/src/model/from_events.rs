@@ -231,10 +231,8 @@ impl ModelBuilder {
 fn see_limit(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
     match e.api {
         Api::DeviceMemory if e.device >= 0 => Builder::of(builders, e).device_total = Some(e.size),
-        Api::TorchSetMemoryFraction if e.device >= 0 => {
-            if memory_fraction(e).is_some() {
-                Builder::of(builders, e).push_limit(e, RequestKind::MemoryFraction, e.aux);
-            }
+        Api::TorchSetMemoryFraction if e.device >= 0 && memory_fraction(e).is_some() => {
+            Builder::of(builders, e).push_limit(e, RequestKind::MemoryFraction, e.aux);
         }
         Api::TorchEmptyCache => {
             for b in builders.values_mut().filter(|b| b.key.pid == e.pid) {

@@ -1057,7 +1057,7 @@ impl Policy for PyTorchCaching {
             return;
         }
         self.allowed_maximum =
-            (fraction < 1.0).then(|| (fraction * self.cfg.total_memory as f64) as u64);
+            (fraction < 1.0).then_some((fraction * self.cfg.total_memory as f64) as u64);
     }
 
     fn free(&mut self, slot: u32, _driver: &mut Device) {
