@@ -89,3 +89,19 @@ fn fit_searches_the_limit_itself_rather_than_under_the_programs_fraction() {
     // least its peak of live bytes.
     assert!(need <= 4 << 30 && need >= stream.lower_bound(), "{need}");
 }
+
+#[test]
+fn summary_tells_the_programs_cap_from_a_full_device_at_the_oom() {
+    let out = crate::util::vramtrace()
+        .args(["summary", sample("grow-native.vramtrace").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let cap = "limit: PyTorch may reserve 4.00 GiB (the program's \
+               set_per_process_memory_fraction(0.02861215588770113) of 139.80 GiB)";
+    assert!(text.contains(cap), "{text}");
+    assert!(
+        text.contains("free then: room on the device: the program's cap was reached"),
+        "{text}"
+    );
+}

@@ -8,6 +8,7 @@ use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::failures::FailureSite;
+use vramtrace::limits::ProcessLimit;
 use vramtrace::summary::{GroupSummary, StackBytes, Summary, TOP_STACKS, short_frame};
 use vramtrace::units::{bytes, count, duration};
 
@@ -50,7 +51,10 @@ impl Args {
         let summary = Summary::with_files(&trace, self.top, &mut ElfFiles::new());
         let first = trace.events().next().map_or(0, |e| e.time_ns);
         let depth = self.depth;
-        crate::output::json_or_text(v.json, &summary, |s| render(&v.trace, s, first, depth))
+        let limits = vramtrace::limits::limits(trace.events());
+        crate::output::json_or_text(v.json, &summary, |s| {
+            render(&v.trace, s, first, depth, &limits)
+        })
     }
 }
 
@@ -90,7 +94,7 @@ const FRAMES_SHOWN: usize = 4;
 const CALLERS_SHOWN: usize = 2;
 
 /// The text summary; `depth`: show each stack's innermost frames instead of its user frame.
-pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>) -> String {
+pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>, limits: &Limits) -> String {
     let mut o = String::new();
     let level = match (s.capture_level.as_str(), s.has_allocator_segments) {
         (_, true) => "request, with the allocator's own segments",
@@ -113,12 +117,21 @@ pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>) -> String
         );
     }
     for g in &s.groups {
-        group(&mut o, g, t0, depth);
+        group(&mut o, g, t0, depth, limits.get(&(g.pid, g.device)));
     }
     o
 }
 
-fn group(o: &mut String, g: &GroupSummary, t0: u64, depth: Option<usize>) {
+/// The limits of each (pid, device), from the trace's §4.3 events.
+type Limits = std::collections::BTreeMap<(u32, i32), ProcessLimit>;
+
+fn group(
+    o: &mut String,
+    g: &GroupSummary,
+    t0: u64,
+    depth: Option<usize>,
+    limit: Option<&ProcessLimit>,
+) {
     let place = if g.device < 0 {
         "host memory".to_string()
     } else {
@@ -215,12 +228,12 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64, depth: Option<usize>) {
         let _ = writeln!(o, "  live at the end: nothing");
     }
     for f in &g.failures {
-        failure(o, f, depth);
+        failure(o, f, depth, limit);
     }
 }
 
 /// One failure site: `FAILED` (an out-of-memory error says so), how often, which sizes, when.
-fn failure(o: &mut String, f: &FailureSite, depth: Option<usize>) {
+fn failure(o: &mut String, f: &FailureSite, depth: Option<usize>, limit: Option<&ProcessLimit>) {
     let what = if f.out_of_memory {
         "OUT OF MEMORY"
     } else {
@@ -258,6 +271,21 @@ fn failure(o: &mut String, f: &FailureSite, depth: Option<usize>) {
     );
     for fr in f.frames.iter().take(FRAMES_SHOWN) {
         let _ = writeln!(o, "      at {}", short_frame(fr));
+    }
+    if f.out_of_memory
+        && let Some(l) = limit
+    {
+        if let (Some(cap), Some(fraction)) = (l.cap(), l.fraction) {
+            let _ = writeln!(
+                o,
+                "    limit: PyTorch may reserve {} (the program's set_per_process_memory_fraction({fraction}) of {})",
+                bytes(cap),
+                bytes(l.device_total.unwrap_or(0))
+            );
+        }
+        if let (Some(free), Some(why)) = (l.free_at_first_oom, l.verdict(f.min_size)) {
+            let _ = writeln!(o, "    the device had {} free then: {why}", bytes(free));
+        }
     }
     if !f.top_live_stacks.is_empty() {
         let _ = writeln!(o, "    largest live then:");
