@@ -4,8 +4,9 @@
 //! and is recorded from its driver calls alone. The same trace then goes through `info` and
 //! `replay`.
 
+use vramtrace_format::conventions::memory_fraction;
 use vramtrace_format::conventions::{WITH_FREE_REQUEST, requests_free};
-use vramtrace_format::{Api, Event};
+use vramtrace_format::{Api, Event, MemoryKind};
 use vramtrace_tests::*;
 
 fn record_fake_torch(name: &str, lib: &std::path::Path) -> (std::process::Output, Vec<Event>) {
@@ -40,7 +41,11 @@ fn every_entry_of_pytorchs_allocator_is_recorded_after_the_driver_call_that_made
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("recording PyTorch's segments"), "{stderr}");
     let t = tensors(&out.stdout);
-    let names: Vec<&str> = events.iter().map(|e| e.api.name()).collect();
+    let names: Vec<&str> = events
+        .iter()
+        .filter(|e| e.api.kind() != MemoryKind::Limits)
+        .map(|e| e.api.name())
+        .collect();
     let seg = |n: usize| &names[n..n + 3];
     // cuMemAlloc_v2 attaches the tracker, so its own segment is already seen.
     assert_eq!(
@@ -131,6 +136,71 @@ fn every_entry_of_pytorchs_allocator_is_recorded_after_the_driver_call_that_made
             (Api::TorchSegmentUnmap, 0x70_0000_0000, 20 << 20)
         ]
     );
+}
+
+#[test]
+fn the_device_memory_the_memory_fraction_and_every_empty_cache_are_recorded_where_they_happened() {
+    let (out, events) = record_fake_torch("torch-limits", &artifacts().fake_torch);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The wrappers called the allocator's own methods: it saw the last fraction and the release.
+    assert!(
+        stdout.contains("allocator fraction 0.25 empty_caches 1"),
+        "{stdout}"
+    );
+    const MIB: u64 = 1 << 20;
+    let capacity = 1u64 << 40;
+    let limits: Vec<(Api, i32, u64, u64, Option<f64>, u64)> = events
+        .iter()
+        .filter(|e| e.api.kind() == MemoryKind::Limits)
+        .map(|e| (e.api, e.device, e.size, e.aux, memory_fraction(e), e.flags))
+        .collect();
+    let fraction_bits = |f: f64| f.to_bits();
+    assert_eq!(
+        limits,
+        [
+            // At the attach, inside the first segment's driver call: 2 MiB taken.
+            (Api::DeviceMemory, 0, capacity, capacity - 2 * MIB, None, 0),
+            // Set before the first tensor, so read at the attach (flag bit 0).
+            (
+                Api::TorchSetMemoryFraction,
+                0,
+                0,
+                fraction_bits(0.5),
+                Some(0.5),
+                1
+            ),
+            // Right after the refused request: three segments (2 + 4 + 2 MiB) held.
+            (Api::DeviceMemory, 0, capacity, capacity - 8 * MIB, None, 0),
+            (
+                Api::TorchSetMemoryFraction,
+                0,
+                0,
+                fraction_bits(0.25),
+                Some(0.25),
+                0
+            ),
+            (Api::TorchEmptyCache, -1, 0, 0, None, 0),
+        ]
+    );
+    let at = |api: Api, nth: usize| {
+        events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.api == api)
+            .nth(nth)
+            .expect("event")
+            .0
+    };
+    let oom = events
+        .iter()
+        .position(|e| e.api == Api::TorchAlloc && !e.succeeded())
+        .expect("the refused request");
+    assert_eq!(at(Api::DeviceMemory, 0), 0);
+    assert_eq!(at(Api::DeviceMemory, 1), oom + 1);
+    assert!(at(Api::TorchSetMemoryFraction, 1) > oom + 1);
+    // The release comes after the map and unmap and before the last tensor's segment.
+    assert!(at(Api::TorchEmptyCache, 0) > at(Api::TorchSegmentUnmap, 0));
+    assert!(at(Api::TorchEmptyCache, 0) < at(Api::TorchSegmentAlloc, 3));
 }
 
 #[test]

@@ -32,7 +32,7 @@ fn base() -> (Vec<Request>, Vec<Request>, u32) {
         match r.kind {
             RequestKind::Alloc => assert!(live.insert(r.slot)),
             RequestKind::Free => assert!(live.remove(&r.slot)),
-            RequestKind::Attempt => {}
+            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
         }
     }
     let params: std::collections::BTreeSet<u32> = prologue

@@ -27,6 +27,7 @@ pub mod failures;
 pub mod info;
 pub mod interop;
 pub mod job;
+pub mod limits;
 pub mod model;
 pub mod policy;
 pub mod replay;

@@ -46,6 +46,8 @@ fn check_policy(
                 policy.attempt(r.slot, r.size, r.stream, &mut driver.device());
                 driver.set_frozen(false);
             }
+            RequestKind::EmptyCache => policy.empty_cache(&mut driver.device()),
+            RequestKind::MemoryFraction => policy.set_memory_fraction(r.fraction()),
         }
         let (allocated, reserved) = (policy.allocated(), driver.reserved());
         prop_assert!(

@@ -11,6 +11,7 @@ mod fleet_sql;
 mod interop;
 mod job_cli;
 mod placement_properties;
+mod pressure;
 mod recorded_validation;
 mod replay_cli;
 mod replay_properties;

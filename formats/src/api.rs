@@ -37,11 +37,14 @@ pub enum Op {
     PoolCreate,
     /// Destroys a stream-ordered memory pool.
     PoolDestroy,
-    /// Trims a pool or the graph memory of a device.
+    /// Trims a pool or the graph memory of a device, or empties a framework allocator's cache.
     Trim,
     /// The program gave memory back to its framework's allocator, which may keep it in use
     /// until work queued on other streams is done ([`Op::Free`] follows when it is reusable).
     FreeRequested,
+    /// Sets or reports a bound on the memory a process may hold (a framework allocator's cap,
+    /// the device's total and free bytes); creates and ends nothing.
+    Limit,
 }
 
 /// The kind of memory a call allocates or frees.
@@ -76,6 +79,9 @@ pub enum MemoryKind {
     /// Memory PyTorch's caching allocator took from or gave back to the driver (a segment, or
     /// a mapping of an expandable segment), as its trace tracker reported it.
     TorchSegment,
+    /// What bounds a process's device memory: the device's total and free bytes, PyTorch's
+    /// memory fraction, and the releases of its cache (`empty_cache`). No memory of its own.
+    Limits,
 }
 
 macro_rules! apis {
@@ -179,6 +185,10 @@ apis! {
     TorchSegmentFree = 104, "torch.segment_free", Free, TorchSegment;
     TorchSegmentMap = 105, "torch.segment_map", Map, TorchSegment;
     TorchSegmentUnmap = 106, "torch.segment_unmap", Unmap, TorchSegment;
+    // Not driver calls either: what bounded the process's memory (formats/SPEC.md §4.3).
+    TorchSetMemoryFraction = 107, "torch.set_memory_fraction", Limit, Limits;
+    TorchEmptyCache = 108, "torch.empty_cache", Trim, Limits;
+    DeviceMemory = 109, "device.memory", Limit, Limits;
 }
 
 impl Api {
@@ -254,6 +264,10 @@ mod tests {
         );
         assert!(Api::TorchFreeCompleted.from_framework());
         assert!(!Api::CuMemAlloc_v2.from_framework());
+        assert_eq!(Api::from_id(108), Some(Api::TorchEmptyCache));
+        assert_eq!(Api::TorchEmptyCache.op(), Op::Trim);
+        assert_eq!(Api::DeviceMemory.kind(), MemoryKind::Limits);
+        assert!(!Api::TorchSetMemoryFraction.from_framework());
         assert_eq!(Api::TorchFreeRequested.op(), Op::FreeRequested);
     }
 }

@@ -35,6 +35,19 @@ pub fn requests_free(e: &Event) -> bool {
         || (e.api == Api::TorchFreeCompleted && e.flags & WITH_FREE_REQUEST != 0)
 }
 
+/// `Event::aux` of a `torch.set_memory_fraction`: the fraction, as the bits of an `f64`
+/// (formats/SPEC.md §4.3).
+pub fn fraction_bits(fraction: f64) -> u64 {
+    fraction.to_bits()
+}
+
+/// The memory fraction a `torch.set_memory_fraction` event set, if it is one and the value is
+/// a fraction (in `[0, 1]`).
+pub fn memory_fraction(e: &Event) -> Option<f64> {
+    let f = f64::from_bits(e.aux);
+    (e.api == Api::TorchSetMemoryFraction && (0.0..=1.0).contains(&f)).then_some(f)
+}
+
 /// Module paths of Python functions in version-1 imports start with this.
 const PY_PREFIX: &str = "py:";
 
@@ -217,6 +230,18 @@ mod tests {
         assert!(!requests_free(&with(Api::TorchFreeCompleted, 0)));
         // The bit means nothing on other events (a driver call's flags are its own).
         assert!(!requests_free(&with(Api::CuMemFree_v2, WITH_FREE_REQUEST)));
+    }
+
+    #[test]
+    fn a_memory_fraction_is_read_back_only_from_its_own_event_and_in_range() {
+        let mut e = Event::new(Api::TorchSetMemoryFraction);
+        e.aux = fraction_bits(0.03);
+        assert_eq!(memory_fraction(&e), Some(0.03));
+        e.aux = fraction_bits(1.5);
+        assert_eq!(memory_fraction(&e), None);
+        let mut other = Event::new(Api::TorchEmptyCache);
+        other.aux = fraction_bits(0.5);
+        assert_eq!(memory_fraction(&other), None);
     }
 
     #[test]

@@ -24,6 +24,12 @@ pub struct TorchLayout {
     pub slot_attach: usize,
     /// Vtable slot of `CUDAAllocator::initialized()`.
     pub slot_initialized: usize,
+    /// Vtable slot of `DeviceAllocator::emptyCache(MempoolId_t)`.
+    pub slot_empty_cache: usize,
+    /// Vtable slot of `CUDAAllocator::getMemoryFraction(DeviceIndex)`.
+    pub slot_get_memory_fraction: usize,
+    /// Vtable slot of `CUDAAllocator::setMemoryFraction(double, DeviceIndex)`.
+    pub slot_set_memory_fraction: usize,
     /// Where a `TraceEntry`'s fields are.
     pub entry: EntryLayout,
 }
@@ -51,6 +57,9 @@ pub const TORCH_LAYOUTS: &[TorchLayout] = &[TorchLayout {
     native_type_name: "N3c104cuda20CUDACachingAllocator6Native22NativeCachingAllocatorE",
     slot_attach: 44,
     slot_initialized: 6,
+    slot_empty_cache: 7,
+    slot_get_memory_fraction: 17,
+    slot_set_memory_fraction: 18,
     entry: EntryLayout {
         size_of: 136,
         action: 0,

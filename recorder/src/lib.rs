@@ -54,6 +54,7 @@ mod stacks;
 mod thread;
 mod threadnames;
 mod torch;
+mod torch_limits;
 mod tracefile;
 mod unwind;
 mod writer;

@@ -149,6 +149,9 @@ unsafe extern "C" fn invoke(_functor: *const [usize; 2], entry: *const u8) {
         t.has_held.set(true);
     } else {
         ring::push(&mut rec);
+        if e.result != 0 {
+            crate::torch_limits::after_oom();
+        }
     }
 }
 
@@ -353,6 +356,7 @@ unsafe fn try_attach() -> u8 {
         if let Some(m) = tracker.manager {
             m(&mut tracker.storage, &tracker.storage, DESTROY_FUNCTOR);
         }
+        crate::torch_limits::at_attach(allocator, vtable, layout);
     }
     ATTACHED
 }

@@ -99,6 +99,11 @@ int main() {
               slot_of(&CUDAAllocator::attachAllocatorTraceTracker));
   std::printf("  \"slot_initialized\": %ld,\n", slot_of(&CUDAAllocator::initialized));
   std::printf("  \"slot_name\": %ld,\n", slot_of(&CUDAAllocator::name));
+  std::printf("  \"slot_emptyCache\": %ld,\n", slot_of(&CUDAAllocator::emptyCache));
+  std::printf("  \"slot_getMemoryFraction\": %ld,\n",
+              slot_of(&CUDAAllocator::getMemoryFraction));
+  std::printf("  \"slot_setMemoryFraction\": %ld,\n",
+              slot_of(&CUDAAllocator::setMemoryFraction));
   std::printf("  \"sizeof_TraceEntry\": %zu,\n", sizeof(Entry));
   std::printf("  \"sizeof_std_function\": %zu,\n",
               sizeof(std::function<void(const Entry&)>));

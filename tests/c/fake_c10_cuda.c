@@ -5,7 +5,9 @@
  * real one it copies the tracker it is given (libstdc++ clone), and calls every attached tracker
  * with a 136-byte TraceEntry (action 0, device 4, addr 8, stream 32, size 40, mempool 48) after
  * each action. Its "allocator" takes one driver segment per tensor, rounded to 2 MiB, through
- * the fake driver. */
+ * the fake driver. Like 2.11's it has `emptyCache(MempoolId_t)` in slot 7, and
+ * `getMemoryFraction(DeviceIndex)` / `setMemoryFraction(double, DeviceIndex)` in slots 17 / 18,
+ * which its exported helpers call through the vtable, as PyTorch's inline header functions do. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -34,6 +36,14 @@ struct allocator {
 };
 
 static int initialized(struct allocator *a) { return a->initialized; }
+
+static double fraction = 1.0;
+static int empty_caches;
+static double get_fraction(struct allocator *a, signed char device) { (void)a; (void)device; return fraction; }
+static void set_fraction(struct allocator *a, double f, signed char device) { (void)a; (void)device; fraction = f; }
+static void empty_cache(struct allocator *a, unsigned long pool0, unsigned long pool1) {
+    (void)a; (void)pool0; (void)pool1; empty_caches++;
+}
 
 static void attach(struct allocator *a, struct std_function *f) {
     if (a->trackers >= 4) return;
@@ -81,6 +91,9 @@ void fake_torch_init(void) {
     vtable_with_rtti[0] = (void *)&native_type;
     vtable_with_rtti[1 + 6] = (void *)initialized;
     vtable_with_rtti[1 + 44] = (void *)attach;
+    vtable_with_rtti[1 + 7] = (void *)empty_cache;
+    vtable_with_rtti[1 + 17] = (void *)get_fraction;
+    vtable_with_rtti[1 + 18] = (void *)set_fraction;
     the_allocator.vtable = &vtable_with_rtti[1];
     the_allocator.initialized = 1;
     _ZN3c104cuda20CUDACachingAllocator9allocatorE = &the_allocator;
@@ -131,3 +144,16 @@ void fake_torch_map_unmap(unsigned long addr, unsigned long size) {
     trace(5, (long)addr, size, 0, 0, 0);
     trace(6, (long)addr, size, 0, 0, 0);
 }
+
+/* `torch.cuda.set_per_process_memory_fraction(f)`: through the vtable. */
+void fake_torch_set_fraction(double f) {
+    ((void (*)(struct allocator *, double, signed char))the_allocator.vtable[18])(&the_allocator, f, 0);
+}
+
+/* `torch.cuda.empty_cache()`: through the vtable, for the default pools. */
+void fake_torch_empty_cache(void) {
+    ((void (*)(struct allocator *, unsigned long, unsigned long))the_allocator.vtable[7])(&the_allocator, 0, 0);
+}
+
+/* What the allocator itself saw: its fraction and how many times its cache was emptied. */
+void fake_torch_limits(double *f, int *empties) { *f = fraction; *empties = empty_caches; }

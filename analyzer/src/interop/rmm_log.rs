@@ -199,6 +199,8 @@ pub fn write(stream: &RequestStream, out: &mut String) -> Written {
                 w.failures += 1;
                 ("allocate failure", 0, handle(r.stream))
             }
+            // RMM's log has no such action.
+            RequestKind::EmptyCache | RequestKind::MemoryFraction => continue,
         };
         let _ = writeln!(
             out,

@@ -2,13 +2,15 @@
 //! the events in call order.
 
 use super::level::{LevelReport, detect_level};
-use super::request::{Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
+use super::request::{NO_STREAM, Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The hasher of the model's maps: a fast one (SipHash was a fifth of the load time), seeded
 /// at random so that a crafted trace cannot aim at collisions.
 type Hasher = foldhash::fast::RandomState;
-use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER};
+use vramtrace_format::conventions::{
+    ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER, memory_fraction,
+};
 use vramtrace_format::{Api, Event, MemoryKind, Metadata, Op};
 
 /// Everything the replay and the reports derive from a trace's events.
@@ -67,6 +69,8 @@ struct Builder {
     torch_peak_reserved: Option<u64>,
     /// Segments (or pages) PyTorch reported giving back.
     torch_segment_frees: u64,
+    /// The device's total bytes (`device.memory`), when recorded.
+    device_total: Option<u64>,
     slots: Slots,
     /// The `cudaMalloc`s the real caching allocator made, as (address, bytes), in order: an
     /// imported snapshot's segment events or PyTorch's tracker's `torch.segment_alloc`s
@@ -124,6 +128,10 @@ impl ModelBuilder {
         }
         let op = e.api.op();
         let kind = e.api.kind();
+        if kind == MemoryKind::Limits {
+            see_limit(builders, e);
+            return;
+        }
         if kind == MemoryKind::TorchSegment || op == Op::FreeRequested {
             // PyTorch's own word on its segments (what the replay predicts), or a free that
             // takes effect at `torch.free_completed`.
@@ -217,7 +225,38 @@ impl ModelBuilder {
     }
 }
 
+/// A §4.3 event (formats/SPEC.md): the device's total bytes, a memory fraction the program set
+/// (a request of its stream, replayed in order), an `empty_cache` (a request of every stream
+/// of the process: PyTorch empties the cache of every device).
+fn see_limit(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
+    match e.api {
+        Api::DeviceMemory if e.device >= 0 => Builder::of(builders, e).device_total = Some(e.size),
+        Api::TorchSetMemoryFraction if e.device >= 0 && memory_fraction(e).is_some() => {
+            Builder::of(builders, e).push_limit(e, RequestKind::MemoryFraction, e.aux);
+        }
+        Api::TorchEmptyCache => {
+            for b in builders.values_mut().filter(|b| b.key.pid == e.pid) {
+                b.push_limit(e, RequestKind::EmptyCache, 0);
+            }
+        }
+        _ => {}
+    }
+}
+
 impl Builder {
+    /// A request of no slot and no stream ([`Request::has_slot`]).
+    fn push_limit(&mut self, e: &Event, kind: RequestKind, size: u64) {
+        self.kinds.push(MemoryKind::Limits);
+        self.requests.push(Request {
+            time_ns: e.time_ns,
+            size,
+            slot: 0,
+            stream: NO_STREAM,
+            stack: e.stack,
+            kind,
+        });
+    }
+
     fn new(key: StreamKey) -> Builder {
         Builder {
             key,
@@ -232,6 +271,7 @@ impl Builder {
             torch_reserved: 0,
             torch_peak_reserved: None,
             torch_segment_frees: 0,
+            device_total: None,
             slots: Slots::default(),
             segments: Vec::new(),
         }
@@ -345,6 +385,7 @@ fn finish(b: Builder) -> RequestStream {
         torch_maps,
         torch_peak_reserved,
         torch_segment_frees,
+        device_total,
         slots,
         segments,
         ..
@@ -360,6 +401,9 @@ fn finish(b: Builder) -> RequestStream {
     requests.retain(|r| {
         let k = kinds.next().expect("one kind per request");
         let address = is_driver(k).then(|| addresses.next().expect("one address per driver call"));
+        if k == MemoryKind::Limits {
+            return true;
+        }
         let bypass = if through_tracker {
             is_driver(k)
         } else {
@@ -382,7 +426,7 @@ fn finish(b: Builder) -> RequestStream {
                 outside.peak_bytes = outside.peak_bytes.max(live);
             }
             RequestKind::Free => live = live.saturating_sub(r.size),
-            RequestKind::Attempt => {}
+            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
         }
         false
     });
@@ -399,7 +443,7 @@ fn finish(b: Builder) -> RequestStream {
         .iter()
         .map(|h| sorted.binary_search(h).map_or(u32::MAX, |i| i as u32))
         .collect();
-    for r in &mut requests {
+    for r in requests.iter_mut().filter(|r| r.stream != NO_STREAM) {
         r.stream = index[r.stream as usize];
     }
     RequestStream {
@@ -411,6 +455,7 @@ fn finish(b: Builder) -> RequestStream {
         recorded_segments: segments,
         recorded_peak_reserved: torch_peak_reserved,
         recorded_segment_frees: torch_segment_frees,
+        device_total,
     }
 }
 
@@ -470,6 +515,51 @@ mod tests {
             stream,
             ..Event::new(api)
         }
+    }
+
+    #[test]
+    fn limits_become_requests_of_their_streams_and_the_device_total_is_kept() {
+        use vramtrace_format::conventions::fraction_bits;
+        let mut info = ev(Api::DeviceMemory, 1, 0, 150 << 30, 0);
+        info.aux = 100 << 30;
+        let mut fraction = ev(Api::TorchSetMemoryFraction, 1, 0, 0, 0);
+        fraction.aux = fraction_bits(0.03);
+        let mut other_device = ev(Api::TorchAlloc, 1, 0xf000, 64, 5);
+        other_device.device = 1;
+        let mut empty = ev(Api::TorchEmptyCache, 1, 0, 0, 0);
+        empty.device = -1;
+        let events = vec![
+            info,
+            fraction,
+            ev(Api::TorchAlloc, 1, 0xa000, 100, 7),
+            other_device,
+            ev(Api::TorchFreeCompleted, 1, 0xa000, 100, 7),
+            empty,
+            ev(Api::TorchAlloc, 1, 0xb000, 200, 7),
+        ];
+        let m = Model::from_events(events, &Metadata::default());
+        assert_eq!(m.streams.len(), 2);
+        let s = &m.streams[0];
+        assert_eq!(s.device_total, Some(150 << 30));
+        let kinds: Vec<(RequestKind, u32)> =
+            s.requests.iter().map(|r| (r.kind, r.stream)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (RequestKind::MemoryFraction, NO_STREAM),
+                (RequestKind::Alloc, 0),
+                (RequestKind::Free, 0),
+                (RequestKind::EmptyCache, NO_STREAM),
+                (RequestKind::Alloc, 0),
+            ]
+        );
+        assert_eq!(s.requests[0].fraction(), 0.03);
+        // The limit requests name no CUDA stream: only the program's own stream is listed.
+        assert_eq!(s.cuda_streams, [7]);
+        // `empty_cache` empties every device's cache; the other device has no total recorded.
+        let other = &m.streams[1];
+        assert_eq!(other.device_total, None);
+        assert_eq!(other.requests[1].kind, RequestKind::EmptyCache);
     }
 
     #[test]

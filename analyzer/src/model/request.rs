@@ -20,6 +20,12 @@ pub enum RequestKind {
     /// gives it back at once), else its retry path runs (freeing cache) as it did in the
     /// program. Its slot is free again right after.
     Attempt,
+    /// The program emptied its allocator's cache (`torch.cuda.empty_cache()`); no slot.
+    EmptyCache,
+    /// The program capped its allocator's reserved memory at a fraction of the device
+    /// (`torch.cuda.set_per_process_memory_fraction`): `size` holds the fraction's `f64` bits
+    /// ([`Request::fraction`]); no slot.
+    MemoryFraction,
 }
 
 /// One allocation or free, in the order the program made them.
@@ -38,7 +44,25 @@ pub struct Request {
     pub kind: RequestKind,
 }
 
+/// `stream` of a request that is served on no stream ([`RequestKind::EmptyCache`],
+/// [`RequestKind::MemoryFraction`]).
+pub const NO_STREAM: u32 = u32::MAX;
+
 impl Request {
+    /// True for the requests that ask for or give back memory of a slot (not a limit or a
+    /// cache release).
+    pub fn has_slot(&self) -> bool {
+        matches!(
+            self.kind,
+            RequestKind::Alloc | RequestKind::Free | RequestKind::Attempt
+        )
+    }
+
+    /// The fraction a [`RequestKind::MemoryFraction`] request sets.
+    pub fn fraction(&self) -> f64 {
+        f64::from_bits(self.size)
+    }
+
     pub fn alloc(slot: u32, size: u64, stream: u32) -> Request {
         Request {
             time_ns: 0,
@@ -85,6 +109,9 @@ pub struct RequestStream {
     /// How many segments (or pages) that allocator gave back to the driver
     /// (`torch.segment_free` / `torch.segment_unmap`): PyTorch's `num_device_free`.
     pub recorded_segment_frees: u64,
+    /// The device's total bytes as the driver reported them (`device.memory`), when recorded:
+    /// what PyTorch multiplies a memory fraction by.
+    pub device_total: Option<u64>,
 }
 
 /// Plain driver allocations made beside a stream-ordered-pool request stream (see
@@ -111,6 +138,7 @@ impl RequestStream {
             recorded_segments: Vec::new(),
             recorded_peak_reserved: None,
             recorded_segment_frees: 0,
+            device_total: None,
         }
     }
 
@@ -132,7 +160,7 @@ impl RequestStream {
                     }
                 }
                 RequestKind::Free => live = live.saturating_sub(r.size),
-                RequestKind::Attempt => {}
+                RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
             }
         }
         (peak, at)
@@ -145,17 +173,42 @@ impl RequestStream {
             return Vec::new();
         };
         let mut objects: Vec<Option<(u32, u64)>> = vec![None; self.slots as usize];
-        for r in &self.requests[..=at] {
+        for r in self.requests[..=at].iter().filter(|r| r.has_slot()) {
             let Some(o) = objects.get_mut(r.slot as usize) else {
                 continue;
             };
             match r.kind {
                 RequestKind::Alloc => *o = Some((r.stack, r.size)),
                 RequestKind::Free => *o = None,
-                RequestKind::Attempt => {}
+                _ => {}
             }
         }
         objects.into_iter().flatten().collect()
+    }
+
+    /// The last memory fraction the program set ([`RequestKind::MemoryFraction`]), if any.
+    pub fn memory_fraction(&self) -> Option<f64> {
+        self.requests
+            .iter()
+            .rev()
+            .find(|r| r.kind == RequestKind::MemoryFraction)
+            .map(Request::fraction)
+    }
+
+    /// This stream without the program's own memory fraction calls
+    /// ([`RequestKind::MemoryFraction`]): what `fit` replays, since the smallest limit is what
+    /// it looks for. Borrowed when the stream has none.
+    pub fn without_memory_fraction(&self) -> std::borrow::Cow<'_, RequestStream> {
+        if self
+            .requests
+            .iter()
+            .all(|r| r.kind != RequestKind::MemoryFraction)
+        {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut s = self.clone();
+        s.requests.retain(|r| r.kind != RequestKind::MemoryFraction);
+        std::borrow::Cow::Owned(s)
     }
 
     pub fn allocations(&self) -> usize {

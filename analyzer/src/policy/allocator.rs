@@ -41,6 +41,15 @@ pub trait Policy: Send {
         served
     }
 
+    /// The program emptied its allocator's cache (`torch.cuda.empty_cache()`): a policy with
+    /// a cache gives back what that call gives back; by default nothing happens.
+    fn empty_cache(&mut self, _driver: &mut Device) {}
+
+    /// The program capped its allocator's reserved memory at `fraction` of the device
+    /// (`torch.cuda.set_per_process_memory_fraction`): a policy with such a cap applies it; by
+    /// default it is ignored.
+    fn set_memory_fraction(&mut self, _fraction: f64) {}
+
     /// Bytes of the blocks handed out and not yet freed (after the policy's rounding).
     fn allocated(&self) -> u64;
 

@@ -79,7 +79,7 @@ impl GreedyBySize {
                 }
                 RequestKind::Free => records[open[slot] as usize].last = i as u32,
                 // The planner knows the program survived without it.
-                RequestKind::Attempt => {}
+                RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
             }
         }
         // Largest first, then by birth: sorted as packed keys, which keeps the sort in cache.
@@ -362,7 +362,7 @@ mod tests {
                     });
                 }
                 RequestKind::Free => records[open[r.slot as usize]].last = i as u32,
-                RequestKind::Attempt => {}
+                RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
             }
         }
         let mut order: Vec<usize> = (0..records.len()).collect();

@@ -61,11 +61,12 @@ pub struct BuildContext<'a> {
 }
 
 impl BuildContext<'_> {
-    /// The device's memory, for the options defined as a fraction of it: the capacity, or the
-    /// H200's `totalGlobalMem` when the replay has none.
+    /// The device's memory, for the options defined as a fraction of it: the capacity, or
+    /// when the replay has none the recorded device's total (`device.memory`), else the
+    /// H200's `totalGlobalMem`.
     pub fn device_memory(&self) -> u64 {
         if self.capacity == u64::MAX {
-            H200_TOTAL_MEMORY
+            self.stream.device_total.unwrap_or(H200_TOTAL_MEMORY)
         } else {
             self.capacity
         }

@@ -21,13 +21,19 @@
 //! - Sizes below 1 MiB use interval 0, like sizes in `[1, 2)` MiB.
 //! - Garbage collection runs only when a memory fraction is also set (`allowed_memory_maximum`
 //!   has a value); the docs present the threshold alone.
+//! - The program's own `set_per_process_memory_fraction` and `empty_cache` calls, when the
+//!   trace recorded them (formats/SPEC.md §4.3), are requests of the stream
+//!   ([`Policy::set_memory_fraction`], [`Policy::empty_cache`]): a fraction below 1 caps
+//!   reserved bytes at `fraction × totalGlobalMem` (the recorded device total), 1 removes the
+//!   cap, as 2.11's `DeviceCachingAllocator::setMemoryFraction` does; a `memory_fraction`
+//!   option overrides them for the whole run.
 //! - With `max_split_size_mb` and expandable segments together, the oversize rules of
 //!   `get_free_block` still apply inside expandable segments: reserved memory grows without
 //!   bound (PR #193400); this model reproduces that bug on purpose.
 //!
 //! What a trace cannot tell and is therefore not modelled: `record_stream` (cross-stream uses
 //! that delay a free until an event completes; traces carry no such uses, so every free takes
-//! effect at once), CUDA graph private pools, `empty_cache` calls, and the exact addresses
+//! effect at once), CUDA graph private pools, and the exact addresses
 //! `cudaMalloc` returns (ties between equal-size free blocks go to the lowest simulated
 //! address, which may order differently from the real one). Both show in docs/validation.md
 //! ("Part 3", Q1): a varying-length transformer replays 4.5% low, and exactly with the real
@@ -104,6 +110,17 @@ fn build_native(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, Opti
 fn build_expandable(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let cfg = Config::from_options(o, true, ctx.device_memory())?;
     Ok(Box::new(PyTorchCaching::new(cfg)))
+}
+
+/// The fraction to give `set_per_process_memory_fraction` for a cap of `cap` bytes on a
+/// device of `total`: `cap / total`, rounded up to the next `f64` where PyTorch's
+/// `static_cast<size_t>(fraction * totalGlobalMem)` would otherwise give a byte less.
+pub fn fraction_for_cap(cap: u64, total: u64) -> f64 {
+    let mut f = cap as f64 / total as f64;
+    while ((f * total as f64) as u64) < cap {
+        f = f.next_up();
+    }
+    f
 }
 
 const MIB: u64 = 1 << 20;
@@ -966,11 +983,6 @@ impl PyTorchCaching {
         self.total_allocated_memory -= bytes;
         driver.unmap(end - begin, seg.page);
     }
-
-    /// `empty_cache()`.
-    pub fn empty_cache(&mut self, driver: &mut Device) {
-        self.release_cached_blocks(driver);
-    }
 }
 
 impl Policy for PyTorchCaching {
@@ -1030,6 +1042,22 @@ impl Policy for PyTorchCaching {
         }
         self.slot_block[slot] = id;
         Ok(())
+    }
+
+    /// `emptyCache`: `release_cached_blocks`.
+    fn empty_cache(&mut self, driver: &mut Device) {
+        self.release_cached_blocks(driver);
+    }
+
+    /// `DeviceCachingAllocator::setMemoryFraction` of PyTorch 2.11: a cap of
+    /// `fraction × totalGlobalMem` for a fraction below 1, none at 1. A fraction the options
+    /// named (`memory_fraction`) stands for the whole run: the program's calls are not replayed.
+    fn set_memory_fraction(&mut self, fraction: f64) {
+        if self.cfg.memory_fraction.is_some() {
+            return;
+        }
+        self.allowed_maximum =
+            (fraction < 1.0).then_some((fraction * self.cfg.total_memory as f64) as u64);
     }
 
     fn free(&mut self, slot: u32, _driver: &mut Device) {
@@ -1171,11 +1199,11 @@ mod tests {
         alloc_all(&mut p, &mut d, 0, &[30 * MIB, 30 * MIB]);
         assert_eq!(d.reserved(), 60 * MIB);
         p.free(0, &mut d.device());
-        p.empty_cache(&mut d.device());
+        Policy::empty_cache(&mut p, &mut d.device());
         // The first 30 MiB are free: only the first page (20 MiB) is wholly free.
         assert_eq!(d.reserved(), 40 * MIB);
         p.free(1, &mut d.device());
-        p.empty_cache(&mut d.device());
+        Policy::empty_cache(&mut p, &mut d.device());
         assert_eq!(d.reserved(), 0);
     }
 
@@ -1306,6 +1334,61 @@ mod tests {
         assert_eq!(d.reserved(), 50 * MIB);
         assert_eq!(d.device_frees(), 1);
         assert_eq!(p.malloc(2, 20 * MIB, 0, &mut d.device()), Err(Refused));
+    }
+
+    #[test]
+    fn a_memory_fraction_the_program_set_caps_reserved_memory_before_the_driver_is_asked() {
+        let cfg = Config {
+            total_memory: 1 << 30,
+            ..Config::default()
+        };
+        let mut p = PyTorchCaching::new(cfg);
+        let mut d = Driver::new(DriverModel::default());
+        // 0.25 of 1 GiB: 256 MiB, as `fraction * totalGlobalMem`.
+        p.set_memory_fraction(0.25);
+        p.malloc(0, 200 * MIB, 0, &mut d.device()).unwrap();
+        p.malloc(1, 40 * MIB, 0, &mut d.device()).unwrap();
+        p.free(1, &mut d.device());
+        // 60 MiB more would hold 300 MiB: the cached 40 MiB is released and still no room.
+        assert_eq!(p.malloc(2, 60 * MIB, 0, &mut d.device()), Err(Refused));
+        assert_eq!((d.reserved(), d.device_frees()), (200 * MIB, 1));
+        // At 1 the cap is gone (PyTorch 2.11 sets none for a fraction of 1).
+        p.set_memory_fraction(1.0);
+        p.malloc(2, 60 * MIB, 0, &mut d.device()).unwrap();
+        assert_eq!(d.reserved(), 260 * MIB);
+    }
+
+    #[test]
+    fn a_memory_fraction_named_in_the_options_outlasts_the_programs_own_calls() {
+        let cfg = Config {
+            total_memory: 1 << 30,
+            memory_fraction: Some(0.5),
+            ..Config::default()
+        };
+        let mut p = PyTorchCaching::new(cfg);
+        let mut d = Driver::new(DriverModel::default());
+        p.set_memory_fraction(0.1);
+        p.malloc(0, 400 * MIB, 0, &mut d.device()).unwrap();
+        assert_eq!(p.malloc(1, 200 * MIB, 0, &mut d.device()), Err(Refused));
+    }
+
+    #[test]
+    fn the_fraction_for_a_cap_gives_pytorch_that_cap_and_not_a_byte_less() {
+        // The H200's totalGlobalMem under PyTorch 2.11 (docs/validation.md, "Under pressure").
+        let total = 150_109_880_320u64;
+        let caps = [60_817_408u64, 85_983_232, 761_266_176, 4 << 30];
+        for cap in caps {
+            let f = fraction_for_cap(cap, total);
+            assert!((f * total as f64) as u64 >= cap, "{cap}");
+            assert!((f.next_down() * total as f64) as u64 <= cap, "{cap}");
+        }
+        // Plain division comes out a byte short for the first two (167 of the 4,095 multiples
+        // of 2 MiB below 8 GiB on this device).
+        let short: Vec<u64> = caps
+            .into_iter()
+            .filter(|&c| (((c as f64 / total as f64) * total as f64) as u64) < c)
+            .collect();
+        assert_eq!(short, [60_817_408, 85_983_232]);
     }
 
     #[test]

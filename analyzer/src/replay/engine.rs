@@ -221,6 +221,8 @@ pub fn replay_on(
                 live[slot] = None;
                 usage.requested -= r.size;
             }
+            RequestKind::EmptyCache => policy.empty_cache(&mut driver.device()),
+            RequestKind::MemoryFraction => policy.set_memory_fraction(r.fraction()),
             RequestKind::Attempt => {
                 // The real driver refused it: the policy may serve it from its cache, but gets
                 // no new memory, so a refusal runs its retry path as it ran in the program.

@@ -7,6 +7,8 @@ use super::{FitResult, Oom, Outcome, Progress, fit_all, replay_all};
 use crate::model::device::{GPU_SIZES_GB, gpu_bytes, process_peak};
 use crate::model::{CaptureLevel, Outside};
 use crate::model::{RequestKind, RequestStream};
+use crate::policy::driver::H200_TOTAL_MEMORY;
+use crate::policy::pytorch::fraction_for_cap;
 use crate::policy::validated::{Band, band};
 use crate::policy::{PolicyError, PolicyRole, PolicySpec, preallocates, role};
 use serde::Serialize;
@@ -54,6 +56,11 @@ pub struct StreamReport {
     /// Allocations the recorded run's driver refused with `CUDA_ERROR_OUT_OF_MEMORY` (replayed
     /// as refused again).
     pub recorded_oom_failures: u64,
+    /// The memory fraction the program itself set (its last `set_per_process_memory_fraction`,
+    /// formats/SPEC.md §4.3), replayed as it was set; `null` when the trace records none.
+    pub recorded_memory_fraction: Option<f64>,
+    /// The device's total bytes as recorded (`device.memory`).
+    pub recorded_device_total: Option<u64>,
     /// What the process's allocator really reserved at its peak, from its own segment events
     /// (PyTorch's tracker); `null` when the trace does not say.
     pub recorded_peak_reserved: Option<u64>,
@@ -149,6 +156,8 @@ impl ReplayReport {
                     .iter()
                     .filter(|r| r.kind == RequestKind::Attempt)
                     .count() as u64,
+                recorded_memory_fraction: stream.memory_fraction(),
+                recorded_device_total: stream.device_total,
                 policies: results[s * n..(s + 1) * n]
                     .iter()
                     .map(|r| {
@@ -265,6 +274,10 @@ pub struct FitRow {
     /// The error the policy's model showed on real runs (docs/validation.md); `null`:
     /// unvalidated.
     pub validated: Option<&'static Band>,
+    /// For PyTorch's policies: the `torch.cuda.set_per_process_memory_fraction` argument that
+    /// caps the allocator at `min_capacity_bytes` on the recorded device (else the H200), the
+    /// division rounded up so that PyTorch's cap is not a byte less.
+    pub memory_fraction: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -323,7 +336,16 @@ fn fit_row<'a>(
         retries: v.iter().map(|c| c.retries).sum(),
         est_alloc_time_us: v.iter().map(|c| c.est_alloc_time_us).sum(),
     });
+    let total = fits
+        .clone()
+        .filter_map(|(_, s)| s.device_total)
+        .max()
+        .unwrap_or(H200_TOTAL_MEMORY);
+    let memory_fraction = need
+        .filter(|&c| c < total && matches!(spec.name.as_str(), "pytorch" | "pytorch-expandable"))
+        .map(|c| fraction_for_cap(c, total));
     FitRow {
+        memory_fraction,
         name: spec.to_string(),
         validated: band(&spec.name),
         role: role(spec),

@@ -349,7 +349,8 @@ pub struct EventWindow {
 pub struct EventFacts {
     /// Absolute ns.
     pub time_ns: u64,
-    /// `b'a'` allocation, `b'f'` free, `b't'` an attempt the driver refused.
+    /// `b'a'` allocation, `b'f'` free, `b't'` an attempt the driver refused, `b'c'` an
+    /// `empty_cache`, `b'l'` a memory fraction set.
     pub kind: u8,
     pub size: u64,
     /// Trace stack id.

@@ -116,7 +116,9 @@ pub fn windows(
                 allocation - 1
             }
             RequestKind::Free => std::mem::replace(&mut by_slot[slot], u32::MAX),
-            RequestKind::Attempt => u32::MAX,
+            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {
+                u32::MAX
+            }
         };
         if i < a {
             continue;
@@ -131,6 +133,8 @@ pub fn windows(
                 RequestKind::Alloc => b'a',
                 RequestKind::Free => b'f',
                 RequestKind::Attempt => b't',
+                RequestKind::EmptyCache => b'c',
+                RequestKind::MemoryFraction => b'l',
             },
             size: q.size,
             stack: q.stack,
@@ -368,7 +372,7 @@ impl Observer for Sampler {
                     *o = (u32::MAX, 0);
                 }
             }
-            RequestKind::Attempt => {}
+            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
         }
     }
 
@@ -570,7 +574,7 @@ pub fn owners_at(stream: &RequestStream, index: usize) -> Vec<(u32, u32)> {
                 next += 1;
             }
             RequestKind::Free => by_slot[slot] = (u32::MAX, 0),
-            RequestKind::Attempt => {}
+            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
         }
     }
     by_slot

@@ -8,6 +8,7 @@
 pub mod distinct;
 pub mod framework;
 pub mod grid;
+pub mod pressure;
 pub mod search;
 
 pub use framework::{Calls, Framework, Recorded, recorded};

@@ -159,6 +159,8 @@ pub struct Tune {
     pub context_bytes: u64,
     /// The most bytes outside the pool any stream held.
     pub outside_bytes: u64,
+    /// The memory fraction the program set, and the settings that run to the end under it.
+    pub limit: Option<super::pressure::Limit>,
 }
 
 impl Tune {
@@ -377,18 +379,18 @@ pub fn tune(
         .map(|(i, c)| row(c, &figs[i], base, gpu, false))
         .collect();
     let not_judged = unjudged(streams, level, recorded, &candidates, &figs);
+    let mut notes = recorded.notes.clone();
+    notes.extend(super::pressure::contradiction(streams, &recorded_row));
+    let ranked: Vec<Row> = ranked.into_iter().map(|(_, r)| r).collect();
+    let limit = super::pressure::limit_of(streams, &ranked);
     Ok(Tune {
         framework: recorded.framework,
         evidence: recorded.evidence.clone(),
-        notes: recorded.notes.clone(),
+        notes,
         capture_level: level.level,
         judged,
         recorded: recorded_row,
-        ranked: if judged {
-            ranked.into_iter().map(|(_, r)| r).collect()
-        } else {
-            Vec::new()
-        },
+        ranked: if judged { ranked } else { Vec::new() },
         bounds: bounds_rows,
         not_judged,
         tried: candidates
@@ -403,6 +405,7 @@ pub fn tune(
             .map(|s| s.outside.peak_bytes)
             .max()
             .unwrap_or(0),
+        limit,
     })
 }
 

@@ -135,6 +135,9 @@ fn note(p: &FitRow) -> String {
     if p.preallocates {
         notes.push("preallocates a share of the device".into());
     }
+    if let Some(f) = p.memory_fraction {
+        notes.push(format!("as a cap: set_per_process_memory_fraction({f})"));
+    }
     if p.below_uncapped
         && !p.preallocates
         && let Some(c) = &p.at_min

@@ -282,8 +282,25 @@ fn render_text(
                 bytes(st.outside_allocator.peak_bytes)
             );
         }
+        if let Some(f) = st.recorded_memory_fraction {
+            let total = st.recorded_device_total;
+            let cap = total.map_or(String::new(), |t| {
+                format!(
+                    ": a cap of {} of the device's {}",
+                    bytes((f * t as f64) as u64),
+                    bytes(t)
+                )
+            });
+            let _ = writeln!(
+                s,
+                "limit        the program set a memory fraction of {f}{cap} (set_per_process_memory_fraction, recorded; replayed where it was set)"
+            );
+        }
         if st.recorded_oom_failures > 0 {
             let how = match (limit, source) {
+                _ if st.recorded_memory_fraction.is_some() => {
+                    "replayed under the memory fraction the program set".to_string()
+                }
                 (Some(f), _) => format!("replayed under the limit it recorded ({f} of the device)"),
                 (None, "--capacity") => "replayed under --capacity".to_string(),
                 _ => "the trace does not record the limit it ran under: pass --capacity SIZE \
@@ -315,6 +332,21 @@ fn render_text(
                     bytes(t),
                     100.0 * p.error_vs_recorded.unwrap_or(0.0)
                 );
+                if st.recorded_oom_failures > 0 {
+                    let reproduced = p.refused_as_recorded;
+                    let _ = writeln!(
+                        s,
+                        "recorded     {}: {} of the {} out-of-memory errors of this run refused again{}",
+                        p.name,
+                        count(reproduced),
+                        count(st.recorded_oom_failures),
+                        if reproduced < st.recorded_oom_failures {
+                            " (the others served: the replay had room the run did not)"
+                        } else {
+                            ""
+                        }
+                    );
+                }
                 // A run that gave segments back under a limit the trace does not record (a
                 // memory fraction, a smaller device) is not reproduced without that limit.
                 if real_frees > 0

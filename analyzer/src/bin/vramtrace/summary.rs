@@ -9,6 +9,7 @@ use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::failures::FailureSite;
+use vramtrace::limits::ProcessLimit;
 use vramtrace::summary::{
     GroupSummary, NO_STACK_WHY, StackBytes, Summary, TOP_STACKS, short_frame, shown_rows,
 };
@@ -54,8 +55,9 @@ impl Args {
         let first = trace.events().next().map_or(0, |e| e.time_ns);
         let depth = self.depth;
         let flagged = Flagged::new(&summary, &[(v.trace.as_path(), &trace.layout)]);
+        let limits = vramtrace::limits::limits(trace.events());
         crate::output::json_or_text(v.json, &flagged, |f| {
-            render(&v.trace, f.report, first, depth)
+            render(&v.trace, f.report, first, depth, &limits)
         })
     }
 }
@@ -94,7 +96,7 @@ impl Args {
 const FRAMES_SHOWN: usize = 4;
 
 /// The text summary; `depth`: show each stack's innermost frames instead of its user frame.
-pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>) -> String {
+pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>, limits: &Limits) -> String {
     let mut o = String::new();
     let level = if s.has_allocator_segments {
         format!(
@@ -120,12 +122,21 @@ pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>) -> String
         );
     }
     for g in &s.groups {
-        group(&mut o, g, t0, depth);
+        group(&mut o, g, t0, depth, limits.get(&(g.pid, g.device)));
     }
     o
 }
 
-fn group(o: &mut String, g: &GroupSummary, t0: u64, depth: Option<usize>) {
+/// The limits of each (pid, device), from the trace's §4.3 events.
+type Limits = std::collections::BTreeMap<(u32, i32), ProcessLimit>;
+
+fn group(
+    o: &mut String,
+    g: &GroupSummary,
+    t0: u64,
+    depth: Option<usize>,
+    limit: Option<&ProcessLimit>,
+) {
     let place = if g.device < 0 {
         "host memory".to_string()
     } else {
@@ -223,12 +234,12 @@ fn group(o: &mut String, g: &GroupSummary, t0: u64, depth: Option<usize>) {
         let _ = writeln!(o, "  live at the end: nothing");
     }
     for f in &g.failures {
-        failure(o, f, depth);
+        failure(o, f, depth, limit);
     }
 }
 
 /// One failure site: `FAILED` (an out-of-memory error says so), how often, which sizes, when.
-fn failure(o: &mut String, f: &FailureSite, depth: Option<usize>) {
+fn failure(o: &mut String, f: &FailureSite, depth: Option<usize>, limit: Option<&ProcessLimit>) {
     let what = if f.out_of_memory {
         "OUT OF MEMORY"
     } else {
@@ -266,6 +277,21 @@ fn failure(o: &mut String, f: &FailureSite, depth: Option<usize>) {
     );
     for fr in f.frames.iter().take(FRAMES_SHOWN) {
         let _ = writeln!(o, "      at {}", short_frame(fr));
+    }
+    if f.out_of_memory
+        && let Some(l) = limit
+    {
+        if let (Some(cap), Some(fraction)) = (l.cap(), l.fraction) {
+            let _ = writeln!(
+                o,
+                "    limit: PyTorch may reserve {} (the program's set_per_process_memory_fraction({fraction}) of {})",
+                bytes(cap),
+                bytes(l.device_total.unwrap_or(0))
+            );
+        }
+        if let (Some(free), Some(why)) = (l.free_at_first_oom, l.verdict(f.min_size)) {
+            let _ = writeln!(o, "    the device had {} free then: {why}", bytes(free));
+        }
     }
     if !f.top_live_stacks.is_empty() {
         let _ = writeln!(o, "    largest live then:");

@@ -116,6 +116,33 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
     for n in &t.notes {
         let _ = writeln!(s, "note       {n}");
     }
+    if let Some(l) = &t.limit {
+        let _ = writeln!(
+            s,
+            "limit      the program capped PyTorch at {} (set_per_process_memory_fraction({})): \
+             every setting is replayed under it",
+            bytes(l.cap_bytes),
+            l.fraction
+        );
+        match l.completing.first() {
+            Some((select, headroom)) => {
+                let _ = writeln!(
+                    s,
+                    "           {} of the settings run to the end under it; the best keeps {} \
+                     free: {select}",
+                    count(l.completing.len() as u64),
+                    bytes(*headroom)
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "           no setting runs to the end under it: `vramtrace fit` gives the \
+                     smallest limit each needs"
+                );
+            }
+        }
+    }
     if !t.judged {
         let _ = writeln!(s, "\nno setting ranked:");
         for u in &t.not_judged {

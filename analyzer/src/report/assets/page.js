@@ -609,7 +609,7 @@
   }
   function eventText(r, w, k) {
     const e = wins()[w];
-    const what = { a: "allocation", f: "free", t: "refused attempt" }[e.kind[k]] || "event";
+    const what = { a: "allocation", f: "free", t: "refused attempt", c: "empty_cache", l: "memory fraction set" }[e.kind[k]] || "event";
     return `event #${e.first + k} (${what} of ${bytes(e.size[k])}${e.alloc[k] >= 0 ? `, allocation #${e.alloc[k]}` : ""} from ${userFrame(r, e.stack[k])}) at ${dur(e.t[k])}`;
   }
   function drawState() {

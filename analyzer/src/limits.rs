@@ -1,0 +1,106 @@
+//! What bounded each process's device memory, from the limit events of formats/SPEC.md §4.3:
+//! the memory fraction the program set, the device's total bytes, and the free bytes CUDA
+//! reported at its first out-of-memory error. Enough to tell a reached cap from a full device.
+//!
+//! Sans-IO: fed the trace's events in order.
+
+use std::collections::BTreeMap;
+use vramtrace_format::conventions::memory_fraction;
+use vramtrace_format::{Api, Event};
+
+/// The limits of one process on one device.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ProcessLimit {
+    /// The last memory fraction below 1 the program set (PyTorch's cap), if any.
+    pub fraction: Option<f64>,
+    /// The device's total bytes (`device.memory`).
+    pub device_total: Option<u64>,
+    /// The free bytes CUDA reported at the first refused `torch.alloc`.
+    pub free_at_first_oom: Option<u64>,
+}
+
+impl ProcessLimit {
+    /// PyTorch's cap, `fraction × totalGlobalMem`, when both are recorded.
+    pub fn cap(&self) -> Option<u64> {
+        Some((self.fraction? * self.device_total? as f64) as u64)
+    }
+
+    /// Why a request of `size` bytes was refused, in words, when the trace can tell.
+    pub fn verdict(&self, size: u64) -> Option<&'static str> {
+        let free = self.free_at_first_oom?;
+        Some(match (free >= size, self.cap().is_some()) {
+            (true, true) => "room on the device: the program's cap was reached, not the device",
+            (true, false) => "room on the device: a limit the trace does not record refused it",
+            (false, _) => {
+                "less than asked: the device itself was full (other processes, or memory outside PyTorch)"
+            }
+        })
+    }
+}
+
+/// Every (pid, device)'s limits in `events`.
+pub fn limits(events: impl IntoIterator<Item = Event>) -> BTreeMap<(u32, i32), ProcessLimit> {
+    let mut out: BTreeMap<(u32, i32), ProcessLimit> = BTreeMap::new();
+    for e in events {
+        let at = (e.pid, e.device);
+        match e.api {
+            Api::TorchSetMemoryFraction => {
+                if let Some(f) = memory_fraction(&e) {
+                    out.entry(at).or_default().fraction = (f < 1.0).then_some(f);
+                }
+            }
+            Api::DeviceMemory => out.entry(at).or_default().device_total = Some(e.size),
+            Api::TorchAlloc if !e.succeeded() => {
+                let l = out.entry(at).or_default();
+                l.free_at_first_oom.get_or_insert(e.aux);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vramtrace_format::conventions::fraction_bits;
+
+    fn ev(api: Api, size: u64, aux: u64, result: u32) -> Event {
+        Event {
+            pid: 7,
+            device: 0,
+            size,
+            aux,
+            result,
+            ..Event::new(api)
+        }
+    }
+
+    #[test]
+    fn a_refusal_with_room_on_the_device_under_a_fraction_is_the_cap() {
+        let l = limits([
+            ev(Api::DeviceMemory, 1000, 990, 0),
+            ev(Api::TorchSetMemoryFraction, 0, fraction_bits(0.25), 0),
+            ev(Api::TorchAlloc, 300, 700, 2),
+            ev(Api::TorchAlloc, 900, 100, 2),
+        ]);
+        let p = l[&(7, 0)];
+        assert_eq!((p.cap(), p.free_at_first_oom), (Some(250), Some(700)));
+        assert_eq!(
+            p.verdict(300),
+            Some("room on the device: the program's cap was reached, not the device")
+        );
+        assert!(
+            p.verdict(800)
+                .unwrap()
+                .contains("the device itself was full")
+        );
+    }
+
+    #[test]
+    fn without_limit_events_nothing_is_said() {
+        let l = limits([ev(Api::TorchAlloc, 300, 0, 0)]);
+        assert!(l.is_empty());
+        assert_eq!(ProcessLimit::default().verdict(1), None);
+    }
+}

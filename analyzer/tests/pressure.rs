@@ -1,0 +1,107 @@
+//! Real runs at their memory limit (`samples/traces/h200-pressure/`, H200, PyTorch 2.11): the
+//! recorded setting replayed under the fraction the program set, and with its `empty_cache`
+//! calls, reproduces what the run's own `torch.cuda.memory_stats()` say, the recorded
+//! out-of-memory error included; `fit` leaves the program's fraction out.
+
+use crate::util::{only_stream, repo};
+use vramtrace::model::RequestKind;
+use vramtrace::policy::{PolicySpec, resolve};
+use vramtrace::replay::{fit_one, run};
+
+fn sample(name: &str) -> std::path::PathBuf {
+    repo(&format!("samples/traces/h200-pressure/{name}"))
+}
+
+/// The `torch.cuda.memory_stats()` the recorded process wrote at its end.
+fn stats(name: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(sample(&format!("{name}.json"))).unwrap();
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()["memory_stats"].clone()
+}
+
+fn policy(text: &str) -> PolicySpec {
+    resolve(text).unwrap().remove(0)
+}
+
+fn stat(s: &serde_json::Value, key: &str) -> u64 {
+    s[key].as_u64().unwrap_or_else(|| panic!("{key}"))
+}
+
+#[test]
+fn a_run_capped_at_4_gib_that_ran_out_of_memory_replays_to_its_own_peak_and_its_own_oom() {
+    let stream = only_stream(&sample("grow-native.vramtrace"));
+    assert_eq!(stream.memory_fraction(), Some(0.02861215588770113));
+    assert_eq!(stream.device_total, Some(150_109_880_320));
+    let real = stats("grow-native");
+    let o = run(&stream, &policy("pytorch"), u64::MAX).unwrap();
+    assert_eq!(o.peak_reserved, stat(&real, "reserved_bytes.all.peak"));
+    assert_eq!(
+        (o.device_allocs, o.device_frees),
+        (
+            stat(&real, "num_device_alloc"),
+            stat(&real, "num_device_free")
+        )
+    );
+    // The one refused request was refused again (the program caught it and went on), and every
+    // request the run served was served.
+    let attempts = stream
+        .requests
+        .iter()
+        .filter(|r| r.kind == RequestKind::Attempt)
+        .count() as u64;
+    assert_eq!(attempts, stat(&real, "num_ooms"));
+    assert_eq!((o.refused_attempts, o.oom.is_none()), (attempts, true));
+    // Without the cap the same requests reserve far more: the cap is what the run was.
+    let uncapped = run(&stream, &policy("pytorch:memory_fraction=1"), u64::MAX).unwrap();
+    assert!(uncapped.peak_reserved > 2 * o.peak_reserved);
+}
+
+#[test]
+fn an_expandable_run_that_died_of_its_cap_replays_to_its_own_peak() {
+    let stream = only_stream(&sample("capped-expandable.vramtrace"));
+    let real = stats("capped-expandable");
+    let o = run(&stream, &policy("pytorch-expandable"), u64::MAX).unwrap();
+    assert_eq!(o.peak_reserved, stat(&real, "reserved_bytes.all.peak"));
+    assert_eq!(o.device_frees, stat(&real, "num_device_free"));
+    assert_eq!((o.refused_attempts, stat(&real, "num_ooms")), (1, 1));
+}
+
+#[test]
+fn empty_cache_calls_give_back_what_the_run_gave_back() {
+    let stream = only_stream(&sample("empty-native.vramtrace"));
+    let calls = stream
+        .requests
+        .iter()
+        .filter(|r| r.kind == RequestKind::EmptyCache)
+        .count();
+    assert_eq!(calls, 8);
+    let real = stats("empty-native");
+    let o = run(&stream, &policy("pytorch"), u64::MAX).unwrap();
+    assert_eq!(o.peak_reserved, stat(&real, "reserved_bytes.all.peak"));
+    assert_eq!(o.device_frees, stat(&real, "num_device_free"));
+}
+
+#[test]
+fn fit_searches_the_limit_itself_rather_than_under_the_programs_fraction() {
+    let stream = only_stream(&sample("grow-native.vramtrace"));
+    let f = fit_one(&stream, &policy("pytorch")).unwrap();
+    let need = f.min_capacity_bytes.expect("fits somewhere");
+    // Below the 4 GiB cap it ran under (it OOMed there only at a request it survived) and at
+    // least its peak of live bytes.
+    assert!(need <= 4 << 30 && need >= stream.lower_bound(), "{need}");
+}
+
+#[test]
+fn summary_tells_the_programs_cap_from_a_full_device_at_the_oom() {
+    let out = crate::util::vramtrace()
+        .args(["summary", sample("grow-native.vramtrace").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let cap = "limit: PyTorch may reserve 4.00 GiB (the program's \
+               set_per_process_memory_fraction(0.02861215588770113) of 139.80 GiB)";
+    assert!(text.contains(cap), "{text}");
+    assert!(
+        text.contains("free then: room on the device: the program's cap was reached"),
+        "{text}"
+    );
+}
