@@ -612,3 +612,92 @@ fn an_output_naming_the_commands_own_stdout_prints_there() {
     );
     assert!(text.lines().count() > 4000);
 }
+
+/// `vramtrace ARGS` under an address-space limit of 1 GiB (`ulimit -v`), from the repository.
+fn under_one_gib(args: &[&std::ffi::OsStr]) -> (i32, String) {
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg("ulimit -v 1048576 && exec \"$@\"")
+        .arg("bash")
+        .arg(assert_cmd::cargo::cargo_bin("vramtrace"))
+        .args(args)
+        .env_remove("VRAMTRACE_MAX_EVENTS");
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_72_kb_file_declaring_two_million_events_is_refused_by_every_command_before_decoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("dense.vramtrace");
+    let bytes = vramtrace_format::dense::trace(2_000_000);
+    assert!(bytes.len() < 80_000, "{} bytes", bytes.len());
+    std::fs::write(&trace, &bytes).unwrap();
+    let out = |name: &str| dir.path().join(name).into_os_string();
+    let t = trace.as_os_str();
+    let commands: Vec<Vec<std::ffi::OsString>> = vec![
+        vec!["info".into(), t.into()],
+        vec!["summary".into(), t.into()],
+        vec!["replay".into(), t.into()],
+        vec!["fit".into(), t.into()],
+        vec!["report".into(), t.into(), "-o".into(), out("page.html")],
+        vec![
+            "export".into(),
+            t.into(),
+            "--to".into(),
+            "parquet".into(),
+            "-o".into(),
+            out("pq"),
+        ],
+        vec![
+            "export".into(),
+            t.into(),
+            "--to".into(),
+            "pytorch-snapshot".into(),
+            "-o".into(),
+            out("s.pickle"),
+        ],
+    ];
+    for args in &commands {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let (code, err) = under_one_gib(&args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.contains("declares 2,000,000 events in")
+                && err.contains("65,536 + 1 per byte")
+                && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_events_budget_is_lifted_by_vramtrace_max_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("dense.vramtrace");
+    std::fs::write(&trace, vramtrace_format::dense::trace(100_000)).unwrap();
+    let refused = failure(vramtrace().args(["info", "--json"]).arg(&trace));
+    assert_eq!(refused.0, 1, "{}", refused.1);
+    let text = stdout(
+        vramtrace()
+            .args(["info", "--json"])
+            .arg(&trace)
+            .env("VRAMTRACE_MAX_EVENTS", "100000"),
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["events"], 100_000);
+    let (code, err) = failure(
+        vramtrace()
+            .arg("info")
+            .arg(&trace)
+            .env("VRAMTRACE_MAX_EVENTS", "many"),
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("VRAMTRACE_MAX_EVENTS=\"many\": not a number"),
+        "{err}"
+    );
+}

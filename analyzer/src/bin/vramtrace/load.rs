@@ -1,5 +1,6 @@
 //! Opening trace files for the commands, with errors that name the file.
 
+use crate::budget;
 use anyhow::{Context, Result, anyhow, bail};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -24,18 +25,13 @@ pub fn load_trace(path: &Path, salvage: bool) -> Result<Trace> {
     let journal_path = journal::path_for(path);
     let name = journal_path.display().to_string();
     let Some(bytes) = journal::load(&journal_path).with_context(|| name.clone())? else {
-        return Trace::open(path, ReadOptions { salvage })
-            .with_context(|| format!("{}", path.display()));
+        return open(path, salvage);
     };
     let mut trace = if !std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
         empty_trace()
     } else {
-        Trace::open(path, ReadOptions { salvage }).with_context(|| {
-            format!(
-                "{} (its crash journal {name} is left as it is)",
-                path.display()
-            )
-        })?
+        open(path, salvage)
+            .map_err(|e| anyhow!("{e:#} (its crash journal {name} is left as it is)"))?
     };
     let why = if journal::owner_running(&bytes) {
         "its process still runs"
@@ -52,6 +48,14 @@ pub fn load_trace(path: &Path, salvage: bool) -> Result<Trace> {
         );
     }
     Ok(trace)
+}
+
+/// Maps and decodes the trace at `path` within the events budget ([`budget::check`]).
+fn open(path: &Path, salvage: bool) -> Result<Trace> {
+    let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
+    budget::check(path, file.bytes(), salvage)?;
+    Trace::from_bytes(file.bytes(), ReadOptions { salvage })
+        .with_context(|| format!("{}", path.display()))
 }
 
 /// The trace of a file that holds nothing yet: what the journal's events are added to when the
@@ -81,6 +85,7 @@ pub fn stream_trace<T: Send>(
         return Ok(head);
     }
     let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
+    budget::check(path, file.bytes(), salvage)?;
     TraceHead::stream(file.bytes(), ReadOptions { salvage }, map, sink)
         .with_context(|| format!("{}", path.display()))
 }
