@@ -1,6 +1,7 @@
 //! The densest trace the writer makes: events so regular that every column is a progression or
-//! a constant, so a chunk of 4,096 events stores in about a hundred bytes. The input of the
-//! bounds on decoded events per file byte (formats/SPEC.md §7, rule 7) and of their tests.
+//! a constant, so a chunk of 4,096 events stores in about a hundred bytes (27 events per file
+//! byte). The input of the commands' bound on decoded events per file byte, of its tests and of
+//! the memory figures in docs/reliability.md ("Bounded on any input: reading").
 
 use crate::api::Api;
 use crate::event::Event;
