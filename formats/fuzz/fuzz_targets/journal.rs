@@ -5,11 +5,9 @@
 //!
 //! The input is a 4-byte little-endian trace length, the trace's bytes, then the journal's. The
 //! files live in a directory of `/dev/shm` (the merge syncs its file; memory makes that cheap).
-//! Seed corpus: the bundled traces, each behind its length and followed by no journal (a
-//! killed recording's trace), `python3 -c` one-liner:
-//!   mkdir -p corpus/journal && for f in ../../samples/traces/*.vramtrace; do python3 -c \
-//!   "import sys,struct; d=open(sys.argv[1],'rb').read(); sys.stdout.buffer.write(struct.pack('<I',len(d))+d)" \
-//!   "$f" > "corpus/journal/$(basename "$f")"; done
+//! Seed corpus (`corpus/journal`): a bundled trace behind its length, followed by a journal laid
+//! out as formats/JOURNAL.md says (records that continue the trace's last seq, or that leave a
+//! gap, or beside the trace cut in half), and an empty trace with a journal from seq 1.
 
 #![no_main]
 
