@@ -809,3 +809,88 @@ fn a_thousand_short_threads_share_one_stack_and_reuse_the_blocks_of_ended_thread
     );
     assert_eq!(t.tables.stacks.len(), 1);
 }
+
+/// `faults wait NEVER` under the preload alone (no launcher to merge), killed with `SIGKILL`
+/// once it printed "ready": the trace and the crash journal a killed recording leaves.
+fn killed_recording(name: &str) -> PathBuf {
+    let dir = scratch(&format!("faults-{name}"));
+    let trace = dir.join("t.vramtrace");
+    let mut child = preloaded(&artifacts().faults, &trace)
+        .arg("wait")
+        .arg(dir.join("never"))
+        .current_dir(&dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "ended early");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(journal::path_for(&trace).exists());
+    trace
+}
+
+/// `vramtrace ARGS`: the exit code, stdout and stderr.
+fn vramtrace_read(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = command(&artifacts().vramtrace).args(args).output().unwrap();
+    (
+        code(out.status),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn reading_a_killed_recording_changes_neither_file_whatever_the_trace_holds() {
+    let trace = killed_recording("read-killed");
+    let journal_path = journal::path_for(&trace);
+    let journal_bytes = std::fs::read(&journal_path).unwrap();
+    let original = std::fs::read(&trace).unwrap();
+    assert!(original.len() >= 16, "{} bytes", original.len());
+    // The oracle: what the file holds and what the journal adds after its last seq.
+    let in_file: Vec<u64> = vramtrace_format::Trace::from_bytes(&original, Default::default())
+        .map(|t| t.events().map(|e| e.seq).collect())
+        .unwrap_or_default();
+    let last = in_file.iter().copied().max().unwrap_or(0);
+    let (_, in_journal) = journal::read(&journal_bytes).unwrap();
+    let added = in_journal.iter().filter(|e| e.seq > last).count();
+    assert!(added > 0, "the kill left events in the journal only");
+    let t = trace.as_os_str();
+    for round in 0..2 {
+        let (code, stdout, stderr) = vramtrace_read(&["info".as_ref(), "--json".as_ref(), t]);
+        assert_eq!(code, 0, "round {round}: {stderr}");
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(v["events"], in_file.len() + added, "round {round}");
+        assert_eq!(v["complete"], false);
+        assert!(stderr.contains("neither file was changed"), "{stderr}");
+        assert_eq!(std::fs::read(&trace).unwrap(), original);
+        assert_eq!(std::fs::read(&journal_path).unwrap(), journal_bytes);
+    }
+    // A newer format version (valid header checksum), then one flipped header bit.
+    let mut newer = original.clone();
+    newer[8..10].copy_from_slice(&99u16.to_le_bytes());
+    let crc = vramtrace_format::codec::checksum(&newer[0..12]);
+    newer[12..16].copy_from_slice(&crc.to_le_bytes());
+    let mut flipped = original.clone();
+    flipped[9] ^= 0x40;
+    for (bytes, error) in [
+        (newer, "format version 99 is newer"),
+        (flipped, "file header checksum mismatch"),
+    ] {
+        std::fs::write(&trace, &bytes).unwrap();
+        for command in ["info", "summary"] {
+            let (code, _, stderr) = vramtrace_read(&[command.as_ref(), t]);
+            assert_eq!(code, 1, "{command}: {stderr}");
+            assert!(
+                stderr.contains(error) && stderr.contains("is left as it is"),
+                "{command}: {stderr}"
+            );
+            assert_eq!(std::fs::read(&trace).unwrap(), bytes, "{command}");
+            assert_eq!(std::fs::read(&journal_path).unwrap(), journal_bytes);
+        }
+    }
+}

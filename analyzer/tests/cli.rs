@@ -2,6 +2,7 @@
 
 use crate::util::{sample, vramtrace_in_repo as vramtrace};
 use assert_cmd::Command;
+use std::path::{Path, PathBuf};
 
 fn stdout(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
@@ -146,40 +147,191 @@ fn a_crash_journal_of_a_running_process_is_read_without_touching_either_file() {
     );
 }
 
+/// A pid above the kernel's largest (2^22): no such process runs.
+const DEAD_PID: u32 = 0x7fff_fff0;
+
 #[test]
-fn a_crash_journal_left_by_a_dead_process_is_merged_on_the_next_read() {
+fn a_crash_journal_left_by_a_dead_process_is_read_in_memory_and_neither_file_changes() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("run.vramtrace");
     std::fs::copy(sample(), &trace).unwrap();
     let journal_path = dir.path().join("run.vramtrace.journal");
-    // A pid above the kernel's largest (2^22): no such process runs.
+    let bytes = journal(DEAD_PID, &[2405, 2406, 2407, 2408]);
+    std::fs::write(&journal_path, &bytes).unwrap();
+    for _ in 0..2 {
+        let out = vramtrace()
+            .arg("info")
+            .arg(&trace)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("2 more events read from its crash journal")
+                && stderr.contains("neither file was changed"),
+            "{stderr}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (v["events"].as_u64(), v["complete"].as_bool()),
+            (Some(2408), Some(false))
+        );
+        assert!(
+            v["damage"]
+                .as_str()
+                .unwrap()
+                .contains("a read leaves both files as they are")
+        );
+        assert_eq!(std::fs::read(&journal_path).unwrap(), bytes);
+        assert_eq!(
+            std::fs::read(&trace).unwrap(),
+            std::fs::read(sample()).unwrap()
+        );
+    }
+}
+
+/// `run.vramtrace` holding `trace` beside the journal of a dead process whose events continue
+/// the sample's 2,406; returns the directory and the trace's path.
+fn beside_a_dead_journal(trace: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.vramtrace");
+    std::fs::write(&path, trace).unwrap();
     std::fs::write(
-        &journal_path,
-        journal(0x7fff_fff0, &[2405, 2406, 2407, 2408]),
+        journal_path_of(&path),
+        journal(DEAD_PID, &[2407, 2408, 2409]),
     )
     .unwrap();
-    let out = vramtrace()
-        .arg("info")
-        .arg(&trace)
-        .arg("--json")
-        .output()
+    (dir, path)
+}
+
+fn journal_path_of(trace: &Path) -> PathBuf {
+    vramtrace_format::journal::path_for(trace)
+}
+
+/// Runs each read command on `trace` and asserts that it fails with `error` and leaves the
+/// trace and its journal byte for byte as they were.
+fn every_read_refuses_and_changes_nothing(trace: &Path, error: &str) {
+    let before = std::fs::read(trace).unwrap();
+    let journal_before = std::fs::read(journal_path_of(trace)).unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let page = out_dir.path().join("page.html");
+    let commands: [Vec<&std::ffi::OsStr>; 4] = [
+        vec!["info".as_ref(), trace.as_ref()],
+        vec!["info".as_ref(), "--salvage".as_ref(), trace.as_ref()],
+        vec!["summary".as_ref(), trace.as_ref()],
+        vec![
+            "report".as_ref(),
+            trace.as_ref(),
+            "-o".as_ref(),
+            page.as_ref(),
+        ],
+    ];
+    for args in commands {
+        let (code, err) = failure(vramtrace().args(&args));
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(err.contains(error), "{args:?}: {err}");
+        assert!(err.contains("is left as it is"), "{args:?}: {err}");
+        assert_eq!(std::fs::read(trace).unwrap(), before, "{args:?}");
+        assert_eq!(
+            std::fs::read(journal_path_of(trace)).unwrap(),
+            journal_before,
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn a_trace_of_a_newer_format_version_beside_a_dead_journal_is_refused_not_rebuilt() {
+    let mut bytes = std::fs::read(sample()).unwrap();
+    // Version 99 with a valid header checksum: a file a later vramtrace wrote.
+    bytes[8..10].copy_from_slice(&99u16.to_le_bytes());
+    let crc = vramtrace_format::codec::checksum(&bytes[0..12]);
+    bytes[12..16].copy_from_slice(&crc.to_le_bytes());
+    let (_dir, trace) = beside_a_dead_journal(&bytes);
+    every_read_refuses_and_changes_nothing(&trace, "format version 99 is newer");
+}
+
+#[test]
+fn a_flipped_header_bit_beside_a_dead_journal_is_an_error_and_changes_no_file() {
+    let mut bytes = std::fs::read(sample()).unwrap();
+    bytes[9] ^= 0x40;
+    let (_dir, trace) = beside_a_dead_journal(&bytes);
+    every_read_refuses_and_changes_nothing(&trace, "file header checksum mismatch");
+}
+
+/// A finished trace of 3,000 allocations in three events chunks of 1,000, and the byte offset
+/// of the second chunk's payload.
+fn three_chunks() -> (Vec<u8>, usize) {
+    use vramtrace_format::{
+        Api, Event, Layout, Metadata, ReadOptions, TraceWriter, WriterOptions, chunk::ChunkKind,
+    };
+    let options = WriterOptions {
+        chunk_events: 1000,
+        ..WriterOptions::default()
+    };
+    let mut w = TraceWriter::new(Vec::new(), &Metadata::default(), options).unwrap();
+    for seq in 1..=3000u64 {
+        w.push(&Event {
+            seq,
+            time_ns: seq * 1000,
+            address: seq << 20,
+            size: 4096,
+            ..Event::new(Api::CuMemAlloc_v2)
+        })
         .unwrap();
-    assert!(out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("merged 2 events from its crash journal"),
-        "{stderr}"
+    }
+    let bytes = w.finish().unwrap();
+    let layout = Layout::scan(&bytes, ReadOptions::default()).unwrap();
+    let events: Vec<_> = layout
+        .chunks
+        .iter()
+        .filter(|h| h.kind == ChunkKind::Events)
+        .collect();
+    assert_eq!(events.len(), 3);
+    let middle = events[1].payload_offset() as usize;
+    (bytes, middle)
+}
+
+#[test]
+fn a_damaged_middle_chunk_beside_a_dead_journal_stays_incomplete_with_its_damage_note() {
+    let (mut bytes, middle) = three_chunks();
+    bytes[middle + 3] ^= 0x01;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("run.vramtrace");
+    std::fs::write(&trace, &bytes).unwrap();
+    let journal_bytes = journal(DEAD_PID, &[3001, 3002]);
+    std::fs::write(journal_path_of(&trace), &journal_bytes).unwrap();
+    // Without --salvage the damage is an error; with it, the chunks before the damage and the
+    // journal's events are read, and the trace says it is incomplete and why.
+    let (code, err) = failure(vramtrace().arg("info").arg(&trace));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is left as it is"), "{err}");
+    let text = stdout(
+        vramtrace()
+            .args(["info", "--salvage", "--json"])
+            .arg(&trace),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
         (v["events"].as_u64(), v["complete"].as_bool()),
-        (Some(2408), Some(true))
+        (Some(1002), Some(false))
     );
-    assert!(!journal_path.exists());
-    // Read again: nothing left to merge, the same finished trace.
-    let again: serde_json::Value =
-        serde_json::from_str(&stdout(vramtrace().arg("info").arg(&trace).arg("--json"))).unwrap();
-    assert_eq!(again["events"], 2408);
+    let damage = v["damage"].as_str().unwrap();
+    assert!(
+        damage.contains("recovered the chunks before it"),
+        "{damage}"
+    );
+    assert!(
+        damage.contains("2 more events read from the crash journal"),
+        "{damage}"
+    );
+    assert_eq!(std::fs::read(&trace).unwrap(), bytes);
+    assert_eq!(
+        std::fs::read(journal_path_of(&trace)).unwrap(),
+        journal_bytes
+    );
 }
 
 #[test]
@@ -459,4 +611,93 @@ fn an_output_naming_the_commands_own_stdout_prints_there() {
         "{text:.200}"
     );
     assert!(text.lines().count() > 4000);
+}
+
+/// `vramtrace ARGS` under an address-space limit of 1 GiB (`ulimit -v`), from the repository.
+fn under_one_gib(args: &[&std::ffi::OsStr]) -> (i32, String) {
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg("ulimit -v 1048576 && exec \"$@\"")
+        .arg("bash")
+        .arg(assert_cmd::cargo::cargo_bin("vramtrace"))
+        .args(args)
+        .env_remove("VRAMTRACE_MAX_EVENTS");
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_72_kb_file_declaring_two_million_events_is_refused_by_every_command_before_decoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("dense.vramtrace");
+    let bytes = vramtrace_format::dense::trace(2_000_000);
+    assert!(bytes.len() < 80_000, "{} bytes", bytes.len());
+    std::fs::write(&trace, &bytes).unwrap();
+    let out = |name: &str| dir.path().join(name).into_os_string();
+    let t = trace.as_os_str();
+    let commands: Vec<Vec<std::ffi::OsString>> = vec![
+        vec!["info".into(), t.into()],
+        vec!["summary".into(), t.into()],
+        vec!["replay".into(), t.into()],
+        vec!["fit".into(), t.into()],
+        vec!["report".into(), t.into(), "-o".into(), out("page.html")],
+        vec![
+            "export".into(),
+            t.into(),
+            "--to".into(),
+            "parquet".into(),
+            "-o".into(),
+            out("pq"),
+        ],
+        vec![
+            "export".into(),
+            t.into(),
+            "--to".into(),
+            "pytorch-snapshot".into(),
+            "-o".into(),
+            out("s.pickle"),
+        ],
+    ];
+    for args in &commands {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let (code, err) = under_one_gib(&args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.contains("declares 2,000,000 events in")
+                && err.contains("65,536 + 1 per byte")
+                && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_events_budget_is_lifted_by_vramtrace_max_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("dense.vramtrace");
+    std::fs::write(&trace, vramtrace_format::dense::trace(100_000)).unwrap();
+    let refused = failure(vramtrace().args(["info", "--json"]).arg(&trace));
+    assert_eq!(refused.0, 1, "{}", refused.1);
+    let text = stdout(
+        vramtrace()
+            .args(["info", "--json"])
+            .arg(&trace)
+            .env("VRAMTRACE_MAX_EVENTS", "100000"),
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["events"], 100_000);
+    let (code, err) = failure(
+        vramtrace()
+            .arg("info")
+            .arg(&trace)
+            .env("VRAMTRACE_MAX_EVENTS", "many"),
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("VRAMTRACE_MAX_EVENTS=\"many\": not a number"),
+        "{err}"
+    );
 }

@@ -25,6 +25,9 @@ pub enum Error {
     #[error("corrupt data at byte {offset}: {what}")]
     Corrupt { offset: u64, what: String },
 
+    #[error("left beside the trace, both files as they are: {0}")]
+    JournalNotMerged(String),
+
     #[error("the trace writer was already closed after an earlier error")]
     WriterPoisoned,
 }

@@ -273,10 +273,17 @@ pub struct Recovered {
 }
 
 /// Merges the journal beside `trace` (if any) into it, writing a finished trace in place and
-/// deleting the journal. Returns `None` when there is no journal. Events of the journal that the
-/// trace already holds (by `seq`) are skipped; a trace that was cut short is recovered up to its
-/// last complete chunk first, and a trace that does not exist or is empty is rebuilt from the
-/// journal alone.
+/// deleting the journal. Returns `None` when there is no journal. This is for the launcher that
+/// owns the recording (`vramtrace record` after its program ended); read commands never call it
+/// (they add a journal's events in memory, [`extend_in_memory`]).
+///
+/// The file is replaced only when the result holds everything the old file held and no event
+/// is missing between the two: the trace reads without salvage (at most its unfinished end is
+/// dropped, whose events are still in the journal, formats/JOURNAL.md) and the journal's events
+/// continue its last `seq` without a gap. A trace that does not exist or is empty is rebuilt
+/// from a journal that starts at `seq` 1. Anything else (a newer format version, a damaged
+/// header or middle chunk, a journal that no longer reaches back to the trace's end) is
+/// [`Error::JournalNotMerged`], and both files are left as they are.
 pub fn recover(trace: &Path) -> Result<Option<Recovered>> {
     let journal_path = path_for(trace);
     let Some(journal) = load(&journal_path)? else {
@@ -284,8 +291,13 @@ pub fn recover(trace: &Path) -> Result<Option<Recovered>> {
     };
     let (header, journal_events) = read(&journal)?;
     let old = match std::fs::metadata(trace) {
-        Ok(m) if m.len() > 0 => Trace::open(trace, ReadOptions { salvage: true }).ok(),
-        _ => None,
+        Ok(m) if m.len() > 0 => Some(
+            Trace::open(trace, ReadOptions::default())
+                .map_err(|e| Error::JournalNotMerged(format!("the trace does not read ({e})")))?,
+        ),
+        Ok(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
     };
     let (metadata, mut tables, old_events) = match old {
         Some(t) => {
@@ -306,6 +318,13 @@ pub fn recover(trace: &Path) -> Result<Option<Recovered>> {
         .into_iter()
         .filter(|e| e.seq > last_seq)
         .collect();
+    if let Some(first) = extra.first().filter(|e| e.seq != last_seq + 1) {
+        return Err(Error::JournalNotMerged(format!(
+            "the trace's events end at seq {last_seq} and the journal's resume at seq {}, \
+             so the events between are in neither",
+            first.seq
+        )));
+    }
     let mut known: std::collections::HashSet<u32> = tables.threads.iter().map(|t| t.tid).collect();
     let mut new_tables = crate::Tables::default();
     for e in &extra {
@@ -411,5 +430,78 @@ mod tests {
         assert_eq!(sizes, [10, 20, 30]);
         assert!(!path_for(&trace).exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A finished trace of `n` allocations (seq 1..=n) in chunks of 10 events.
+    fn finished(n: u64) -> Vec<u8> {
+        let options = WriterOptions {
+            chunk_events: 10,
+            ..WriterOptions::default()
+        };
+        let mut w = TraceWriter::new(Vec::new(), &Metadata::default(), options).unwrap();
+        for seq in 1..=n {
+            w.push(&Event {
+                seq,
+                size: seq,
+                ..Event::new(Api::CuMemAlloc_v2)
+            })
+            .unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    /// Writes `trace` and `journal` into a fresh directory, calls [`recover`] and asserts that
+    /// it refused with a message holding `why` and left both files byte for byte.
+    fn refused(name: &str, trace: &[u8], journal: &[u8], why: &str) {
+        let dir = std::env::temp_dir().join(format!("vt-journal-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.vramtrace");
+        std::fs::write(&path, trace).unwrap();
+        std::fs::write(path_for(&path), journal).unwrap();
+        let err = recover(&path).unwrap_err();
+        assert!(matches!(err, Error::JournalNotMerged(_)), "{err}");
+        assert!(err.to_string().contains(why), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), trace);
+        assert_eq!(std::fs::read(path_for(&path)).unwrap(), journal);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn recover_leaves_a_trace_of_a_newer_version_and_its_journal_as_they_are() {
+        let mut trace = finished(30);
+        trace[8..10].copy_from_slice(&(crate::chunk::VERSION + 1).to_le_bytes());
+        let crc = crate::codec::checksum(&trace[0..12]);
+        trace[12..16].copy_from_slice(&crc.to_le_bytes());
+        let journal = journal_with(4, &[(0, rec(1, 1)), (1, rec(2, 2))]);
+        refused("newer", &trace, &journal, "is newer than this vramtrace");
+    }
+
+    #[test]
+    fn recover_leaves_a_trace_with_a_damaged_middle_chunk_as_it_is() {
+        let mut trace = finished(30);
+        let layout = crate::Layout::scan(&trace, ReadOptions::default()).unwrap();
+        let middle = layout
+            .chunks
+            .iter()
+            .filter(|h| h.kind == crate::chunk::ChunkKind::Events)
+            .nth(1)
+            .unwrap()
+            .payload_offset() as usize;
+        trace[middle] ^= 0x10;
+        // The journal continues the trace: only the damage stops the merge.
+        let journal = journal_with(4, &[(0, rec(33, 1)), (3, rec(32, 1)), (2, rec(31, 1))]);
+        refused("middle", &trace, &journal, "the trace does not read");
+    }
+
+    #[test]
+    fn recover_refuses_a_journal_that_no_longer_reaches_back_to_the_trace() {
+        // The trace ends at seq 30; the ring has since wrapped and holds seq 37 and 38 only.
+        let journal = journal_with(4, &[(0, rec(37, 1)), (1, rec(38, 1))]);
+        refused(
+            "gap",
+            &finished(30),
+            &journal,
+            "end at seq 30 and the journal's resume at seq 37",
+        );
     }
 }

@@ -35,6 +35,8 @@ pub mod codec;
 mod column;
 pub mod conventions;
 pub mod cuda_result;
+#[cfg(feature = "synthetic")]
+pub mod dense;
 mod error;
 mod event;
 pub mod journal;

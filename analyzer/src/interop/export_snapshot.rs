@@ -29,6 +29,11 @@ use vramtrace_format::{Event, MemoryKind, NO_STACK, Op, Trace};
 
 /// Segments of at most this size come from the small pool in PyTorch (`kSmallSize`).
 const SMALL_SEGMENT: u64 = 1 << 20;
+/// Device ordinals a snapshot can list. `device_traces` holds one list per ordinal from 0 to
+/// the highest (the viewers index it by device), so one event on device 2^31 - 1 once made the
+/// export build two billion lists (24 GB). CUDA numbers a process's devices from 0 up to
+/// `cuDeviceGetCount` (driver API, "Device Management"); no machine has a thousand.
+pub const MAX_DEVICES: i32 = 1024;
 
 /// What an export left out or added.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,6 +44,8 @@ pub struct SnapshotReport {
     pub blocks: u64,
     /// Events of host memory, which a snapshot's device traces cannot hold.
     pub host_events_skipped: u64,
+    /// Events on devices numbered [`MAX_DEVICES`] or more, which no snapshot lists.
+    pub high_device_events_skipped: u64,
 }
 
 struct Out<'t, 'f> {
@@ -125,7 +132,7 @@ pub fn snapshot(trace: &Trace) -> (Document<'static>, SnapshotReport) {
     let devices = trace
         .events()
         .map(|e| e.device)
-        .filter(|&d| d >= 0)
+        .filter(|&d| (0..MAX_DEVICES).contains(&d))
         .max()
         .map_or(0, |d| d as usize + 1);
     let mut files = NoFiles;
@@ -163,6 +170,10 @@ pub fn snapshot(trace: &Trace) -> (Document<'static>, SnapshotReport) {
             )
         {
             out.report.host_events_skipped += 1;
+            continue;
+        }
+        if e.device >= MAX_DEVICES {
+            out.report.high_device_events_skipped += 1;
             continue;
         }
         if e.succeeded() && e.api.kind() == MemoryKind::Vmm {
@@ -226,7 +237,8 @@ pub fn snapshot(trace: &Trace) -> (Document<'static>, SnapshotReport) {
     // The end state: segments and the blocks inside them.
     let live: Vec<Object> = ledger
         .live()
-        .filter(|o| o.device >= 0 && counted(o) && o.kind != MemoryKind::Vmm)
+        .filter(|o| (0..MAX_DEVICES).contains(&o.device) && counted(o))
+        .filter(|o| o.kind != MemoryKind::Vmm)
         .copied()
         .collect();
     let mut segments: Vec<Segment> = live
@@ -552,5 +564,33 @@ mod tests {
             doc.as_u64(doc.get(&segs[0], "allocated_size").unwrap()),
             Some(4 << 20)
         );
+    }
+
+    #[test]
+    fn an_event_on_device_two_to_the_31_minus_1_is_left_out_not_given_two_billion_lists() {
+        let e = |seq, device, address| Event {
+            seq,
+            device,
+            address,
+            size: 4096,
+            ..Event::new(vramtrace_format::Api::CuMemAlloc_v2)
+        };
+        let mut w =
+            TraceWriter::new(Vec::new(), &Metadata::default(), WriterOptions::default()).unwrap();
+        for ev in [
+            e(1, 1, 0x10000),
+            e(2, i32::MAX, 0x20000),
+            e(3, MAX_DEVICES, 0x30000),
+        ] {
+            w.push(&ev).unwrap();
+        }
+        let t = Trace::from_bytes(&w.finish().unwrap(), ReadOptions::default()).unwrap();
+        let (doc, report) = snapshot(&t);
+        assert_eq!((report.devices, report.high_device_events_skipped), (2, 2));
+        assert_eq!(report.segments, 1);
+        let traces = doc
+            .items(doc.get(doc.root(), "device_traces").unwrap())
+            .unwrap();
+        assert_eq!(traces.len(), 2);
     }
 }

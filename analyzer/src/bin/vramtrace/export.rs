@@ -115,14 +115,20 @@ fn export(trace: &vramtrace_format::Trace, to: ExportFormat, output: &Path) -> R
             let (doc, r) = export_snapshot::snapshot(trace);
             let bytes_out = pickle::write(&doc).with_context(|| name.clone())?;
             write_replacing(output, |f| f.write_all(&bytes_out)).with_context(|| name.clone())?;
-            let skipped = if r.host_events_skipped > 0 {
-                format!(
+            let mut skipped = String::new();
+            if r.host_events_skipped > 0 {
+                skipped += &format!(
                     "; {} host-memory events left out",
                     count(r.host_events_skipped)
-                )
-            } else {
-                String::new()
-            };
+                );
+            }
+            if r.high_device_events_skipped > 0 {
+                skipped += &format!(
+                    "; {} events on devices numbered {} or more left out",
+                    count(r.high_device_events_skipped),
+                    export_snapshot::MAX_DEVICES
+                );
+            }
             format!(
                 "wrote {name} ({}): {} trace entries on {} device(s), {} segments, {} blocks{skipped} \
                  (open in pytorch.org/memory_viz)",

@@ -116,6 +116,7 @@ fn export_one(
 ) -> Result<TraceRow> {
     let name = path.display().to_string();
     let file = MappedFile::open(path).with_context(|| name.clone())?;
+    crate::budget::check(path, file.bytes(), salvage)?;
     let id = parquet::trace_id(file.bytes());
     let mut pending = Vec::new();
     let mut sink = |table: &str| -> Result<BufWriter<File>> {

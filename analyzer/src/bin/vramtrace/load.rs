@@ -1,5 +1,6 @@
 //! Opening trace files for the commands, with errors that name the file.
 
+use crate::budget;
 use anyhow::{Context, Result, anyhow, bail};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -14,38 +15,57 @@ use vramtrace_format::{
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
 ///
-/// A crash journal left beside the trace (the recording process was killed before it could
-/// finish the file, and no `vramtrace record` launcher was there to merge it) is merged into
-/// the file first when its process no longer runs, and the finished trace is read. When the
-/// process still runs, or the file cannot be rewritten, the journal's events that the file lacks
-/// are added in memory only ([`journal::extend_in_memory`]) and the files are left as they are.
+/// A read never writes: a crash journal left beside the trace (its process was killed before
+/// it could finish the file, and no `vramtrace record` launcher was there to merge it) adds the
+/// events the file lacks in memory only ([`journal::extend_in_memory`]), marks the trace
+/// incomplete with a note, and says so in one line on stderr; both files are left as they are.
+/// A trace that is missing or empty is read from its journal alone, in memory. A trace that does
+/// not read (a newer format version, a damaged header) is an error whatever lies beside it.
 pub fn load_trace(path: &Path, salvage: bool) -> Result<Trace> {
     let journal_path = journal::path_for(path);
     let name = journal_path.display().to_string();
-    let bytes = journal::load(&journal_path).with_context(|| name.clone())?;
-    let not_merged = match &bytes {
-        Some(b) if !journal::owner_running(b) => match journal::recover(path) {
-            Ok(r) => {
-                if let Some(r) = r {
-                    eprintln!(
-                        "vramtrace: {}: merged {} events from its crash journal into the file",
-                        path.display(),
-                        r.from_journal
-                    );
-                }
-                None
-            }
-            Err(e) => Some(format!("it could not be merged ({e})")),
-        },
-        Some(_) => Some("its process still runs".to_string()),
-        None => None,
+    let Some(bytes) = journal::load(&journal_path).with_context(|| name.clone())? else {
+        return open(path, salvage);
     };
-    let mut trace = Trace::open(path, ReadOptions { salvage })
-        .with_context(|| format!("{}", path.display()))?;
-    if let (Some(why), Some(bytes)) = (not_merged, bytes) {
-        journal::extend_in_memory(&mut trace, &bytes, &name, &why).with_context(|| name.clone())?;
+    let mut trace = if !std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+        empty_trace()
+    } else {
+        open(path, salvage)
+            .map_err(|e| anyhow!("{e:#} (its crash journal {name} is left as it is)"))?
+    };
+    let why = if journal::owner_running(&bytes) {
+        "its process still runs"
+    } else {
+        "a read leaves both files as they are"
+    };
+    let added =
+        journal::extend_in_memory(&mut trace, &bytes, &name, why).with_context(|| name.clone())?;
+    if added > 0 {
+        eprintln!(
+            "vramtrace: {}: {added} more events read from its crash journal {name}, in memory \
+             only; neither file was changed",
+            path.display()
+        );
     }
     Ok(trace)
+}
+
+/// Maps and decodes the trace at `path` within the events budget ([`budget::check`]).
+fn open(path: &Path, salvage: bool) -> Result<Trace> {
+    let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
+    budget::check(path, file.bytes(), salvage)?;
+    Trace::from_bytes(file.bytes(), ReadOptions { salvage })
+        .with_context(|| format!("{}", path.display()))
+}
+
+/// The trace of a file that holds nothing yet: what the journal's events are added to when the
+/// recorder was killed before writing its first chunk.
+fn empty_trace() -> Trace {
+    let metadata = vramtrace_format::Metadata {
+        writer: "vramtrace journal recovery".into(),
+        ..Default::default()
+    };
+    Trace::in_memory(metadata, Tables::default(), &[])
 }
 
 /// Streams the trace's event batches through `map` (in parallel) and `sink` (in order), holding
@@ -65,6 +85,7 @@ pub fn stream_trace<T: Send>(
         return Ok(head);
     }
     let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
+    budget::check(path, file.bytes(), salvage)?;
     TraceHead::stream(file.bytes(), ReadOptions { salvage }, map, sink)
         .with_context(|| format!("{}", path.display()))
 }

@@ -6,6 +6,7 @@
 //! usage (clap's message).
 
 mod args;
+mod budget;
 mod diff;
 mod elf_files;
 mod export;
