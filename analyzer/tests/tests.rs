@@ -9,6 +9,7 @@ mod device_oracles;
 mod fleet_sql;
 mod interop;
 mod job_cli;
+mod json_output;
 mod placement_properties;
 mod recorded_validation;
 mod replay_cli;

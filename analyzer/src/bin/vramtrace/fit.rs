@@ -107,19 +107,17 @@ impl Args {
                 )
             })
             .collect();
-        let out = if self.json {
+        if self.json {
             let figures = job::figures(&ranks, &columns);
-            serde_json::to_string_pretty(&job::output(&self.trace, ranks, figures))? + "\n"
-        } else {
-            job::render(
-                &self.trace,
-                "the smallest device each rank fits on, per policy (the job needs the largest; - \
-                 when none fits)",
-                &ranks,
-                &columns,
-            )
-        };
-        crate::output::print(&out)
+            return crate::output::print_json(&job::output(&self.trace, ranks, figures));
+        }
+        crate::output::print(&job::render(
+            &self.trace,
+            "the smallest device each rank fits on, per policy (the job needs the largest; - when \
+             none fits)",
+            &ranks,
+            &columns,
+        ))
     }
 }
 

@@ -86,9 +86,10 @@ impl Args {
         {
             eprintln!("vramtrace: warning: {w}");
         }
-        let out = if self.json {
-            serde_json::to_string_pretty(&report)? + "\n"
-        } else if self.csv {
+        if self.json {
+            return crate::output::print_json(&report);
+        }
+        let out = if self.csv {
             render_csv(&report)
         } else {
             render_text(&report, &input, limit, &peak_sites(&input, &tables))
@@ -135,7 +136,7 @@ impl Args {
                 )
             })
             .collect();
-        let out = if self.json {
+        if self.json {
             let policies: Vec<JobPolicy> = specs
                 .iter()
                 .enumerate()
@@ -160,22 +161,20 @@ impl Args {
                         .sum(),
                 })
                 .collect();
-            serde_json::to_string_pretty(&job::output(dir, ranks, policies))? + "\n"
-        } else {
-            let mut text = job::render(dir, "peak reserved per policy", &ranks, &columns);
-            for (p, spec) in specs.iter().enumerate() {
-                let oom: Vec<String> = ranks
-                    .iter()
-                    .filter(|r| r.value.policies[p].oom.is_some())
-                    .map(|r| r.rank.to_string())
-                    .collect();
-                if !oom.is_empty() {
-                    let _ = writeln!(text, "OOM under {spec} on ranks {}", oom.join(", "));
-                }
+            return crate::output::print_json(&job::output(dir, ranks, policies));
+        }
+        let mut text = job::render(dir, "peak reserved per policy", &ranks, &columns);
+        for (p, spec) in specs.iter().enumerate() {
+            let oom: Vec<String> = ranks
+                .iter()
+                .filter(|r| r.value.policies[p].oom.is_some())
+                .map(|r| r.rank.to_string())
+                .collect();
+            if !oom.is_empty() {
+                let _ = writeln!(text, "OOM under {spec} on ranks {}", oom.join(", "));
             }
-            text
-        };
-        crate::output::print(&out)
+        }
+        crate::output::print(&text)
     }
 }
 

@@ -59,12 +59,10 @@ impl Args {
         let t = tune_trace(&trace, self.capacity, self.gpu, context)?
             .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
         let took = started.elapsed().as_secs_f64();
-        let out = if self.json {
-            serde_json::to_string_pretty(&t)? + "\n"
-        } else {
-            render(path, &t, self.top, took)
-        };
-        crate::output::print(&out)
+        if self.json {
+            return crate::output::print_json(&t);
+        }
+        crate::output::print(&render(path, &t, self.top, took))
     }
 }
 
