@@ -21,3 +21,4 @@ mod streams;
 mod tune;
 mod tune_replays;
 mod validation_h200;
+mod wide_sums;
