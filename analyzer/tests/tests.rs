@@ -10,6 +10,7 @@ mod fleet_sql;
 mod interop;
 mod job_cli;
 mod json_output;
+mod parquet_readers;
 mod placement_properties;
 mod recorded_validation;
 mod replay_cli;
