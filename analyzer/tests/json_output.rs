@@ -143,7 +143,6 @@ fn every_json_output_parses_and_holds_the_traces_strings_exactly() {
     hostile_trace(&job, "b.vramtrace", 1);
     let (a, j) = (a.to_str().unwrap(), job.to_str().unwrap());
     // (command, strings it must hold exactly)
-    let module = module_path();
     let file = python_file();
     let function = python_function();
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![

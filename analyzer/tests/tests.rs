@@ -9,6 +9,7 @@ mod device_oracles;
 mod fleet_sql;
 mod interop;
 mod job_cli;
+mod job_dirs;
 mod json_output;
 mod parquet_readers;
 mod placement_properties;

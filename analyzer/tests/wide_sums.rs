@@ -3,10 +3,10 @@
 //! a job directory of two, without a panic (the test binary is built with overflow checks, so
 //! a wrapping `+` exits 101) and with the sums shown saturated at `u64::MAX`.
 
-use crate::util::vramtrace;
+use crate::util::{vramtrace, write_calls};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use vramtrace_format::{Api, Event, Metadata, TraceWriter, WriterOptions};
+use vramtrace_format::{Api, Metadata};
 
 const HALF: u64 = u64::MAX / 2 + 1;
 
@@ -19,8 +19,6 @@ fn huge_trace(dir: &Path, name: &str, rank: u32) -> PathBuf {
         ..Metadata::default()
     };
     let path = dir.join(name);
-    let file = std::fs::File::create(&path).unwrap();
-    let mut w = TraceWriter::new(file, &metadata, WriterOptions::default()).unwrap();
     let events = [
         (Api::CuMemAlloc_v2, 0x1000, HALF),
         (Api::CuMemAlloc_v2, 0x2000, HALF),
@@ -29,18 +27,7 @@ fn huge_trace(dir: &Path, name: &str, rank: u32) -> PathBuf {
         (Api::CuMemAlloc_v2, 0x5000, u64::MAX),
         (Api::CuMemFree_v2, 0x5000, 0),
     ];
-    for (seq, (api, address, size)) in (1..).zip(events) {
-        let event = Event {
-            seq,
-            time_ns: seq * 1_000,
-            pid: 1,
-            address,
-            size,
-            ..Event::new(api)
-        };
-        w.push(&event).unwrap();
-    }
-    w.finish().unwrap();
+    write_calls(&path, &metadata, &events);
     path
 }
 

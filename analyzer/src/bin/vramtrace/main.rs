@@ -15,6 +15,7 @@ mod fit;
 mod import;
 mod info;
 mod job;
+mod listing;
 mod load;
 mod on_device;
 mod output;
