@@ -20,11 +20,12 @@ pub fn job_files(dir: &Path, extensions: &[&str]) -> Result<Vec<PathBuf>> {
     }
     if files.is_empty() {
         let names: Vec<String> = extensions.iter().map(|e| format!(".{e}")).collect();
-        bail!(
-            "{}: no {} file in the directory",
-            dir.display(),
-            names.join(" or ")
-        );
+        let names = match names.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        bail!("{}: no {names} file in the directory", dir.display());
     }
     Ok(files)
 }
