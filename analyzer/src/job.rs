@@ -3,7 +3,9 @@
 //!
 //! The rank is `RANK` (torchrun and `torch.distributed`), else `SLURM_PROCID`, else
 //! `OMPI_COMM_WORLD_RANK`; the job id `TORCHELASTIC_RUN_ID`, else `SLURM_JOB_ID`. Traces that
-//! name no rank are numbered after the named ones in file-name order.
+//! name no rank, and a second trace naming a rank another already has, are numbered after the
+//! highest named rank in file-name order: no two traces of a job share a rank, and a named rank
+//! keeps its number whatever else the directory holds.
 
 use serde::Serialize;
 use std::path::PathBuf;
@@ -53,25 +55,33 @@ pub fn job_id_of(metadata: &Metadata) -> Option<String> {
 #[derive(Debug)]
 pub struct Rank<T> {
     pub rank: u32,
-    /// False when the trace named no rank and `rank` follows the named ones in path order.
+    /// False when the trace named no rank (or one an earlier trace in path order named) and
+    /// `rank` follows the named ones in path order.
     pub rank_known: bool,
     pub path: PathBuf,
     pub value: T,
 }
 
-/// Orders the loaded traces of one job by rank: `(path, value, rank_of(metadata))` each, in any
-/// order. Traces that name no rank get the numbers after the highest named one, in path order.
+/// Orders the loaded traces of one job by rank: `(path, value, rank_of(metadata))` each, in the
+/// order the directory listing gives (file-name order). Traces that name no rank, or a rank an
+/// earlier one took, get the numbers after the highest named one, in that order.
 pub fn ranks<T>(loaded: Vec<(PathBuf, T, Option<u32>)>) -> Vec<Rank<T>> {
-    let mut loaded = loaded;
-    loaded.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut next = loaded.iter().filter_map(|l| l.2).max().map_or(0, |r| r + 1);
+    let mut taken = std::collections::HashSet::new();
+    let loaded: Vec<(PathBuf, T, Option<u32>)> = loaded
+        .into_iter()
+        .map(|(path, value, rank)| {
+            let rank = rank.filter(|&r| taken.insert(r));
+            (path, value, rank)
+        })
+        .collect();
+    let mut next = taken.iter().max().map_or(0, |&r| u64::from(r) + 1);
     let mut ranks: Vec<Rank<T>> = loaded
         .into_iter()
         .map(|(path, value, rank)| {
             let known = rank.is_some();
             let rank = rank.unwrap_or_else(|| {
                 next += 1;
-                next - 1
+                u32::try_from(next - 1).unwrap_or(u32::MAX)
             });
             Rank {
                 rank,
@@ -81,7 +91,7 @@ pub fn ranks<T>(loaded: Vec<(PathBuf, T, Option<u32>)>) -> Vec<Rank<T>> {
             }
         })
         .collect();
-    ranks.sort_by(|a, b| (a.rank, &a.path).cmp(&(b.rank, &b.path)));
+    ranks.sort_by_key(|r| r.rank);
     ranks
 }
 
@@ -163,13 +173,38 @@ mod tests {
     #[test]
     fn ranks_are_ordered_and_unnamed_ones_follow() {
         let got: Vec<(u32, bool, &str)> = ranks(vec![
-            (PathBuf::from("b"), "b", None),
             (PathBuf::from("a"), "a", None),
+            (PathBuf::from("b"), "b", None),
             (PathBuf::from("c"), "c", Some(0)),
         ])
         .iter()
         .map(|r| (r.rank, r.rank_known, r.value))
         .collect();
         assert_eq!(got, [(0, true, "c"), (1, false, "a"), (2, false, "b")]);
+    }
+
+    #[test]
+    fn a_rank_named_twice_or_not_at_all_never_takes_a_named_ranks_number() {
+        // rank-1 names no rank and rank-3 repeats rank 2: neither may become rank 1, 2 or 3.
+        let got: Vec<(u32, bool, &str)> = ranks(vec![
+            (PathBuf::from("rank-0"), "r0", Some(0)),
+            (PathBuf::from("rank-1"), "r1", None),
+            (PathBuf::from("rank-2"), "r2", Some(2)),
+            (PathBuf::from("rank-3"), "r3", Some(2)),
+            (PathBuf::from("rank-4"), "r4", Some(3)),
+        ])
+        .iter()
+        .map(|r| (r.rank, r.rank_known, r.value))
+        .collect();
+        assert_eq!(
+            got,
+            [
+                (0, true, "r0"),
+                (2, true, "r2"),
+                (3, true, "r4"),
+                (4, false, "r1"),
+                (5, false, "r3")
+            ]
+        );
     }
 }

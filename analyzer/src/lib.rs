@@ -11,9 +11,9 @@
 //!
 //! Each module imports only those below it:
 //!
-//! - `units`, `job` (the ranks of one job), `completeness` (whether a file holds every event);
-//!   then `model` (request streams from events, the
-//!   live-memory `Ledger`) and `interop` (other tools' formats, the Parquet tables);
+//! - `units`, `sums` (sums of sizes that cannot wrap), `job` (the ranks of one job),
+//!   `completeness` (whether a file holds every event); then `model` (request streams from
+//!   events, the live-memory `Ledger`) and `interop` (other tools' formats, the Parquet tables);
 //! - `policy` (the `Policy` trait, the simulated driver, the allocator models, the registry);
 //! - `replay` (the engine over `policy`, parallel runs, the result tables of `replay` and `fit`);
 //! - the views: `info`, `summary`, `diff`, `symbolize`, `report`.
@@ -33,6 +33,7 @@ pub mod policy;
 pub mod replay;
 pub mod report;
 pub mod summary;
+pub mod sums;
 pub mod symbolize;
 pub mod terminal;
 pub mod tune;

@@ -10,6 +10,7 @@ use crate::failures::{FailureSite, FailureSites};
 use crate::model::ModuleIndex;
 pub use crate::model::live::{Change, Ledger, Object, Totals};
 use crate::model::{CaptureLevel, Model, StreamKey};
+use crate::sums::SaturatingSum;
 use crate::symbolize::{ModuleFiles, NamedFrame, NoFiles, Symbolizer};
 use serde::Serialize;
 use std::cell::RefCell;
@@ -550,7 +551,7 @@ impl Summary {
                         .collect(),
                     top_stacks_at_peak: at_peak.get(&(pid, device)).cloned().unwrap_or_default(),
                     leaks: Leaks {
-                        bytes: leaked.iter().map(|o| o.size).sum(),
+                        bytes: leaked.iter().map(|o| o.size).saturating_sum(),
                         count: leaked.len() as u64,
                         stacks: top_stacks(leaked.iter().map(Object::stack_bytes), &names, top),
                     },

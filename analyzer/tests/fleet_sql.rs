@@ -23,7 +23,8 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn vramtrace(args: &[&str]) -> Value {
+/// `vramtrace ARGS`'s JSON output; fails the test when it fails.
+pub(crate) fn vramtrace(args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
         .args(args)
         .output()

@@ -18,7 +18,7 @@ fn json(args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn replay_json_has_the_contract_fields_for_every_policy() {
-    let v = json(&["replay", MLP, "--json"]);
+    let v = json(&["replay", MLP, "--json", "--policy", "all"]);
     assert!(v["lower_bound_bytes"].as_u64().unwrap() > 0);
     let policies = v["policies"].as_array().unwrap();
     assert_eq!(policies.len(), vramtrace::policy::REGISTRY.len());
@@ -335,7 +335,13 @@ fn two_process_trace() -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn each_process_is_replayed_on_its_own_and_an_impossible_request_is_an_oom() {
     let (_dir, path) = two_process_trace();
-    let v = json(&["replay", path.to_str().unwrap(), "--json"]);
+    let v = json(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--json",
+        "--policy",
+        "all",
+    ]);
     let streams = v["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 2);
     assert_eq!(streams[0]["pid"], 1);

@@ -4,7 +4,9 @@
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 use vramtrace::model::{Model, RequestStream};
-use vramtrace_format::{ReadOptions, Trace, TraceWriter, WriterOptions, synthetic};
+use vramtrace_format::{
+    Api, Event, Metadata, ReadOptions, Trace, TraceWriter, WriterOptions, synthetic,
+};
 
 /// `path` inside the repository.
 pub fn repo(path: &str) -> PathBuf {
@@ -79,4 +81,22 @@ pub fn write_job(dir: &Path, job: &str, ranks: u32, scaled: &[u32], factor: u64)
             path
         })
         .collect()
+}
+
+/// A trace at `path` of `events` (API, address, size), each of process 1, 1 µs apart.
+pub fn write_calls(path: &Path, metadata: &Metadata, events: &[(Api, u64, u64)]) {
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = TraceWriter::new(file, metadata, WriterOptions::default()).unwrap();
+    for (seq, &(api, address, size)) in (1..).zip(events) {
+        let event = Event {
+            seq,
+            time_ns: seq * 1_000,
+            pid: 1,
+            address,
+            size,
+            ..Event::new(api)
+        };
+        w.push(&event).unwrap();
+    }
+    w.finish().unwrap();
 }

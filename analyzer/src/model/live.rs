@@ -3,6 +3,7 @@
 //! view of a recorded trace uses it: `record`'s closing line, `summary`, `diff`, the failure
 //! sites, the Perfetto and PyTorch-snapshot exports.
 
+use crate::sums::Live;
 use std::collections::HashMap;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 
@@ -257,7 +258,7 @@ impl Shape {
 #[derive(Debug)]
 pub struct DevicePeak {
     ledgers: [Ledger; 3],
-    now: [u64; 3],
+    now: [Live; 3],
     peak: [u64; 3],
     tracker: bool,
     snapshot: bool,
@@ -267,7 +268,7 @@ impl Default for DevicePeak {
     fn default() -> DevicePeak {
         DevicePeak {
             ledgers: Shape::ALL.map(Ledger::of_shape),
-            now: [0; 3],
+            now: [Live::default(); 3],
             peak: [0; 3],
             tracker: false,
             snapshot: false,
@@ -283,13 +284,11 @@ impl DevicePeak {
         for (i, ledger) in self.ledgers.iter_mut().enumerate() {
             let now = &mut self.now[i];
             match ledger.apply(e) {
-                Change::Alloc(o) if o.reserved && o.device != NO_DEVICE => *now += o.size,
-                Change::Free(o) if o.reserved && o.device != NO_DEVICE => {
-                    *now = now.saturating_sub(o.size)
-                }
+                Change::Alloc(o) if o.reserved && o.device != NO_DEVICE => now.add(o.size),
+                Change::Free(o) if o.reserved && o.device != NO_DEVICE => now.sub(o.size),
                 _ => {}
             }
-            self.peak[i] = self.peak[i].max(*now);
+            self.peak[i] = self.peak[i].max(now.bytes());
         }
     }
 

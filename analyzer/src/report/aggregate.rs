@@ -90,9 +90,9 @@ pub fn stacks(instance: &Instance, peak_step: Option<usize>) -> Vec<StackUse> {
             ..StackUse::default()
         });
         e.allocations += 1;
-        e.bytes += a.size;
+        e.bytes = e.bytes.saturating_add(a.size);
         if a.birth_step <= p && a.death_step > p {
-            e.bytes_at_peak += a.size;
+            e.bytes_at_peak = e.bytes_at_peak.saturating_add(a.size);
         }
     }
     for r in &instance.refused {

@@ -5,6 +5,7 @@
 use super::charts::{REGISTRY, Rendered, render_all};
 use super::data::Headline;
 use super::data::{ProcessFacts, ReportData, TraceFacts};
+use super::job::JobRank;
 use super::page::{self, Mode, PageRun};
 use super::page_data::{self, Run};
 use super::trace::TracePass;
@@ -48,15 +49,27 @@ pub struct Report {
 /// `index.html` for one report, two compared, or the ranks of one job; with the SVG charts of
 /// the first listed.
 pub fn page(reports: &[Report], mode: Mode) -> String {
-    let runs: Vec<PageRun> = reports
+    page::html_page(&runs_of(reports), mode, charts_of(reports), &[])
+}
+
+/// `index.html` for a job directory: a row for every rank of `job`, and the reports of those it
+/// marks detailed ([`super::job`]), in the same order; with the SVG charts of the first.
+pub fn job_page(reports: &[Report], job: &[JobRank]) -> String {
+    page::html_page(&runs_of(reports), Mode::Ranks, charts_of(reports), job)
+}
+
+fn runs_of(reports: &[Report]) -> Vec<PageRun<'_>> {
+    reports
         .iter()
         .map(|r| PageRun {
             data: &r.data,
             run: &r.run,
         })
-        .collect();
-    let charts = reports.first().map_or(&[][..], |r| &r.charts[..]);
-    page::html_page(&runs, mode, charts)
+        .collect()
+}
+
+fn charts_of(reports: &[Report]) -> &[Rendered] {
+    reports.first().map_or(&[][..], |r| &r.charts[..])
 }
 
 /// Why no report could be made.

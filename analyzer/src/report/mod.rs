@@ -13,6 +13,7 @@ pub mod data;
 pub mod escape;
 pub mod from_replay;
 pub mod generate;
+pub mod job;
 pub mod page;
 pub mod page_data;
 pub mod trace;

@@ -16,6 +16,7 @@ use super::charts::Rendered;
 use super::charts::style;
 use super::data::{ReportData, Section};
 use super::escape::html;
+use super::job::{JobRank, ranks_table};
 use super::page_data::{Run, script_json};
 use crate::tune::Grid;
 use crate::units::{bytes, count, duration};
@@ -49,8 +50,10 @@ struct Embedded<'a> {
     runs: Vec<&'a Run>,
 }
 
-/// The whole page; `charts` are the SVG files written beside it, if any.
-pub fn html_page(runs: &[PageRun], mode: Mode, charts: &[Rendered]) -> String {
+/// The whole page; `charts` are the SVG files written beside it, if any. With [`Mode::Ranks`],
+/// `job` lists every rank of the job, and `runs` are the reports of those it marks detailed,
+/// in the same order.
+pub fn html_page(runs: &[PageRun], mode: Mode, charts: &[Rendered], job: &[JobRank]) -> String {
     let first = runs
         .first()
         .map(|r| r.data.trace.file.as_str())
@@ -58,7 +61,7 @@ pub fn html_page(runs: &[PageRun], mode: Mode, charts: &[Rendered]) -> String {
     let mut s = String::with_capacity(1 << 20);
     let title = match mode {
         Mode::Compare if runs.len() > 1 => format!("{first} against {}", runs[1].data.trace.file),
-        Mode::Ranks => format!("{} ranks, {first} …", runs.len()),
+        Mode::Ranks => format!("{} ranks, {first} …", job.len().max(runs.len())),
         _ => first.to_string(),
     };
     let _ = write!(
@@ -73,6 +76,10 @@ pub fn html_page(runs: &[PageRun], mode: Mode, charts: &[Rendered]) -> String {
         "<h1>GPU memory report: <code>{}</code></h1>",
         html(&title)
     );
+    if mode == Mode::Ranks && !job.is_empty() {
+        ranks_table(&mut s, job);
+    }
+    let mut detailed = job.iter().filter(|r| r.detailed);
     for (i, r) in runs.iter().enumerate() {
         // Ranks of one job: the first one's facts open, the others folded.
         let fold = mode == Mode::Ranks || (mode == Mode::Compare && i > 0);
@@ -82,7 +89,7 @@ pub fn html_page(runs: &[PageRun], mode: Mode, charts: &[Rendered]) -> String {
                 "<details{}><summary>{}<code>{}</code></summary>",
                 if i == 0 { " open" } else { "" },
                 if mode == Mode::Ranks {
-                    format!("rank {i}: ")
+                    format!("rank {}: ", detailed.next().map_or(i as u32, |r| r.rank))
                 } else {
                     String::new()
                 },

@@ -46,9 +46,10 @@ pub struct Args {
     /// Keep what precedes a corrupt chunk instead of failing.
     #[arg(long)]
     salvage: bool,
-    /// Parquet: the policies replayed into policy_results: `all`, `none`, or
-    /// NAME[:KEY=VALUE,...] separated by commas.
-    #[arg(long, default_value = "all", value_parser = policies_or_none)]
+    /// Parquet: the policies replayed into policy_results: `online` (every policy but the
+    /// offline planner greedy-by-size), `all`, `none`, or NAME[:KEY=VALUE,...] separated by
+    /// commas.
+    #[arg(long, default_value = "online", value_parser = policies_or_none)]
     policy: PolicyList,
     /// Parquet: also bisect each policy's smallest device (policy_results.fit_bytes); slower.
     #[arg(long)]

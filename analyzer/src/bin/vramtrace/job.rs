@@ -91,7 +91,7 @@ pub fn render<R>(dir: &Path, what: &str, ranks: &[Rank<R>], columns: &[Column<R>
     let mut s = String::new();
     let unnamed = ranks.iter().filter(|r| !r.rank_known).count();
     let note = if unnamed > 0 {
-        format!("; {unnamed} traces name no rank, numbered by file name")
+        format!("; {unnamed} traces name no rank of their own, numbered by file name")
     } else {
         String::new()
     };

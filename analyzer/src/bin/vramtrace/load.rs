@@ -1,7 +1,7 @@
 //! Opening trace files for the commands, with errors that name the file.
 
 use crate::budget;
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use vramtrace::interop::import_snapshot;
@@ -150,19 +150,10 @@ pub fn streams_of(path: &Path, trace: &Trace, capacity: Option<u64>) -> Result<R
         .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
 }
 
-/// The `.vramtrace` files directly in `dir`, sorted by name; an error when there is none.
+/// The `.vramtrace` files directly in `dir` ([`crate::listing::job_files`]: regular files
+/// only, in natural name order); an error when there is none.
 pub fn trace_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let entries = std::fs::read_dir(dir).with_context(|| dir.display().to_string())?;
-    let mut files: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "vramtrace"))
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        bail!("{}: no .vramtrace file in the directory", dir.display());
-    }
-    Ok(files)
+    crate::listing::job_files(dir, &["vramtrace"])
 }
 
 /// One job: every trace of the directory `dir`, each loaded and handed to `analyse` in

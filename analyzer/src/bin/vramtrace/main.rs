@@ -17,6 +17,7 @@ mod import;
 mod incomplete;
 mod info;
 mod job;
+mod listing;
 mod load;
 mod on_device;
 mod output;

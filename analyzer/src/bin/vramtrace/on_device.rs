@@ -27,8 +27,7 @@ pub fn run(trace: Option<&Path>, json: bool) -> Result<()> {
         reports.push(report);
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
-        return Ok(());
+        return crate::output::print_json(&reports);
     }
     for r in &reports {
         println!(

@@ -9,7 +9,16 @@ use std::path::Path;
 /// Prints `text` with every character that would control the terminal escaped: text output
 /// carries frame names, paths, command lines and environment values from the trace.
 pub fn print(text: &str) -> Result<()> {
-    let text = vramtrace::terminal::escape(text);
+    write_stdout(&vramtrace::terminal::escape(text))
+}
+
+/// Prints `value` as pretty JSON, escaped as JSON only ([`vramtrace::terminal::json_pretty`]):
+/// the text escaping would make invalid JSON of it.
+pub fn print_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<()> {
+    write_stdout(&(vramtrace::terminal::json_pretty(value)? + "\n"))
+}
+
+fn write_stdout(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -24,7 +33,7 @@ pub fn json_or_text<T: serde::Serialize>(
     render: impl FnOnce(&T) -> String,
 ) -> Result<()> {
     if json {
-        print(&(serde_json::to_string_pretty(value)? + "\n"))
+        print_json(value)
     } else {
         print(&render(value))
     }

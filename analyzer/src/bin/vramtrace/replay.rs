@@ -29,8 +29,8 @@ pub struct Args {
     /// The .vramtrace file, or a directory of one job's per-rank traces.
     #[arg(required_unless_present = "list_policies")]
     trace: Option<PathBuf>,
-    /// Policies: `all`, or NAME[:KEY=VALUE,...] separated by commas.
-    #[arg(long, default_value = "all", value_parser = policies)]
+    /// Policies: `online` (every policy but the offline planner greedy-by-size, whose plan grows with the pairs of overlapping lifetimes: 80,000 allocations live at once take it a minute), `all`, or NAME[:KEY=VALUE,...] separated by commas.
+    #[arg(long, default_value = "online", value_parser = policies)]
     policy: PolicyList,
     /// Device capacity, with its unit (80GiB, 80GB, 1000B; a bare number is refused) (default:
     /// the traced device's memory under the limit the process recorded, else unlimited).
@@ -86,9 +86,10 @@ impl Args {
             eprintln!("vramtrace: warning: {w}");
         }
         let flagged = Flagged::new(&report, &[(path, &layout)]);
-        let out = if self.json {
-            serde_json::to_string_pretty(&flagged)? + "\n"
-        } else if self.csv {
+        if self.json {
+            return crate::output::print_json(&flagged);
+        }
+        let out = if self.csv {
             render_csv(&report)
         } else {
             render_text(&report, &input, limit, &peak_sites(&input, &tables))
@@ -132,7 +133,7 @@ impl Args {
                 )
             })
             .collect();
-        let out = if self.json {
+        if self.json {
             let policies: Vec<JobPolicy> = specs
                 .iter()
                 .enumerate()
@@ -157,22 +158,20 @@ impl Args {
                         .sum(),
                 })
                 .collect();
-            serde_json::to_string_pretty(&job::output(dir, ranks, policies))? + "\n"
-        } else {
-            let mut text = job::render(dir, "peak reserved per policy", &ranks, &columns);
-            for (p, spec) in specs.iter().enumerate() {
-                let oom: Vec<String> = ranks
-                    .iter()
-                    .filter(|r| r.value.policies[p].oom.is_some())
-                    .map(|r| r.rank.to_string())
-                    .collect();
-                if !oom.is_empty() {
-                    let _ = writeln!(text, "OOM under {spec} on ranks {}", oom.join(", "));
-                }
+            return crate::output::print_json(&job::output(dir, ranks, policies));
+        }
+        let mut text = job::render(dir, "peak reserved per policy", &ranks, &columns);
+        for (p, spec) in specs.iter().enumerate() {
+            let oom: Vec<String> = ranks
+                .iter()
+                .filter(|r| r.value.policies[p].oom.is_some())
+                .map(|r| r.rank.to_string())
+                .collect();
+            if !oom.is_empty() {
+                let _ = writeln!(text, "OOM under {spec} on ranks {}", oom.join(", "));
             }
-            text
-        };
-        crate::output::print(&out)
+        }
+        crate::output::print(&text)
     }
 }
 

@@ -6,12 +6,17 @@
 
 use crate::args::{PolicyList, policies};
 use crate::elf_files::ElfFiles;
+use crate::listing::job_files;
 use crate::load::load_trace_or_snapshot;
 use anyhow::{Context, Result};
+use rayon::prelude::*;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use vramtrace::report::generate::{Options as ReportOptions, Report, generate, page};
+use vramtrace::job::{rank_of, ranks};
+use vramtrace::model::live::recorded_device_peak;
+use vramtrace::report::generate::{Options as ReportOptions, Report, generate, job_page, page};
+use vramtrace::report::job::{JobRank, detailed};
 use vramtrace::report::page::Mode;
 use vramtrace::symbolize::{ModuleFiles, NoFiles};
 use vramtrace::units::{bytes, parse_size_arg};
@@ -100,9 +105,23 @@ fn write_report(o: &Args) -> Result<()> {
     let _ = std::fs::remove_file(&probe);
 
     let (inputs, mode) = inputs(o)?;
-    let mut reports: Vec<Report> = Vec::with_capacity(inputs.len());
+    let job = if mode == Mode::Ranks {
+        progress(&format!("reading {} ranks", inputs.len()));
+        job_ranks(&inputs)?
+    } else {
+        Vec::new()
+    };
+    let detailed: Vec<&PathBuf> = if mode == Mode::Ranks {
+        job.iter()
+            .filter(|r| r.row.detailed)
+            .map(|r| &inputs[r.input])
+            .collect()
+    } else {
+        inputs.iter().collect()
+    };
+    let mut reports: Vec<Report> = Vec::with_capacity(detailed.len());
     let mut elf = ElfFiles::new();
-    for (k, path) in inputs.iter().enumerate() {
+    for (k, path) in detailed.into_iter().enumerate() {
         progress(&format!("opening {}", path.display()));
         let trace = load_trace_or_snapshot(path)?;
         // The SVG charts are of the first trace.
@@ -117,7 +136,12 @@ fn write_report(o: &Args) -> Result<()> {
         reports.push(report);
     }
     progress("writing files");
-    let html = page(&reports, mode);
+    let html = if mode == Mode::Ranks {
+        let rows: Vec<JobRank> = job.into_iter().map(|r| r.row).collect();
+        job_page(&reports, &rows)
+    } else {
+        page(&reports, mode)
+    };
     let charts = &reports[0].charts;
     // Each file is written whole or not at all (a full disk leaves no truncated chart), and a
     // link at its name is replaced, never written through.
@@ -147,8 +171,8 @@ fn write_report(o: &Args) -> Result<()> {
         "wrote {} ({}){svgs} from {} trace{} (peak requested {})\n",
         index.display(),
         bytes(html.len() as u64),
-        reports.len(),
-        if reports.len() == 1 { "" } else { "s" },
+        inputs.len(),
+        if inputs.len() == 1 { "" } else { "s" },
         bytes(peak)
     ))
 }
@@ -160,21 +184,7 @@ fn inputs(o: &Args) -> Result<(Vec<PathBuf>, Mode)> {
         if o.compare.is_some() {
             anyhow::bail!("--compare takes two traces, not a directory of ranks");
         }
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&o.trace)
-            .with_context(|| o.trace.display().to_string())?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.extension()
-                    .is_some_and(|e| e == "vramtrace" || e == "pickle" || e == "pkl")
-            })
-            .collect();
-        found.sort_by_key(|p| rank_key(p));
-        if found.is_empty() {
-            anyhow::bail!(
-                "{}: no .vramtrace, .pickle or .pkl file in this directory",
-                o.trace.display()
-            );
-        }
+        let found = job_files(&o.trace, &["vramtrace", "pickle", "pkl"])?;
         return Ok((found, Mode::Ranks));
     }
     Ok(match &o.compare {
@@ -183,30 +193,43 @@ fn inputs(o: &Args) -> Result<(Vec<PathBuf>, Mode)> {
     })
 }
 
-/// Files named `rank-10` sort after `rank-9`: the name with its digit runs compared as numbers.
-fn rank_key(p: &Path) -> Vec<(String, u64)> {
-    let name = p
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut key = Vec::new();
-    let (mut text, mut digits) = (String::new(), String::new());
-    for c in name.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-        } else {
-            if !digits.is_empty() {
-                key.push((
-                    std::mem::take(&mut text),
-                    digits.parse().unwrap_or(u64::MAX),
-                ));
-                digits.clear();
-            }
-            text.push(c);
-        }
-    }
-    key.push((text, digits.parse().unwrap_or(0)));
-    key
+/// One rank of a job directory: its row on the page and which input it is.
+struct JobInput {
+    row: JobRank,
+    input: usize,
+}
+
+/// Every rank of the job in `inputs` (listing order) read once, one trace in memory per core,
+/// kept as one row each; the ranks [`vramtrace::report::job::detailed`] picks are marked for a
+/// full report.
+fn job_ranks(inputs: &[PathBuf]) -> Result<Vec<JobInput>> {
+    let loaded = inputs
+        .par_iter()
+        .enumerate()
+        .map(|(input, path)| {
+            let trace = load_trace_or_snapshot(path)?;
+            let facts = (input, trace.event_count(), recorded_device_peak(&trace));
+            Ok((path.clone(), facts, rank_of(&trace.metadata)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let ranks = ranks(loaded);
+    let peaks: Vec<u64> = ranks.iter().map(|r| r.value.2).collect();
+    let chosen = detailed(&peaks);
+    Ok(ranks
+        .into_iter()
+        .enumerate()
+        .map(|(k, r)| JobInput {
+            input: r.value.0,
+            row: JobRank {
+                rank: r.rank,
+                rank_known: r.rank_known,
+                file: r.path.display().to_string(),
+                events: r.value.1,
+                peak: r.value.2,
+                detailed: chosen.binary_search(&k).is_ok(),
+            },
+        })
+        .collect())
 }
 
 /// `run.vramtrace` → `run-report/` in the current directory.
@@ -216,19 +239,4 @@ fn default_dir(trace: &Path) -> PathBuf {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "vramtrace".into());
     PathBuf::from(format!("{stem}-report"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranks_sort_by_number_not_by_text() {
-        let mut v = vec!["rank-10.vramtrace", "rank-9.vramtrace", "rank-0.vramtrace"];
-        v.sort_by_key(|p| rank_key(Path::new(p)));
-        assert_eq!(
-            v,
-            vec!["rank-0.vramtrace", "rank-9.vramtrace", "rank-10.vramtrace"]
-        );
-    }
 }

@@ -77,18 +77,16 @@ impl Args {
             ("peak requested".into(), &requested),
             ("peak reserved".into(), &reserved),
         ];
-        let out = if v.json {
+        if v.json {
             let figures = job::figures(&ranks, &columns);
-            serde_json::to_string_pretty(&job::output(&v.trace, ranks, figures))? + "\n"
-        } else {
-            job::render(
-                &v.trace,
-                "each rank's largest device peak (`vramtrace summary TRACE` for one rank's detail)",
-                &ranks,
-                &columns,
-            )
-        };
-        crate::output::print(&out)
+            return crate::output::print_json(&job::output(&v.trace, ranks, figures));
+        }
+        crate::output::print(&job::render(
+            &v.trace,
+            "each rank's largest device peak (`vramtrace summary TRACE` for one rank's detail)",
+            &ranks,
+            &columns,
+        ))
     }
 }
 

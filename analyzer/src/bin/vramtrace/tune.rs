@@ -63,12 +63,10 @@ impl Args {
             .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
         let took = started.elapsed().as_secs_f64();
         let flagged = Flagged::new(&t, &[(path.as_path(), &trace.layout)]);
-        let out = if self.json {
-            serde_json::to_string_pretty(&flagged)? + "\n"
-        } else {
-            render(path, &t, self.top, took)
-        };
-        crate::output::print(&out)
+        if self.json {
+            return crate::output::print_json(&flagged);
+        }
+        crate::output::print(&render(path, &t, self.top, took))
     }
 }
 

@@ -85,15 +85,16 @@ fn properties(sorted_by_seq: bool) -> WriterProperties {
         // Dictionary encoding hashes every value; it pays only where values repeat and vary
         // (addresses, sizes, stacks, threads, and the API names). Counters, clocks and the
         // columns that are nearly constant get their differences bit-packed instead (a run of
-        // equal values costs almost nothing), and the constant trace id its prefix-delta form.
+        // equal values costs almost nothing). The constant trace id stays dictionary encoded
+        // (one dictionary entry, its indices a single run): its Arrow type is a dictionary,
+        // and Arrow C++ (pyarrow, pandas) reads a dictionary column only from dictionary
+        // pages; from `DELTA_BYTE_ARRAY` pages it fails ("DecodeArrow of DictAccumulator for
+        // DeltaByteArrayDecoder" is not implemented).
         for c in DELTA_COLUMNS {
             b = b
                 .set_column_dictionary_enabled(ColumnPath::from(c), false)
                 .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
         }
-        b = b
-            .set_column_dictionary_enabled(ColumnPath::from("trace_id"), false)
-            .set_column_encoding(ColumnPath::from("trace_id"), Encoding::DELTA_BYTE_ARRAY);
     }
     b.build()
 }

@@ -6,6 +6,7 @@
 //! mix of both in between; runs of equal pixels become one rectangle, so the SVG stays small
 //! whatever the number of blocks.
 
+use crate::sums::SaturatingSum;
 use super::style::{self, ByteUnit, LegendEntry, Mark};
 use super::{Svg, svg};
 use crate::report::data::{AddressLayout, PolicyResult, Section};
@@ -112,12 +113,12 @@ pub fn render(section: &Section, policy: &PolicyResult) -> Svg {
         .unwrap_or(1)
         .max(1);
     let bu = ByteUnit::for_max(max);
-    let reserved: u64 = layout.segments.iter().map(|s| s.size).sum();
-    let allocated: u64 = layout
+    let reserved = layout.segments.iter().map(|s| s.size).saturating_sum();
+    let allocated = layout
         .segments
         .iter()
         .flat_map(|s| s.allocated.iter().map(|b| b.1))
-        .sum();
+        .saturating_sum();
     let title = format!(
         "Address space of {} at its peak reserved: {}",
         super::escape::clean(&policy.name),

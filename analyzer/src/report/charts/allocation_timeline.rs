@@ -9,6 +9,7 @@
 //! Drawn bands sit at the bottom and keep their order, as in memory_viz, so a band moves only
 //! when a drawn band below it ends.
 
+use crate::sums::Live;
 use super::style::{self, ByteUnit, LegendEntry, Mark, TimeUnit};
 use super::{Svg, svg};
 use crate::report::data::{Band, Buckets, SeriesBuilder, Timeline};
@@ -31,27 +32,27 @@ pub fn collect(instance: &Instance, origin_ns: u64, from_ns: u64, to_ns: u64) ->
     // The highest live total within each sample's slice of time: the top edge, so that peaks
     // shorter than a slice still show, as in the memory chart.
     let mut top = SeriesBuilder::new(Buckets::new(from_ns, to_ns, SAMPLES));
-    let (mut live, mut started) = (0u64, false);
+    let (mut live, mut started) = (Live::default(), false);
     for step in &instance.steps {
         if step.time_ns >= to_ns {
             break;
         }
         if step.time_ns >= from_ns && !started {
-            top.step(from_ns, live);
+            top.step(from_ns, live.bytes());
             started = true;
         }
         let a = &instance.allocations[step.allocation()];
         if step.is_free() {
-            live -= a.size;
+            live.sub(a.size);
         } else {
-            live += a.size;
+            live.add(a.size);
         }
         if started {
-            top.step(step.time_ns, live);
+            top.step(step.time_ns, live.bytes());
         }
     }
     if !started {
-        top.step(from_ns, live);
+        top.step(from_ns, live.bytes());
     }
     let total = top.finish().max;
     // Allocations live at one sample at least, scored by the area they would cover.
@@ -91,7 +92,7 @@ pub fn collect(instance: &Instance, origin_ns: u64, from_ns: u64, to_ns: u64) ->
         for (k, off) in b.offsets.iter_mut().enumerate() {
             let j = b.first_sample + k;
             *off = stacked[j];
-            stacked[j] += b.size;
+            stacked[j] = stacked[j].saturating_add(b.size);
         }
     }
     Timeline {

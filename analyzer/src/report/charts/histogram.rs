@@ -30,7 +30,7 @@ pub fn sizes<'a>(instances: impl IntoIterator<Item = &'a Instance>) -> Histogram
         for a in &inst.allocations {
             let k = bounds.partition_point(|&b| b < a.size);
             bins[k].count += 1;
-            bins[k].bytes += a.size;
+            bins[k].bytes = bins[k].bytes.saturating_add(a.size);
         }
     }
     Histogram {
@@ -76,7 +76,7 @@ pub fn lifetimes<'a>(instances: impl IntoIterator<Item = &'a Instance>) -> Histo
                 k
             };
             bins[k].count += 1;
-            bins[k].bytes += a.size;
+            bins[k].bytes = bins[k].bytes.saturating_add(a.size);
         }
     }
     Histogram {

@@ -2,6 +2,7 @@
 //! on top, each row splitting its bytes among the frames it called), widest first. It answers
 //! "what do I shrink?".
 
+use crate::sums::SaturatingSum;
 use super::style;
 use super::{Svg, svg};
 use crate::report::data::{LiveAtPeak, LiveStack, Peak, Section};
@@ -33,7 +34,7 @@ pub fn collect(
     for a in &instance.allocations {
         if a.birth_step <= p && a.death_step > p {
             let e = by_stack.entry(a.stack).or_default();
-            e.0 += a.size;
+            e.0 = e.0.saturating_add(a.size);
             e.1 += 1;
         }
     }
@@ -53,7 +54,7 @@ pub fn collect(
         let rest = &sums[MAX_STACKS..];
         stacks.push(LiveStack {
             frames: vec![format!("({} smaller stacks)", rest.len())],
-            bytes: rest.iter().map(|r| r.1).sum(),
+            bytes: rest.iter().map(|r| r.1).saturating_sum(),
             objects: rest.iter().map(|r| r.2).sum(),
         });
     }
@@ -78,7 +79,7 @@ fn tree(live: &LiveAtPeak) -> Vec<Node> {
     }];
     let no_stack = ["(no stack recorded)".to_string()];
     for s in &live.stacks {
-        nodes[0].bytes += s.bytes;
+        nodes[0].bytes = nodes[0].bytes.saturating_add(s.bytes);
         let mut at = 0;
         let frames = if s.frames.is_empty() {
             &no_stack[..]
@@ -104,7 +105,7 @@ fn tree(live: &LiveAtPeak) -> Vec<Node> {
                     c
                 }
             };
-            nodes[at].bytes += s.bytes;
+            nodes[at].bytes = nodes[at].bytes.saturating_add(s.bytes);
         }
     }
     let sizes: Vec<u64> = nodes.iter().map(|n| n.bytes).collect();

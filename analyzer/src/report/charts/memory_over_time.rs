@@ -5,6 +5,7 @@ use super::style::{self, ByteUnit, LegendEntry, Mark, TimeUnit};
 use super::{Svg, svg};
 use crate::report::data::{Buckets, Peak, Section, Series, SeriesBuilder};
 use crate::report::trace::Instance;
+use crate::sums::Live;
 use crate::units::bytes;
 use plotters::prelude::*;
 
@@ -12,22 +13,22 @@ use plotters::prelude::*;
 /// which it first peaked (`None` when nothing was allocated).
 pub fn requested(instance: &Instance, buckets: Buckets) -> (Series, Peak, Option<usize>) {
     let mut series = SeriesBuilder::new(buckets);
-    let (mut live, mut peak, mut at) = (0u64, Peak::default(), None);
+    let (mut live, mut peak, mut at) = (Live::default(), Peak::default(), None);
     for (i, step) in instance.steps.iter().enumerate() {
         let a = &instance.allocations[step.allocation()];
         if step.is_free() {
-            live -= a.size;
+            live.sub(a.size);
         } else {
-            live += a.size;
-            if live > peak.bytes || at.is_none() {
+            live.add(a.size);
+            if live.bytes() > peak.bytes || at.is_none() {
                 peak = Peak {
                     time_ns: step.time_ns,
-                    bytes: live,
+                    bytes: live.bytes(),
                 };
                 at = Some(i);
             }
         }
-        series.step(step.time_ns, live);
+        series.step(step.time_ns, live.bytes());
     }
     (series.finish(), peak, at)
 }
