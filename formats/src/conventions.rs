@@ -155,7 +155,8 @@ pub enum Heartbeat {
     Loaded,
     /// Recording started; the file holds the trace's path.
     Trace,
-    /// Recording could not start; the file holds why.
+    /// Recording could not start, or stopped before the program ended (a failed write, the
+    /// file-size limit); the file holds why.
     Failed,
 }
 
