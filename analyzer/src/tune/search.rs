@@ -16,6 +16,7 @@ use super::framework::{Framework, Recorded};
 use super::grid::{Candidate, GridContext, Role, bounds, candidate, settings};
 use crate::model::device::process_peak;
 use crate::model::{CaptureLevel, LevelReport, RequestKind, RequestStream};
+use crate::policy::greedy_by_size::{PLAN_WORK_MAX, plan_work};
 use crate::policy::validated::{Band, band};
 use crate::policy::{AddressOrder, PolicyError, PolicySpec};
 use crate::replay::Outcome;
@@ -259,15 +260,29 @@ pub fn candidates(
     let mut candidates = vec![candidate(recorded.framework, recorded.spec.clone())];
     if judged {
         let base = canonical(&recorded.spec);
+        let planned = greedy_plan_affordable(streams);
         candidates.extend(
             settings(recorded.framework, &ctx)
                 .into_iter()
                 .chain(bounds())
+                .filter(|c| planned || c.spec.name != "greedy-by-size")
                 .filter(|c| canonical(&c.spec) != base && grid.keeps(c)),
         );
     }
     candidates
 }
+
+/// Whether the offline planner's bound fits a search's time on every stream: its plan is
+/// quadratic in the allocations live at once ([`plan_work`]), and on a trace of 50,000 all live
+/// it alone took `tune` 22 s of one core (docs/reliability.md, "Bounded on any input").
+fn greedy_plan_affordable(streams: &[RequestStream]) -> bool {
+    streams.iter().all(|s| plan_work(s) <= PLAN_WORK_MAX)
+}
+
+/// The note of a search that left the planner's bound out.
+const GREEDY_LEFT_OUT: &str = "the greedy-by-size bound is left out: this trace holds too many \
+allocations live at once for its offline plan, which grows with their square (`vramtrace replay \
+--policy greedy-by-size` computes it, slowly)";
 
 /// Searches the settings of the recorded framework over `streams`.
 pub fn tune(
@@ -381,6 +396,9 @@ pub fn tune(
     let not_judged = unjudged(streams, level, recorded, &candidates, &figs);
     let mut notes = recorded.notes.clone();
     notes.extend(super::pressure::contradiction(streams, &recorded_row));
+    if judged && !greedy_plan_affordable(streams) {
+        notes.push(GREEDY_LEFT_OUT.to_string());
+    }
     let ranked: Vec<Row> = ranked.into_iter().map(|(_, r)| r).collect();
     let limit = super::pressure::limit_of(streams, &ranked);
     Ok(Tune {
@@ -543,4 +561,22 @@ fn unjudged(
         ),
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Request;
+
+    fn all_live(n: u32) -> RequestStream {
+        RequestStream::from_requests((0..n).map(|slot| Request::alloc(slot, 512, 0)).collect())
+    }
+
+    #[test]
+    fn the_planners_bound_is_searched_only_where_its_quadratic_plan_stays_small() {
+        // 32,768 allocations all live: 2^30 pairs, the most allowed; one more is too many.
+        assert!(greedy_plan_affordable(&[all_live(32_768)]));
+        assert!(!greedy_plan_affordable(&[all_live(32_769)]));
+        assert!(!greedy_plan_affordable(&[all_live(10), all_live(40_000)]));
+    }
 }
