@@ -6,7 +6,8 @@
 //! loaded `libc.so.6` (or `libdl.so.2`, where glibc before 2.34 keeps them) by the GNU hash
 //! table of its dynamic section, the lookup `ld.so` itself does (ELF gABI "Dynamic Section";
 //! the GNU hash layout of glibc `elf/dl-lookup.c`). It calls nothing that can be interposed:
-//! `dl_iterate_phdr` and reads of mapped memory.
+//! `dl_iterate_phdr` (through `modules::iterate`, which keeps it out of a fork) and reads of
+//! mapped memory.
 
 use std::ffi::{CStr, c_int, c_void};
 
@@ -46,8 +47,10 @@ pub fn c_library_function(name: &CStr) -> Option<usize> {
         name: name.to_bytes(),
         found: 0,
     };
-    // SAFETY: the callback matches dl_iterate_phdr's contract and `q` outlives the call.
-    unsafe { libc::dl_iterate_phdr(Some(visit), (&raw mut q).cast()) };
+    // SAFETY: the callback matches dl_iterate_phdr's contract and `q` outlives the call;
+    // through `modules::iterate`, which never runs across a fork (a lookup not found while the
+    // process loaded is asked again later, on any thread).
+    unsafe { crate::modules::iterate(visit, (&raw mut q).cast()) };
     (q.found != 0).then_some(q.found)
 }
 

@@ -18,7 +18,7 @@ static INSIDE: AtomicU32 = AtomicU32::new(0);
 /// Set while a thread forks: no new `dl_iterate_phdr` starts.
 static FORKING: AtomicBool = AtomicBool::new(false);
 
-type Callback = unsafe extern "C" fn(*mut libc::dl_phdr_info, usize, *mut c_void) -> c_int;
+pub type Callback = unsafe extern "C" fn(*mut libc::dl_phdr_info, usize, *mut c_void) -> c_int;
 
 /// `dl_iterate_phdr`, never across a `fork`. It holds the loader's lock while it runs; a fork
 /// child gets the lock in whatever state the parent's threads had it, so a child forked while
@@ -28,7 +28,7 @@ type Callback = unsafe extern "C" fn(*mut libc::dl_phdr_info, usize, *mut c_void
 /// # Safety
 ///
 /// As `dl_iterate_phdr`: `callback` must be sound for `data`.
-unsafe fn iterate(callback: Callback, data: *mut c_void) {
+pub unsafe fn iterate(callback: Callback, data: *mut c_void) {
     loop {
         INSIDE.fetch_add(1, Ordering::SeqCst);
         if !FORKING.load(Ordering::SeqCst) {
