@@ -100,3 +100,15 @@ pub fn write_calls(path: &Path, metadata: &Metadata, events: &[(Api, u64, u64)])
     }
     w.finish().unwrap();
 }
+
+/// Runs a `vramtrace` command and checks that it answered (exit 0) or refused in its own
+/// words (exit 1): never a panic (101), a signal or a usage error.
+pub fn assert_answers_or_refuses(command: &mut Command) {
+    let out = command.output().unwrap();
+    let code = out.status.code();
+    assert!(
+        code == Some(0) || code == Some(1),
+        "{command:?} exited {code:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
