@@ -314,11 +314,6 @@ pub fn parse_trailer(bytes: &[u8]) -> Option<u64> {
     (t[8..16] == TRAILER_MAGIC).then(|| u64_at(t, 0))
 }
 
-/// True when `bytes` starts with a trailer (how a sequential scan recognises the end).
-pub fn is_trailer_at(bytes: &[u8]) -> bool {
-    bytes.len() == TRAILER_LEN && bytes[8..16] == TRAILER_MAGIC
-}
-
 fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }

@@ -105,11 +105,6 @@ impl<W: Write> TraceWriter<W> {
         self.events_written + self.events.len() as u64
     }
 
-    /// Bytes written so far.
-    pub fn bytes_written(&self) -> u64 {
-        self.offset
-    }
-
     /// Writes buffered tables and events as chunks, then flushes the output.
     pub fn flush(&mut self) -> Result<()> {
         self.flush_chunks()?;

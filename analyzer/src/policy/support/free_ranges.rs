@@ -147,11 +147,6 @@ impl FreeRanges {
         })
     }
 
-    /// Free ranges of one region.
-    pub fn in_region(&self, region: u32) -> impl Iterator<Item = Free> + '_ {
-        self.iter().filter(move |r| r.2 == region)
-    }
-
     /// Moves every range of `other` into `self`, merging as [`FreeRanges::insert`] does.
     pub fn absorb(&mut self, other: &mut FreeRanges) {
         for (a, s, r) in std::mem::take(other).iter() {
