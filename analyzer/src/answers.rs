@@ -5,9 +5,11 @@
 //!
 //! Sans-IO: built from a [`Summary`] and a [`Tune`] the caller made.
 
-use crate::model::device::{GPU_SIZES_GB, gpu_bytes};
-use crate::summary::{StackBytes, Summary};
+use crate::model::device::GPU_SIZES_GB;
+use crate::summary::Summary;
+use crate::symbolize::StackBytes;
 use crate::tune::Tune;
+use crate::units::gpu_bytes;
 use serde::Serialize;
 
 /// The best selectable setting and what it saves.

@@ -6,7 +6,8 @@
 //! (function names, `module+offset`, or `file:line name` for Python), which stay the same across
 //! runs of the same code, unlike addresses, and ignore differences in the plumbing below.
 
-use crate::summary::{GroupSummary, StackBytes, Summary};
+use crate::summary::{GroupSummary, Summary};
+use crate::symbolize::StackBytes;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 

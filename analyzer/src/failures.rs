@@ -6,8 +6,7 @@
 //! caller that already follows live memory, [`failures_by_site`] makes its own pass.
 
 use crate::model::live::{Change, Ledger, Object, is_host};
-use crate::summary::{StackBytes, StackNames, top_stacks};
-use crate::symbolize::ModuleFiles;
+use crate::symbolize::{ModuleFiles, StackBytes, StackNames, top_stacks};
 use serde::Serialize;
 use std::collections::HashMap;
 use vramtrace_format::cuda_result::{describe_result, is_out_of_memory};

@@ -7,16 +7,19 @@
 //! (`src/bin/vramtrace/`, one file per command) opens files, prints, and maps the library's typed
 //! errors to exit codes.
 //!
-//! # Layers
+//! # Layers of the analyzer library
 //!
-//! Each module imports only those below it:
+//! A module imports only modules of its own layer or of the layers above it, and no files
+//! import each other in a circle (docs/architecture.md describes each layer; the test
+//! `tests/layers.rs` reads the imports and checks this table against that one):
 //!
-//! - `units`, `sums` (sums of sizes that cannot wrap), `job` (the ranks of one job),
-//!   `completeness` (whether a file holds every event); then `model` (request streams from
-//!   events, the live-memory `Ledger`) and `interop` (other tools' formats, the Parquet tables);
-//! - `policy` (the `Policy` trait, the simulated driver, the allocator models, the registry);
-//! - `replay` (the engine over `policy`, parallel runs, the result tables of `replay` and `fit`);
-//! - the views: `info`, `summary`, `diff`, `symbolize`, `report`.
+//! | layer | modules | what they are |
+//! |---|---|---|
+//! | 1 | `units`, `sums`, `job`, `limits`, `terminal`, `completeness`, `symbolize` | foundations |
+//! | 2 | `model`, `interop` | request streams and the live-memory ledger; other tools' formats |
+//! | 3 | `policy` | the allocator models |
+//! | 4 | `replay`, `tune`, `device_replay` | replays of the models |
+//! | 5 | `info`, `failures`, `summary`, `diff`, `answers`, `report` | the views |
 
 pub mod answers;
 pub mod completeness;

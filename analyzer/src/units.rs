@@ -60,8 +60,14 @@ pub fn parse_size_arg(text: &str) -> Result<u64, SizeError> {
     parse_size(t)
 }
 
+/// The device memory of a board sold as `gb` GB, taken as `gb` GiB: boards report within a
+/// few percent of that (the H200 "141 GB": 143,771 MiB); `--capacity` takes an exact figure.
+pub const fn gpu_bytes(gb: u64) -> u64 {
+    gb << 30
+}
+
 /// Parses a GPU's size as boards are sold: `24GB` is a board of 24 GB, taken as 24 GiB
-/// ([`crate::model::device::gpu_bytes`]); any other unit is exact, and a bare number refused,
+/// ([`gpu_bytes`]); any other unit is exact, and a bare number refused,
 /// as in [`parse_size_arg`].
 pub fn parse_gpu_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
@@ -70,7 +76,7 @@ pub fn parse_gpu_size(text: &str) -> Result<u64, SizeError> {
         .or_else(|| t.strip_suffix("gb"))
         .and_then(|n| n.trim().parse::<u64>().ok());
     match board {
-        Some(gb) if gb > 0 && gb < 1 << 20 => Ok(crate::model::device::gpu_bytes(gb)),
+        Some(gb) if gb > 0 && gb < 1 << 20 => Ok(gpu_bytes(gb)),
         _ => parse_size_arg(t),
     }
 }

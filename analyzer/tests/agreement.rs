@@ -342,7 +342,7 @@ fn an_allocation_without_a_stack_says_why_and_which_flag_names_it() {
         .expect("the sample's autograd allocations have no Python stack");
     assert_eq!(
         lines[at + 1].trim(),
-        format!("({})", vramtrace::summary::NO_STACK_WHY)
+        format!("({})", vramtrace::symbolize::NO_STACK_WHY)
     );
-    assert!(vramtrace::summary::NO_STACK_WHY.contains("--stacks mixed"));
+    assert!(vramtrace::symbolize::NO_STACK_WHY.contains("--stacks mixed"));
 }

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use vramtrace::interop::parquet::trace_id;
 use vramtrace::job::rank_of;
-use vramtrace::summary::StackNames;
 use vramtrace::symbolize::NoFiles;
+use vramtrace::symbolize::StackNames;
 use vramtrace_format::{Op, ReadOptions, Trace};
 
 const POLICIES: &str = "pytorch,pytorch-expandable,pytorch:max_split_size_mb=128,cuda-malloc";

@@ -12,6 +12,7 @@ mod interop;
 mod job_cli;
 mod job_dirs;
 mod json_output;
+mod layers;
 mod parquet_readers;
 mod placement_properties;
 mod pressure;

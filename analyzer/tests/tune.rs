@@ -4,9 +4,10 @@
 
 use crate::util::{repo, vramtrace_in_repo};
 use serde_json::Value;
-use vramtrace::model::device::{CUDA_CONTEXT_BYTES, gpu_bytes};
+use vramtrace::model::device::CUDA_CONTEXT_BYTES;
 use vramtrace::policy::alloc_conf::spec_from_alloc_conf;
 use vramtrace::replay::run;
+use vramtrace::units::gpu_bytes;
 
 fn json(args: &[&str]) -> Value {
     let out = vramtrace_in_repo().args(args).output().unwrap();

@@ -5,6 +5,7 @@
 //! Everything is built from the tests themselves with `cargo` and `cc`, so plain
 //! `cargo test --workspace` on a machine with Rust and a C compiler runs them.
 
+pub mod layers;
 pub mod torch_complete;
 
 use std::collections::BTreeMap;

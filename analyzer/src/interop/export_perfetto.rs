@@ -14,8 +14,8 @@
 //!
 //! `analyzer/tests/perfetto.schema.json` is the schema the output is checked against in CI.
 
-use crate::summary::{Change, Ledger, StackNames};
-use crate::symbolize::NoFiles;
+use crate::model::live::{Change, Ledger};
+use crate::symbolize::{NoFiles, StackNames};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::io::{self, Write};

@@ -20,8 +20,8 @@
 //! Containers shared by many entries (a stack's frame list, a frame dict) are created once, so
 //! the pickle references them through the memo as PyTorch's own snapshots do.
 
-use crate::summary::{Change, Ledger, Object, StackNames};
-use crate::symbolize::{NamedFrame, NoFiles};
+use crate::model::live::{Change, Ledger, Object};
+use crate::symbolize::{NamedFrame, NoFiles, StackNames};
 use std::collections::{BTreeMap, HashMap};
 use vramtrace_format::cuda_result::is_out_of_memory;
 use vramtrace_format::pickle::{Document, Value};

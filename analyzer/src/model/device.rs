@@ -16,14 +16,9 @@
 /// sets of loaded kernels differ by tens to hundreds of MiB.
 pub const CUDA_CONTEXT_BYTES: u64 = 648_871_936;
 
-/// Nominal board sizes the `fit` table answers for, in GB as boards are sold.
+/// Nominal board sizes the `fit` table answers for, in GB as boards are sold
+/// ([`crate::units::gpu_bytes`]).
 pub const GPU_SIZES_GB: [u64; 9] = [16, 24, 32, 40, 48, 80, 94, 141, 192];
-
-/// The device memory of a board sold as `gb` GB, taken as `gb` GiB: boards report within a
-/// few percent of that (the H200 "141 GB": 143,771 MiB); `--capacity` takes an exact figure.
-pub const fn gpu_bytes(gb: u64) -> u64 {
-    gb << 30
-}
 
 /// What the allocator's pool may take on a device of `device` bytes once the context and the
 /// memory outside the pool are there.

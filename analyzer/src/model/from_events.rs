@@ -1,7 +1,7 @@
 //! The model of a trace: per (process, device) the request stream of its device memory, from
 //! the events in call order.
 
-use super::level::{LevelReport, detect_level};
+use super::level::{LevelReport, LevelStats, detect_level};
 use super::request::{NO_STREAM, Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -462,43 +462,6 @@ fn finish(b: Builder) -> RequestStream {
 /// A plain driver allocation (`cuMemAlloc*`, VMM), as opposed to a pool's or PyTorch's.
 fn is_driver(kind: MemoryKind) -> bool {
     matches!(kind, MemoryKind::Device | MemoryKind::Vmm)
-}
-
-/// Facts about the events that tell a request-level trace from a segment-level one.
-#[derive(Debug, Clone, Default)]
-pub struct LevelFacts {
-    pub device_allocs: u64,
-    pub pool_allocs: u64,
-    pub vmm_maps: u64,
-    /// `cuMemAlloc*` sizes that are whole multiples of 2 MiB.
-    pub device_allocs_2mib_multiple: u64,
-    /// `torch.alloc` events: PyTorch's tracker reported the program's tensors.
-    pub torch_allocs: u64,
-}
-
-/// Gathers [`LevelFacts`] one event at a time.
-#[derive(Default)]
-pub struct LevelStats(LevelFacts);
-
-impl LevelStats {
-    pub fn see(&mut self, e: &Event, op: Op, kind: MemoryKind) {
-        match (op, kind) {
-            (Op::Alloc, MemoryKind::Device) => {
-                self.0.device_allocs += 1;
-                if e.size > 0 && e.size.is_multiple_of(2 << 20) {
-                    self.0.device_allocs_2mib_multiple += 1;
-                }
-            }
-            (Op::Alloc, MemoryKind::Pool) => self.0.pool_allocs += 1,
-            (Op::Alloc, MemoryKind::TorchBlock) => self.0.torch_allocs += 1,
-            (Op::Map, MemoryKind::Vmm) => self.0.vmm_maps += 1,
-            _ => {}
-        }
-    }
-
-    pub fn into_facts(self) -> LevelFacts {
-        self.0
-    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ pub struct Object {
 }
 
 impl Object {
-    /// Its stack and bytes, what [`crate::summary::top_stacks`] counts.
+    /// Its stack and bytes, what [`crate::symbolize::top_stacks`] counts.
     pub fn stack_bytes(&self) -> (u32, u64) {
         (self.stack, self.size)
     }

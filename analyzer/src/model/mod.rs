@@ -10,9 +10,10 @@ pub mod live;
 mod modules;
 mod request;
 
-pub use from_events::{LevelStats, Model, ModelBuilder};
+pub use from_events::{Model, ModelBuilder};
 pub use level::{
-    CaptureLevel, LevelFacts, LevelReport, allocator_as_run, detect_level, pytorch_alloc_conf,
+    CaptureLevel, LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level,
+    pytorch_alloc_conf,
 };
 pub use modules::ModuleIndex;
 pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};

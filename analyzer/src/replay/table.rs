@@ -4,13 +4,14 @@
 
 use super::input::ReplayInput;
 use super::{FitResult, Oom, Outcome, Progress, fit_all, replay_all};
-use crate::model::device::{GPU_SIZES_GB, gpu_bytes, process_peak};
+use crate::model::device::{GPU_SIZES_GB, process_peak};
 use crate::model::{CaptureLevel, Outside};
 use crate::model::{RequestKind, RequestStream};
 use crate::policy::driver::H200_TOTAL_MEMORY;
 use crate::policy::pytorch::fraction_for_cap;
 use crate::policy::validated::{Band, band};
 use crate::policy::{PolicyError, PolicyRole, PolicySpec, preallocates, role};
+use crate::units::gpu_bytes;
 use serde::Serialize;
 
 /// One policy's figures.
@@ -244,7 +245,7 @@ impl FitCost {
 /// Whether a setting runs on a GPU of one of the common sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct GpuFit {
-    /// The board's size as sold, in GB ([`crate::model::device::gpu_bytes`]).
+    /// The board's size as sold, in GB ([`crate::units::gpu_bytes`]).
     pub gb: u64,
     pub fits: bool,
 }

@@ -10,6 +10,12 @@
 //! (the same figure the tests crate's `top_stacks` example prints). Names are cached for the run,
 //! per address; a report asks for the few thousand distinct frames it shows.
 
+mod names;
+mod ranked;
+
+pub use names::{NO_STACK_WHY, StackNames, short_frame};
+pub use ranked::{CALLERS_SHOWN, ShownRow, StackBytes, TOP_STACKS, shown_rows, top_stacks};
+
 use serde::Serialize;
 use std::collections::HashMap;
 use vramtrace_format::conventions::{module_of_file, python_frame};

@@ -9,11 +9,13 @@ pub mod distinct;
 pub mod framework;
 pub mod grid;
 pub mod pressure;
+pub mod row;
 pub mod search;
 
 pub use framework::{Calls, Framework, Recorded, recorded};
 pub use grid::{Candidate, Role};
-pub use search::{AddressSpread, Grid, Row, Tune, TuneOptions, Unjudged, tune};
+pub use row::{AddressSpread, Row};
+pub use search::{Grid, Tune, TuneOptions, Unjudged, tune};
 
 use crate::model::Model;
 use crate::model::device::pool_capacity;

@@ -3,7 +3,7 @@
 //! the trace to its end there and with how much room, and whether the recorded setting's replay
 //! agrees with what the trace's own segment events say the run reserved.
 
-use super::search::Row;
+use super::row::Row;
 use crate::model::RequestStream;
 use serde::Serialize;
 

@@ -7,7 +7,8 @@ use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use vramtrace::diff::{Diff, Pair, StackDelta};
-use vramtrace::summary::{Summary, short_frame};
+use vramtrace::summary::Summary;
+use vramtrace::symbolize::short_frame;
 use vramtrace::units::{bytes, count};
 
 /// Two runs side by side: peaks, and the stacks whose bytes at the peak grew or shrank most.

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use vramtrace::policy::REGISTRY;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
-use vramtrace::summary::{StackNames, short_frame, top_stacks};
+use vramtrace::symbolize::{StackNames, short_frame, top_stacks};
 use vramtrace::units::{bytes, count, duration, parse_size_arg};
 use vramtrace_format::Tables;
 

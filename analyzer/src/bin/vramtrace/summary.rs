@@ -10,9 +10,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::failures::FailureSite;
 use vramtrace::limits::ProcessLimit;
-use vramtrace::summary::{
-    GroupSummary, NO_STACK_WHY, StackBytes, Summary, TOP_STACKS, short_frame, shown_rows,
-};
+use vramtrace::summary::{GroupSummary, Summary};
+use vramtrace::symbolize::{NO_STACK_WHY, StackBytes, TOP_STACKS, short_frame, shown_rows};
 use vramtrace::units::{bytes, count, duration};
 
 /// Peaks, counts, size classes, the stacks holding memory at the peak, leaks and failed
