@@ -1,10 +1,45 @@
 //! The `VRAMTRACE_*` environment variables, read once per process when recording starts (never
-//! on the hook path). `recorder/README.md` documents them.
+//! on the hook path). `recorder/README.md` documents them. A leaf: the settings are plain
+//! values here (the stack kinds too), which the modules that act on them import.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use vramtrace_format::conventions::env;
 use vramtrace_format::journal;
+
+/// Frames kept per stack when `VRAMTRACE_MAX_DEPTH` is not set.
+pub const DEFAULT_MAX_DEPTH: usize = 64;
+
+/// What `VRAMTRACE_STACKS` / `--stacks` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Python frames only (the default); native stacks in a process without Python.
+    Python,
+    /// The native frames between the driver call and the interpreter, then the Python frames.
+    Mixed,
+    /// Native frames only.
+    Native(Mode),
+}
+
+/// How native stacks are unwound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// DWARF CFI unwinding (framehop).
+    Native,
+    /// Frame-pointer chain walk beyond this library.
+    FramePointer,
+}
+
+/// What `VRAMTRACE_STACKS` selects: `python` (default), `mixed`, `native`, `fp`, or `none`.
+fn parse_mode(value: Option<&str>) -> Option<Kind> {
+    match value {
+        Some("none" | "off" | "0") => None,
+        Some("native") => Some(Kind::Native(Mode::Native)),
+        Some("fp" | "frame-pointer" | "framepointer") => Some(Kind::Native(Mode::FramePointer)),
+        Some("mixed") => Some(Kind::Mixed),
+        _ => Some(Kind::Python),
+    }
+}
 
 /// Ring slots when `VRAMTRACE_JOURNAL_SLOTS` is not set: 8 MiB of journal per process.
 pub const DEFAULT_SLOTS: u64 = 1 << 16;
@@ -24,7 +59,7 @@ pub struct Config {
     pub heartbeat: Option<PathBuf>,
     /// `VRAMTRACE_STACKS`: `python` (default), `mixed`, `native`, `fp` (frame pointers), or
     /// `none`.
-    pub stacks: Option<crate::stacks::Kind>,
+    pub stacks: Option<Kind>,
     /// `VRAMTRACE_MAX_DEPTH`: frames kept per stack, 1 to 256 (default 64).
     pub max_depth: usize,
     /// `VRAMTRACE_TORCH_TRACKER=0`: do not attach to PyTorch's caching allocator (on by
@@ -49,10 +84,10 @@ pub fn get() -> &'static Config {
                 .map(|n| n.clamp(1 << 10, journal::MAX_CAPACITY).next_power_of_two())
                 .unwrap_or(DEFAULT_SLOTS),
             heartbeat: var(env::HEARTBEAT).map(PathBuf::from),
-            stacks: crate::stacks::parse_mode(var(env::STACKS).as_deref().and_then(|v| v.to_str())),
+            stacks: parse_mode(var(env::STACKS).as_deref().and_then(|v| v.to_str())),
             max_depth: var(env::MAX_DEPTH)
                 .and_then(|v| v.to_str()?.parse::<usize>().ok())
-                .unwrap_or(crate::stacks::DEFAULT_MAX_DEPTH),
+                .unwrap_or(DEFAULT_MAX_DEPTH),
             torch_tracker: var(env::TORCH_TRACKER).is_none_or(|v| !off(&v)),
         }
     })

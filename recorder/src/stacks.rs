@@ -40,7 +40,8 @@ use crate::clock;
 use crate::lifecycle;
 use crate::modules::{self, Loaded};
 use crate::python;
-use crate::unwind::{self, Bounds, Cache, Mode, Snapshot};
+use crate::config::{DEFAULT_MAX_DEPTH, Kind, Mode};
+use crate::unwind::{self, Bounds, Cache, Snapshot};
 use std::cell::{Cell, UnsafeCell};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{
@@ -49,8 +50,6 @@ use std::sync::atomic::{
 use std::time::{Duration, Instant};
 use vramtrace_format::{Api, Frame, Module, NO_STACK, Op, PythonFrame, Stack, Tables};
 
-/// Frames kept per stack when `VRAMTRACE_MAX_DEPTH` is not set.
-pub const DEFAULT_MAX_DEPTH: usize = 64;
 /// The most `VRAMTRACE_MAX_DEPTH` may ask for.
 pub const MAX_DEPTH_LIMIT: usize = 256;
 
@@ -63,17 +62,6 @@ const MIXED: u8 = 4;
 /// Words a captured stack may take: in `mixed`, up to the depth in native frames and the depth
 /// again in Python frames of two words each.
 const MAX_WORDS: usize = 3 * MAX_DEPTH_LIMIT;
-
-/// What `VRAMTRACE_STACKS` / `--stacks` asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Python frames only (the default); native stacks in a process without Python.
-    Python,
-    /// The native frames between the driver call and the interpreter, then the Python frames.
-    Mixed,
-    /// Native frames only.
-    Native(Mode),
-}
 
 static MODE: AtomicU8 = AtomicU8::new(OFF);
 static MAX_DEPTH: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_DEPTH);
@@ -167,17 +155,6 @@ static POOL_LEN: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     // Const-initialised and without a destructor: no allocation or registration on first use.
     static BLOCK: Cell<*const Block> = const { Cell::new(std::ptr::null()) };
-}
-
-/// What `VRAMTRACE_STACKS` selects: `python` (default), `mixed`, `native`, `fp`, or `none`.
-pub fn parse_mode(value: Option<&str>) -> Option<Kind> {
-    match value {
-        Some("none" | "off" | "0") => None,
-        Some("native") => Some(Kind::Native(Mode::Native)),
-        Some("fp" | "frame-pointer" | "framepointer") => Some(Kind::Native(Mode::FramePointer)),
-        Some("mixed") => Some(Kind::Mixed),
-        _ => Some(Kind::Python),
-    }
 }
 
 /// Prepares stack capture; runs once per process when recording starts (and again in a fork

@@ -25,6 +25,7 @@
 //! list is refreshed by the writer thread, so a library unloaded and another loaded at the same
 //! address within one refresh period is the one case where stale tables could be read.
 
+use crate::config::Mode;
 use crate::memo::{self, Memo};
 use crate::modules::Loaded;
 use framehop::Unwinder as _;
@@ -72,15 +73,6 @@ impl Cache {
         let i = (address / 509) as usize % SHARDS;
         self.shards.get_mut(i)
     }
-}
-
-/// How stacks are captured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// DWARF CFI unwinding (framehop).
-    Native,
-    /// Frame-pointer chain walk beyond this library.
-    FramePointer,
 }
 
 /// An immutable unwinder for one state of the module list. Replaced, never changed, when the
