@@ -49,3 +49,21 @@ pub fn short_frame(frame: &str) -> &str {
 pub const NO_STACK_WHY: &str = "allocated where no Python frame was running, such as PyTorch's \
                             autograd thread, or recorded with --stacks none: record with \
                             --stacks mixed to name the native frames";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_paths_are_shortened_for_text() {
+        assert_eq!(
+            short_frame("/opt/venv/lib/python3.12/site-packages/torch/nn/linear.py:134 forward"),
+            "torch/nn/linear.py:134 forward"
+        );
+        assert_eq!(
+            short_frame("/work/train.py:5 step"),
+            "/work/train.py:5 step"
+        );
+        assert_eq!(short_frame("libc10_cuda.so+0x10"), "libc10_cuda.so+0x10");
+    }
+}

@@ -113,3 +113,58 @@ pub fn shown_rows(list: &[StackBytes], depth: Option<usize>) -> Vec<ShownRow> {
     rows.sort_by_key(|r| std::cmp::Reverse(r.bytes));
     rows
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stack(bytes: u64, frames: &[&str]) -> StackBytes {
+        StackBytes {
+            bytes,
+            count: 1,
+            site: frames.first().map_or(String::new(), |f| f.to_string()),
+            site_index: 0,
+            frames: frames.iter().map(|f| f.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn stacks_that_show_the_same_lines_are_one_row() {
+        let train = "train.py:47 step";
+        let list = [
+            stack(
+                10,
+                &[
+                    train,
+                    "train.py:90 main",
+                    "train.py:99 <module>",
+                    "a.py:1 x",
+                ],
+            ),
+            stack(30, &["model.py:12 forward"]),
+            stack(
+                25,
+                &[
+                    train,
+                    "train.py:90 main",
+                    "train.py:99 <module>",
+                    "b.py:2 y",
+                ],
+            ),
+            stack(1, &[]),
+        ];
+        let rows = shown_rows(&list, None);
+        assert_eq!(
+            rows.iter()
+                .map(|r| (r.frames.first().cloned(), r.bytes, r.count))
+                .collect::<Vec<_>>(),
+            [
+                (Some(train.to_string()), 35, 2),
+                (Some("model.py:12 forward".into()), 30, 1),
+                (None, 1, 1)
+            ]
+        );
+        // With a depth that shows the frames they differ in, they are two rows again.
+        assert_eq!(shown_rows(&list, Some(4)).len(), 4);
+    }
+}
