@@ -1,4 +1,5 @@
-//! The layer test's reader (`vramtrace_tests::layers`) on small made-up crates: it must see an
+//! The recorder's layers (docs/architecture.md, "The recorder's modules"), and the layer tests'
+//! reader (`vramtrace_tests::layers`) on small made-up crates: it must see an
 //! import that runs up and a circle, and must not take a comment, a string or a re-export for
 //! an import.
 
@@ -102,4 +103,13 @@ fn a_module_no_layer_names_is_reported() {
     );
     let problems = violations(&read(&root), &declared(LAYERS, "Layers"));
     assert_eq!(problems, ["`stray` is in no layer"]);
+}
+
+#[test]
+fn the_recorder_imports_only_down_its_declared_layers_and_in_no_circle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = fs::read_to_string(root.join("docs/architecture.md")).expect("docs/architecture.md");
+    let layers = declared(&doc, "The recorder's modules");
+    let problems = violations(&read(&root.join("recorder/src")), &layers);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -5,13 +5,13 @@
 //! once per context. The runtime (cudart) makes its contexts current through private entry
 //! points, so watching the public context calls alone leaves most events without a device
 //! (measured on the H200: every event of an nvcc program). The context calls are still wrapped:
-//! they fill the cache early and serve when the driver's own functions were not found. A thread
+//! they fill the cache early and serve when the driver's own functions were not found
+//! (`hooks::context` wraps them and tells this module). A thread
 //! with no current context is attributed to the device any thread used last; host memory events
 //! carry -1 regardless.
 
-use super::Hook;
 use crate::cuda::{CUDA_SUCCESS, CUcontext, CUdevice, CUresult};
-use crate::resolve;
+use crate::elfsym;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
@@ -52,7 +52,7 @@ pub fn learn_driver(real: usize) {
     if LEARNT.load(Ordering::Acquire) {
         return;
     }
-    let Some(dlsym) = resolve::real_dlsym() else {
+    let Some(dlsym) = elfsym::real_dlsym() else {
         return;
     };
     let mut info = libc::Dl_info {
@@ -192,7 +192,8 @@ pub fn current_device() -> i32 {
     }
 }
 
-fn remember(ctx: CUcontext, device: CUdevice) {
+/// Notes that `ctx` is a context of `device`.
+pub fn remember(ctx: CUcontext, device: CUdevice) {
     let key = ctx as u64;
     if key == 0 {
         return;
@@ -231,7 +232,8 @@ fn device_of(ctx: CUcontext) -> i32 {
     -1
 }
 
-fn make_current(ctx: CUcontext) {
+/// Notes that `ctx` became the calling thread's current context.
+pub fn make_current(ctx: CUcontext) {
     let d = device_of(ctx);
     CURRENT.with(|c| c.set(d));
     if d >= 0 {
@@ -239,92 +241,7 @@ fn make_current(ctx: CUcontext) {
     }
 }
 
-macro_rules! real_or_fail {
-    ($hook:expr, $ty:ty) => {{
-        let Some(real) = resolve::real($hook) else {
-            return crate::cuda::CUDA_ERROR_NOT_INITIALIZED;
-        };
-        // SAFETY: the slot holds the exported driver function of this exact name and ABI.
-        unsafe { std::mem::transmute::<usize, $ty>(real) }
-    }};
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
-    let real = real_or_fail!(
-        Hook::cuCtxSetCurrent,
-        unsafe extern "C" fn(CUcontext) -> CUresult
-    );
-    // SAFETY: forwarded unchanged.
-    let r = unsafe { real(ctx) };
-    if r == CUDA_SUCCESS {
-        make_current(ctx);
-    }
-    r
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
-    let real = real_or_fail!(
-        Hook::cuCtxPushCurrent_v2,
-        unsafe extern "C" fn(CUcontext) -> CUresult
-    );
-    // SAFETY: forwarded unchanged.
-    let r = unsafe { real(ctx) };
-    if r == CUDA_SUCCESS {
-        make_current(ctx);
-    }
-    r
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
-    let real = real_or_fail!(
-        Hook::cuCtxPopCurrent_v2,
-        unsafe extern "C" fn(*mut CUcontext) -> CUresult
-    );
-    // SAFETY: forwarded unchanged.
-    let r = unsafe { real(pctx) };
-    if r == CUDA_SUCCESS {
-        // The context now current is the one below on the stack, which this thread may never
-        // have named: fall back to the process-wide guess.
-        CURRENT.with(|c| c.set(-1));
-    }
-    r
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuCtxCreate_v2(
-    pctx: *mut CUcontext,
-    flags: u32,
-    dev: CUdevice,
-) -> CUresult {
-    let real = real_or_fail!(
-        Hook::cuCtxCreate_v2,
-        unsafe extern "C" fn(*mut CUcontext, u32, CUdevice) -> CUresult
-    );
-    // SAFETY: forwarded unchanged.
-    let r = unsafe { real(pctx, flags, dev) };
-    if r == CUDA_SUCCESS && !pctx.is_null() {
-        // SAFETY: the driver filled the out-parameter on success.
-        let ctx = unsafe { *pctx };
-        remember(ctx, dev);
-        make_current(ctx);
-    }
-    r
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
-    let real = real_or_fail!(
-        Hook::cuDevicePrimaryCtxRetain,
-        unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult
-    );
-    // SAFETY: forwarded unchanged.
-    let r = unsafe { real(pctx, dev) };
-    if r == CUDA_SUCCESS && !pctx.is_null() {
-        // SAFETY: the driver filled the out-parameter on success.
-        remember(unsafe { *pctx }, dev);
-    }
-    r
+/// Forgets the calling thread's current context: the one now current is unknown to it.
+pub fn forget_current() {
+    CURRENT.with(|c| c.set(-1));
 }

@@ -15,10 +15,16 @@
 //! satisfy (glibc's `dlvsym` asks for the version as hidden): the exported `dlvsym` answers that
 //! question with this library's `dlsym`, as a versioned export would (docs/interposition.md §6).
 
-use crate::hooks;
-use crate::lifecycle;
-use crate::resolve::{next_dlsym, real_dlvsym, substitute_named};
+use crate::clock;
+use crate::elfsym::{DlsymFn, cached, real_dlsym, real_dlvsym};
+use crate::hooks::resolvers::substitute_named;
+use crate::session;
+use crate::table;
 use std::ffi::{CStr, c_char, c_void};
+use std::sync::atomic::AtomicUsize;
+use vramtrace_format::conventions::{Heartbeat, env, heartbeat_name};
+
+static NEXT_DLSYM: AtomicUsize = AtomicUsize::new(0);
 
 /// What the trampoline does next: `done == 0` jumps to `value` (the real `dlsym`) with the
 /// original arguments; otherwise it returns `value`. Returned in `rax:rdx` (SysV ABI).
@@ -82,13 +88,13 @@ extern "C" fn route(handle: *mut c_void, name: *const c_char, _caller: usize) ->
     if !bytes.starts_with(b"cu") {
         return forward;
     }
-    let Some(index) = hooks::find(bytes) else {
+    let Some(index) = table::find(bytes) else {
         return forward;
     };
     // SAFETY: the caller's own arguments; dlerror state is set by this call as the caller expects.
     let p = unsafe { real(handle, name) };
     if !p.is_null() {
-        lifecycle::start_soon();
+        session::start_soon();
     }
     Route {
         value: substitute_named(index, p),
@@ -214,3 +220,44 @@ fn loaded_before_us(caller: usize) -> bool {
     }
     false
 }
+
+/// Finds the C library's `dlsym` and `dlvsym` and the next `dlsym` while the process loads
+/// (this library's constructor): reading the loader's list
+/// (`dl_iterate_phdr`) later, on a thread that races a `fork`, could leave the child with the
+/// loader's lock taken.
+pub fn find_dlsyms() {
+    let _ = (real_dlsym(), real_dlvsym(), next_dlsym());
+}
+
+/// The `dlsym` that follows this library in the search order: another interposer's (a
+/// HAMi-core-style wrapper preloaded after vramtrace, which must still see every lookup), else
+/// the C library's (docs/interposition.md §6).
+pub fn next_dlsym() -> Option<DlsymFn> {
+    let p = cached(&NEXT_DLSYM, || {
+        let real = real_dlsym()?;
+        // SAFETY: called from this library's code, RTLD_NEXT searches the objects after it.
+        let next = unsafe { real(libc::RTLD_NEXT, c"dlsym".as_ptr()) } as usize;
+        let ours = dlsym as *const () as usize;
+        Some(if next == 0 || next == ours {
+            real as usize
+        } else {
+            next
+        })
+    })?;
+    // SAFETY: a dlsym (the C library's or an interposer's with its signature).
+    Some(unsafe { std::mem::transmute::<usize, DlsymFn>(p) })
+}
+
+extern "C" fn on_load() {
+    find_dlsyms();
+    // Tells `vramtrace record` that the preload was loaded at all (a process that never makes
+    // a CUDA lookup leaves only this mark).
+    if let Some(dir) = std::env::var_os(env::HEARTBEAT) {
+        let mark = std::path::Path::new(&dir).join(heartbeat_name(clock::pid(), Heartbeat::Loaded));
+        let _ = std::fs::write(mark, "");
+    }
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static INIT: extern "C" fn() = on_load;

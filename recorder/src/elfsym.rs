@@ -1,4 +1,4 @@
-//! The C library's own `dlsym` and `dlvsym`, read from its dynamic symbol table.
+//! The C library's own `dlsym` and `dlvsym`, read from its dynamic symbol table, and kept.
 //!
 //! The recorder exports both names (`dlsym`, `dlvsym`), and the dynamic loader binds the
 //! recorder's own references to them to those exports, so neither can be asked for the other
@@ -9,7 +9,41 @@
 //! `dl_iterate_phdr` (through `modules::iterate`, which keeps it out of a fork) and reads of
 //! mapped memory.
 
-use std::ffi::{CStr, c_int, c_void};
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
+pub type DlvsymFn = unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char) -> *mut c_void;
+
+static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
+static REAL_DLVSYM: AtomicUsize = AtomicUsize::new(0);
+
+/// `slot`'s value, computed by `find` on first use (0 stays "not found" and is asked again).
+pub fn cached(slot: &AtomicUsize, find: impl FnOnce() -> Option<usize>) -> Option<usize> {
+    match slot.load(Ordering::Acquire) {
+        0 => {
+            let p = find()?;
+            slot.store(p, Ordering::Release);
+            Some(p)
+        }
+        p => Some(p),
+    }
+}
+
+/// The C library's own `dlsym`, read from its symbol table (`elfsym`): the public `dlsym` and
+/// `dlvsym` are this library's trampolines, never called from inside the recorder.
+pub fn real_dlsym() -> Option<DlsymFn> {
+    let p = cached(&REAL_DLSYM, || c_library_function(c"dlsym"))?;
+    // SAFETY: the C library's dlsym, which has this signature.
+    Some(unsafe { std::mem::transmute::<usize, DlsymFn>(p) })
+}
+
+/// The C library's own `dlvsym`.
+pub fn real_dlvsym() -> Option<DlvsymFn> {
+    let p = cached(&REAL_DLVSYM, || c_library_function(c"dlvsym"))?;
+    // SAFETY: the C library's dlvsym, which has this signature.
+    Some(unsafe { std::mem::transmute::<usize, DlvsymFn>(p) })
+}
 
 const PT_DYNAMIC: u32 = 2;
 const DT_NULL: i64 = 0;

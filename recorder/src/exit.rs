@@ -21,7 +21,6 @@ use crate::ring;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use vramtrace_format::conventions::{Heartbeat, env, heartbeat_name};
 
 const FATAL: [libc::c_int; 3] = [libc::SIGABRT, libc::SIGSEGV, libc::SIGBUS];
 
@@ -61,8 +60,8 @@ extern "C" fn in_fork_parent() {
 extern "C" fn in_fork_child() {
     crate::modules::after_fork(true);
     clock::after_fork_in_child();
-    crate::torch::after_fork_in_child();
-    crate::hooks::context::after_fork_in_child();
+    crate::held::after_fork_in_child();
+    crate::context::after_fork_in_child();
     ring::detach();
     lifecycle::after_fork_in_child();
 }
@@ -174,25 +173,11 @@ unsafe fn chain(
 
 extern "C" fn on_unload() {
     if lifecycle::running_here() {
-        crate::torch::release_held();
+        crate::held::release_held();
         lifecycle::finalize_and_wait(Duration::from_secs(10));
-    }
-}
-
-extern "C" fn on_load() {
-    crate::resolve::find_dlsyms();
-    // Tells `vramtrace record` that the preload was loaded at all (a process that never makes
-    // a CUDA lookup leaves only this mark).
-    if let Some(dir) = std::env::var_os(env::HEARTBEAT) {
-        let mark = std::path::Path::new(&dir).join(heartbeat_name(clock::pid(), Heartbeat::Loaded));
-        let _ = std::fs::write(mark, "");
     }
 }
 
 #[used]
 #[unsafe(link_section = ".fini_array")]
 static FINI: extern "C" fn() = on_unload;
-
-#[used]
-#[unsafe(link_section = ".init_array")]
-static INIT: extern "C" fn() = on_load;

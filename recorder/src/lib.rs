@@ -9,7 +9,7 @@
 //! interposer loaded before it finds it ([`dlsym`], `docs/interposition.md` §6), and substitutes
 //! a wrapper for every tracked function it is asked for by name, either there or in what
 //! `cuGetProcAddress`, `cuGetProcAddress_v2` and the runtime's `cudaGetDriverEntryPoint*`
-//! return ([`resolve`]). Each wrapper is also exported
+//! return ([`hooks::resolvers`]). Each wrapper is also exported
 //! under the driver's exact name, which serves programs linked with `-lcuda`.
 //!
 //! # The hook path
@@ -18,7 +18,7 @@
 //! mapping (the crash journal, [`ring`]): no allocation, no lock, no system call beyond the
 //! vDSO clock (and `sched_yield` while the ring is full), no environment read. The only driver
 //! call is `cuCtxGetCurrent` (plus `cuCtxGetDevice` once per context) to learn the event's
-//! device (`hooks::context`). A writer thread ([`writer`]) drains the journal into
+//! device ([`context`]). A writer thread ([`writer`]) drains the journal into
 //! `.vramtrace` chunks. Everything that allocates (opening files, starting the thread) happens
 //! once per process in [`session`], on the first CUDA lookup or call.
 //!
@@ -34,12 +34,14 @@ compile_error!("the recorder supports x86-64 Linux only (the dlsym trampoline is
 
 mod clock;
 mod config;
+mod context;
 mod cuda;
 mod dlsym;
 mod elfsym;
 mod exit;
 mod filesize;
 mod heartbeat;
+mod held;
 mod hooks;
 mod hot;
 mod lifecycle;
@@ -47,10 +49,11 @@ mod memo;
 mod modules;
 mod pause;
 mod python;
-mod resolve;
+mod real;
 mod ring;
 mod session;
 mod stacks;
+mod table;
 mod thread;
 mod threadnames;
 mod torch;

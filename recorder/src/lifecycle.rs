@@ -3,10 +3,11 @@
 //! is alive or asked to finish. The other modules read and change that state only through the
 //! functions here, which are atomics and nothing else (async-signal-safe, no allocation).
 //!
-//! Recording starts lazily, on the first tracked lookup or call (`ring`, `stacks`, `dlsym` and
-//! `resolve` ask for it), never at load time, so tools that merely inherit `LD_PRELOAD` create
-//! nothing. Starting is the one call from here up: [`ensure_started`] runs
-//! [`crate::session::open`], which creates the files and the writer thread.
+//! Recording starts lazily, on the first tracked lookup or call (the hooks, the tracker, `dlsym`
+//! and the resolvers ask `session` for it), never at load time, so tools that merely inherit
+//! `LD_PRELOAD` create nothing. [`start`] runs the opener it is given (`session::open`, which
+//! creates the files and the writer thread) on the one thread that wins the start, so nothing
+//! here names the modules above.
 
 use crate::clock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
@@ -41,21 +42,10 @@ pub fn running_here() -> bool {
     STATE.load(Ordering::Acquire) == RUNNING && OWNER.load(Ordering::Relaxed) == clock::pid()
 }
 
-/// Starts recording if it has not started; true when recording. A hook calls this: while
-/// another thread is starting, it waits (up to 2 s, then it gives up on its one event: the
-/// starting thread might be waiting for a lock this one holds, such as the loader's).
-pub fn ensure_started() -> bool {
-    start(true)
-}
-
-/// Starts recording if it has not started, without waiting for a start under way elsewhere.
-/// The lookup paths (`dlsym`, `cuGetProcAddress`) call this: they may run with the loader's
-/// lock held, which the starting thread may need.
-pub fn start_soon() {
-    start(false);
-}
-
-fn start(wait: bool) -> bool {
+/// Starts recording with `open` if it has not started; true when recording. With `wait`, while
+/// another thread is starting, it waits (up to 2 s, then it gives up: the starting thread might
+/// be waiting for a lock this one holds, such as the loader's).
+pub fn start(wait: bool, open: fn() -> bool) -> bool {
     let mut deadline = 0;
     loop {
         match STATE.load(Ordering::Acquire) {
@@ -67,7 +57,7 @@ fn start(wait: bool) -> bool {
                     .is_ok()
                 {
                     STARTER.store(clock::tid(), Ordering::Relaxed);
-                    let ok = std::panic::catch_unwind(crate::session::open).unwrap_or(false);
+                    let ok = std::panic::catch_unwind(open).unwrap_or(false);
                     STATE.store(if ok { RUNNING } else { OFF }, Ordering::Release);
                     return ok;
                 }

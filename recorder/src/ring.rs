@@ -10,10 +10,11 @@
 //! its event is in the trace.
 
 use crate::clock;
-use crate::hooks::{HOOKS, Hook, context};
+use crate::context;
 use crate::hot::HOT;
 use crate::lifecycle;
 use crate::pause;
+use crate::table::{APIS, Hook};
 use std::sync::atomic::{AtomicU64, Ordering, compiler_fence};
 use vramtrace_format::Api;
 use vramtrace_format::journal::{DRAINED_OFFSET, HEADER_LEN, NEXT_OFFSET, RECORD_LEN, Record};
@@ -70,7 +71,7 @@ pub fn wanted() -> bool {
 pub fn record(hook: Hook, t0: u64, t1: u64, result: u32) -> Record {
     Record {
         device: context::current_device(),
-        ..record_of(HOOKS[hook as usize].api, t0, t1, result)
+        ..record_of(APIS[hook as usize], t0, t1, result)
     }
 }
 
@@ -92,15 +93,10 @@ pub fn record_of(api: Option<Api>, t0: u64, t1: u64, result: u32) -> Record {
 /// Appends `rec` to the journal, giving it the next `seq`.
 #[inline]
 pub fn push(rec: &mut Record) {
-    let mut base = HOT.journal.load(Ordering::Acquire);
+    // The caller asked `session` to start recording first; without a journal, the event is lost.
+    let base = HOT.journal.load(Ordering::Acquire);
     if base.is_null() {
-        if !lifecycle::ensure_started() {
-            return;
-        }
-        base = HOT.journal.load(Ordering::Acquire);
-        if base.is_null() {
-            return;
-        }
+        return;
     }
     let capacity = HOT.capacity.load(Ordering::Relaxed);
     // SAFETY: `base` is a live journal mapping (never unmapped once published).

@@ -23,8 +23,24 @@ use vramtrace_format::conventions::{
 use vramtrace_format::journal::{self, HEADER_FIELDS_LEN, HEADER_LEN, Header, RECORD_LEN};
 use vramtrace_format::{ALLOCATOR_ENV_VARS, Metadata, Process, TraceWriter, WriterOptions};
 
+/// Starts recording if it may still start (not started, or starting on another thread, whose
+/// start this waits for up to 2 s); what a hook or the tracker calls before it builds its record.
+#[inline]
+pub fn start_if_needed() {
+    if lifecycle::may_start() {
+        lifecycle::start(true, open);
+    }
+}
+
+/// Starts recording if it has not started, without waiting for a start under way elsewhere.
+/// The lookup paths (`dlsym`, `cuGetProcAddress`) call this: they may run with the loader's
+/// lock held, which the starting thread may need.
+pub fn start_soon() {
+    lifecycle::start(false, open);
+}
+
 /// Opens this process's session; false when it records nothing (disabled, or a file could not
-/// be made: then one warning went to stderr). Called once, by [`lifecycle::ensure_started`].
+/// be made: then one warning went to stderr). Called once, through [`lifecycle::start`].
 pub fn open() -> bool {
     let cfg = config::get();
     if cfg.disabled {

@@ -37,10 +37,10 @@
 //! snapshot once no block announces it.
 
 use crate::clock;
+use crate::config::{DEFAULT_MAX_DEPTH, Kind, Mode};
 use crate::lifecycle;
 use crate::modules::{self, Loaded};
 use crate::python;
-use crate::config::{DEFAULT_MAX_DEPTH, Kind, Mode};
 use crate::unwind::{self, Bounds, Cache, Snapshot};
 use std::cell::{Cell, UnsafeCell};
 use std::collections::{HashMap, HashSet};
@@ -242,13 +242,9 @@ pub fn capture(api: Option<Api>) -> u32 {
     if !wants(api) {
         return NO_STACK;
     }
-    let mut mode = MODE.load(Ordering::Acquire);
-    if mode == OFF && lifecycle::may_start() {
-        // A program linked with -lcuda makes its first call without a lookup before it: start
-        // now, so its first event has a stack too.
-        lifecycle::ensure_started();
-        mode = MODE.load(Ordering::Acquire);
-    }
+    // The caller started recording first (`session::start_if_needed`): a program linked with
+    // -lcuda makes its first call without a lookup before it, and its first event has a stack too.
+    let mode = MODE.load(Ordering::Acquire);
     if mode == OFF {
         return NO_STACK;
     }

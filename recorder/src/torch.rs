@@ -48,8 +48,9 @@
 //! A `free_completed`, the event the replay frees at, is never held. A kill between the two
 //! entries of one `free()` loses the request of a free that did not complete.
 
+use crate::held::take_held;
 use crate::hot::HOT;
-use crate::{config, modules, resolve, ring, thread};
+use crate::{config, elfsym, modules, ring, session, thread};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use vramtrace_format::conventions::WITH_FREE_REQUEST;
@@ -118,6 +119,7 @@ unsafe extern "C" fn invoke(_functor: *const [usize; 2], entry: *const u8) {
     if entry.is_null() || !ring::wanted() {
         return;
     }
+    session::start_if_needed();
     let layout = EntryLayout::from_word(HOT.torch_entry.load(Ordering::Relaxed));
     // SAFETY: the allocator passes a live `TraceEntry`, `size_of` bytes for this version (0
     // before a version was found: an empty slice, which decodes to nothing).
@@ -165,30 +167,6 @@ fn same_block(held: &Record, e: &Event) -> bool {
         held.pool,
         held.handle,
     ) == (e.address, e.size, e.device, e.stream, e.pool, e.handle)
-}
-
-/// This thread's held `free_requested`, if any. When there is none it only reads the flag: a
-/// store into a cold line before the journal's atomic add would make the add wait for it.
-#[inline]
-fn take_held() -> Option<Record> {
-    let t = thread::this();
-    if !t.has_held.get() {
-        return None;
-    }
-    t.has_held.set(false);
-    Some(t.held.get())
-}
-
-/// Publishes this thread's held `free_requested`, if any: at exit, on the exiting thread.
-pub fn release_held() {
-    if let Some(mut held) = take_held() {
-        ring::push(&mut held);
-    }
-}
-
-/// Runs in the only thread of a fork child: the parent's held entry is the parent's.
-pub fn after_fork_in_child() {
-    thread::this().has_held.set(false);
 }
 
 /// On the hooks of driver allocations: finds PyTorch and attaches the tracker once it can be.
@@ -268,7 +246,7 @@ fn discover() -> u8 {
 
 /// The allocator pointer's address and the layout of the loaded `libc10_cuda.so`.
 fn find(handle: *mut c_void) -> Result<(usize, usize), String> {
-    let dlsym = resolve::real_dlsym().ok_or("no dlsym")?;
+    let dlsym = elfsym::real_dlsym().ok_or("no dlsym")?;
     let symbol = TORCH_LAYOUTS
         .iter()
         .map(|l| l.allocator_symbol)

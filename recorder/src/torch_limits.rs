@@ -20,7 +20,8 @@
 //! `setMemoryFraction` throws `c10::Error` for a fraction outside `[0, 1]`, and that exception
 //! passes through the wrapper (which then writes nothing) to the Python binding that catches it.
 
-use crate::{ring, torch};
+use crate::held::release_held;
+use crate::{ring, session};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use vramtrace_format::conventions::fraction_bits;
@@ -50,7 +51,8 @@ fn write(api: Api, device: i32, fill: impl FnOnce(&mut vramtrace_format::journal
     if !ring::wanted() {
         return;
     }
-    torch::release_held();
+    session::start_if_needed();
+    release_held();
     let now = crate::clock::now();
     let mut rec = ring::record_of(Some(api), now, now, 0);
     rec.device = device;
@@ -69,14 +71,10 @@ fn device_memory() {
     if unsafe { std::mem::transmute::<usize, MemGetInfo>(p)(&mut free, &mut total) } != 0 {
         return;
     }
-    write(
-        Api::DeviceMemory,
-        crate::hooks::context::current_device(),
-        |r| {
-            r.size = total as u64;
-            r.aux = free as u64;
-        },
-    );
+    write(Api::DeviceMemory, crate::context::current_device(), |r| {
+        r.size = total as u64;
+        r.aux = free as u64;
+    });
 }
 
 /// After the tracker wrote an OOM entry: what the device had free then.
@@ -113,7 +111,7 @@ unsafe extern "C-unwind" fn empty_cache(this: *mut c_void, pool: u64, id: u64) {
 pub unsafe fn at_attach(allocator: *mut c_void, vtable: *const usize, layout: &TorchLayout) {
     MEM_GET_INFO.store(find_mem_get_info(), Ordering::Release);
     device_memory();
-    let device = crate::hooks::context::current_device();
+    let device = crate::context::current_device();
     if let Ok(d) = i8::try_from(device)
         && d >= 0
     {
@@ -146,7 +144,7 @@ pub unsafe fn at_attach(allocator: *mut c_void, vtable: *const usize, layout: &T
 
 /// The driver's `cuMemGetInfo_v2`, looked up in the loaded `libcuda.so.1`.
 fn find_mem_get_info() -> usize {
-    let Some(dlsym) = crate::resolve::real_dlsym() else {
+    let Some(dlsym) = crate::elfsym::real_dlsym() else {
         return 0;
     };
     // SAFETY: RTLD_NOLOAD only finds an object that is already loaded; names are C strings.

@@ -4,9 +4,9 @@
 //! It frees journal slots only after the chunk holding their events was written (`flush`), which
 //! is what makes the journal a complete crash record (see `ring`).
 
+use crate::context;
 use crate::filesize;
 use crate::heartbeat;
-use crate::hooks::context;
 use crate::lifecycle;
 use crate::ring;
 use crate::stacks::TableWriter;

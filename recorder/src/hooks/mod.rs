@@ -1,11 +1,9 @@
 //! The hook set: one exported wrapper per tracked driver function (docs/interposition.md §7), plus
-//! the resolvers and the context calls that tell which device is current.
+//! the resolvers and the context calls that tell which device is current. The list of them is
+//! `table`'s; their addresses are [`resolvers::WRAPPERS`].
 //!
 //! Each wrapper has exactly the ABI of the exported driver symbol whose name it bears, and is
-//! the pointer handed out wherever the program asks for that symbol (see `resolve`).
-
-use std::ffi::CStr;
-use vramtrace_format::Api;
+//! the pointer handed out wherever the program asks for that symbol (see [`resolvers`]).
 
 pub mod array;
 pub mod context;
@@ -14,131 +12,8 @@ pub mod graph;
 pub mod host;
 pub mod import;
 pub mod pool;
+pub mod resolvers;
 pub mod vmm;
-
-/// One wrapped function.
-pub struct Entry {
-    /// The exact exported name.
-    pub name: &'static CStr,
-    /// The wrapper's address.
-    pub wrapper: Wrapper,
-    /// The event it records, if it records one.
-    pub api: Option<Api>,
-}
-
-/// A function address that may sit in a `static`.
-#[derive(Clone, Copy)]
-pub struct Wrapper(pub *const ());
-
-// SAFETY: a function address is immutable and valid from any thread.
-unsafe impl Sync for Wrapper {}
-
-impl Wrapper {
-    pub fn addr(self) -> usize {
-        self.0 as usize
-    }
-}
-
-const fn cstr(with_nul: &'static str) -> &'static CStr {
-    match CStr::from_bytes_with_nul(with_nul.as_bytes()) {
-        Ok(c) => c,
-        Err(_) => panic!("hook names are NUL-terminated identifiers"),
-    }
-}
-
-macro_rules! table {
-    ($( $module:ident :: $name:ident => $api:expr ),* $(,)?) => {
-        /// Every wrapped function, by its exact exported name.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        #[allow(non_camel_case_types)]
-        pub enum Hook { $($name),* }
-
-        /// The wrappers, indexed by [`Hook`].
-        pub static HOOKS: [Entry; [$(Hook::$name),*].len()] = [$(
-            Entry {
-                name: cstr(concat!(stringify!($name), "\0")),
-                wrapper: Wrapper($module::$name as *const ()),
-                api: $api,
-            }
-        ),*];
-    };
-}
-
-use crate::resolve;
-
-table! {
-    resolve::cuGetProcAddress => None,
-    resolve::cuGetProcAddress_v2 => None,
-    resolve::cudaGetDriverEntryPoint => None,
-    resolve::cudaGetDriverEntryPoint_ptsz => None,
-    resolve::cudaGetDriverEntryPointByVersion => None,
-    resolve::cudaGetDriverEntryPointByVersion_ptsz => None,
-
-    context::cuCtxSetCurrent => None,
-    context::cuCtxPushCurrent_v2 => None,
-    context::cuCtxPopCurrent_v2 => None,
-    context::cuCtxCreate_v2 => None,
-    context::cuDevicePrimaryCtxRetain => None,
-
-    device::cuMemAlloc_v2 => Some(Api::CuMemAlloc_v2),
-    device::cuMemAllocPitch_v2 => Some(Api::CuMemAllocPitch_v2),
-    device::cuMemAllocManaged => Some(Api::CuMemAllocManaged),
-    device::cuMemFree_v2 => Some(Api::CuMemFree_v2),
-
-    pool::cuMemAllocAsync => Some(Api::CuMemAllocAsync),
-    pool::cuMemAllocAsync_ptsz => Some(Api::CuMemAllocAsync_ptsz),
-    pool::cuMemAllocFromPoolAsync => Some(Api::CuMemAllocFromPoolAsync),
-    pool::cuMemAllocFromPoolAsync_ptsz => Some(Api::CuMemAllocFromPoolAsync_ptsz),
-    pool::cuMemFreeAsync => Some(Api::CuMemFreeAsync),
-    pool::cuMemFreeAsync_ptsz => Some(Api::CuMemFreeAsync_ptsz),
-    pool::cuMemPoolCreate => Some(Api::CuMemPoolCreate),
-    pool::cuMemPoolDestroy => Some(Api::CuMemPoolDestroy),
-    pool::cuMemPoolTrimTo => Some(Api::CuMemPoolTrimTo),
-    pool::cuMemPoolImportPointer => Some(Api::CuMemPoolImportPointer),
-
-    vmm::cuMemCreate => Some(Api::CuMemCreate),
-    vmm::cuMemRelease => Some(Api::CuMemRelease),
-    vmm::cuMemMap => Some(Api::CuMemMap),
-    vmm::cuMemUnmap => Some(Api::CuMemUnmap),
-    vmm::cuMemAddressReserve => Some(Api::CuMemAddressReserve),
-    vmm::cuMemAddressFree => Some(Api::CuMemAddressFree),
-    vmm::cuMemImportFromShareableHandle => Some(Api::CuMemImportFromShareableHandle),
-    vmm::cuMemRetainAllocationHandle => Some(Api::CuMemRetainAllocationHandle),
-    vmm::cuMemMapArrayAsync => Some(Api::CuMemMapArrayAsync),
-    vmm::cuMemMapArrayAsync_ptsz => Some(Api::CuMemMapArrayAsync_ptsz),
-    vmm::cuMulticastCreate => Some(Api::CuMulticastCreate),
-
-    host::cuMemAllocHost_v2 => Some(Api::CuMemAllocHost_v2),
-    host::cuMemHostAlloc => Some(Api::CuMemHostAlloc),
-    host::cuMemFreeHost => Some(Api::CuMemFreeHost),
-    host::cuMemHostRegister_v2 => Some(Api::CuMemHostRegister_v2),
-    host::cuMemHostUnregister => Some(Api::CuMemHostUnregister),
-
-    array::cuArrayCreate_v2 => Some(Api::CuArrayCreate_v2),
-    array::cuArray3DCreate_v2 => Some(Api::CuArray3DCreate_v2),
-    array::cuMipmappedArrayCreate => Some(Api::CuMipmappedArrayCreate),
-    array::cuArrayDestroy => Some(Api::CuArrayDestroy),
-    array::cuMipmappedArrayDestroy => Some(Api::CuMipmappedArrayDestroy),
-
-    import::cuIpcOpenMemHandle_v2 => Some(Api::CuIpcOpenMemHandle_v2),
-    import::cuIpcCloseMemHandle => Some(Api::CuIpcCloseMemHandle),
-    import::cuExternalMemoryGetMappedBuffer => Some(Api::CuExternalMemoryGetMappedBuffer),
-    import::cuDestroyExternalMemory => Some(Api::CuDestroyExternalMemory),
-
-    graph::cuGraphAddMemAllocNode => Some(Api::CuGraphAddMemAllocNode),
-    graph::cuGraphAddMemFreeNode => Some(Api::CuGraphAddMemFreeNode),
-    graph::cuDeviceGraphMemTrim => Some(Api::CuDeviceGraphMemTrim),
-}
-
-/// The hook whose exported name is exactly `name` (bytes without the NUL).
-pub fn find(name: &[u8]) -> Option<usize> {
-    HOOKS.iter().position(|e| e.name.to_bytes() == name)
-}
-
-/// The hook whose wrapper is at `addr`.
-pub fn by_wrapper(addr: usize) -> Option<usize> {
-    HOOKS.iter().position(|e| e.wrapper.addr() == addr)
-}
 
 /// Defines exported wrappers that call the real function, then record one event.
 ///
@@ -156,8 +31,8 @@ macro_rules! hook_one {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $crate::cuda::CUresult {
             type Real = unsafe extern "C" fn($($ty),*) -> $crate::cuda::CUresult;
-            let hook = $crate::hooks::Hook::$name;
-            let Some(real) = $crate::resolve::real(hook) else {
+            let hook = $crate::table::Hook::$name;
+            let Some(real) = $crate::real::real(hook, $name as *const () as usize) else {
                 return $crate::cuda::CUDA_ERROR_NOT_INITIALIZED;
             };
             // SAFETY: the slot holds the address of the exported driver function of exactly
@@ -169,6 +44,7 @@ macro_rules! hook_one {
             let $r = unsafe { real($($arg),*) };
             if wanted {
                 let t1 = $crate::clock::now();
+                $crate::session::start_if_needed();
                 let mut $e = $crate::ring::record(hook, t0, t1, $r);
                 #[allow(unused_unsafe)]
                 // SAFETY: the body reads out-parameters the driver filled (only on success)

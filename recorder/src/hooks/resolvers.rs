@@ -1,4 +1,7 @@
-//! Finding the real functions, and handing out wrappers in their place.
+//! Handing out wrappers in place of the real functions: the driver's and the runtime's
+//! resolvers (`cuGetProcAddress*`, `cudaGetDriverEntryPoint*`), wrapped, and the substitution the
+//! `dlsym` trampoline uses too. The wrappers' addresses live here, beside the resolvers that hand
+//! them out; the real functions behind them are `real`'s.
 //!
 //! Every pointer the driver hands out for a tracked function is the exact address of the
 //! exported symbol of that name (observed on driver 580, docs/interposition.md §0), so `dladdr`
@@ -8,139 +11,52 @@
 
 #![allow(non_snake_case)]
 
+use super::{array, context, device, graph, host, import, pool, vmm};
 use crate::cuda::{CUDA_ERROR_NOT_INITIALIZED, CUresult};
-use crate::elfsym;
-use crate::hooks::{HOOKS, Hook, by_wrapper, context, find};
-use crate::lifecycle;
+use crate::hooks::resolvers;
+use crate::real::{adopt, is_real, real};
+use crate::session;
+use crate::table::{COUNT, Hook, find, for_each_hook};
 use std::ffi::{CStr, c_char, c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-type DlsymFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_void;
-type DlvsymFn = unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char) -> *mut c_void;
+/// A function address that may sit in a `static`.
+#[derive(Clone, Copy)]
+pub struct Wrapper(pub *const ());
 
-static REAL_DLSYM: AtomicUsize = AtomicUsize::new(0);
-static REAL_DLVSYM: AtomicUsize = AtomicUsize::new(0);
-static NEXT_DLSYM: AtomicUsize = AtomicUsize::new(0);
+// SAFETY: a function address is immutable and valid from any thread.
+unsafe impl Sync for Wrapper {}
 
-/// `slot`'s value, computed by `find` on first use (0 stays "not found" and is asked again).
-fn cached(slot: &AtomicUsize, find: impl FnOnce() -> Option<usize>) -> Option<usize> {
-    match slot.load(Ordering::Acquire) {
-        0 => {
-            let p = find()?;
-            slot.store(p, Ordering::Release);
-            Some(p)
-        }
-        p => Some(p),
+impl Wrapper {
+    pub fn addr(self) -> usize {
+        self.0 as usize
     }
 }
 
-/// The C library's own `dlsym`, read from its symbol table (`elfsym`): the public `dlsym` and
-/// `dlvsym` are this library's trampolines, never called from inside the recorder.
-pub fn real_dlsym() -> Option<DlsymFn> {
-    let p = cached(&REAL_DLSYM, || elfsym::c_library_function(c"dlsym"))?;
-    // SAFETY: the C library's dlsym, which has this signature.
-    Some(unsafe { std::mem::transmute::<usize, DlsymFn>(p) })
+macro_rules! wrappers {
+    ($( $module:ident :: $name:ident => $api:expr ),* $(,)?) => {
+        /// The wrappers' addresses, indexed by [`Hook`]: the pointers handed out in place of the
+        /// driver's.
+        pub static WRAPPERS: [Wrapper; COUNT] = [$(Wrapper($module::$name as *const ())),*];
+    };
 }
 
-/// The C library's own `dlvsym`.
-pub fn real_dlvsym() -> Option<DlvsymFn> {
-    let p = cached(&REAL_DLVSYM, || elfsym::c_library_function(c"dlvsym"))?;
-    // SAFETY: the C library's dlvsym, which has this signature.
-    Some(unsafe { std::mem::transmute::<usize, DlvsymFn>(p) })
-}
+for_each_hook!(wrappers);
 
-/// Finds the three `dlsym`s above while the process loads: reading the loader's list
-/// (`dl_iterate_phdr`) later, on a thread that races a `fork`, could leave the child with the
-/// loader's lock taken.
-pub fn find_dlsyms() {
-    let _ = (real_dlsym(), real_dlvsym(), next_dlsym());
-}
-
-/// The `dlsym` that follows this library in the search order: another interposer's (a
-/// HAMi-core-style wrapper preloaded after vramtrace, which must still see every lookup), else
-/// the C library's (docs/interposition.md §6).
-pub fn next_dlsym() -> Option<DlsymFn> {
-    let p = cached(&NEXT_DLSYM, || {
-        let real = real_dlsym()?;
-        // SAFETY: called from this library's code, RTLD_NEXT searches the objects after it.
-        let next = unsafe { real(libc::RTLD_NEXT, c"dlsym".as_ptr()) } as usize;
-        let ours = crate::dlsym::dlsym as *const () as usize;
-        Some(if next == 0 || next == ours {
-            real as usize
-        } else {
-            next
-        })
-    })?;
-    // SAFETY: a dlsym (the C library's or an interposer's with its signature).
-    Some(unsafe { std::mem::transmute::<usize, DlsymFn>(p) })
-}
-
-/// The real function behind each hook; 0 until found.
-static REAL: [AtomicUsize; HOOKS.len()] = [const { AtomicUsize::new(0) }; HOOKS.len()];
-
-/// The real function for `hook`, found on first use when no lookup went through the recorder
-/// (a program linked with `-lcuda` calls the exported wrapper directly).
-#[inline]
-pub fn real(hook: Hook) -> Option<usize> {
-    match REAL[hook as usize].load(Ordering::Acquire) {
-        0 => find_real(hook as usize),
-        p => Some(p),
-    }
-}
-
-#[cold]
-fn find_real(index: usize) -> Option<usize> {
-    let dlsym = real_dlsym()?;
-    let entry = &HOOKS[index];
-    let ours = entry.wrapper.addr();
-    // SAFETY: RTLD_NEXT from this library searches the objects loaded after it (libcuda when
-    // the program links it); the name is NUL-terminated.
-    let mut p = unsafe { dlsym(libc::RTLD_NEXT, entry.name.as_ptr()) } as usize;
-    if p == 0 || p == ours {
-        // libcuda loaded RTLD_LOCAL by someone: find it by name without loading it.
-        for lib in [c"libcuda.so.1", c"libcuda.so"] {
-            // SAFETY: RTLD_NOLOAD never loads anything; the handle is closed right after.
-            let h = unsafe { libc::dlopen(lib.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
-            if !h.is_null() {
-                // SAFETY: a valid handle and a NUL-terminated name.
-                p = unsafe { dlsym(h, entry.name.as_ptr()) } as usize;
-                // SAFETY: balances the dlopen above; libcuda stays loaded by its owner.
-                unsafe { libc::dlclose(h) };
-                if p != 0 && p != ours {
-                    break;
-                }
-            }
-        }
-    }
-    if p == 0 || p == ours {
-        return None;
-    }
-    Some(adopt(index, p))
-}
-
-/// Records `p` as the real function of hook `index` unless one is known; returns the one kept.
-fn adopt(index: usize, p: usize) -> usize {
-    match REAL[index].compare_exchange(0, p, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => {
-            if !HOOKS[index].name.to_bytes().starts_with(b"cuda") {
-                context::learn_driver(p);
-            }
-            p
-        }
-        Err(existing) => existing,
-    }
+/// The hook whose wrapper is at `addr`.
+pub fn by_wrapper(addr: usize) -> Option<usize> {
+    WRAPPERS.iter().position(|w| w.addr() == addr)
 }
 
 /// The wrapper to hand out for `p`, the driver's answer to a lookup of hook `index` by name;
 /// `p` itself when it is not the function the wrapper forwards to.
 pub fn substitute_named(index: usize, p: *mut c_void) -> *mut c_void {
-    let entry = &HOOKS[index];
+    let wrapper = WRAPPERS[index];
     let addr = p as usize;
-    if addr == 0 || addr == entry.wrapper.addr() || by_wrapper(addr).is_some() {
+    if addr == 0 || addr == wrapper.addr() || by_wrapper(addr).is_some() {
         return p;
     }
     if adopt(index, addr) == addr {
-        entry.wrapper.0 as *mut c_void
+        wrapper.0 as *mut c_void
     } else {
         // A second copy of the driver (a stub, another namespace): leave it unrecorded rather
         // than forward its calls to the first copy.
@@ -154,8 +70,8 @@ pub fn substitute(p: *mut c_void) -> *mut c_void {
     if addr == 0 || by_wrapper(addr).is_some() {
         return p;
     }
-    if let Some(i) = REAL.iter().position(|r| r.load(Ordering::Acquire) == addr) {
-        return HOOKS[i].wrapper.0 as *mut c_void;
+    if let Some(i) = is_real(addr) {
+        return WRAPPERS[i].0 as *mut c_void;
     }
     let mut info = libc::Dl_info {
         dli_fname: std::ptr::null(),
@@ -182,15 +98,15 @@ pub fn substitute(p: *mut c_void) -> *mut c_void {
 /// `pfn` is the resolver's out-parameter (null or valid for reads and writes).
 unsafe fn swap_out(ok: bool, pfn: *mut *mut c_void) {
     if ok && !pfn.is_null() {
-        lifecycle::start_soon();
+        session::start_soon();
         // SAFETY: the caller's out-parameter, which the resolver just filled.
         unsafe { *pfn = substitute(*pfn) };
     }
 }
 
 macro_rules! real_or {
-    ($hook:expr, $ty:ty, $fail:expr) => {{
-        let Some(real) = real($hook) else {
+    ($hook:ident, $ty:ty, $fail:expr) => {{
+        let Some(real) = real(Hook::$hook, $hook as *const () as usize) else {
             return $fail;
         };
         // SAFETY: the slot holds the exported function of this exact name and ABI.
@@ -207,7 +123,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
     flags: u64,
 ) -> CUresult {
     let real = real_or!(
-        Hook::cuGetProcAddress,
+        cuGetProcAddress,
         unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult,
         CUDA_ERROR_NOT_INITIALIZED
     );
@@ -229,7 +145,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     status: *mut c_int,
 ) -> CUresult {
     let real = real_or!(
-        Hook::cuGetProcAddress_v2,
+        cuGetProcAddress_v2,
         unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CUresult,
         CUDA_ERROR_NOT_INITIALIZED
     );
@@ -258,7 +174,7 @@ macro_rules! runtime_resolver {
             flags: u64,
             status: *mut c_int,
         ) -> c_int {
-            let real = real_or!(Hook::$name, EntryPoint, CUDA_ERROR_INITIALIZATION);
+            let real = real_or!($name, EntryPoint, CUDA_ERROR_INITIALIZATION);
             // SAFETY: forwarded unchanged; then the out-parameter the runtime filled.
             unsafe {
                 let r = real(symbol, pfn, flags, status);
@@ -280,7 +196,7 @@ macro_rules! runtime_resolver_by_version {
             flags: u64,
             status: *mut c_int,
         ) -> c_int {
-            let real = real_or!(Hook::$name, EntryPointByVersion, CUDA_ERROR_INITIALIZATION);
+            let real = real_or!($name, EntryPointByVersion, CUDA_ERROR_INITIALIZATION);
             // SAFETY: forwarded unchanged; then the out-parameter the runtime filled.
             unsafe {
                 let r = real(symbol, pfn, version, flags, status);

@@ -85,7 +85,7 @@ pub fn start(modules: &[crate::modules::Loaded]) -> Result<bool, String> {
 type Lookup<'a> = &'a dyn Fn(&CStr) -> usize;
 
 fn find(modules: &[crate::modules::Loaded]) -> Result<Option<Interpreter>, String> {
-    let Some(dlsym) = crate::resolve::real_dlsym() else {
+    let Some(dlsym) = crate::elfsym::real_dlsym() else {
         return Ok(None);
     };
     // SAFETY: the real dlsym with a pseudo-handle and NUL-terminated names.
