@@ -113,7 +113,7 @@ fn segment_level_pytorch_traces_match_the_reserved_peaks() {
 #[test]
 fn an_nvcc_program_traces_exactly_the_calls_it_made() {
     let ev = events("nvcc-static.vramtrace");
-    // samples/workloads/cudart_counts.cu: 100 cudaMalloc, 200 cudaMallocAsync, 10
+    // samples/workloads/programs/cudart_counts.cu: 100 cudaMalloc, 200 cudaMallocAsync, 10
     // cudaMallocHost, 5 cudaMallocPitch, 3 cudaMallocManaged, and one cudaFree(0).
     assert_eq!(count(&ev, Api::CuMemAlloc_v2), 100);
     assert_eq!(count(&ev, Api::CuMemAllocAsync), 200);
@@ -231,7 +231,7 @@ fn every_bundled_tracker_trace_replays_to_its_own_runs_reserved_peak() {
 
 #[test]
 fn a_recorded_training_run_names_the_lines_pytorch_names_at_the_peak() {
-    // GPT-2 small training (samples/workloads/pyframes_train.py) recorded with the defaults
+    // GPT-2 small training (samples/workloads/programs/pyframes_train.py) recorded with the defaults
     // (tracker, Python stacks) on the H200, against PyTorch's own snapshot of the same seeded
     // program (`_record_memory_history(context="all", stacks="python")`), whose live allocations
     // at its peak pyframes_peak_sites.py grouped by their innermost frame outside `torch/`.

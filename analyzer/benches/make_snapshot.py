@@ -4,7 +4,7 @@
     python3 make_snapshot.py OUT.pickle [--entries 630000] [--seed 1]
 
 The shape follows the snapshots `torch.cuda.memory._dump_snapshot` writes (see
-samples/snapshots/, recorded on the H200 by samples/workloads/interop_snapshot.py): a dict with
+samples/snapshots/, recorded on the H200 by samples/workloads/programs/interop_snapshot.py): a dict with
 `segments` (each with its `blocks`), `device_traces` (one list per device of trace entries:
 `action`, `addr`, `size`, `stream`, `time_us`, `compile_context`, `user_metadata`, `frames`),
 `allocator_settings` and `external_annotations`, pickled with protocol 4 as `pickle.dump` does.

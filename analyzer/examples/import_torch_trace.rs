@@ -1,6 +1,6 @@
 //! Converts the request stream that PyTorch's own memory recorder saw
 //! (`torch.cuda.memory._record_memory_history` + `_snapshot()["device_traces"]`, flattened to
-//! CSV by `samples/workloads/replay_validate.py`) into a request-level `.vramtrace`.
+//! CSV by `samples/workloads/programs/replay_validate.py`) into a request-level `.vramtrace`.
 //!
 //! `cargo run --release -p vramtrace --example import_torch_trace -- IN.csv OUT.vramtrace [STATS.json]`
 //!

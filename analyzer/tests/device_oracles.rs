@@ -1,7 +1,7 @@
 //! The stream-ordered pool and plain `cuMemAlloc` as oracles for `cuda-async` and `cuda-malloc`:
 //! request streams replayed on an H200 with `vramtrace replay --on-device`
-//! (`samples/workloads/policies_device_run.sh`), the figures kept in
-//! `samples/workloads/policies_h200/`, provenance in docs/validation.md, "Part 2".
+//! (`samples/workloads/h200/policies_device_run.sh`), the figures kept in
+//! `samples/workloads/h200/policies_device_run/`, provenance in docs/validation.md, "Part 2".
 
 use crate::util::{only_stream, repo};
 use std::path::PathBuf;
@@ -14,7 +14,7 @@ fn root() -> PathBuf {
 
 fn device(name: &str) -> serde_json::Value {
     let path = root().join(format!(
-        "samples/workloads/policies_h200/{name}.ondevice.json"
+        "samples/workloads/h200/policies_device_run/{name}.ondevice.json"
     ));
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -28,8 +28,9 @@ fn cuda_async_grows_exactly_as_the_h200_pool_did_on_every_probe() {
     // running programs; docs/validation.md, "Part 3", Q2).
     let spec = &parse_specs("cuda-async:reuse_allow_opportunistic=true").unwrap()[0];
     for probe in ["probe_sizes", "probe_reuse", "probe_small", "probe_streams"] {
-        let s =
-            only_stream(&root().join(format!("samples/workloads/policies_h200/{probe}.vramtrace")));
+        let s = only_stream(&root().join(format!(
+            "samples/workloads/h200/policies_device_run/{probe}.vramtrace"
+        )));
         let real = device(probe);
         let mut policy = vramtrace::policy::build(
             spec,
@@ -108,7 +109,7 @@ fn cuda_async_is_within_5_percent_of_pytorchs_cuda_malloc_async_runs_except_the_
         let s =
             only_stream(&root().join(format!("samples/traces/h200-torch/{w}.native.vramtrace")));
         let path = root().join(format!(
-            "samples/workloads/policies_h200/{w}.async.stats.json"
+            "samples/workloads/h200/policies_device_run/{w}.async.stats.json"
         ));
         let stats: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

@@ -2,7 +2,7 @@
 //! replayed and compared with the same processes' `torch.cuda.memory_stats()`.
 //!
 //! The traces and stats are in `samples/traces/h200-torch/` (provenance in
-//! `samples/README.md`; `samples/workloads/replay_validate.py` made them).
+//! `samples/README.md`; `samples/workloads/programs/replay_validate.py` made them).
 
 use crate::util::{only_stream, repo};
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
 //! Issue 16 on an H200 (docs/validation.md, "Part 3"): small real traces and logs from
-//! `samples/workloads/validation_device_run.sh` (`samples/traces/h200-validation/`, provenance in
+//! `samples/workloads/h200/validation_device_run.sh` (`samples/traces/h200-validation/`, provenance in
 //! `samples/README.md`), each replayed and compared with what the real allocator reported in the
 //! same run (`truth.json`).
 

@@ -3,7 +3,7 @@
 //! event (formats/SPEC.md §4.2).
 //!
 //! The layouts are facts about compiled PyTorch wheels, measured rather than read from a
-//! header: `samples/workloads/torch_tracker_layout.cpp` prints them when compiled against a
+//! header: `samples/workloads/probes/torch_tracker_layout.cpp` prints them when compiled against a
 //! wheel's own headers (`docs/torch-tracker.md` has the output for 2.11). A version without a
 //! row here is refused: the recorder falls back to the driver calls alone.
 

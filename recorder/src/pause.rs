@@ -1,6 +1,6 @@
 //! A switch that stops the hooks from recording, for measuring what recording costs inside one
 //! process: a benchmark alternates recorded and paused stretches of the same program
-//! (`samples/workloads/pyframes_train.py --alternate`), so the process-to-process spread of a
+//! (`samples/workloads/programs/pyframes_train.py --alternate`), so the process-to-process spread of a
 //! shared machine, larger than the cost itself, cancels out (recorder/BENCHMARKS.md, "In one
 //! process"). A paused stretch's allocations and frees are missing from the trace by design,
 //! which makes it a measurement aid, not a way to record part of a run.

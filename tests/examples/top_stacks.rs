@@ -1,6 +1,6 @@
 //! The stacks that allocated most often in a trace, frame by frame with the module and the
 //! module-relative address that `addr2line -f -C -e MODULE ADDRESS` takes, so that a recorded
-//! trace can be checked by hand on the machine that recorded it (`samples/workloads/
+//! trace can be checked by hand on the machine that recorded it (`samples/workloads/h200/
 //! stacks_overhead.sh` does that on the GPU machine).
 //!
 //!     cargo run -p vramtrace-tests --example top_stacks -- TRACE [N]

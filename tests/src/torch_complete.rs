@@ -1,5 +1,5 @@
 //! Completeness of a trace recorded with the PyTorch tracker: its `torch.*` events against the
-//! `torch.cuda.memory_stats()` the same process wrote (`samples/workloads/
+//! `torch.cuda.memory_stats()` the same process wrote (`samples/workloads/programs/
 //! torch_tracker_workloads.py`, which allocates a marker tensor right after taking them).
 //!
 //! One row per figure, for the events before the marker: allocations and their requested

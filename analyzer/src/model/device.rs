@@ -12,7 +12,7 @@
 /// PyTorch 2.11 with lazy module loading): the device memory in use
 /// (`torch.cuda.mem_get_info()`) after a process's first one-element tensor, less PyTorch's
 /// reserved memory (one 2 MiB segment): 648,871,936 bytes (618.8 MiB;
-/// `samples/workloads/tune_validate.py context`, docs/validation.md). Other drivers, GPUs and
+/// `samples/workloads/programs/tune_validate.py context`, docs/validation.md). Other drivers, GPUs and
 /// sets of loaded kernels differ by tens to hundreds of MiB.
 pub const CUDA_CONTEXT_BYTES: u64 = 648_871_936;
 

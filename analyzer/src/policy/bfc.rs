@@ -31,7 +31,7 @@
 //! (`MinSystemMemory`): give it as `memory_limit`.
 //!
 //! Validated against JAX 0.11.2 on an H200 (docs/validation.md, "Part 3", BFC) on BFC's own
-//! request stream (XLA's `bfc_allocator` log, `samples/workloads/bfc_log_to_rmm_csv.py`):
+//! request stream (XLA's `bfc_allocator` log, `samples/workloads/h200/bfc_log_to_rmm_csv.py`):
 //! regions, peak reserved (`peak_pool_bytes`) and peak in use (`peak_bytes_in_use`) exact with
 //! and without `allow_growth`. A trace recorded under `XLA_PYTHON_CLIENT_ALLOCATOR=platform` is
 //! not BFC's request stream: XLA keeps platform buffers longer (peak of live bytes 278.2 MiB

@@ -7,7 +7,7 @@
 //! `ReuseAllowOpportunistic` sees the free completed or, under `ReuseAllowInternalDependencies`,
 //! after the driver inserts a wait; memory above `ReleaseThreshold` goes back at synchronization.
 //! Its placement is not published, so this model was **calibrated on an H200** (driver 580,
-//! CUDA 13.0) with `vramtrace replay --on-device` (`samples/workloads/policies_probes.py`,
+//! CUDA 13.0) with `vramtrace replay --on-device` (`samples/workloads/probes/policies_probes.py`,
 //! docs/validation.md "Part 2"):
 //!
 //! - The pool grows in **32 MiB** steps: every `ReservedMemCurrent` value seen was a multiple of
@@ -25,7 +25,7 @@
 //!   "Part 2": within 4% on three, 18% under on the varying-length transformer), so it is the
 //!   default (**calibrated**).
 //! - Another stream reuses a free only once the freeing stream has passed it or with an event
-//!   dependency (`samples/workloads/async_probes.py` on an H200, docs/validation.md "Part 3":
+//!   dependency (`samples/workloads/probes/async_probes.py` on an H200, docs/validation.md "Part 3":
 //!   with the freeing stream busy a 64 MiB request on a second stream grew the pool; after
 //!   `wait_stream` or a synchronize it reused the block). A request trace records neither
 //!   kernels nor events, and in a running program the other stream's work is in flight, so by

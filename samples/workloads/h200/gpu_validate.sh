@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records every validation workload on a GPU machine and collects traces, program outputs and
 # ground-truth JSON into $OUT/results.tar.gz. Expects in $BIN: vramtrace,
-# libvramtrace_preload.so, cudarc-alloc, and the workload sources (this folder).
+# libvramtrace_preload.so, cudarc-alloc, and the workload sources (a copy of samples/workloads).
 #
 #   BIN=.dev-recorder OUT=/tmp/out bash gpu_validate.sh
 set -u
@@ -30,10 +30,10 @@ rec() {
 } >"$R/machine.txt" 2>&1
 
 W=$BIN/workloads
-nvcc -O2 -o /tmp/nvcc_static $W/cudart_counts.cu
-nvcc -O2 --cudart shared -o /tmp/nvcc_shared $W/cudart_counts.cu
-nvcc -O2 --default-stream per-thread -o /tmp/nvcc_ptds $W/cudart_counts.cu
-gcc -O2 -I/usr/local/cuda/include -o /tmp/driver_lcuda $W/driver_counts.c -L/usr/local/cuda/lib64/stubs -lcuda
+nvcc -O2 -o /tmp/nvcc_static $W/programs/cudart_counts.cu
+nvcc -O2 --cudart shared -o /tmp/nvcc_shared $W/programs/cudart_counts.cu
+nvcc -O2 --default-stream per-thread -o /tmp/nvcc_ptds $W/programs/cudart_counts.cu
+gcc -O2 -I/usr/local/cuda/include -o /tmp/driver_lcuda $W/programs/driver_counts.c -L/usr/local/cuda/lib64/stubs -lcuda
 rec nvcc_static -- /tmp/nvcc_static
 rec nvcc_shared -- /tmp/nvcc_shared
 rec nvcc_ptds -- /tmp/nvcc_ptds
@@ -41,16 +41,16 @@ rec driver_lcuda -- /tmp/driver_lcuda
 rec cudarc -- "$BIN/cudarc-alloc"
 
 for m in mlp transformer; do
-    rec torch_${m}_requests --requests -- python3 $W/torch_train.py $m "$R/torch_${m}_requests.json"
-    PYTORCH_CUDA_ALLOC_CONF= rec torch_${m}_native -- python3 $W/torch_train.py $m "$R/torch_${m}_native.json"
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True rec torch_${m}_expandable -- python3 $W/torch_train.py $m "$R/torch_${m}_expandable.json"
+    rec torch_${m}_requests --requests -- python3 $W/programs/torch_train.py $m "$R/torch_${m}_requests.json"
+    PYTORCH_CUDA_ALLOC_CONF= rec torch_${m}_native -- python3 $W/programs/torch_train.py $m "$R/torch_${m}_native.json"
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True rec torch_${m}_expandable -- python3 $W/programs/torch_train.py $m "$R/torch_${m}_expandable.json"
 done
 
-rec jax_default -- python3 $W/jax_train.py "$R/jax_default.json"
-XLA_PYTHON_CLIENT_PREALLOCATE=false rec jax_nopreallocate -- python3 $W/jax_train.py "$R/jax_nopreallocate.json"
-XLA_PYTHON_CLIENT_ALLOCATOR=platform rec jax_platform -- python3 $W/jax_train.py "$R/jax_platform.json"
-rec cupy -- python3 $W/cupy_alloc.py "$R/cupy.json"
-rec numba -- python3 $W/numba_alloc.py "$R/numba.json"
+rec jax_default -- python3 $W/programs/jax_train.py "$R/jax_default.json"
+XLA_PYTHON_CLIENT_PREALLOCATE=false rec jax_nopreallocate -- python3 $W/programs/jax_train.py "$R/jax_nopreallocate.json"
+XLA_PYTHON_CLIENT_ALLOCATOR=platform rec jax_platform -- python3 $W/programs/jax_train.py "$R/jax_platform.json"
+rec cupy -- python3 $W/programs/cupy_alloc.py "$R/cupy.json"
+rec numba -- python3 $W/programs/numba_alloc.py "$R/numba.json"
 
 # An import that never touches CUDA must leave no file.
 mkdir -p /tmp/none && $VT -o /tmp/none/ -- python3 -c 'import torch' 2>"$R/import_only.err"

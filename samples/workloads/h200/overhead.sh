@@ -5,7 +5,7 @@ set -u
 BIN=${BIN:-.dev-recorder}
 R=$OUT/ov
 mkdir -p "$R"
-nvcc -O2 -o /tmp/overhead $BIN/workloads/overhead.cu
+nvcc -O2 -o /tmp/overhead $BIN/workloads/programs/overhead.cu
 P=$BIN/libvramtrace_preload.so
 {
     echo "== overhead.cu plain"; /tmp/overhead

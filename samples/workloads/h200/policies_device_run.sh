@@ -3,8 +3,9 @@
 # reserved peak), then `vramtrace replay --on-device` of the same workloads' request streams and
 # of the pool probes (policies_probes.py). Everything lands in OUT/policies-device.tar.gz.
 #   sh policies_device_run.sh DIR OUT
-# DIR holds: vramtrace (built with --features device), replay_validate.py, torch_truth.py,
-# policies_async_validate.py, traces/*.native.vramtrace, probes/*.vramtrace.
+# DIR holds: vramtrace (built with --features device), from ../programs/ replay_validate.py,
+# torch_truth.py, models.py and policies_async_validate.py, traces/*.native.vramtrace,
+# probes/*.vramtrace.
 set -u
 dir=${1:?usage: policies_device_run.sh DIR OUT}
 out=${2:?usage: policies_device_run.sh DIR OUT}

@@ -17,10 +17,10 @@
 #      PICK_CAP bytes, twice ($OUT/pick.txt).
 #
 #   BIN=DIR OUT=DIR [PHASES="record fit pick"] [PICK_CONF=... PICK_CAP=...] \
-#       samples/workloads/pressure_h200.sh
+#       samples/workloads/h200/pressure_h200.sh
 #
 # DIR holds vramtrace and libvramtrace_preload.so (cargo build --release -p vramtrace
-# -p vramtrace-recorder) and workloads/ (this folder).
+# -p vramtrace-recorder) and workloads/ (a copy of samples/workloads).
 set -u
 BIN=${BIN:-.dev-pressure}
 OUT=${OUT:-/tmp/pressure-out}
@@ -32,7 +32,7 @@ W=$BIN/workloads
 mkdir -p "$R/traces" "$R/fit" "$OUT"
 export PYTHONUNBUFFERED=1
 VT="$BIN/vramtrace record --preload $BIN/libvramtrace_preload.so"
-PY="python3 $W/pressure_workloads.py"
+PY="python3 $W/programs/pressure_workloads.py"
 {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "total", torch.cuda.get_device_properties(0).total_memory)'
@@ -45,7 +45,7 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 ABI=$(python3 -c 'import torch;print(int(torch.compiled_with_cxx11_abi()))')
 INC="-I$TD/include -I$TD/include/torch/csrc/api/include -I$(dirname "$(dirname "$NVCC")")/include -I/usr/local/cuda/include"
 g++ -std=c++17 -O1 -Wno-invalid-offsetof -D_GLIBCXX_USE_CXX11_ABI=$ABI $INC \
-    -o /tmp/tracker_layout "$W/torch_tracker_layout.cpp" 2>"$R/layout.err"
+    -o /tmp/tracker_layout "$W/probes/torch_tracker_layout.cpp" 2>"$R/layout.err"
 /tmp/tracker_layout >"$R/layout.json" 2>>"$R/layout.err"
 cp "$R/layout.json" "$OUT/"
 slots=$(python3 -c "import json;d=json.load(open('$R/layout.json'));print(d['slot_emptyCache'],d['slot_getMemoryFraction'],d['slot_setMemoryFraction'])" 2>>"$R/layout.err")

@@ -13,10 +13,10 @@
 #   4. the bundled real samples (samples/README.md) recorded again, now with stacks, the way
 #      gpu_validate.sh made them, while the elapsed time stays under BUDGET_S (default 230).
 #
-#   BIN=DIR REPS=5 samples/workloads/pyframes_h200.sh
+#   BIN=DIR REPS=5 samples/workloads/h200/pyframes_h200.sh
 #
-# DIR holds vramtrace and libvramtrace_preload.so (cargo build --release) and workloads/ (this
-# folder). Results: $OUT/results.tar.gz.
+# DIR holds vramtrace and libvramtrace_preload.so (cargo build --release) and workloads/ (a copy of
+# samples/workloads). Results: $OUT/results.tar.gz.
 set -u
 BIN=${BIN:-.dev-pyframes}
 REPS=${REPS:-5}
@@ -33,17 +33,17 @@ W=$BIN/workloads
 run() { # SETTING REP
     local s=$1 i=$2 json=$R/$1-$2.json
     case $s in
-    plain) timeout 150 python3 "$W/pyframes_train.py" "$json" ;;
+    plain) timeout 150 python3 "$W/programs/pyframes_train.py" "$json" ;;
     history) # Only the first run's snapshot is kept (for the offline check); all record.
         local snap=-; [ "$i" = 1 ] && snap=$R/history-1.pickle
-        timeout 150 python3 "$W/pyframes_train.py" "$json" --history "$snap" ;;
+        timeout 150 python3 "$W/programs/pyframes_train.py" "$json" --history "$snap" ;;
     plain-async) PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync timeout 150 \
-        python3 "$W/pyframes_train.py" "$json" ;;
+        python3 "$W/programs/pyframes_train.py" "$json" ;;
     vt) timeout 150 "$BIN/vramtrace" record --preload "$BIN/libvramtrace_preload.so" --requests \
-        -o "$R/traces/vt-$i.vramtrace" -- python3 "$W/pyframes_train.py" "$json" ;;
+        -o "$R/traces/vt-$i.vramtrace" -- python3 "$W/programs/pyframes_train.py" "$json" ;;
     vt-native) timeout 150 "$BIN/vramtrace" record --preload "$BIN/libvramtrace_preload.so" \
         --requests --stacks native -o "$R/traces/vtn-$i.vramtrace" -- \
-        python3 "$W/pyframes_train.py" "$json" ;;
+        python3 "$W/programs/pyframes_train.py" "$json" ;;
     esac
 }
 start=$(date +%s)
@@ -65,24 +65,24 @@ sample() { # NAME [ENV=VALUE...] -- COMMAND...
     echo "$name $(( $(date +%s) - start ))s" >>"$R/progress.log"
 }
 VT="$BIN/vramtrace record --preload $BIN/libvramtrace_preload.so"
-nvcc -O2 -o /tmp/cudart_counts "$W/cudart_counts.cu" 2>>"$S/nvcc.err"
+nvcc -O2 -o /tmp/cudart_counts "$W/programs/cudart_counts.cu" 2>>"$S/nvcc.err"
 sample nvcc-static $VT -o "$S/nvcc-static.vramtrace" -- /tmp/cudart_counts
 sample torch-mlp-requests $VT --requests -o "$S/torch-mlp-requests.vramtrace" -- \
-    python3 "$W/torch_train.py" mlp "$S/torch_mlp_requests.json"
+    python3 "$W/programs/torch_train.py" mlp "$S/torch_mlp_requests.json"
 sample torch-mlp-native PYTORCH_CUDA_ALLOC_CONF= $VT -o "$S/torch-mlp-native.vramtrace" -- \
-    python3 "$W/torch_train.py" mlp "$S/torch_mlp_native.json"
+    python3 "$W/programs/torch_train.py" mlp "$S/torch_mlp_native.json"
 sample torch-mlp-expandable PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True $VT \
-    -o "$S/torch-mlp-expandable.vramtrace" -- python3 "$W/torch_train.py" mlp "$S/torch_mlp_expandable.json"
+    -o "$S/torch-mlp-expandable.vramtrace" -- python3 "$W/programs/torch_train.py" mlp "$S/torch_mlp_expandable.json"
 sample torch-transformer-requests $VT --requests -o "$S/torch-transformer-requests.vramtrace" -- \
-    python3 "$W/torch_train.py" transformer "$S/torch_transformer_requests.json"
+    python3 "$W/programs/torch_train.py" transformer "$S/torch_transformer_requests.json"
 sample jax-platform XLA_PYTHON_CLIENT_ALLOCATOR=platform $VT -o "$S/jax-platform.vramtrace" -- \
-    python3 "$W/jax_train.py" "$S/jax_platform.json"
+    python3 "$W/programs/jax_train.py" "$S/jax_platform.json"
 for t in "$R"/traces/*.vramtrace "$S"/*.vramtrace; do
     "$BIN/vramtrace" info --json "$t" >"$t.info.json" 2>&1
 done
 "$BIN/vramtrace" summary "$R/traces/vt-1.vramtrace" >"$R/vt-1.summary.txt" 2>&1
 "$BIN/vramtrace" summary --json "$R/traces/vt-1.vramtrace" >"$R/vt-1.summary.json" 2>&1
-python3 "$W/pyframes_peak_sites.py" "$R/history-1.pickle" "$R/history-1.sites.json" >/dev/null 2>"$R/sites.err"
+python3 "$W/programs/pyframes_peak_sites.py" "$R/history-1.pickle" "$R/history-1.sites.json" >/dev/null 2>"$R/sites.err"
 rm -f "$R"/history-*.pickle
 python3 - "$R" <<'PY' >"$R/table.txt"
 import glob, json, os, statistics, sys

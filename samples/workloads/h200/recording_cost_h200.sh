@@ -12,12 +12,12 @@
 #      four cores (taskset) to take the scheduler's placement out of the spread, the order
 #      rotated every repetition: MLP x 4 settings x MLP_REPS, GPT-2 x 3 settings x GPT2_REPS.
 #
-#   BIN=DIR [MLP_REPS=6] [GPT2_REPS=3] samples/workloads/recording_cost_h200.sh
+#   BIN=DIR [MLP_REPS=6] [GPT2_REPS=3] samples/workloads/h200/recording_cost_h200.sh
 #
 # DIR holds vramtrace, libvramtrace_preload.so, nd/libcuda.so.1 (recorder/bench/nulldriver.c),
 # fc/libcuda.so.1 and torch-2.11/ (the tests' fake driver tests/c/fakecuda.c and fake
 # libc10_cuda.so tests/c/fake_c10_cuda.c, as target/debug/vramtrace-tests-c holds them),
-# tracker_overhead and clock_cost (cc -O2), bench/python_stacks.py and workloads/ (this folder).
+# tracker_overhead and clock_cost (cc -O2), bench/python_stacks.py and workloads/ (a copy of samples/workloads).
 # About 7 minutes. Results: $OUT/cost.tar.gz (packed after each phase) and $OUT/table.txt.
 set -u
 BIN=$(cd "${BIN:-.dev-lead}" && pwd)
@@ -78,7 +78,7 @@ vt_run() { # SETTING OUTFILE COMMAND... (under the setting, pinned)
 # 3. real PyTorch, per tensor
 for r in 1 2 3; do
     for s in plain vt vt-none vt-notracker; do
-        vt_run $s /tmp/alloc.vramtrace timeout 60 python3 "$W/torch_alloc_cost.py" "$R/alloc-$s-$r.json" \
+        vt_run $s /tmp/alloc.vramtrace timeout 60 python3 "$W/probes/torch_alloc_cost.py" "$R/alloc-$s-$r.json" \
             >>"$R/log.txt" 2>&1
     done
 done
@@ -89,7 +89,7 @@ settings=(plain vt vt-none vt-notracker)
 for i in $(seq "${MLP_REPS:-6}"); do
     for k in 0 1 2 3; do
         s=${settings[$(( (k + i - 1) % 4 ))]}
-        vt_run $s /tmp/mlp.vramtrace timeout 90 python3 "$W/pyframes_train.py" "$R/mlp-$s-$i.json" \
+        vt_run $s /tmp/mlp.vramtrace timeout 90 python3 "$W/programs/pyframes_train.py" "$R/mlp-$s-$i.json" \
             --models mlp >>"$R/log.txt" 2>&1
     done
 done
@@ -98,7 +98,7 @@ settings=(plain vt vt-none)
 for i in $(seq "${GPT2_REPS:-3}"); do
     for k in 0 1 2; do
         s=${settings[$(( (k + i - 1) % 3 ))]}
-        vt_run $s /tmp/gpt2.vramtrace timeout 120 python3 "$W/pyframes_train.py" "$R/gpt2-$s-$i.json" \
+        vt_run $s /tmp/gpt2.vramtrace timeout 120 python3 "$W/programs/pyframes_train.py" "$R/gpt2-$s-$i.json" \
             --models gpt2 >>"$R/log.txt" 2>&1
     done
 done

@@ -3,7 +3,7 @@
 # (the recorder's defaults: PyTorch tracker, Python stacks), and PyTorch's own figures compared to
 # the byte (docs/validation.md, "Recording changes nothing", is this script's table).
 #
-#   BIN=DIR samples/workloads/recording_equality_h200.sh
+#   BIN=DIR samples/workloads/h200/recording_equality_h200.sh
 #
 # DIR holds libvramtrace_preload.so (cargo build --release -p vramtrace-recorder); the library is
 # loaded the way the launcher loads it (LD_PRELOAD, VRAMTRACE_OUTPUT). Compile caches: every run
@@ -26,9 +26,9 @@ one() { # WORKLOAD MODE(plain|recorded) TAG CACHE
     export TORCHINDUCTOR_CACHE_DIR=$cache/inductor TRITON_CACHE_DIR=$cache/triton
     if [ "$mode" = recorded ]; then
         LD_PRELOAD=$LIB VRAMTRACE_OUTPUT="$R/traces/$w.$tag.vramtrace" timeout 300 \
-            python3 "$HERE/recording_equality.py" "$w" "$R/json/$w.$tag.recorded.json"
+            python3 "$HERE/../programs/recording_equality.py" "$w" "$R/json/$w.$tag.recorded.json"
     else
-        timeout 300 python3 "$HERE/recording_equality.py" "$w" "$R/json/$w.$tag.plain.json"
+        timeout 300 python3 "$HERE/../programs/recording_equality.py" "$w" "$R/json/$w.$tag.plain.json"
     fi >"$R/json/$w.$tag.$mode.log" 2>&1
     echo "$w $tag $mode rc=$?"
 }

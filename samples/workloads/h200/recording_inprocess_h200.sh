@@ -7,10 +7,10 @@
 # --stacks none, interleaved. With BIN_B, every process is run once with each build's preload,
 # A then B, so two builds are compared in one call.
 #
-#   BIN=DIR [BIN_B=DIR2] [REPS=3] [MODELS=mlp,gpt2] samples/workloads/recording_inprocess_h200.sh
+#   BIN=DIR [BIN_B=DIR2] [REPS=3] [MODELS=mlp,gpt2] samples/workloads/h200/recording_inprocess_h200.sh
 #
-# DIR holds vramtrace and libvramtrace_preload.so (release builds, stripped) and workloads/ (this
-# folder); DIR2 holds another build's libvramtrace_preload.so (and its vramtrace, else DIR's is
+# DIR holds vramtrace and libvramtrace_preload.so (release builds, stripped) and workloads/ (a copy of
+# samples/workloads); DIR2 holds another build's libvramtrace_preload.so (and its vramtrace, else DIR's is
 # used). When DIR also holds tracker_overhead (recorder/bench/tracker_overhead.c, cc -O2), fc/
 # (the tests' fake driver, tests/c/fakecuda.c, as libcuda.so.1) and torch-2.11/ (the fake
 # libc10_cuda.so, tests/c/fake_c10_cuda.c, beside its version.py), the tracker microbenchmark
@@ -62,7 +62,7 @@ for i in $(seq "$REPS"); do
         for b in $builds; do
             d=$(dir_of $b)
             timeout 150 "$(launcher_of $b)" record --preload "$d/libvramtrace_preload.so" \
-                --stacks $s -o /tmp/rip.vramtrace -- python3 "$W/pyframes_train.py" \
+                --stacks $s -o /tmp/rip.vramtrace -- python3 "$W/programs/pyframes_train.py" \
                 "$R/$b-$s-$i.json" --alternate --models "$MODELS" >>"$R/log.txt" 2>&1
             echo "$b $s $i rc=$?" >>"$R/rc.txt"
             rm -f /tmp/rip.vramtrace

@@ -15,10 +15,10 @@
 #      first history run attributes by the same rule (pyframes_peak_sites.py);
 #   3. the bundled `jax-platform` sample recorded again, with (Python) stacks.
 #
-#   BIN=DIR [REPS=5] [OVERHEAD_S=420] samples/workloads/recording_overhead_h200.sh
+#   BIN=DIR [REPS=5] [OVERHEAD_S=420] samples/workloads/h200/recording_overhead_h200.sh
 #
-# DIR holds vramtrace and libvramtrace_preload.so (release builds, stripped) and workloads/ (this
-# folder). Each run takes about 15-20 s on the H200: five repetitions of the four settings take
+# DIR holds vramtrace and libvramtrace_preload.so (release builds, stripped) and workloads/ (a copy of
+# samples/workloads). Each run takes about 15-20 s on the H200: five repetitions of the four settings take
 # about six minutes. Results are packed after each phase: $OUT/overhead.tar.gz (phases 1-2),
 # $OUT/samples.tar.gz (phase 3), and $OUT/table.txt.
 set -u
@@ -39,13 +39,13 @@ VT="$BIN/vramtrace record --preload $BIN/libvramtrace_preload.so"
 run() { # SETTING REP
     local s=$1 i=$2 json=$R/$1-$2.json
     case $s in
-    plain) timeout 150 python3 "$W/pyframes_train.py" "$json" ;;
+    plain) timeout 150 python3 "$W/programs/pyframes_train.py" "$json" ;;
     history)
         local snap=-; [ "$i" = 1 ] && snap=$R/history-1.pickle
-        timeout 150 python3 "$W/pyframes_train.py" "$json" --history "$snap" ;;
-    vt) timeout 150 $VT -o "$R/traces/vt-$i.vramtrace" -- python3 "$W/pyframes_train.py" "$json" ;;
+        timeout 150 python3 "$W/programs/pyframes_train.py" "$json" --history "$snap" ;;
+    vt) timeout 150 $VT -o "$R/traces/vt-$i.vramtrace" -- python3 "$W/programs/pyframes_train.py" "$json" ;;
     vt-none) timeout 150 $VT --stacks none -o "$R/traces/vtnone-$i.vramtrace" -- \
-        python3 "$W/pyframes_train.py" "$json" ;;
+        python3 "$W/programs/pyframes_train.py" "$json" ;;
     esac
     echo "$s $i rc=$?" >>"$R/rc.txt"
 }
@@ -65,7 +65,7 @@ for i in $(seq "$REPS"); do
 done
 "$BIN/vramtrace" summary "$R/traces/vt-1.vramtrace" >"$R/vt-1.summary.txt" 2>&1
 "$BIN/vramtrace" summary --json "$R/traces/vt-1.vramtrace" >"$R/vt-1.summary.json" 2>&1
-python3 "$W/pyframes_peak_sites.py" "$R/history-1.pickle" "$R/history-1.sites.json" \
+python3 "$W/programs/pyframes_peak_sites.py" "$R/history-1.pickle" "$R/history-1.sites.json" \
     >/dev/null 2>"$R/sites.err"
 rm -f "$R"/history-*.pickle
 python3 - "$R" <<'PY' >"$OUT/table.txt"
@@ -93,7 +93,7 @@ tar -C /tmp -czf "$OUT/overhead.tar.gz" ro
 S=/tmp/ro-samples
 mkdir -p "$S"
 XLA_PYTHON_CLIENT_ALLOCATOR=platform timeout 120 $VT -o "$S/jax-platform.vramtrace" -- \
-    python3 "$W/jax_train.py" "$S/jax_platform.json" >"$S/jax-platform.log" 2>&1
+    python3 "$W/programs/jax_train.py" "$S/jax_platform.json" >"$S/jax-platform.log" 2>&1
 echo "jax-platform rc=$?" >>"$S/jax-platform.log"
 "$BIN/vramtrace" info --json "$S/jax-platform.vramtrace" >"$S/jax-platform.info.json" 2>&1
 "$BIN/vramtrace" summary "$S/jax-platform.vramtrace" >"$S/jax-platform.summary.txt" 2>&1

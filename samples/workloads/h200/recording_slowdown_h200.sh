@@ -14,7 +14,7 @@
 # Each run reports warm/cold median ns per tensor, the main thread's context switches during the
 # loops and the process's thread count. About 8 s a run: 25 runs in 3-4 minutes.
 #
-#   BIN=DIR [REPS=5] samples/workloads/recording_slowdown_h200.sh
+#   BIN=DIR [REPS=5] samples/workloads/h200/recording_slowdown_h200.sh
 #
 # DIR holds the release vramtrace and libvramtrace_preload.so. Results: $OUT/slowdown.txt and
 # $OUT/slowdown.tar.gz.
@@ -31,7 +31,7 @@ VT="$BIN/vramtrace record --preload $P"
 date -u >"$R/machine.txt"
 nproc >>"$R/machine.txt"
 run() { # SETTING REP
-    local json=$R/$1-$2.json cmd=(timeout 60 python3 "$HERE/torch_alloc_cost.py")
+    local json=$R/$1-$2.json cmd=(timeout 60 python3 "$HERE/../probes/torch_alloc_cost.py")
     case $1 in
     plain) "${cmd[@]}" "$json" ;;
     disabled) LD_PRELOAD=$P VRAMTRACE_DISABLE=1 "${cmd[@]}" "$json" ;;

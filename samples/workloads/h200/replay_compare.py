@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compares `vramtrace replay` with the real allocator's figures from replay_validate.py.
 
-  python3 samples/workloads/replay_compare.py RESULTS_DIR [OUT_TRACES_DIR]
+  python3 samples/workloads/h200/replay_compare.py RESULTS_DIR [OUT_TRACES_DIR]
 
 RESULTS_DIR holds NAME.requests.csv.gz and NAME.stats.json per run (the unpacked
 replay-validation.tar.gz). Each run's own request stream is converted to a .vramtrace with
@@ -39,7 +39,7 @@ def mib(b):
 def main():
     results = sys.argv[1]
     keep = sys.argv[2] if len(sys.argv) > 2 else None
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     subprocess.run(
         ["cargo", "build", "--release", "-q", "-p", "vramtrace", "--examples", "--bins"],
         cwd=root,

@@ -4,7 +4,7 @@
 # workload reserves uncapped, so the caching allocator must free cached segments (or unmap pages,
 # or collect garbage) and retry; the last four caps are too small and end in an out-of-memory
 # error. Results in OUT/replay-pressure.tar.gz.
-#   sh samples/workloads/replay_validate_pressure.sh OUTDIR
+#   sh samples/workloads/h200/replay_validate_pressure.sh OUTDIR
 set -u
 here=$(dirname "$0")
 out=${1:?usage: replay_validate_pressure.sh OUTDIR}
@@ -14,7 +14,7 @@ total=$(python3 -c 'import torch; print(torch.cuda.get_device_properties(0).tota
 frac() { python3 -c "print(repr($1 * 2**30 / $total))"; }
 run() { # NAME WORKLOAD CONF CAP_GIB
   PYTORCH_CUDA_ALLOC_CONF=$3 REPLAY_MEMORY_FRACTION=$(frac $4) \
-    python3 "$here/replay_validate.py" $2 "$raw" $1 > "$raw/$1.log" 2>&1 &
+    python3 "$here/../programs/replay_validate.py" $2 "$raw" $1 > "$raw/$1.log" 2>&1 &
 }
 run transformer_varlen.cap5_5g transformer_varlen "" 5.5
 run transformer_varlen.expandable_cap4_6g transformer_varlen expandable_segments:True 4.6

@@ -11,7 +11,7 @@
 # --policy pytorch` and `--policy all` for reference. Expected run time: about 100 s (torch's
 # import and the snapshot 30-60 s, the five repetitions about 35 s), at most BUDGET_S (240).
 #
-#   BIN=.dev-snapfast bash samples/workloads/snapshot_page_h200.sh
+#   BIN=.dev-snapfast bash samples/workloads/h200/snapshot_page_h200.sh
 #
 # BIN holds vramtrace and unpickle (the release binaries; no Rust there). Everything goes to
 # $OUT, packed into $OUT/snapshot_page.tar.gz after each phase (the snapshot included).
@@ -31,12 +31,12 @@ pack() { tar -C "$OUT" -czf "$OUT/snapshot_page.tar.gz" r; echo "$1 $(( $(date +
     python3 -c 'import sys, torch, transformers; print(sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__)'
     uptime
 } >"$R/machine.txt" 2>&1
-timeout 120 python3 "$HERE/snapshot_page_gpt2.py" "$R/snap.pickle" --entries "$ENTRIES" \
+timeout 120 python3 "$HERE/../programs/snapshot_page_gpt2.py" "$R/snap.pickle" --entries "$ENTRIES" \
     >"$R/snapshot.log" 2>&1
 pack snapshot
 [ -s "$R/snap.pickle" ] || exit 1
 timeout $(( ${BUDGET_S:-240} - ($(date +%s) - start) - 25 )) \
-    python3 "$HERE/../../analyzer/benches/snapshot_page.py" "$R/snap.pickle" torch \
+    python3 "$HERE/../../../analyzer/benches/snapshot_page.py" "$R/snap.pickle" torch \
     --reps "$REPS" --bin "$BIN" --json "$R/snapshot_page.json" >"$R/snapshot_page.txt" 2>&1
 pack alternating
 TIMEFORMAT='%R s wall, %U s user, %S s system'

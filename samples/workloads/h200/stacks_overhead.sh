@@ -9,11 +9,11 @@
 #   4. the most frequent allocation stacks of the MLP trace, symbolized with addr2line.
 # Plain and recorded runs alternate, three times each, so that drift hits both alike.
 #
-#   BIN=DIR samples/workloads/stacks_overhead.sh
+#   BIN=DIR samples/workloads/h200/stacks_overhead.sh
 #
 # DIR holds vramtrace, libvramtrace_preload.so and top_stacks (built on the development machine:
 # cargo build --release -p vramtrace -p vramtrace-recorder; cargo build --release -p
-# vramtrace-tests --example top_stacks) and workloads/ (this folder). Results go to $OUT/ (or
+# vramtrace-tests --example top_stacks) and workloads/ (a copy of samples/workloads). Results go to $OUT/ (or
 # /tmp/stacks-overhead): summary.txt, results.tar.gz, and the first recorded MLP trace.
 set -u
 BIN=${BIN:-.dev-stacks}
@@ -29,7 +29,7 @@ VT="$BIN/vramtrace record --preload $BIN/libvramtrace_preload.so --stacks native
     ldd --version | head -1
 } >"$R/machine.txt" 2>&1
 
-nvcc -O2 -o /tmp/malloc_async_loop "$W/malloc_async_loop.cu" 2>"$R/nvcc.err"
+nvcc -O2 -o /tmp/malloc_async_loop "$W/programs/malloc_async_loop.cu" 2>"$R/nvcc.err"
 for i in 1 2 3; do
     /tmp/malloc_async_loop 200 | sed "s/^/plain /" >>"$R/malloc_async.txt"
     $VT -o "$R/traces/malloc-$i.vramtrace" -- /tmp/malloc_async_loop 200 2>>"$R/record.err" |
@@ -38,21 +38,21 @@ done
 
 for i in 1 2 3; do
     PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync timeout 120 \
-        python3 "$W/stacks_overhead.py" "$R/plain-requests-$i.json" >/dev/null 2>>"$R/python.err"
+        python3 "$W/programs/stacks_overhead.py" "$R/plain-requests-$i.json" >/dev/null 2>>"$R/python.err"
     timeout 120 $VT --requests -o "$R/traces/torch-requests-$i.vramtrace" -- \
-        python3 "$W/stacks_overhead.py" "$R/recorded-requests-$i.json" >/dev/null 2>>"$R/record.err"
+        python3 "$W/programs/stacks_overhead.py" "$R/recorded-requests-$i.json" >/dev/null 2>>"$R/record.err"
     echo "torch-requests-$i rc=$?" >>"$R/record.err"
 done
 # Should a recorded run have failed, tell stack capture from the rest of the recorder.
 if [ ! -s "$R/recorded-requests-1.json" ]; then
     timeout 120 $BIN/vramtrace record --preload $BIN/libvramtrace_preload.so --stacks none \
         --requests -o "$R/traces/torch-nostacks.vramtrace" -- \
-        python3 "$W/stacks_overhead.py" "$R/nostacks-requests-1.json" >/dev/null 2>>"$R/record.err"
+        python3 "$W/programs/stacks_overhead.py" "$R/nostacks-requests-1.json" >/dev/null 2>>"$R/record.err"
     echo "torch-nostacks rc=$?" >>"$R/record.err"
 fi
-timeout 120 python3 "$W/stacks_overhead.py" "$R/plain-native-1.json" >/dev/null 2>>"$R/python.err"
+timeout 120 python3 "$W/programs/stacks_overhead.py" "$R/plain-native-1.json" >/dev/null 2>>"$R/python.err"
 timeout 120 $VT -o "$R/traces/torch-native-1.vramtrace" -- \
-    python3 "$W/stacks_overhead.py" "$R/recorded-native-1.json" >/dev/null 2>>"$R/record.err"
+    python3 "$W/programs/stacks_overhead.py" "$R/recorded-native-1.json" >/dev/null 2>>"$R/record.err"
 
 for t in "$R"/traces/*.vramtrace; do
     "$BIN/vramtrace" info --json "$t" >"${t%.vramtrace}.info.json" 2>>"$R/info.err"

@@ -13,7 +13,7 @@
 #   snap    a 215,000-entry GPT-2 snapshot (snapshot_page_gpt2.py) for local profiling of
 #           `report snapshot.pickle` (analyzer/BENCHMARKS.md, "Snapshot to page").
 #
-#   BIN=DIR bash samples/workloads/stacks_rerecord_h200.sh
+#   BIN=DIR bash samples/workloads/h200/stacks_rerecord_h200.sh
 #
 # DIR holds the release `vramtrace` and `libvramtrace_preload.so` (stripped). Processes of one
 # wave run side by side on the GPU (each has its own caching allocator). Expected run time: about
@@ -45,7 +45,7 @@ torch_run() {
     [ -n "${4:-}" ] && fraction=$(frac "$4")
     PYTORCH_CUDA_ALLOC_CONF=$3 REPLAY_MEMORY_FRACTION=$fraction timeout 200 \
         $VT -o "$R/torch/$1.vramtrace" -- \
-        python3 "$HERE/replay_validate.py" "$2" "$R/torch" "$1" >"$R/torch/$1.log" 2>&1 &
+        python3 "$HERE/../programs/replay_validate.py" "$2" "$R/torch" "$1" >"$R/torch/$1.log" 2>&1 &
 }
 pack_torch() {
     tar -czf "$OUT/torch.tar.gz" -C "$R" --exclude='*.csv.gz' torch machine.txt progress.log
@@ -73,7 +73,7 @@ torch_run transformer_varlen.expandable_cap4_2g transformer_varlen expandable_se
 torch_run resnet.cap5_6g resnet "" 5.6
 # validation_device_run.sh's transformer under the native allocator, beside them.
 PYTORCH_CUDA_ALLOC_CONF= timeout 200 $VT -o "$R/validation/transformer.native.vramtrace" -- \
-    python3 "$HERE/validation_workloads.py" transformer "$R/validation" transformer.native \
+    python3 "$HERE/../programs/validation_workloads.py" transformer "$R/validation" transformer.native \
     >"$R/validation/transformer.native.log" 2>&1 &
 wait
 pack_torch
@@ -81,11 +81,11 @@ tar -czf "$OUT/validation.tar.gz" -C "$R" validation
 grep -h "reserved_peak" "$R"/torch/*.log "$R"/validation/*.log
 
 stamp "tune: three workloads recorded, tuned, run under the best setting"
-python3 "$HERE/tune_validate.py" context "$R/tune" >"$R/tune/context.log" 2>&1
+python3 "$HERE/../programs/tune_validate.py" context "$R/tune" >"$R/tune/context.log" 2>&1
 W="transformer_varlen multires_cnn generate"
 for w in $W; do
     PYTORCH_CUDA_ALLOC_CONF= timeout 200 $VT -o "$R/tune/$w.recorded.vramtrace" -- \
-        python3 "$HERE/tune_validate.py" $w "$R/tune" $w.recorded >"$R/tune/$w.recorded.log" 2>&1 &
+        python3 "$HERE/../programs/tune_validate.py" $w "$R/tune" $w.recorded >"$R/tune/$w.recorded.log" 2>&1 &
 done
 wait
 for w in $W; do
@@ -96,7 +96,7 @@ for w in $W; do
         "$R/tune/$w.tune.json" >"$R/tune/$w.select"
 done
 for w in $W; do
-    ( eval "$(cat "$R/tune/$w.select")"; timeout 200 python3 "$HERE/tune_validate.py" $w "$R/tune" $w.tuned \
+    ( eval "$(cat "$R/tune/$w.select")"; timeout 200 python3 "$HERE/../programs/tune_validate.py" $w "$R/tune" $w.tuned \
         >"$R/tune/$w.tuned.log" 2>&1 ) &
 done
 wait
@@ -104,7 +104,7 @@ cat "$R"/tune/*.select "$R"/tune/*.log
 tar -czf "$OUT/tune.tar.gz" -C "$R" tune
 
 stamp "snap: a GPT-2 snapshot of 215,000 entries"
-timeout 150 python3 "$HERE/snapshot_page_gpt2.py" "$R/snap/gpt2-215k.pickle" >"$R/snap/snapshot.log" 2>&1
+timeout 150 python3 "$HERE/../programs/snapshot_page_gpt2.py" "$R/snap/gpt2-215k.pickle" >"$R/snap/snapshot.log" 2>&1
 gzip -f "$R/snap/gpt2-215k.pickle"
 tar -cf "$OUT/snap.tar" -C "$R" snap
 stamp done

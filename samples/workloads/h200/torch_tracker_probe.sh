@@ -8,7 +8,7 @@
 #      capture and torch.compile(mode="reduce-overhead"), comparing both trackers' counts with
 #      torch.cuda.memory_stats().
 #
-#   W=samples/workloads OUT=/tmp/probe samples/workloads/torch_tracker_probe.sh
+#   W=samples/workloads OUT=/tmp/probe samples/workloads/h200/torch_tracker_probe.sh
 set -u
 W=${W:-samples/workloads}
 OUT=${OUT:-/tmp/torch-tracker-probe}
@@ -31,17 +31,17 @@ INC="-I$TD/include -I$TD/include/torch/csrc/api/include -I$CUDA_INC -I/usr/local
     cat "$TD/version.py"
 } >"$R/machine.txt" 2>&1
 g++ -std=c++17 -O1 -Wno-invalid-offsetof -D_GLIBCXX_USE_CXX11_ABI=$ABI $INC \
-    -o /tmp/tracker_layout "$W/torch_tracker_layout.cpp" 2>"$R/layout.err"
+    -o /tmp/tracker_layout "$W/probes/torch_tracker_layout.cpp" 2>"$R/layout.err"
 /tmp/tracker_layout >"$R/layout.json" 2>>"$R/layout.err"
-gcc -O2 -shared -fPIC -o /tmp/tracker_raw.so "$W/torch_tracker_raw.c" -ldl 2>"$R/raw.err"
+gcc -O2 -shared -fPIC -o /tmp/tracker_raw.so "$W/probes/torch_tracker_raw.c" -ldl 2>"$R/raw.err"
 g++ -std=c++17 -O2 -shared -fPIC -D_GLIBCXX_USE_CXX11_ABI=$ABI $INC \
-    -o /tmp/tracker_cxx.so "$W/torch_tracker_cxx.cpp" -L"$TD/lib" -lc10_cuda -lc10 \
+    -o /tmp/tracker_cxx.so "$W/probes/torch_tracker_cxx.cpp" -L"$TD/lib" -lc10_cuda -lc10 \
     -Wl,-rpath,"$TD/lib" 2>"$R/cxx.err"
 export RAW_SO=/tmp/tracker_raw.so CXX_SO=/tmp/tracker_cxx.so
 for mode in native expandable graph compile; do
     conf=
     [ $mode = expandable ] && conf=expandable_segments:True
-    PYTORCH_CUDA_ALLOC_CONF=$conf timeout 150 python3 "$W/torch_tracker_probe.py" $mode \
+    PYTORCH_CUDA_ALLOC_CONF=$conf timeout 150 python3 "$W/probes/torch_tracker_probe.py" $mode \
         "$R/layout.json" "$R/$mode.json" >"$R/$mode.out" 2>"$R/$mode.err"
     echo "$mode rc=$?" >>"$R/rc.txt"
 done

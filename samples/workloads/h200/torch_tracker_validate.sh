@@ -12,12 +12,12 @@
 #   3. overhead: `overhead` unrecorded, recorded (native stacks) and recorded without stacks,
 #      alternating, five times each.
 #
-#   BIN=DIR [PHASES=checks] samples/workloads/torch_tracker_validate.sh
+#   BIN=DIR [PHASES=checks] samples/workloads/h200/torch_tracker_validate.sh
 #
 # PHASES=checks runs phases 1-2 only (about 110 s of run time).
 #
 # DIR holds vramtrace and libvramtrace_preload.so (cargo build --release -p vramtrace -p
-# vramtrace-recorder) and workloads/ (this folder). Everything is written under /tmp/tt and packed
+# vramtrace-recorder) and workloads/ (a copy of samples/workloads). Everything is written under /tmp/tt and packed
 # after each phase, so that a run stopped at its time limit still returns what it finished:
 # $OUT/tt-checks.tar.gz (phases 1-2: json, traces, log), $OUT/tt-overhead.tar.gz (phase 3) and
 # $OUT/summary.txt.
@@ -38,7 +38,7 @@ VT="$BIN/vramtrace record --preload $BIN/libvramtrace_preload.so"
 
 run() { # NAME CONF STACKS WORKLOAD
     PYTORCH_CUDA_ALLOC_CONF=$2 timeout 150 $VT --stacks "$3" -o "$R/traces/$1.vramtrace" -- \
-        python3 "$W/torch_tracker_workloads.py" "$4" "$R/$1.json" >>"$R/log.txt" 2>&1
+        python3 "$W/programs/torch_tracker_workloads.py" "$4" "$R/$1.json" >>"$R/log.txt" 2>&1
     echo "$1 rc=$?" >>"$R/rc.txt"
 }
 run complete-native "" native complete-native
@@ -70,12 +70,12 @@ if [ "${PHASES:-all}" = checks ]; then
 fi
 
 for i in 1 2 3 4 5; do
-    timeout 120 python3 "$W/torch_tracker_workloads.py" overhead "$R/overhead-plain-$i.json" \
+    timeout 120 python3 "$W/programs/torch_tracker_workloads.py" overhead "$R/overhead-plain-$i.json" \
         >>"$R/log.txt" 2>&1
     echo "overhead-plain-$i rc=$?" >>"$R/rc.txt"
     for s in native none; do
         timeout 120 $VT --stacks $s -o "/tmp/overhead-$s-$i.vramtrace" -- \
-            python3 "$W/torch_tracker_workloads.py" overhead "$R/overhead-$s-$i.json" \
+            python3 "$W/programs/torch_tracker_workloads.py" overhead "$R/overhead-$s-$i.json" \
             >>"$R/log.txt" 2>&1
         echo "overhead-$s-$i rc=$?" >>"$R/rc.txt"
         $BIN/vramtrace info --json "/tmp/overhead-$s-$i.vramtrace" >"$R/overhead-$s-$i.info.json" 2>&1

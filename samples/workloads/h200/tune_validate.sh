@@ -4,9 +4,9 @@
 # runs each workload again under tune's best setting, and packs everything into
 # OUT/tune-validation.tar.gz. Processes of one phase run side by side on the GPU: each has its
 # own caching allocator, so their figures do not disturb each other.
-#   sh samples/workloads/tune_validate.sh BIN OUT
-# BIN holds vramtrace and import_torch_trace (release builds), tune_validate.py and
-# replay_validate.py.
+#   sh samples/workloads/h200/tune_validate.sh BIN OUT
+# BIN holds vramtrace and import_torch_trace (release builds), and from ../programs/
+# tune_validate.py, replay_validate.py, torch_truth.py and models.py.
 set -u
 bin=${1:?usage: tune_validate.sh BIN OUT}
 out=${2:?usage: tune_validate.sh BIN OUT}

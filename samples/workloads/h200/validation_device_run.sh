@@ -2,8 +2,9 @@
 # The H200 run of issue 16 (docs/validation.md, "Part 3"), one call of the device tool.
 #   sh validation_device_run.sh DIR OUT
 # DIR holds bin/vramtrace + bin/libvramtrace_preload.so (release, stripped), whl/*.whl (rmm-cu13
-# 26.10, librmm-cu13, rapids-logger), w/ (validation_workloads.py, torch_truth.py, torch_train.py,
-# async_probes.py, jax_validate.py, rmm_replay.py) and logs/*.rmm.csv.gz (RMM logs). Everything
+# 26.10, librmm-cu13, rapids-logger), w/ (from ../programs/: validation_workloads.py,
+# torch_truth.py, torch_train.py, models.py, jax_validate.py; ../probes/async_probes.py;
+# rmm_replay.py) and logs/*.rmm.csv.gz (RMM logs). Everything
 # lands in OUT/validation.tar.gz.
 #
 # 1. the seven PyTorch workloads of validation_workloads.py, each as four processes:

@@ -1,5 +1,5 @@
 // Prints, as JSON, the facts the recorder's PyTorch tracker relies on, compiled against the C++
-// headers that ship with the installed PyTorch wheel (samples/workloads/torch_tracker_probe.sh):
+// headers that ship with the installed PyTorch wheel (samples/workloads/h200/torch_tracker_probe.sh):
 //   - the vtable slot of CUDAAllocator::attachAllocatorTraceTracker (and of initialized()),
 //     read from a pointer to member function: in the Itanium C++ ABI its first word holds
 //     1 + the byte offset of the slot in the vtable for a virtual function

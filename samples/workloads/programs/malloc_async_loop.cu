@@ -1,5 +1,5 @@
 // cudaMallocAsync/cudaFreeAsync latency, for the recorder's overhead figures
-// (samples/workloads/stacks_overhead.sh): ROUNDS rounds of 1000 pairs of 4 KiB on one stream,
+// (samples/workloads/h200/stacks_overhead.sh): ROUNDS rounds of 1000 pairs of 4 KiB on one stream,
 // timed in batches of 100 calls of one kind; prints the median and 90th percentile per call.
 //
 //   malloc_async_loop [ROUNDS]

@@ -30,6 +30,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import models
+
 dev = torch.device("cuda")
 total = torch.cuda.get_device_properties(0).total_memory
 cap = os.environ.get("PRESSURE_CAP_BYTES", "")
@@ -55,10 +57,7 @@ def train_step(model, opt, x):
 
 
 def mlp_model(width, depth):
-    layers = []
-    for _ in range(depth):
-        layers += [nn.Linear(width, width), nn.GELU()]
-    return nn.Sequential(*layers).to(dev)
+    return models.mlp(width, depth, nn.GELU, dev)
 
 
 def grow():
@@ -100,11 +99,7 @@ def transformer(d, layers, steps, tokens, seed):
     torch.manual_seed(0)
     rng = random.Random(seed)
     vocab = 8192
-    emb = nn.Embedding(vocab, d).to(dev)
-    enc = nn.TransformerEncoder(
-        nn.TransformerEncoderLayer(d, 8, 4 * d, dropout=0.0, batch_first=True), layers
-    ).to(dev)
-    head = nn.Linear(d, vocab).to(dev)
+    emb, enc, head = models.encoder_lm(vocab, d, 4 * d, 0.0, layers, dev)
     params = list(emb.parameters()) + list(enc.parameters()) + list(head.parameters())
     opt = torch.optim.AdamW(params, lr=1e-4)
     for _ in range(steps):

@@ -1,5 +1,5 @@
 """Median step times of a PyTorch MLP and of HF GPT-2 small training, for the Python-stacks
-overhead figures (samples/workloads/pyframes_h200.sh runs it under each recorder setting).
+overhead figures (samples/workloads/h200/pyframes_h200.sh runs it under each recorder setting).
 
     python pyframes_train.py OUT.json [--history SNAPSHOT.pickle] [--models mlp,gpt2] [--alternate]
 
@@ -24,14 +24,13 @@ import time
 
 import torch
 import torch.nn as nn
+
+import models
 from stacks_overhead import timed
 
 
 def build_mlp():
-    layers = []
-    for _ in range(16):
-        layers += [nn.Linear(1024, 1024), nn.ReLU()]
-    return nn.Sequential(*layers).cuda()
+    return models.mlp(1024, 16, nn.ReLU, "cuda")
 
 
 def mlp_step(model, opt):

@@ -18,6 +18,7 @@ import torch
 import torch.nn as nn
 import torch.utils.checkpoint
 
+import models
 import torch_tracker_workloads as tw
 
 
@@ -33,10 +34,7 @@ def compile_default():
 
 
 def encoder(layers=6):
-    layer = nn.TransformerEncoderLayer(
-        d_model=512, nhead=8, dim_feedforward=2048, batch_first=True, dropout=0.0
-    )
-    return nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False).cuda()
+    return models.encoder(layers, "cuda")
 
 
 def amp():

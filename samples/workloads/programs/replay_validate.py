@@ -33,6 +33,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models  # noqa: E402
 import torch_truth  # noqa: E402
 
 torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
@@ -47,10 +48,7 @@ dev = torch.device("cuda")
 def mlp(steps=30):
     # The MLP of `docs/h200-measurements.md`: 8 x Linear(2048, 2048) + GELU, AdamW, batch 256.
     torch.manual_seed(0)
-    layers = []
-    for _ in range(8):
-        layers += [nn.Linear(2048, 2048), nn.GELU()]
-    model = nn.Sequential(*layers).to(dev)
+    model = models.mlp(2048, 8, nn.GELU, dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     for _ in range(steps):
         x = torch.randn(256, 2048, device=dev)
@@ -66,11 +64,7 @@ def transformer_varlen(steps=40):
     torch.manual_seed(0)
     rng = random.Random(1)
     d, vocab = 512, 8192
-    emb = nn.Embedding(vocab, d).to(dev)
-    enc = nn.TransformerEncoder(
-        nn.TransformerEncoderLayer(d, 8, 2048, dropout=0.1, batch_first=True), 6
-    ).to(dev)
-    head = nn.Linear(d, vocab).to(dev)
+    emb, enc, head = models.encoder_lm(vocab, d, 2048, 0.1, 6, dev)
     params = list(emb.parameters()) + list(enc.parameters()) + list(head.parameters())
     opt = torch.optim.AdamW(params, lr=1e-4)
     for _ in range(steps):

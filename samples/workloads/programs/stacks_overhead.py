@@ -1,5 +1,5 @@
 """Median step times of two allocation-heavy PyTorch training loops, for the recorder's overhead
-figures (samples/workloads/stacks_overhead.sh runs it with and without the recorder).
+figures (samples/workloads/h200/stacks_overhead.sh runs it with and without the recorder).
 
     python stacks_overhead.py OUT.json
 
@@ -20,6 +20,8 @@ import time
 import torch
 import torch.nn as nn
 
+import models
+
 
 def timed(step, warmup, steps):
     for _ in range(warmup):
@@ -35,10 +37,7 @@ def timed(step, warmup, steps):
 
 
 def mlp():
-    layers = []
-    for _ in range(16):
-        layers += [nn.Linear(1024, 1024), nn.ReLU()]
-    model = nn.Sequential(*layers).cuda()
+    model = models.mlp(1024, 16, nn.ReLU, "cuda")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def step():
@@ -52,10 +51,7 @@ def mlp():
 
 
 def transformer():
-    layer = nn.TransformerEncoderLayer(
-        d_model=512, nhead=8, dim_feedforward=2048, batch_first=True, dropout=0.0
-    )
-    model = nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False).cuda()
+    model = models.encoder(6, "cuda")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     lengths = [64, 128, 96, 256, 32, 192, 160, 224, 80, 112]
     state = {"i": 0}

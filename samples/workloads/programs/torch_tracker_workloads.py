@@ -28,14 +28,13 @@ import time
 import torch
 import torch.nn as nn
 
+import models
+
 MARKER = 1234567
 
 
 def mlp_model():
-    layers = []
-    for _ in range(16):
-        layers += [nn.Linear(1024, 1024), nn.ReLU()]
-    return nn.Sequential(*layers).cuda()
+    return models.mlp(1024, 16, nn.ReLU, "cuda")
 
 
 def train_step(model, opt, batch=64):

@@ -19,12 +19,11 @@ import time
 import torch
 import torch.nn as nn
 
+import models
+
 
 def mlp_steps():
-    layers = []
-    for _ in range(8):
-        layers += [nn.Linear(2048, 2048), nn.GELU()]
-    model = nn.Sequential(*layers).cuda()
+    model = models.mlp(2048, 8, nn.GELU, "cuda")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     for _ in range(30):
         x = torch.randn(256, 2048, device="cuda")
@@ -36,10 +35,7 @@ def mlp_steps():
 
 
 def transformer_steps():
-    layer = nn.TransformerEncoderLayer(
-        d_model=512, nhead=8, dim_feedforward=2048, batch_first=True, dropout=0.0
-    )
-    model = nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False).cuda()
+    model = models.encoder(6, "cuda")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     lengths = [64, 128, 96, 256, 32, 192, 160, 224, 80, 112]
     for step in range(20):
