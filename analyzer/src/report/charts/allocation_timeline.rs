@@ -10,7 +10,7 @@
 //! when a drawn band below it ends.
 
 use crate::sums::Live;
-use super::style::{self, ByteUnit, LegendEntry, Mark, TimeUnit};
+use super::style::{self, ByteUnit, LegendEntry, Mark, MemoryAxes, TimeUnit};
 use super::{Svg, svg};
 use crate::report::data::{Band, Buckets, SeriesBuilder, Timeline};
 use crate::report::trace::Instance;
@@ -181,18 +181,11 @@ pub fn render(title: &str, t: &Timeline) -> Svg {
         })
         .collect();
     let max = tops.iter().copied().max().unwrap_or(1).max(1);
-    let bu = ByteUnit::for_max(max);
-    let tu = TimeUnit::for_span(x1);
+    let axes = MemoryAxes::new(x1, max);
+    let (tu, bu) = (axes.time, axes.bytes);
     svg((style::WIDTH, style::HEIGHT), |root| {
         let (plot, legend) = root.split_horizontally(style::WIDTH - style::LEGEND_WIDTH);
-        let mut chart = style::time_chart(
-            &plot,
-            title,
-            tu.of(x0)..tu.of(x1),
-            0f64..bu.of(max) * 1.05,
-            tu.name,
-            &format!("live memory ({})", bu.name),
-        )?;
+        let mut chart = axes.chart(&plot, title, x0, x1, bu.of(max) * 1.05, "live memory")?;
         for (i, b) in t.bands.iter().enumerate() {
             chart.draw_series(std::iter::once(Polygon::new(
                 outline(b, &t.times_ns, tu, bu),

@@ -1,7 +1,7 @@
 //! Memory over time: live requested bytes and each policy's reserved bytes, their
 //! peaks marked, the lower bound, and the capacity when one was given.
 
-use super::style::{self, ByteUnit, LegendEntry, Mark, TimeUnit};
+use super::style::{self, ByteUnit, LegendEntry, Mark, MemoryAxes, TimeUnit};
 use super::{Svg, svg};
 use crate::report::data::{Buckets, Peak, Section, Series, SeriesBuilder};
 use crate::report::trace::Instance;
@@ -82,8 +82,8 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
     // Lines above the axis run along its top; their legend line says so.
     let y_top = (y_max as f64 * 1.08) as u64;
     let off = |peak: u64| if peak > y_top { " (off chart)" } else { "" };
-    let bu = ByteUnit::for_max(y_max);
-    let tu = TimeUnit::for_span(buckets.span_ns);
+    let axes = MemoryAxes::new(buckets.span_ns, y_max);
+    let (tu, bu) = (axes.time, axes.bytes);
     let title = format!("Memory over time: {}", section.label());
     let policies = section.policies.len();
     let ooms = section.policies.iter().filter(|p| p.oom.is_some()).count();
@@ -94,14 +94,7 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
         |root| {
             let (plot, legend) = root.split_horizontally(style::WIDTH - style::LEGEND_WIDTH);
             let x_max = tu.of(buckets.span_ns);
-            let mut chart = style::time_chart(
-                &plot,
-                &title,
-                0f64..x_max,
-                0f64..bu.of(y_top),
-                tu.name,
-                &format!("memory ({})", bu.name),
-            )?;
+            let mut chart = axes.chart(&plot, &title, 0, buckets.span_ns, bu.of(y_top), "memory")?;
             let mut entries = Vec::new();
             if !section.policies.is_empty() {
                 entries.push(LegendEntry::new("reserved by policy:", WHITE, Mark::Box));

@@ -321,6 +321,44 @@ pub fn time_chart<'a, DB: DrawingBackend>(
     Ok(chart)
 }
 
+/// The axes of a chart of memory over time: time in the unit that suits a span up to `end_ns`,
+/// memory in the unit that suits `max_bytes` (the memory chart and the allocation timeline).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemoryAxes {
+    pub time: TimeUnit,
+    pub bytes: ByteUnit,
+}
+
+impl MemoryAxes {
+    pub fn new(end_ns: u64, max_bytes: u64) -> MemoryAxes {
+        MemoryAxes {
+            time: TimeUnit::for_span(end_ns),
+            bytes: ByteUnit::for_max(max_bytes),
+        }
+    }
+
+    /// The [`time_chart`] on `area` from `from_ns` to `to_ns`, memory from 0 to `top` (in
+    /// [`MemoryAxes::bytes`]), the y axis described as `what (unit)`.
+    pub fn chart<'a, DB: DrawingBackend>(
+        &self,
+        area: &'a DrawingArea<DB, Shift>,
+        title: &str,
+        from_ns: u64,
+        to_ns: u64,
+        top: f64,
+        what: &str,
+    ) -> Result<TimeChart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
+        time_chart(
+            area,
+            title,
+            self.time.of(from_ns)..self.time.of(to_ns),
+            0f64..top,
+            self.time.name,
+            &format!("{what} ({})", self.bytes.name),
+        )
+    }
+}
+
 /// A dashed horizontal line across a chart at `y`, from `x0` to `x1`.
 pub fn dashed_hline(x0: f64, x1: f64, y: f64, pieces: usize) -> Vec<Vec<(f64, f64)>> {
     let step = (x1 - x0) / (2 * pieces.max(1)) as f64;
