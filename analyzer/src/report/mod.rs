@@ -16,11 +16,12 @@ pub mod generate;
 pub mod job;
 pub mod page;
 pub mod page_data;
+pub mod sections;
 pub mod trace;
 
-use charts::{allocation_timeline as timeline, histogram, live_at_peak, memory_over_time};
 use data::{Buckets, ReportData, Section, TraceFacts};
 use rayon::prelude::*;
+use sections::{histogram, live_at_peak, memory, timeline};
 use trace::{Instance, TracePass};
 
 /// Allocator instances drawn; a trace with more shows the ones with the largest peaks.
@@ -42,7 +43,7 @@ pub fn build(
         .par_iter()
         .enumerate()
         .map(|(i, inst)| {
-            let (series, peak, at) = memory_over_time::requested(inst, buckets);
+            let (series, peak, at) = memory::requested(inst, buckets);
             (i, series, peak, at)
         })
         .collect();
@@ -88,7 +89,7 @@ pub fn build(
             timeline,
             timeline_at_peak,
             focus,
-            requested_focus: memory_over_time::requested(inst, focus).0,
+            requested_focus: memory::requested(inst, focus).0,
             top: aggregate::top(inst, aggregate::TOP_ALLOCATIONS, pass.last_ns),
             stacks: aggregate::stacks(inst, at),
             refused,

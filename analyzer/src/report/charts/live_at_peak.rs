@@ -2,64 +2,16 @@
 //! on top, each row splitting its bytes among the frames it called), widest first. It answers
 //! "what do I shrink?".
 
-use crate::sums::SaturatingSum;
 use super::style;
 use super::{Svg, svg};
-use crate::report::data::{LiveAtPeak, LiveStack, Peak, Section};
+use crate::report::data::{LiveAtPeak, Section};
 use crate::report::escape::clean;
-use crate::report::trace::Instance;
 use crate::units::bytes;
 use plotters::prelude::*;
-use std::collections::HashMap;
 
-/// Stacks kept by name; smaller ones are summed into one "other stacks" entry.
-pub const MAX_STACKS: usize = 400;
 /// Rows of the icicle below the common outer frames.
 const MAX_DEPTH: usize = 14;
 const ROW: i32 = 24;
-
-/// The allocations live right after step `peak_step`, summed by stack, largest first.
-/// `frames` names a stack's frames, outermost first.
-pub fn collect(
-    instance: &Instance,
-    peak: Peak,
-    peak_step: Option<usize>,
-    frames: &mut dyn FnMut(u32) -> Vec<String>,
-) -> LiveAtPeak {
-    let Some(p) = peak_step else {
-        return LiveAtPeak::default();
-    };
-    let p = p as u32;
-    let mut by_stack: HashMap<u32, (u64, u64)> = HashMap::new();
-    for a in &instance.allocations {
-        if a.birth_step <= p && a.death_step > p {
-            let e = by_stack.entry(a.stack).or_default();
-            e.0 = e.0.saturating_add(a.size);
-            e.1 += 1;
-        }
-    }
-    let mut sums: Vec<(u32, u64, u64)> =
-        by_stack.into_iter().map(|(s, (b, n))| (s, b, n)).collect();
-    sums.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut stacks: Vec<LiveStack> = sums
-        .iter()
-        .take(MAX_STACKS)
-        .map(|&(stack, bytes, objects)| LiveStack {
-            frames: frames(stack),
-            bytes,
-            objects,
-        })
-        .collect();
-    if sums.len() > MAX_STACKS {
-        let rest = &sums[MAX_STACKS..];
-        stacks.push(LiveStack {
-            frames: vec![format!("({} smaller stacks)", rest.len())],
-            bytes: rest.iter().map(|r| r.1).saturating_sum(),
-            objects: rest.iter().map(|r| r.2).sum(),
-        });
-    }
-    LiveAtPeak { peak, stacks }
-}
 
 /// A node of the icicle: a frame reached through the frames above it.
 #[derive(Debug)]
@@ -254,6 +206,7 @@ pub fn render(section: &Section, start_ns: u64) -> Svg {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::data::{LiveStack, Peak};
 
     fn stack(frames: &[&str], bytes: u64) -> LiveStack {
         LiveStack {

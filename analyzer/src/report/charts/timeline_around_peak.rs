@@ -1,5 +1,5 @@
 //! The allocation timeline zoomed on the moments around the peak
-//! ([`super::allocation_timeline::ZOOM_STEPS`] steps either side), when that window is a small
+//! ([`crate::report::sections::timeline::ZOOM_STEPS`] steps either side), when that window is a small
 //! part of the trace.
 
 use super::allocation_timeline::render;
