@@ -77,7 +77,7 @@ impl Answers {
                 process_peak: b.process_peak,
                 saving_bytes: b.saving_bytes,
                 saving_fraction: b.saving_fraction,
-                validated: crate::policy::validated::label(&b.setting),
+                validated: crate::policy::validated::label(&b.setting, tune.capture),
             });
         let need = best
             .as_ref()

@@ -15,7 +15,7 @@ use super::distinct::replay_distinct;
 use super::framework::{Framework, Recorded};
 use super::grid::{Candidate, GridContext, Role, bounds, candidate, settings};
 use crate::model::device::process_peak;
-use crate::model::{CaptureLevel, LevelReport, RequestKind, RequestStream};
+use crate::model::{Capture, CaptureLevel, LevelReport, RequestKind, RequestStream};
 use crate::policy::greedy_by_size::{PLAN_WORK_MAX, plan_work};
 use crate::policy::validated::{Band, band};
 use crate::policy::{AddressOrder, PolicyError, PolicySpec};
@@ -143,6 +143,9 @@ pub struct Tune {
     pub notes: Vec<String>,
     /// The trace's capture level (docs/definitions.md).
     pub capture_level: CaptureLevel,
+    /// How the trace's requests were seen, which picks each model's validated band; `null`
+    /// when unknown.
+    pub capture: Option<Capture>,
     /// False when the trace cannot rank settings at all (a segment-level trace).
     pub judged: bool,
     pub recorded: Row,
@@ -210,9 +213,17 @@ fn figures(outs: &[&Outcome], streams: &[RequestStream], o: &TuneOptions) -> Fig
     }
 }
 
-fn row(c: &Candidate, f: &Figures, base: u64, gpu: Option<u64>, recorded: bool) -> Row {
+/// The row of candidate `c`; `capture` (the trace's) picks its model's validated band.
+fn row(
+    c: &Candidate,
+    f: &Figures,
+    base: u64,
+    gpu: Option<u64>,
+    recorded: bool,
+    capture: Option<Capture>,
+) -> Row {
     let saving = base as i64 - f.process as i64;
-    let validated = band(&c.spec.name);
+    let validated = band(&c.spec.name, capture);
     Row {
         validated,
         real_range: validated.map(|b| b.real_range(f.process)),
@@ -302,7 +313,7 @@ pub fn tune(
     let figs: Vec<Figures> = per.iter().map(|o| figures(o, streams, options)).collect();
     let base = figs[0].process;
     let gpu = options.gpu_bytes;
-    let mut recorded_row = row(&candidates[0], &figs[0], base, gpu, true);
+    let mut recorded_row = row(&candidates[0], &figs[0], base, gpu, true, level.capture);
 
     // Merge settings with identical figures into the simplest one.
     let mut rows: Vec<(usize, Row)> = Vec::new();
@@ -313,7 +324,7 @@ pub fn tune(
         }
         let f = &figs[i];
         let key = (f.pool, f.allocs, f.frees, f.sync, f.retries, f.oom);
-        let r = row(c, f, base, gpu, i == 0);
+        let r = row(c, f, base, gpu, i == 0, level.capture);
         match by_figures.get(&key) {
             Some(&at) => {
                 let simpler = c.spec.options.len() < candidates[rows[at].0].spec.options.len();
@@ -391,7 +402,7 @@ pub fn tune(
         .iter()
         .enumerate()
         .filter(|(_, c)| c.role == Role::Bound)
-        .map(|(i, c)| row(c, &figs[i], base, gpu, false))
+        .map(|(i, c)| row(c, &figs[i], base, gpu, false, level.capture))
         .collect();
     let not_judged = unjudged(streams, level, recorded, &candidates, &figs);
     let mut notes = recorded.notes.clone();
@@ -406,6 +417,7 @@ pub fn tune(
         evidence: recorded.evidence.clone(),
         notes,
         capture_level: level.level,
+        capture: level.capture,
         judged,
         recorded: recorded_row,
         ranked: if judged { ranked } else { Vec::new() },

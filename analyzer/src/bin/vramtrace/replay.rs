@@ -10,6 +10,7 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use vramtrace::policy::REGISTRY;
+use vramtrace::policy::validated::capture_line;
 use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
 use vramtrace::summary::{StackNames, short_frame, top_stacks};
 use vramtrace::units::{bytes, count, duration, parse_size_arg};
@@ -224,6 +225,7 @@ fn render_text(
     let mut s = String::new();
     let _ = writeln!(s, "trace        {}", r.trace);
     let _ = writeln!(s, "level        {}", input.model.level.shown());
+    let _ = writeln!(s, "capture      {}", capture_line(r.capture));
     if let Some(w) = &r.warning {
         let _ = writeln!(s, "WARNING      {w}");
     }
