@@ -49,7 +49,11 @@ impl Capture {
 
     /// The capture of a trace, from its writer and what its events are; `None` when its level
     /// is unknown (nothing was validated on such a trace).
-    pub fn of_trace(metadata: &Metadata, torch_allocs: u64, level: super::CaptureLevel) -> Option<Capture> {
+    pub fn of_trace(
+        metadata: &Metadata,
+        torch_allocs: u64,
+        level: super::CaptureLevel,
+    ) -> Option<Capture> {
         use super::CaptureLevel::*;
         // The importers name themselves in the writer: `vramtrace … import (…)`,
         // `vramtrace … import_torch_trace (…)`.
@@ -80,11 +84,23 @@ mod tests {
             ..Metadata::default()
         };
         let of = Capture::of_trace;
-        assert_eq!(of(&recorder, 3, CaptureLevel::Request), Some(Capture::Tracker));
-        assert_eq!(of(&recorder, 0, CaptureLevel::Request), Some(Capture::Requests));
-        assert_eq!(of(&recorder, 0, CaptureLevel::Segment), Some(Capture::Segments));
+        assert_eq!(
+            of(&recorder, 3, CaptureLevel::Request),
+            Some(Capture::Tracker)
+        );
+        assert_eq!(
+            of(&recorder, 0, CaptureLevel::Request),
+            Some(Capture::Requests)
+        );
+        assert_eq!(
+            of(&recorder, 0, CaptureLevel::Segment),
+            Some(Capture::Segments)
+        );
         assert_eq!(of(&recorder, 0, CaptureLevel::Unknown), None);
-        assert_eq!(of(&imported, 0, CaptureLevel::Request), Some(Capture::Snapshot));
+        assert_eq!(
+            of(&imported, 0, CaptureLevel::Request),
+            Some(Capture::Snapshot)
+        );
         for c in Capture::ALL {
             assert_eq!(Capture::from_name(c.name()), Some(c));
         }

@@ -13,7 +13,8 @@ mod request;
 
 pub use from_events::{LevelStats, Model, ModelBuilder};
 pub use level::{
-    Capture, CaptureLevel, LevelFacts, LevelReport, allocator_as_run, detect_level, pytorch_alloc_conf,
+    Capture, CaptureLevel, LevelFacts, LevelReport, allocator_as_run, detect_level,
+    pytorch_alloc_conf,
 };
 pub use modules::ModuleIndex;
 pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};

@@ -280,7 +280,13 @@ Capture: `requests` (the recorder's request-level hooks).
         let (b, uncaptured) = parse(DOC);
         assert_eq!(b.len(), 4, "{b:?}");
         assert_eq!(
-            (b[0].policy.as_str(), b[0].capture, b[0].low, b[0].high, b[0].runs),
+            (
+                b[0].policy.as_str(),
+                b[0].capture,
+                b[0].low,
+                b[0].high,
+                b[0].runs
+            ),
             ("pytorch", Capture::Requests, -0.045, 0.0, 2)
         );
         assert_eq!(b[0].workloads, ["mlp", "transformer"]);
@@ -296,7 +302,13 @@ Capture: `requests` (the recorder's request-level hooks).
         );
         assert_eq!(b[2].label(), "exact (1 runs)");
         assert_eq!(
-            (b[3].policy.as_str(), b[3].capture, b[3].low, b[3].high, b[3].runs),
+            (
+                b[3].policy.as_str(),
+                b[3].capture,
+                b[3].low,
+                b[3].high,
+                b[3].runs
+            ),
             ("pytorch", Capture::Snapshot, -0.01, 0.01, 2)
         );
         // A heading ends the section's capture: that row names none and is left out, loudly.
@@ -312,7 +324,11 @@ Capture: `requests` (the recorder's request-level hooks).
 
     #[test]
     fn every_validation_row_names_its_capture() {
-        assert_eq!(parse(VALIDATION).1, Vec::<usize>::new(), "docs/validation.md lines");
+        assert_eq!(
+            parse(VALIDATION).1,
+            Vec::<usize>::new(),
+            "docs/validation.md lines"
+        );
     }
 
     #[test]
@@ -335,7 +351,10 @@ Capture: `requests` (the recorder's request-level hooks).
         assert_eq!(band("pytorch", None), None);
         assert_eq!(band("pytorch", Some(Capture::Segments)), None);
         assert_eq!(label("pytorch", Some(Capture::Segments)), "unvalidated");
-        assert_eq!(label("gmlake-unknown-model", Some(Capture::Tracker)), "unvalidated");
+        assert_eq!(
+            label("gmlake-unknown-model", Some(Capture::Tracker)),
+            "unvalidated"
+        );
         assert!(capture_line(Some(Capture::Tracker)).contains("from tracker captures"));
     }
 }
