@@ -287,6 +287,30 @@ fn hostile_names_stay_text_in_svg_and_html() {
     }
 }
 
+/// The page's out-of-memory column says what `replay`'s text says of the recorded run's own
+/// refused allocations (`refused_as_recorded`): refused again under the room the run had, served
+/// on the whole device.
+#[test]
+fn the_pages_oom_column_says_the_recorded_refusals_as_replay_does() {
+    let capped = repo("samples/traces/h200-torch/resnet.cap5_6g.vramtrace");
+    let page = |extra: &[&str]| {
+        let dir = report(&capped, &[&["--policy", "pytorch"][..], extra].concat());
+        std::fs::read_to_string(dir.path().join("index.html")).unwrap()
+    };
+    let html = page(&["--capacity", "5.6GiB"]);
+    assert!(
+        html.contains("<td><span class=\"oom\">36 refused as in the recorded run</span></td>"),
+        "the capped replay"
+    );
+    let html = page(&[]);
+    assert!(
+        html.contains(
+            "<td>no (served the 36 allocations the recorded run was refused: it had more room)</td>"
+        ),
+        "the whole device"
+    );
+}
+
 #[test]
 fn policies_can_be_chosen() {
     let dir = report(

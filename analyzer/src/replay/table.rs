@@ -13,6 +13,28 @@ use crate::policy::validated::{Band, band};
 use crate::policy::{PolicyError, PolicyRole, PolicySpec, preallocates, role};
 use serde::Serialize;
 
+/// What a replay that did not run out of memory says of the recorded run's own refused
+/// allocations (docs/definitions.md, "refused as recorded"): `N refused as in the recorded run`
+/// when the policy refused `refused_as_recorded` of them too, else that it served all
+/// `recorded_failures`; `None` when the run had none. `replay`'s text and the report say it
+/// alike.
+pub fn recorded_refusals_note(refused_as_recorded: u64, recorded_failures: u64) -> Option<String> {
+    use crate::units::count;
+    if refused_as_recorded > 0 {
+        Some(format!(
+            "{} refused as in the recorded run",
+            count(refused_as_recorded)
+        ))
+    } else if recorded_failures > 0 {
+        Some(format!(
+            "served the {} allocations the recorded run was refused: it had more room",
+            count(recorded_failures)
+        ))
+    } else {
+        None
+    }
+}
+
 /// One policy's figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct PolicyRow {

@@ -298,6 +298,9 @@ pub struct PolicyResult {
     pub device_frees: u64,
     pub est_alloc_time_us: f64,
     pub oom: Option<OomFacts>,
+    /// Of the recorded run's refused allocations ([`Section::refused_total`]), those this
+    /// policy refused too.
+    pub refused_as_recorded: u64,
     /// The policy's segments and blocks when reserved peaked.
     pub address_map: AddressLayout,
 }

@@ -18,6 +18,7 @@ use super::data::{ReportData, Section};
 use super::escape::html;
 use super::job::{JobRank, ranks_table};
 use super::page_data::{Run, script_json};
+use crate::replay::recorded_refusals_note;
 use crate::tune::Grid;
 use crate::units::{bytes, count, duration};
 use serde::Serialize;
@@ -522,7 +523,13 @@ fn summary_table(s: &mut String, x: &Section, start_ns: u64) {
             "–".to_string()
         };
         let oom = match &p.oom {
-            None => "no".to_string(),
+            None => match recorded_refusals_note(p.refused_as_recorded, x.refused_total) {
+                Some(n) if p.refused_as_recorded > 0 => {
+                    format!("<span class=\"oom\">{}</span>", html(&n))
+                }
+                Some(n) => format!("no ({})", html(&n)),
+                None => "no".to_string(),
+            },
             Some(o) => format!(
                 "<span class=\"oom\">at {} asking {} with {} reserved</span>",
                 duration(o.time_ns.saturating_sub(start_ns)),
