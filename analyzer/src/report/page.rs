@@ -353,12 +353,13 @@ fn answers(s: &mut String, data: &ReportData) {
                 "<div class=\"answer\" id=\"best-setting\" title=\"the recorded setting: {}\">\
                  <span>best selectable setting</span><b>{}</b><span><code class=\"paste\">{}</code>\
                  <br>{} ({:.1}%) less than the recorded setting, best validated {among}; \
-                 its model's error on real runs: {}</span></div>",
+                 its model's error on real runs of {} captures: {}</span></div>",
                 html(&a.recorded_select),
                 html(&b.setting),
                 html(&b.select),
                 bytes(b.saving_bytes.unsigned_abs()),
                 100.0 * b.saving_fraction,
+                b.capture.map_or("unknown", |c| c.name()),
                 html(&b.validated),
             );
         }

@@ -261,8 +261,14 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
             );
         } else {
             let how = best.validated.map_or(
-                "its model is unvalidated: no real run checked it".to_string(),
-                |b| format!("its model's error on real runs: {}", b.label()),
+                "its model is unvalidated: no real run of this capture checked it".to_string(),
+                |b| {
+                    format!(
+                        "its model's error on real runs of {} captures: {}",
+                        b.capture.name(),
+                        b.label()
+                    )
+                },
             );
             let _ = writeln!(s, "\nto apply the best setting ({how}):\n  {}", best.select);
         }
