@@ -105,3 +105,35 @@ fn summary_tells_the_programs_cap_from_a_full_device_at_the_oom() {
         "{text}"
     );
 }
+
+/// `tune`'s "not judged" line says what the trace holds: the `empty_cache` program's eight
+/// calls, not "no empty_cache calls".
+#[test]
+fn tune_counts_the_empty_cache_calls_the_trace_holds() {
+    let tune = |name: &str| {
+        let out = crate::util::vramtrace()
+            .args(["tune", sample(name).to_str().unwrap(), "--json"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let line = v["not_judged"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["setting"].as_str().unwrap().contains("empty_cache"))
+            .expect("the empty_cache line")["why"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        line
+    };
+    let empty = tune("empty-native.vramtrace");
+    assert!(
+        empty.starts_with("the trace records 8 empty_cache call(s) and 0 private pool(s)"),
+        "{empty}"
+    );
+    assert_eq!(
+        tune("grow-native.vramtrace"),
+        "the trace records no graph captures and no empty_cache calls"
+    );
+}

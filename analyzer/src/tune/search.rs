@@ -471,6 +471,36 @@ fn address_spreads(
         .collect())
 }
 
+/// What the trace holds of the program's graph pools and `empty_cache` calls: both are replayed
+/// where they happened under every setting, but no option about them is searched.
+fn graphs_and_empty_cache(streams: &[RequestStream]) -> String {
+    let empty_cache: usize = streams
+        .iter()
+        .map(|s| {
+            s.requests
+                .iter()
+                .filter(|r| r.kind == RequestKind::EmptyCache)
+                .count()
+        })
+        .sum();
+    // A private pool's blocks are served on a stream of their own, marked by the top bit
+    // (`model::from_events::stream_of`).
+    let pools: usize = streams
+        .iter()
+        .map(|s| s.cuda_streams.iter().filter(|&&h| h >> 63 == 1).count())
+        .sum();
+    if empty_cache == 0 && pools == 0 {
+        return "the trace records no graph captures and no empty_cache calls".into();
+    }
+    format!(
+        "the trace records {} empty_cache call(s) and {} private pool(s) (graph captures, \
+         MemPools): they are replayed where they happened under every setting, but no option \
+         about them is searched",
+        crate::units::count(empty_cache as u64),
+        crate::units::count(pools as u64)
+    )
+}
+
 fn unjudged(
     streams: &[RequestStream],
     level: &LevelReport,
@@ -552,7 +582,7 @@ fn unjudged(
             );
             say(
                 "graph_capture_record_stream_reuse, CUDA graph pools, empty_cache",
-                "the trace records no graph captures and no empty_cache calls".into(),
+                graphs_and_empty_cache(streams),
             );
             say(
                 "release_lock_on_cudamalloc, pinned_*",
