@@ -28,6 +28,7 @@ pub mod info;
 pub mod interop;
 pub mod job;
 pub mod limits;
+pub mod oom_story;
 pub mod model;
 pub mod policy;
 pub mod replay;

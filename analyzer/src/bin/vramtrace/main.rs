@@ -20,6 +20,7 @@ mod job;
 mod listing;
 mod load;
 mod on_device;
+mod oom_story;
 mod output;
 mod record;
 mod replay;
