@@ -20,7 +20,6 @@ mod job;
 mod listing;
 mod load;
 mod on_device;
-mod oom_story;
 mod output;
 mod record;
 mod replay;

@@ -6,18 +6,18 @@ use crate::incomplete::Flagged;
 use crate::job;
 use crate::load::{load_job, load_trace};
 use anyhow::Result;
+use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::failures::FailureSite;
-use serde::Serialize;
 use vramtrace::limits::ProcessLimit;
 use vramtrace::model::Model;
 use vramtrace::oom_story::{self, OomStory};
 use vramtrace::summary::StackNames;
-use vramtrace::tune::recorded_of;
 use vramtrace::summary::{
     GroupSummary, NO_STACK_WHY, StackBytes, Summary, TOP_STACKS, short_frame, shown_rows,
 };
+use vramtrace::tune::recorded_of;
 use vramtrace::units::{bytes, count, duration};
 
 /// Peaks, counts, size classes, the stacks holding memory at the peak, leaks and failed
@@ -77,7 +77,7 @@ impl Args {
         crate::output::json_or_text(v.json, &flagged, |f| {
             let mut text = render(&v.trace, f.report.summary, first, depth, &limits);
             for s in f.report.oom_stories {
-                text.push_str(&crate::oom_story::render(s));
+                text.push_str(&oom_story::render(s));
             }
             text
         })

@@ -1,16 +1,20 @@
-//! The text of an out-of-memory story ([`vramtrace::oom_story`]): one screen, ending with the
-//! line to paste.
+//! The text of an out-of-memory story ([`super::OomStory`]): one screen, ending with the line
+//! to paste. `summary` prints it; the report shows the same text in its card.
 
+use super::OomStory;
+use crate::units::{bytes, duration};
 use std::fmt::Write as _;
-use vramtrace::oom_story::OomStory;
-use vramtrace::units::{bytes, duration};
 
+/// The story as `summary` prints it, starting with an empty line.
 pub fn render(s: &OomStory) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
         "\nOOM story: process {} device {}, request #{} at {}",
-        s.pid, s.device, s.request_index, duration(s.time_ns)
+        s.pid,
+        s.device,
+        s.request_index,
+        duration(s.time_ns)
     );
     let line = if s.site.is_empty() {
         "<no stack>"
@@ -23,7 +27,11 @@ pub fn render(s: &OomStory) -> String {
         bytes(s.size),
         s.stream
     );
-    let _ = writeln!(o, "  live       {} requested, by line:", bytes(s.live_requested));
+    let _ = writeln!(
+        o,
+        "  live       {} requested, by line:",
+        bytes(s.live_requested)
+    );
     for l in &s.live_by_line {
         let site = if l.site.is_empty() {
             "<no stack>"
@@ -33,7 +41,9 @@ pub fn render(s: &OomStory) -> String {
         let _ = writeln!(o, "    {:>12} {:>7}×  {site}", bytes(l.bytes), l.count);
     }
     if let Some(c) = &s.cache {
-        let verdict = if c.fragmentation {
+        let verdict = if s.served_within.is_none() {
+            "replayed without the limit that refused it, which the trace does not record".into()
+        } else if c.fragmentation {
             format!(
                 "fragmentation: enough free in the cache, but no free block of {}",
                 bytes(s.size)
@@ -80,11 +90,17 @@ pub fn render(s: &OomStory) -> String {
         };
         let _ = writeln!(o, "  limit      {cap}{device}{free}");
     }
+    let within = match s.served_within {
+        Some(w) => format!("under the same cap ({})", bytes(w)),
+        None => "judged: the trace does not record the limit that refused it (record with \
+                 this vramtrace to capture a memory fraction)"
+            .into(),
+    };
     match (s.served_by.first(), &s.smallest) {
         (Some(_), _) => {
             let _ = writeln!(
                 o,
-                "  served by  {} setting(s) under the same limit, best first:",
+                "  served by  {} setting(s) {within}, best first:",
                 s.served_by.len()
             );
             for x in s.served_by.iter().take(3) {
@@ -102,13 +118,13 @@ pub fn render(s: &OomStory) -> String {
         (None, Some(m)) => {
             let _ = writeln!(
                 o,
-                "  served by  no selectable setting under the same limit; {} needs {}",
+                "  served by  no selectable setting {within}; {} needs {}",
                 m.policy,
                 bytes(m.capacity_bytes)
             );
         }
         (None, None) => {
-            let _ = writeln!(o, "  served by  nothing found: no setting or limit serves it");
+            let _ = writeln!(o, "  served by  nothing found {within}");
         }
     }
     if let Some(p) = &s.paste {

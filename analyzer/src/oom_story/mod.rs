@@ -25,6 +25,9 @@ use crate::tune::{Grid, Recorded, tune_model};
 use serde::Serialize;
 use vramtrace_format::Trace;
 
+mod text;
+pub use text::render;
+
 /// Lines of live memory shown, and segments with free cache.
 pub const SHOWN: usize = 5;
 
@@ -53,7 +56,11 @@ pub struct OomStory {
     pub cache: Option<Cache>,
     /// The limit the process ran under then, as the trace records it.
     pub limit: Option<Limit>,
-    /// Selectable settings whose replay under the same limit serves the request, best first
+    /// The limit `served_by` was replayed under: the program's recorded cap, when it is what
+    /// refused the request (the device had room); `None` when the trace does not record the
+    /// limit that refused it, and then no setting is named, only `smallest`.
+    pub served_within: Option<u64>,
+    /// Selectable settings whose replay within `served_within` serves the request, best first
     /// (tune's order), the recorded one left out.
     pub served_by: Vec<Served>,
     /// When none does: the smallest limit at which the recorded setting serves it.
@@ -95,7 +102,8 @@ fn by_line(stacks: Vec<StackBytes>) -> Vec<LineBytes> {
 /// The allocator's memory just before the refused request.
 #[derive(Debug, Clone, Serialize)]
 pub struct Cache {
-    /// The policy replayed (the recorded setting).
+    /// The policy replayed (the recorded setting), under the limits the trace records: where
+    /// it records none that refused the request, the cache shown is the run's without it.
     pub policy: String,
     pub reserved: u64,
     /// Cached blocks nobody holds.
@@ -135,7 +143,7 @@ pub struct Served {
     pub select: String,
     /// Its pool peak over the run as far as the request.
     pub pool_peak_reserved: u64,
-    /// Room left under the cap at that peak; `None` without a cap.
+    /// Room left within [`OomStory::served_within`] at that peak.
     pub headroom: Option<u64>,
 }
 
@@ -175,7 +183,11 @@ pub fn stories(
             request_index: at,
             time_ns: r.time_ns.saturating_sub(model.start_ns),
             size: r.size,
-            stream: stream.cuda_streams.get(r.stream as usize).copied().unwrap_or(0),
+            stream: stream
+                .cuda_streams
+                .get(r.stream as usize)
+                .copied()
+                .unwrap_or(0),
             site: top_stacks(std::iter::once((r.stack, r.size)), names, 1)
                 .pop()
                 .map_or(String::new(), |s| s.site),
@@ -191,6 +203,7 @@ pub fn stories(
                 _ => None,
             },
             limit: limit.map(|l| limit_then(l, stream, at, r.size)),
+            served_within: None,
             served_by: Vec::new(),
             smallest: None,
             paste: None,
@@ -200,28 +213,36 @@ pub fn stories(
             streams: vec![upto.clone()],
             ..model.clone()
         };
-        if let Some(t) = tune_model(
-            trace,
-            &alone,
-            recorded,
-            None,
-            None,
-            CUDA_CONTEXT_BYTES,
-            Grid::Full,
-        )? {
-            let cap = story.limit.as_ref().and_then(|l| l.cap_bytes);
-            story.served_by = t
-                .ranked
-                .iter()
-                .filter(|row| !row.oom && !row.recorded)
-                .filter(|row| cap.is_none_or(|c| row.pool_peak_reserved <= c))
-                .map(|row| Served {
-                    setting: row.setting.clone(),
-                    select: row.select.clone(),
-                    pool_peak_reserved: row.pool_peak_reserved,
-                    headroom: cap.map(|c| c - row.pool_peak_reserved),
-                })
-                .collect();
+        // The program's cap refused it when it is recorded and the device had room.
+        let cap = story
+            .limit
+            .as_ref()
+            .filter(|l| l.free_on_device.is_none_or(|f| f >= r.size))
+            .and_then(|l| l.cap_bytes);
+        story.served_within = cap;
+        if let Some(within) = cap {
+            // The stream's own fraction caps every setting's replay.
+            if let Some(t) = tune_model(
+                trace,
+                &alone,
+                recorded,
+                None,
+                None,
+                CUDA_CONTEXT_BYTES,
+                Grid::Full,
+            )? {
+                story.served_by = t
+                    .ranked
+                    .iter()
+                    .filter(|row| !row.oom && !row.recorded && row.pool_peak_reserved <= within)
+                    .map(|row| Served {
+                        setting: row.setting.clone(),
+                        select: row.select.clone(),
+                        pool_peak_reserved: row.pool_peak_reserved,
+                        headroom: Some(within - row.pool_peak_reserved),
+                    })
+                    .collect();
+            }
         }
         story.paste = story.served_by.first().map(|s| s.select.clone());
         if story.served_by.is_empty()
@@ -321,7 +342,9 @@ fn limit_then(l: &ProcessLimit, stream: &RequestStream, at: usize, size: u64) ->
     let device_total = stream.device_total.or(l.device_total);
     Limit {
         fraction,
-        cap_bytes: fraction.zip(device_total).map(|(f, t)| (f * t as f64) as u64),
+        cap_bytes: fraction
+            .zip(device_total)
+            .map(|(f, t)| (f * t as f64) as u64),
         device_total,
         free_on_device: l.free_at_first_oom,
         verdict: l.verdict(size).map(str::to_string),
