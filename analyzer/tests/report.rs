@@ -1284,3 +1284,25 @@ fn an_empty_directory_is_one_line_and_exit_1() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no .vramtrace, .pickle or .pkl file"), "{err}");
 }
+
+/// The report has one card per recorded out-of-memory error, with the story `summary` tells,
+/// ending with the line to paste; a trace without one has none.
+#[test]
+fn the_report_tells_the_oom_story_summary_tells() {
+    let capped = repo("samples/traces/h200-pressure/grow-native.vramtrace");
+    let dir = report(&capped, &["--policy", "pytorch"]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    let at = html
+        .find("<div class=\"oom-story\">")
+        .expect("the story's card");
+    let card = &html[at..at + html[at..].find("</div>").unwrap()];
+    assert!(card.contains("not fragmentation"), "{card}");
+    assert!(card.contains("under the same cap (4.00 GiB)"), "{card}");
+    assert!(
+        card.contains("paste      torch.cuda.set_per_process_memory_fraction(0.0290"),
+        "{card}"
+    );
+    let dir = report(&sample(), &["--policy", "pytorch"]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(!html.contains("<div class=\"oom-story\">"));
+}

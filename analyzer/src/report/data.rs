@@ -146,6 +146,9 @@ pub struct ReportData {
     pub lifetimes: Histogram,
     /// The headline's answers; `None` when the trace holds nothing to tune.
     pub answers: Option<Headline>,
+    /// The story of each recorded out-of-memory error ([`crate::oom_story`]), as `summary`
+    /// tells it.
+    pub oom_stories: Vec<crate::oom_story::OomStory>,
 }
 
 /// The answers of [`crate::answers::Answers`], and how many settings they were chosen among.

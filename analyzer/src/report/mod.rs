@@ -105,6 +105,7 @@ pub fn build(
         sizes: histogram::sizes(&pass.instances),
         lifetimes: histogram::lifetimes(&pass.instances),
         answers: None,
+        oom_stories: Vec::new(),
     }
 }
 

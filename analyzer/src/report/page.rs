@@ -297,6 +297,15 @@ fn trace_facts(s: &mut String, data: &ReportData) {
     let start_ns = data.buckets.map_or(0, |b| b.start_ns);
     let segments = t.level.starts_with("segment");
     answers(s, data);
+    for story in &data.oom_stories {
+        // One card per recorded failure, the text `summary` prints.
+        let _ = writeln!(
+            s,
+            "<div class=\"oom-story\"><h3>Out of memory: what happened and what would have \
+             served it</h3><pre>{}</pre></div>",
+            html(crate::oom_story::render(story).trim_start())
+        );
+    }
     for x in &data.sections {
         if data.sections.len() > 1 {
             let _ = writeln!(s, "<h3>{}</h3>", html(&x.label()));
