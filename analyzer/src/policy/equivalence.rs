@@ -173,21 +173,21 @@ mod tests {
             ReplayClass::PyTorch(e) => e,
             other => panic!("{other:?}"),
         };
-        let gc = pytorch("pytorch:garbage_collection_threshold=0.5,memory_fraction=1.0");
+        let gc = pytorch("pytorch:garbage_collection_threshold=0.5,memory_fraction=0.5");
         let [kept, none] = &gc.without_collection()[..] else {
             panic!("two bases")
         };
         assert_eq!(
             ReplayClass::PyTorch(kept.base.clone()),
-            class("pytorch:memory_fraction=1.0", &s)
+            class("pytorch:memory_fraction=0.5", &s)
         );
         assert_eq!(
             ReplayClass::PyTorch(none.base.clone()),
             class("pytorch", &s)
         );
-        // Half of the 80 GiB capacity; the fraction's own limit less the largest segment is
-        // higher.
-        assert_eq!((kept.peak_at_most, none.peak_at_most), (40 << 30, 40 << 30));
+        // Half of the fraction's 40 GiB of the 80 GiB capacity; the fraction's own limit less
+        // the largest segment is higher.
+        assert_eq!((kept.peak_at_most, none.peak_at_most), (20 << 30, 20 << 30));
         let tight = pytorch("pytorch:garbage_collection_threshold=0.9999,memory_fraction=0.5");
         let bases = tight.without_collection();
         assert_eq!(bases[1].peak_at_most, (40 << 30) - 30 * MIB);

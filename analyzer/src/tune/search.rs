@@ -568,9 +568,10 @@ fn unjudged(
             if gc_idle {
                 say(
                     "garbage_collection_threshold",
-                    "frees cached blocks only when reserved memory nears the memory fraction; \
-                     at this capacity it never does. Pass --gpu SIZE to judge it on a smaller \
-                     device"
+                    "frees cached blocks only under a memory fraction below 1 (PyTorch 2.11), \
+                     when reserved memory nears it; in this run it never did. Replay it with \
+                     --policy 'pytorch:garbage_collection_threshold=T,memory_fraction=F' for \
+                     the fraction you would set"
                         .into(),
                 );
             }
