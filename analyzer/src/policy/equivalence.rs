@@ -53,7 +53,14 @@ pub fn replay_class(
     };
     let cfg = Config::from_options(&options, expandable, ctx.device_memory())
         .map_err(|e| rejected(spec, e))?;
-    Ok(ReplayClass::PyTorch(cfg.effective(sizes)))
+    // A fraction below 1 the program sets itself (a request of its stream) turns garbage
+    // collection on as a configured one does.
+    let program_caps = ctx
+        .stream
+        .requests
+        .iter()
+        .any(|r| r.kind == crate::model::RequestKind::MemoryFraction && r.fraction() < 1.0);
+    Ok(ReplayClass::PyTorch(cfg.effective(sizes, program_caps)))
 }
 
 #[cfg(test)]
@@ -164,6 +171,29 @@ mod tests {
             ),
             class("pytorch:memory_fraction=0.9", &s)
         );
+    }
+
+    /// Collection runs under a fraction below 1, the configured one or the program's own; a
+    /// configured fraction of 1 sets none (PyTorch 2.11).
+    #[test]
+    fn a_threshold_counts_under_the_programs_own_fraction_and_not_under_a_fraction_of_one() {
+        let plain = stream(&[30 * MIB, 3 * MIB]);
+        let gc = "pytorch:garbage_collection_threshold=0.6";
+        assert_eq!(class(gc, &plain), class("pytorch", &plain));
+        assert_eq!(
+            class(&format!("{gc},memory_fraction=1"), &plain),
+            class("pytorch:memory_fraction=1", &plain)
+        );
+        let mut capped = plain.clone();
+        capped.requests.insert(
+            0,
+            Request {
+                size: 0.5f64.to_bits(),
+                kind: crate::model::RequestKind::MemoryFraction,
+                ..Request::alloc(0, 0, 0)
+            },
+        );
+        assert_ne!(class(gc, &capped), class("pytorch", &capped));
     }
 
     #[test]

@@ -299,9 +299,10 @@ impl Config {
     ///   and returns false having done nothing, which is what it returns at once when the
     ///   option is unset. With expandable segments, free blocks grow across pages past any
     ///   segment size, so the option stays.
-    /// - `garbage_collection_threshold` without a memory fraction: `gc_enabled` is false
+    /// - `garbage_collection_threshold` without a memory fraction below 1, configured or set
+    ///   by the program (`program_caps`): `gc_enabled` is false
     ///   (`garbage_collect_cached_blocks` needs `allowed_memory_maximum`).
-    pub fn effective(&self, sizes: &[u64]) -> Effective {
+    pub fn effective(&self, sizes: &[u64], program_caps: bool) -> Effective {
         let rounded: Vec<u64> = sizes.iter().map(|&s| self.round_size(s)).collect();
         let largest_request = rounded.iter().copied().max().unwrap_or(0);
         let largest_segment = rounded
@@ -328,7 +329,13 @@ impl Config {
         if !cfg.expandable_segments && largest_request.max(largest_segment) < cfg.max_split_size {
             cfg.max_split_size = u64::MAX;
         }
-        if cfg.allowed_maximum().is_none() {
+        // A configured fraction overrides the program's calls; without one, the program's own
+        // fraction is what collection would run under.
+        let capped = match cfg.memory_fraction {
+            Some(_) => cfg.allowed_maximum().is_some(),
+            None => program_caps,
+        };
+        if !capped {
             cfg.gc_threshold = 0.0;
         }
         Effective { cfg, rounded }
