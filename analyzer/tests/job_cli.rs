@@ -133,22 +133,7 @@ fn an_incomplete_rank_is_flagged_on_stderr_in_json_and_in_the_job_line() {
     let tmp = tempfile::tempdir().unwrap();
     let paths = crate::util::write_job(tmp.path(), "job-x", 3, &[], 1);
     let cut = &paths[2];
-    // Rank 2 written again in small chunks, then cut: the chunks before the cut are read.
-    let trace =
-        vramtrace_format::Trace::open(cut, vramtrace_format::ReadOptions::default()).unwrap();
-    let options = vramtrace_format::WriterOptions {
-        chunk_events: 16,
-        ..vramtrace_format::WriterOptions::default()
-    };
-    let file = std::fs::File::create(cut).unwrap();
-    let mut w = vramtrace_format::TraceWriter::new(file, &trace.metadata, options).unwrap();
-    *w.tables_mut() = trace.tables.clone();
-    for e in trace.events() {
-        w.push(&e).unwrap();
-    }
-    w.finish().unwrap();
-    let whole = std::fs::read(cut).unwrap();
-    std::fs::write(cut, &whole[..whole.len() * 2 / 3]).unwrap();
+    crate::util::cut_short(cut);
     let dir = tmp.path().to_str().unwrap();
     let name = cut.display().to_string();
     for args in [
