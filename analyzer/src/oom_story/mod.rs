@@ -65,7 +65,7 @@ pub struct OomStory {
     pub served_by: Vec<Served>,
     /// When none does: the smallest limit at which the recorded setting serves it.
     pub smallest: Option<Smallest>,
-    /// The line to paste, or `None` when nothing found serves it.
+    /// The line to paste, or `None` when nothing found serves it on this device.
     pub paste: Option<String>,
 }
 
@@ -257,13 +257,11 @@ pub fn stories(
                     memory_fraction: (c < total).then(|| fraction_for_cap(c, total)),
                 }
             });
-            story.paste = story.smallest.as_ref().map(|s| match s.memory_fraction {
-                Some(f) => format!("torch.cuda.set_per_process_memory_fraction({f})"),
-                None => format!(
-                    "a device of more than {} (no fraction of this one is enough)",
-                    crate::units::bytes(s.capacity_bytes)
-                ),
-            });
+            story.paste = story
+                .smallest
+                .as_ref()
+                .and_then(|s| s.memory_fraction)
+                .map(|f| format!("torch.cuda.set_per_process_memory_fraction({f})"));
         }
         out.push(story);
     }

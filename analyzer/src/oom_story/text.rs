@@ -116,9 +116,14 @@ pub fn render(s: &OomStory) -> String {
             }
         }
         (None, Some(m)) => {
+            let more = if m.memory_fraction.is_none() {
+                ", more than this device has"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 o,
-                "  served by  no selectable setting {within}; {} needs {}",
+                "  served by  no selectable setting {within}; {} needs {}{more}",
                 m.policy,
                 bytes(m.capacity_bytes)
             );
