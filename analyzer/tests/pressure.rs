@@ -116,7 +116,7 @@ fn tune_counts_the_empty_cache_calls_the_trace_holds() {
             .output()
             .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let line = v["not_judged"]
+        v["not_judged"]
             .as_array()
             .unwrap()
             .iter()
@@ -124,8 +124,7 @@ fn tune_counts_the_empty_cache_calls_the_trace_holds() {
             .expect("the empty_cache line")["why"]
             .as_str()
             .unwrap()
-            .to_string();
-        line
+            .to_string()
     };
     let empty = tune("empty-native.vramtrace");
     assert!(

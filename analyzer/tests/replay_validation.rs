@@ -85,17 +85,7 @@ fn pytorch_policies_predict_every_real_run_exactly() {
 #[test]
 fn the_tracker_table_of_validation_md_is_the_replay_of_the_bundled_traces() {
     let doc = std::fs::read_to_string(repo("docs/validation.md")).unwrap();
-    let grouped = |n: u64| {
-        let digits = n.to_string();
-        let mut out = String::new();
-        for (i, c) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        out
-    };
+    let grouped = vramtrace::units::count;
     let names = runs();
     for name in &names {
         let (workload, config) = name.split_once('.').unwrap();
