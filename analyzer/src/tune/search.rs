@@ -471,18 +471,18 @@ fn address_spreads(
         .collect())
 }
 
+/// The requests of `kind` in all `streams`.
+fn requests_of(streams: &[RequestStream], kind: RequestKind) -> usize {
+    streams
+        .iter()
+        .map(|s| s.requests.iter().filter(|r| r.kind == kind).count())
+        .sum()
+}
+
 /// What the trace holds of the program's graph pools and `empty_cache` calls: both are replayed
 /// where they happened under every setting, but no option about them is searched.
 fn graphs_and_empty_cache(streams: &[RequestStream]) -> String {
-    let empty_cache: usize = streams
-        .iter()
-        .map(|s| {
-            s.requests
-                .iter()
-                .filter(|r| r.kind == RequestKind::EmptyCache)
-                .count()
-        })
-        .sum();
+    let empty_cache = requests_of(streams, RequestKind::EmptyCache);
     // A private pool's blocks are served on a stream of their own, marked by the top bit
     // (`model::from_events::stream_of`).
     let pools: usize = streams
@@ -525,15 +525,7 @@ fn unjudged(
         );
         return out;
     }
-    let failed: usize = streams
-        .iter()
-        .map(|s| {
-            s.requests
-                .iter()
-                .filter(|r| r.kind == RequestKind::Attempt)
-                .count()
-        })
-        .sum();
+    let failed = requests_of(streams, RequestKind::Attempt);
     if failed > 0 {
         say(
             "the recorded failures",
