@@ -23,8 +23,11 @@ pub struct BestSetting {
     /// Against the recorded setting's process peak; positive: it needs less.
     pub saving_bytes: i64,
     pub saving_fraction: f64,
-    /// How far the prediction is validated ([`crate::policy::validated::label`]).
+    /// How far the prediction is validated ([`crate::policy::validated::label`]), on the
+    /// real runs of `capture`.
     pub validated: String,
+    /// The trace's capture, whose runs the band comes from.
+    pub capture: Option<crate::model::Capture>,
 }
 
 /// What the headline says.
@@ -79,7 +82,8 @@ impl Answers {
                 process_peak: b.process_peak,
                 saving_bytes: b.saving_bytes,
                 saving_fraction: b.saving_fraction,
-                validated: crate::policy::validated::label(&b.setting),
+                validated: crate::policy::validated::label(&b.setting, tune.capture),
+                capture: tune.capture,
             });
         let need = best
             .as_ref()

@@ -1,8 +1,9 @@
 //! What `vramtrace info` reports about a trace: its shape, not its analysis.
 
-use crate::model::allocator_as_run;
+use crate::model::{Capture, CaptureLevel, LevelStats, allocator_as_run, detect_level};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
+use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, CUDA_SUCCESS, Column, EventBatch, TraceHead};
 
 /// The facts `info` prints. Field names are a contract (docs/architecture.md, "Output contracts").
@@ -16,9 +17,13 @@ pub struct TraceInfo {
     pub writer: String,
     pub host: String,
     pub driver_version: u32,
-    /// `request`, `segment`, or empty when the writer did not say; `request` too when
-    /// PyTorch's trace tracker reported the program's tensors (`torch.alloc` events).
+    /// `request`, `segment` or empty when unknown: the writer's word, else inferred from the
+    /// events ([`crate::model::detect_level`]), as every command decides it (`summary` too).
     pub capture_level: String,
+    /// The level as every command's text shows it ([`crate::model::LevelReport::shown`]).
+    pub capture_level_shown: String,
+    /// How the requests were seen ([`crate::model::Capture`]); `null` when unknown.
+    pub capture: Option<Capture>,
     /// The allocator the program ran under with its configuration, as far as the trace tells
     /// (`pytorch native expandable_segments:True`); empty when unknown.
     pub allocator: String,
@@ -70,6 +75,8 @@ pub struct EventTally {
     /// The earliest call entry and the latest call return (`u64::MAX` and 0 before any).
     first: u64,
     last: u64,
+    /// What decides the capture level, as the model gathers it.
+    level: LevelStats,
 }
 
 impl EventTally {
@@ -106,6 +113,21 @@ impl EventTally {
             batch.column_named("duration_ns"),
         );
         time.for_each(n, |v| t.first = t.first.min(v));
+        let (api, result, size, flags) = (
+            batch.column_named("api"),
+            batch.column_named("result"),
+            batch.column_named("size"),
+            batch.column_named("flags"),
+        );
+        for i in 0..n {
+            // The calls the model takes as requests: successful, not an imported record.
+            let Some(a) = u16::try_from(api.get(i)).ok().and_then(Api::from_id) else {
+                continue;
+            };
+            if result.get(i) == u64::from(CUDA_SUCCESS) && flags.get(i) & ALLOCATOR_SEGMENT == 0 {
+                t.level.see_call(a.op(), a.kind(), size.get(i));
+            }
+        }
         let mut i = 0;
         took.for_each(n, |d| {
             t.last = t.last.max(time.get(i).saturating_add(d));
@@ -131,6 +153,7 @@ impl EventTally {
         }
         self.first = self.first.min(other.first);
         self.last = self.last.max(other.last);
+        self.level.add(other.level);
     }
 }
 
@@ -145,6 +168,7 @@ impl Default for EventTally {
             per_pid: BTreeMap::new(),
             first: u64::MAX,
             last: 0,
+            level: LevelStats::default(),
         }
     }
 }
@@ -178,6 +202,7 @@ impl TraceInfo {
             per_pid,
             first,
             last,
+            level,
         } = tally;
         let by_api: BTreeMap<String, u64> = api_counts
             .iter()
@@ -190,6 +215,7 @@ impl TraceInfo {
             })
             .collect();
         let torch_tracker = by_api.contains_key(Api::TorchAlloc.name());
+        let level = detect_level(m, &level.into_facts());
         tids.extend(t.threads.iter().map(|th| th.tid));
         streams.extend(t.streams.iter().map(|s| s.handle));
         let mut processes: Vec<ProcessInfo> = t
@@ -220,10 +246,12 @@ impl TraceInfo {
             writer: m.writer.clone(),
             host: m.host.clone(),
             driver_version: m.driver_version,
-            capture_level: match m.capture_level.as_str() {
-                "" if torch_tracker => "request".to_string(),
-                l => l.to_string(),
+            capture_level: match level.level {
+                CaptureLevel::Unknown => String::new(),
+                known => known.name().to_string(),
             },
+            capture_level_shown: level.shown(),
+            capture: level.capture,
             allocator: allocator_as_run(m, torch_tracker),
             environment: m.environment.iter().cloned().collect(),
             events,

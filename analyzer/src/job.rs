@@ -60,6 +60,9 @@ pub struct Rank<T> {
     pub rank_known: bool,
     pub path: PathBuf,
     pub value: T,
+    /// What the rank's trace lacks when it is incomplete (cut short, salvaged, merged in
+    /// memory); `None` when complete or not yet known.
+    pub incomplete: Option<crate::completeness::Incomplete>,
 }
 
 /// Orders the loaded traces of one job by rank: `(path, value, rank_of(metadata))` each, in the
@@ -88,6 +91,7 @@ pub fn ranks<T>(loaded: Vec<(PathBuf, T, Option<u32>)>) -> Vec<Rank<T>> {
                 rank_known: known,
                 path,
                 value,
+                incomplete: None,
             }
         })
         .collect();

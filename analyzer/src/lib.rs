@@ -19,7 +19,7 @@
 //! | 2 | `model`, `interop` | request streams and the live-memory ledger; other tools' formats |
 //! | 3 | `policy` | the allocator models |
 //! | 4 | `replay`, `tune`, `device_replay` | replays of the models |
-//! | 5 | `info`, `failures`, `summary`, `diff`, `answers`, `report` | the views |
+//! | 5 | `info`, `failures`, `summary`, `diff`, `answers`, `oom_story`, `report` | the views |
 
 pub mod answers;
 pub mod completeness;
@@ -32,6 +32,7 @@ pub mod interop;
 pub mod job;
 pub mod limits;
 pub mod model;
+pub mod oom_story;
 pub mod policy;
 pub mod replay;
 pub mod report;

@@ -4,19 +4,30 @@
 //!
 //! Sans-IO: fed the trace's events in order.
 
+use serde::Serialize;
 use std::collections::BTreeMap;
 use vramtrace_format::conventions::memory_fraction;
 use vramtrace_format::{Api, Event};
 
 /// The limits of one process on one device.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ProcessLimit {
     /// The last memory fraction below 1 the program set (PyTorch's cap), if any.
     pub fraction: Option<f64>,
+    /// Every memory fraction the program set, in order (the first may be the one in force
+    /// when the tracker attached), with its time from the trace's first event.
+    pub fraction_changes: Vec<FractionChange>,
     /// The device's total bytes (`device.memory`).
     pub device_total: Option<u64>,
     /// The free bytes CUDA reported at the first refused `torch.alloc`.
     pub free_at_first_oom: Option<u64>,
+}
+
+/// One `set_per_process_memory_fraction` call.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FractionChange {
+    pub time_ns: u64,
+    pub fraction: f64,
 }
 
 impl ProcessLimit {
@@ -38,15 +49,22 @@ impl ProcessLimit {
     }
 }
 
-/// Every (pid, device)'s limits in `events`.
+/// Every (pid, device)'s limits in `events`, times taken from the first event's.
 pub fn limits(events: impl IntoIterator<Item = Event>) -> BTreeMap<(u32, i32), ProcessLimit> {
     let mut out: BTreeMap<(u32, i32), ProcessLimit> = BTreeMap::new();
+    let mut start = None;
     for e in events {
         let at = (e.pid, e.device);
+        let t0 = *start.get_or_insert(e.time_ns);
         match e.api {
             Api::TorchSetMemoryFraction => {
                 if let Some(f) = memory_fraction(&e) {
-                    out.entry(at).or_default().fraction = (f < 1.0).then_some(f);
+                    let l = out.entry(at).or_default();
+                    l.fraction = (f < 1.0).then_some(f);
+                    l.fraction_changes.push(FractionChange {
+                        time_ns: e.time_ns.saturating_sub(t0),
+                        fraction: f,
+                    });
                 }
             }
             Api::DeviceMemory => out.entry(at).or_default().device_total = Some(e.size),
@@ -84,7 +102,7 @@ mod tests {
             ev(Api::TorchAlloc, 300, 700, 2),
             ev(Api::TorchAlloc, 900, 100, 2),
         ]);
-        let p = l[&(7, 0)];
+        let p = &l[&(7, 0)];
         assert_eq!((p.cap(), p.free_at_first_oom), (Some(250), Some(700)));
         assert_eq!(
             p.verdict(300),
@@ -95,6 +113,32 @@ mod tests {
                 .unwrap()
                 .contains("the device itself was full")
         );
+    }
+
+    #[test]
+    fn every_fraction_the_program_set_is_kept_with_its_time() {
+        let at = |t: u64, f: f64| Event {
+            time_ns: t,
+            ..ev(Api::TorchSetMemoryFraction, 0, fraction_bits(f), 0)
+        };
+        let l = limits([
+            Event {
+                time_ns: 100,
+                ..ev(Api::DeviceMemory, 1000, 990, 0)
+            },
+            at(150, 0.5),
+            at(400, 0.25),
+            at(900, 1.0),
+        ]);
+        let p = &l[&(7, 0)];
+        let changes: Vec<(u64, f64)> = p
+            .fraction_changes
+            .iter()
+            .map(|c| (c.time_ns, c.fraction))
+            .collect();
+        assert_eq!(changes, [(50, 0.5), (300, 0.25), (800, 1.0)]);
+        // The last call lifted the cap.
+        assert_eq!(p.fraction, None);
     }
 
     #[test]

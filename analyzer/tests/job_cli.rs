@@ -124,3 +124,54 @@ fn a_directory_without_traces_is_a_one_line_error() {
     assert!(err.contains("no .vramtrace file in the directory"), "{err}");
     assert_eq!(err.lines().count(), 1);
 }
+
+/// A rank whose trace was cut short is flagged as a single trace is: on stderr, in `--json`
+/// (the rank's `incomplete` and the job's, keyed by file) and in the text (its row and the job
+/// line); the complete ranks are not.
+#[test]
+fn an_incomplete_rank_is_flagged_on_stderr_in_json_and_in_the_job_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths = crate::util::write_job(tmp.path(), "job-x", 3, &[], 1);
+    let cut = &paths[2];
+    crate::util::cut_short(cut);
+    let dir = tmp.path().to_str().unwrap();
+    let name = cut.display().to_string();
+    for args in [
+        &["summary", dir][..],
+        &["replay", dir, "--policy", "pytorch"],
+        &["fit", dir, "--policy", "pytorch"],
+    ] {
+        let out = Command::cargo_bin("vramtrace")
+            .unwrap()
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("warning: rank 2: {name} is incomplete")),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.matches("is incomplete").count(), 1, "{args:?}: {err}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.lines()
+                .next()
+                .unwrap()
+                .contains("INCOMPLETE traces: rank 2"),
+            "{args:?}: {text}"
+        );
+        let row = text
+            .lines()
+            .find(|l| l.contains(&name))
+            .expect("rank 2's row");
+        assert!(row.contains("(INCOMPLETE: "), "{args:?}: {row}");
+        let v = json(&[args, &["--json"]].concat());
+        let ranks = v["ranks"].as_array().unwrap();
+        assert!(ranks[0]["incomplete"].is_null() && ranks[1]["incomplete"].is_null());
+        let i = &ranks[2]["incomplete"];
+        assert!(i["fraction"].as_f64().unwrap() < 1.0, "{i}");
+        assert_eq!(&v["incomplete"][&name], i, "{args:?}");
+        assert_eq!(v["incomplete"].as_object().unwrap().len(), 1);
+    }
+}

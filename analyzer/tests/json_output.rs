@@ -202,3 +202,85 @@ fn text_output_of_hostile_strings_holds_no_raw_control_character() {
     let info = stdout_of(&["info", a]);
     assert!(info.contains("del\\u{7f} c1\\u{9b}2J"), "{info}");
 }
+
+/// Every key of a JSON document, at any depth.
+fn keys(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                out.insert(k.clone());
+                keys(x, out);
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| keys(x, out)),
+        _ => {}
+    }
+}
+
+/// docs/architecture.md's "Output contracts" names the fields other tools rely on; each line's
+/// fields are in the real `--json` of its command (on the capped grow run, which has limits, a
+/// recorded out-of-memory error and a replay that runs out; and on cut traces for
+/// `incomplete`).
+#[test]
+fn every_field_of_the_output_contract_is_in_the_real_json() {
+    let doc = std::fs::read_to_string(crate::util::repo("docs/architecture.md")).unwrap();
+    let section = &doc[doc.find("## Output contracts").unwrap()..];
+    let section = &section[..section[3..].find("\n## ").unwrap()];
+    let grow = crate::util::repo("samples/traces/h200-pressure/grow-native.vramtrace");
+    let grow = grow.to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cut = tmp.path().join("cut.vramtrace");
+    std::fs::copy(grow, &cut).unwrap();
+    crate::util::cut_short(&cut);
+    let job = tmp.path().join("job");
+    let ranks = crate::util::write_job(&job, "job-x", 2, &[], 1);
+    crate::util::cut_short(&ranks[1]);
+    let (cut, job) = (cut.to_str().unwrap(), job.to_str().unwrap());
+    let runs: [(&str, Vec<Vec<&str>>); 6] = [
+        ("- `info --json`", vec![vec!["info", grow]]),
+        ("- `summary --json`", vec![vec!["summary", grow]]),
+        (
+            "- `replay --json`",
+            vec![
+                vec!["replay", grow, "--policy", "pytorch"],
+                vec!["replay", grow, "--policy", "pytorch", "--capacity", "1GiB"],
+            ],
+        ),
+        (
+            "- `fit --json`",
+            vec![vec!["fit", grow, "--policy", "pytorch"]],
+        ),
+        ("- `tune --json`", vec![vec!["tune", grow]]),
+        (
+            "- Every command given an incomplete trace",
+            vec![vec!["summary", cut], vec!["summary", job]],
+        ),
+    ];
+    let bullets: Vec<&str> = section.split("\n- ").skip(1).collect();
+    assert_eq!(bullets.len(), runs.len(), "one run per contract line");
+    for (start, commands) in &runs {
+        let bullet = bullets
+            .iter()
+            .find(|b| start.strip_prefix("- ").is_some_and(|s| b.starts_with(s)))
+            .unwrap_or_else(|| panic!("{start}"));
+        let mut present = std::collections::BTreeSet::new();
+        for args in commands {
+            let out = vramtrace().args(args).arg("--json").output().unwrap();
+            assert!(out.status.success(), "{args:?}");
+            keys(&serde_json::from_slice(&out.stdout).unwrap(), &mut present);
+        }
+        let named: Vec<&str> = bullet
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            .collect();
+        assert!(named.len() >= 3, "{start}: {named:?}");
+        for field in named {
+            assert!(
+                present.contains(field),
+                "{start}: `{field}` is not in the output"
+            );
+        }
+    }
+}

@@ -78,6 +78,41 @@ fn pytorch_policies_predict_every_real_run_exactly() {
     assert_eq!(checked, 22, "every recorded run is checked");
 }
 
+/// docs/validation.md's table of the 22 tracker runs (section 3, "Capture: `tracker`"), from
+/// which `pytorch`'s and `pytorch-expandable`'s bands on tracker captures come, is the replay of
+/// the bundled traces: every row's predicted cell is the replay's peak reserved and its real
+/// cell the run's own, and every bundled run has its row.
+#[test]
+fn the_tracker_table_of_validation_md_is_the_replay_of_the_bundled_traces() {
+    let doc = std::fs::read_to_string(repo("docs/validation.md")).unwrap();
+    let grouped = vramtrace::units::count;
+    let names = runs();
+    for name in &names {
+        let (workload, config) = name.split_once('.').unwrap();
+        let prefix = format!("| {workload} | ");
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&prefix) && l.contains(&format!(" | {config}: ")))
+            .unwrap_or_else(|| panic!("{name}: a row of the tracker table"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let s = stats(name);
+        let o = run(
+            &stream_of(name),
+            &policy_of(&s),
+            s["total_memory"].as_u64().unwrap(),
+        )
+        .unwrap();
+        assert_eq!(cells[4], grouped(o.peak_reserved), "{name}: predicted cell");
+        assert_eq!(
+            cells[5],
+            grouped(s["max_memory_reserved"].as_u64().unwrap()),
+            "{name}: real cell"
+        );
+        assert_eq!(cells[6], "+0.00%", "{name}");
+    }
+    assert_eq!(names.len(), 22);
+}
+
 /// The what-if question itself: from the trace of a run under the default allocator, predict
 /// what another configuration reserves, and compare with a separate process that ran under it.
 #[test]

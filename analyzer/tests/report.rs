@@ -287,6 +287,30 @@ fn hostile_names_stay_text_in_svg_and_html() {
     }
 }
 
+/// The page's out-of-memory column says what `replay`'s text says of the recorded run's own
+/// refused allocations (`refused_as_recorded`): refused again under the room the run had, served
+/// on the whole device.
+#[test]
+fn the_pages_oom_column_says_the_recorded_refusals_as_replay_does() {
+    let capped = repo("samples/traces/h200-torch/resnet.cap5_6g.vramtrace");
+    let page = |extra: &[&str]| {
+        let dir = report(&capped, &[&["--policy", "pytorch"][..], extra].concat());
+        std::fs::read_to_string(dir.path().join("index.html")).unwrap()
+    };
+    let html = page(&["--capacity", "5.6GiB"]);
+    assert!(
+        html.contains("<td><span class=\"oom\">36 refused as in the recorded run</span></td>"),
+        "the capped replay"
+    );
+    let html = page(&[]);
+    assert!(
+        html.contains(
+            "<td>no (served the 36 allocations the recorded run was refused: it had more room)</td>"
+        ),
+        "the whole device"
+    );
+}
+
 #[test]
 fn policies_can_be_chosen() {
     let dir = report(
@@ -1259,4 +1283,26 @@ fn an_empty_directory_is_one_line_and_exit_1() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no .vramtrace, .pickle or .pkl file"), "{err}");
+}
+
+/// The report has one card per recorded out-of-memory error, with the story `summary` tells,
+/// ending with the line to paste; a trace without one has none.
+#[test]
+fn the_report_tells_the_oom_story_summary_tells() {
+    let capped = repo("samples/traces/h200-pressure/grow-native.vramtrace");
+    let dir = report(&capped, &["--policy", "pytorch"]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    let at = html
+        .find("<div class=\"oom-story\">")
+        .expect("the story's card");
+    let card = &html[at..at + html[at..].find("</div>").unwrap()];
+    assert!(card.contains("not fragmentation"), "{card}");
+    assert!(card.contains("under the same cap (4.00 GiB)"), "{card}");
+    assert!(
+        card.contains("paste      torch.cuda.set_per_process_memory_fraction(0.0290"),
+        "{card}"
+    );
+    let dir = report(&sample(), &["--policy", "pytorch"]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(!html.contains("<div class=\"oom-story\">"));
 }

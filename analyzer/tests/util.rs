@@ -112,3 +112,23 @@ pub fn assert_answers_or_refuses(command: &mut Command) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Writes the trace at `path` again in chunks of 16 events and cuts the file at two thirds: an
+/// incomplete trace whose first chunks are read.
+pub fn cut_short(path: &Path) {
+    let trace =
+        vramtrace_format::Trace::open(path, vramtrace_format::ReadOptions::default()).unwrap();
+    let options = WriterOptions {
+        chunk_events: 16,
+        ..WriterOptions::default()
+    };
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = TraceWriter::new(file, &trace.metadata, options).unwrap();
+    *w.tables_mut() = trace.tables.clone();
+    for e in trace.events() {
+        w.push(&e).unwrap();
+    }
+    w.finish().unwrap();
+    let whole = std::fs::read(path).unwrap();
+    std::fs::write(path, &whole[..whole.len() * 2 / 3]).unwrap();
+}

@@ -1,6 +1,7 @@
 //! Request level or segment level (docs/architecture.md, "Two levels of capture"), and the
 //! warning a what-if replay of a segment-level trace deserves.
 
+pub use super::capture::Capture;
 use serde::Serialize;
 use vramtrace_format::{Event, MemoryKind, Metadata, Op};
 
@@ -34,6 +35,9 @@ pub struct LevelReport {
     pub declared: bool,
     /// Printed with every replay of this trace when set.
     pub warning: Option<String>,
+    /// How the requests were seen, which picks each model's validated band; `None` when the
+    /// level is unknown.
+    pub capture: Option<Capture>,
 }
 
 impl LevelReport {
@@ -74,6 +78,7 @@ pub fn detect_level(metadata: &Metadata, facts: &LevelFacts) -> LevelReport {
         level,
         declared: declared.is_some(),
         warning,
+        capture: Capture::of_trace(metadata, facts.torch_allocs, level),
     }
 }
 

@@ -3,6 +3,7 @@
 //!
 //! Sans-IO: everything here takes decoded events and returns data.
 
+mod capture;
 pub mod device;
 mod from_events;
 mod level;
@@ -12,7 +13,7 @@ mod request;
 
 pub use from_events::{Model, ModelBuilder};
 pub use level::{
-    CaptureLevel, LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level,
+    Capture, CaptureLevel, LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level,
     pytorch_alloc_conf,
 };
 pub use modules::ModuleIndex;

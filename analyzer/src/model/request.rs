@@ -169,11 +169,16 @@ impl RequestStream {
     /// What was live when the requested bytes first reached their peak
     /// ([`RequestStream::lower_bound`]), as (stack, bytes) per object.
     pub fn live_at_peak(&self) -> Vec<(u32, u64)> {
-        let Some(at) = self.peak().1 else {
-            return Vec::new();
-        };
+        match self.peak().1 {
+            Some(at) => self.live_before(at + 1),
+            None => Vec::new(),
+        }
+    }
+
+    /// What was live just before request `index`, as (stack, bytes) per object.
+    pub fn live_before(&self, index: usize) -> Vec<(u32, u64)> {
         let mut objects: Vec<Option<(u32, u64)>> = vec![None; self.slots as usize];
-        for r in self.requests[..=at].iter().filter(|r| r.has_slot()) {
+        for r in self.requests[..index].iter().filter(|r| r.has_slot()) {
             let Some(o) = objects.get_mut(r.slot as usize) else {
                 continue;
             };

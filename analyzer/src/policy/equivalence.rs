@@ -53,7 +53,14 @@ pub fn replay_class(
     };
     let cfg = Config::from_options(&options, expandable, ctx.device_memory())
         .map_err(|e| rejected(spec, e))?;
-    Ok(ReplayClass::PyTorch(cfg.effective(sizes)))
+    // A fraction below 1 the program sets itself (a request of its stream) turns garbage
+    // collection on as a configured one does.
+    let program_caps = ctx
+        .stream
+        .requests
+        .iter()
+        .any(|r| r.kind == crate::model::RequestKind::MemoryFraction && r.fraction() < 1.0);
+    Ok(ReplayClass::PyTorch(cfg.effective(sizes, program_caps)))
 }
 
 #[cfg(test)]
@@ -166,6 +173,29 @@ mod tests {
         );
     }
 
+    /// Collection runs under a fraction below 1, the configured one or the program's own; a
+    /// configured fraction of 1 sets none (PyTorch 2.11).
+    #[test]
+    fn a_threshold_counts_under_the_programs_own_fraction_and_not_under_a_fraction_of_one() {
+        let plain = stream(&[30 * MIB, 3 * MIB]);
+        let gc = "pytorch:garbage_collection_threshold=0.6";
+        assert_eq!(class(gc, &plain), class("pytorch", &plain));
+        assert_eq!(
+            class(&format!("{gc},memory_fraction=1"), &plain),
+            class("pytorch:memory_fraction=1", &plain)
+        );
+        let mut capped = plain.clone();
+        capped.requests.insert(
+            0,
+            Request {
+                size: 0.5f64.to_bits(),
+                kind: crate::model::RequestKind::MemoryFraction,
+                ..Request::alloc(0, 0, 0)
+            },
+        );
+        assert_ne!(class(gc, &capped), class("pytorch", &capped));
+    }
+
     #[test]
     fn garbage_collection_replays_as_without_it_below_its_threshold() {
         let s = stream(&[30 * MIB, 3 * MIB]);
@@ -173,21 +203,21 @@ mod tests {
             ReplayClass::PyTorch(e) => e,
             other => panic!("{other:?}"),
         };
-        let gc = pytorch("pytorch:garbage_collection_threshold=0.5,memory_fraction=1.0");
+        let gc = pytorch("pytorch:garbage_collection_threshold=0.5,memory_fraction=0.5");
         let [kept, none] = &gc.without_collection()[..] else {
             panic!("two bases")
         };
         assert_eq!(
             ReplayClass::PyTorch(kept.base.clone()),
-            class("pytorch:memory_fraction=1.0", &s)
+            class("pytorch:memory_fraction=0.5", &s)
         );
         assert_eq!(
             ReplayClass::PyTorch(none.base.clone()),
             class("pytorch", &s)
         );
-        // Half of the 80 GiB capacity; the fraction's own limit less the largest segment is
-        // higher.
-        assert_eq!((kept.peak_at_most, none.peak_at_most), (40 << 30, 40 << 30));
+        // Half of the fraction's 40 GiB of the 80 GiB capacity; the fraction's own limit less
+        // the largest segment is higher.
+        assert_eq!((kept.peak_at_most, none.peak_at_most), (20 << 30, 20 << 30));
         let tight = pytorch("pytorch:garbage_collection_threshold=0.9999,memory_fraction=0.5");
         let bases = tight.without_collection();
         assert_eq!(bases[1].peak_at_most, (40 << 30) - 30 * MIB);

@@ -70,7 +70,7 @@ const fn keys(expandable_default: &'static str) -> [KeyInfo; 7] {
         KeyInfo {
             key: "memory_fraction",
             default: "none",
-            about: "set_per_process_memory_fraction: cap on reserved memory as a fraction of the capacity (any value, 1.0 too, enables gc)",
+            about: "set_per_process_memory_fraction: cap on reserved memory as a fraction of the capacity (below 1 it also enables gc; 1 sets no cap, as PyTorch 2.11 does; overrides the program's own calls)",
         },
         KeyInfo {
             key: "expandable_segments",
@@ -144,7 +144,8 @@ pub struct Config {
     /// `garbage_collection_threshold`; 0 is off.
     pub gc_threshold: f64,
     /// `torch.cuda.set_per_process_memory_fraction` (or `per_process_memory_fraction`);
-    /// `None` when none was set. Setting one, even 1.0, is what enables garbage collection.
+    /// `None` when none was set. One below 1 is what enables garbage collection; 1 (no cap)
+    /// still overrides the program's own calls.
     pub memory_fraction: Option<f64>,
     pub expandable_segments: bool,
     /// Size of a large segment / large expandable page (`kLargeBuffer`).
@@ -218,9 +219,14 @@ impl Config {
         Ok(c)
     }
 
-    /// `allowed_memory_maximum`: set only when a fraction was given.
+    /// `allowed_memory_maximum`: set only for a fraction below 1. PyTorch 2.11's
+    /// `DeviceCachingAllocator::setMemoryFraction` resets it to `std::nullopt` and gives it a
+    /// value only `if (fraction < 1.0)`, and `malloc` collects garbage only when
+    /// `allowed_memory_maximum.has_value()` (docs/allocators.md, "memory fraction and garbage
+    /// collection"): a fraction of 1 sets no cap and no collection.
     fn allowed_maximum(&self) -> Option<u64> {
         self.memory_fraction
+            .filter(|&f| f < 1.0)
             .map(|f| (f * self.total_memory as f64) as u64)
     }
 
@@ -293,9 +299,10 @@ impl Config {
     ///   and returns false having done nothing, which is what it returns at once when the
     ///   option is unset. With expandable segments, free blocks grow across pages past any
     ///   segment size, so the option stays.
-    /// - `garbage_collection_threshold` without a memory fraction: `gc_enabled` is false
+    /// - `garbage_collection_threshold` without a memory fraction below 1, configured or set
+    ///   by the program (`program_caps`): `gc_enabled` is false
     ///   (`garbage_collect_cached_blocks` needs `allowed_memory_maximum`).
-    pub fn effective(&self, sizes: &[u64]) -> Effective {
+    pub fn effective(&self, sizes: &[u64], program_caps: bool) -> Effective {
         let rounded: Vec<u64> = sizes.iter().map(|&s| self.round_size(s)).collect();
         let largest_request = rounded.iter().copied().max().unwrap_or(0);
         let largest_segment = rounded
@@ -322,7 +329,13 @@ impl Config {
         if !cfg.expandable_segments && largest_request.max(largest_segment) < cfg.max_split_size {
             cfg.max_split_size = u64::MAX;
         }
-        if cfg.memory_fraction.is_none() {
+        // A configured fraction overrides the program's calls; without one, the program's own
+        // fraction is what collection would run under.
+        let capped = match cfg.memory_fraction {
+            Some(_) => cfg.allowed_maximum().is_some(),
+            None => program_caps,
+        };
+        if !capped {
             cfg.gc_threshold = 0.0;
         }
         Effective { cfg, rounded }
@@ -1391,22 +1404,30 @@ mod tests {
         assert_eq!(short, [60_817_408, 85_983_232]);
     }
 
+    /// Garbage collection frees old cached blocks above the threshold, under a fraction below 1
+    /// only: PyTorch 2.11's `set_per_process_memory_fraction(1.0)` leaves
+    /// `allowed_memory_maximum` unset, so a threshold beside it never collects.
     #[test]
-    fn garbage_collection_frees_old_cached_blocks_above_the_threshold() {
-        let cfg = Config {
-            gc_threshold: 0.5,
-            memory_fraction: Some(1.0 - f64::EPSILON),
-            total_memory: 100 * MIB,
-            ..Config::default()
+    fn collection_frees_old_cached_blocks_under_a_fraction_below_one_only() {
+        let run = |fraction: f64| {
+            let cfg = Config {
+                gc_threshold: 0.5,
+                memory_fraction: Some(fraction),
+                total_memory: 100 * MIB,
+                ..Config::default()
+            };
+            let mut p = PyTorchCaching::new(cfg);
+            let mut d = Driver::new(DriverModel::default());
+            p.malloc(0, 30 * MIB, 0, &mut d.device()).unwrap();
+            p.malloc(1, 30 * MIB, 0, &mut d.device()).unwrap();
+            p.free(0, &mut d.device());
+            p.free(1, &mut d.device());
+            p.malloc(2, 34 * MIB, 0, &mut d.device()).unwrap();
+            d.reserved()
         };
-        let mut p = PyTorchCaching::new(cfg);
-        let mut d = Driver::new(DriverModel::default());
-        p.malloc(0, 30 * MIB, 0, &mut d.device()).unwrap();
-        p.malloc(1, 30 * MIB, 0, &mut d.device()).unwrap();
-        p.free(0, &mut d.device());
-        p.free(1, &mut d.device());
-        // Reserved 60 MiB > 50% of ~100 MiB: the next miss collects cached blocks first.
-        p.malloc(2, 34 * MIB, 0, &mut d.device()).unwrap();
-        assert!(d.reserved() <= 64 * MIB, "{}", d.reserved() / MIB);
+        // Reserved 60 MiB > 50% of ~100 MiB: below 1 the next miss collects the cached blocks
+        // first; at 1 nothing is collected, and nothing caps.
+        assert!(run(1.0 - f64::EPSILON) <= 64 * MIB);
+        assert_eq!(run(1.0), 60 * MIB + 34 * MIB);
     }
 }

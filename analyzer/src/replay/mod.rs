@@ -20,4 +20,6 @@ pub use parallel::{
     FitResult, Progress, RunResult, fit_all, fit_one, replay_all, replay_all_with, run, run_with,
 };
 pub use prepare::{Limits, capacity, driver, prepare};
-pub use table::{FitReport, FitRow, PolicyRow, ReplayReport, StreamFit, StreamReport};
+pub use table::{
+    FitReport, FitRow, PolicyRow, ReplayReport, StreamFit, StreamReport, recorded_refusals_note,
+};

@@ -5,7 +5,7 @@
 use super::input::ReplayInput;
 use super::{FitResult, Oom, Outcome, Progress, fit_all, replay_all};
 use crate::model::device::{GPU_SIZES_GB, process_peak};
-use crate::model::{CaptureLevel, Outside};
+use crate::model::{Capture, CaptureLevel, Outside};
 use crate::model::{RequestKind, RequestStream};
 use crate::policy::driver::H200_TOTAL_MEMORY;
 use crate::policy::pytorch::fraction_for_cap;
@@ -13,6 +13,28 @@ use crate::policy::validated::{Band, band};
 use crate::policy::{PolicyError, PolicyRole, PolicySpec, preallocates, role};
 use crate::units::gpu_bytes;
 use serde::Serialize;
+
+/// What a replay that did not run out of memory says of the recorded run's own refused
+/// allocations (docs/definitions.md, "refused as recorded"): `N refused as in the recorded run`
+/// when the policy refused `refused_as_recorded` of them too, else that it served all
+/// `recorded_failures`; `None` when the run had none. `replay`'s text and the report say it
+/// alike.
+pub fn recorded_refusals_note(refused_as_recorded: u64, recorded_failures: u64) -> Option<String> {
+    use crate::units::count;
+    if refused_as_recorded > 0 {
+        Some(format!(
+            "{} refused as in the recorded run",
+            count(refused_as_recorded)
+        ))
+    } else if recorded_failures > 0 {
+        Some(format!(
+            "served the {} allocations the recorded run was refused: it had more room",
+            count(recorded_failures)
+        ))
+    } else {
+        None
+    }
+}
 
 /// One policy's figures.
 #[derive(Debug, Clone, Serialize)]
@@ -77,6 +99,9 @@ pub struct ReplayReport {
     pub trace: String,
     pub capture_level: CaptureLevel,
     pub capture_level_declared: bool,
+    /// How the trace's requests were seen, which picks each model's validated band
+    /// (docs/definitions.md, "Capture"); `null` when unknown.
+    pub capture: Option<Capture>,
     pub warning: Option<String>,
     /// Summed over streams (one stream per process and device).
     pub lower_bound_bytes: u64,
@@ -85,8 +110,14 @@ pub struct ReplayReport {
     pub streams: Vec<StreamReport>,
 }
 
-/// `o`'s row, its OOM's times taken from the trace's start `start_ns`.
-fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64, start_ns: u64) -> PolicyRow {
+/// `o`'s row, its OOM's times taken from the trace's start `start_ns`; `capture` picks the model's validated band.
+fn row(
+    spec: &PolicySpec,
+    o: &Outcome,
+    lower_bound: u64,
+    start_ns: u64,
+    capture: Option<Capture>,
+) -> PolicyRow {
     let oom = o.oom.clone().map(|mut oom| {
         oom.time_ns = oom.time_ns.saturating_sub(start_ns);
         for l in &mut oom.largest_live {
@@ -96,7 +127,7 @@ fn row(spec: &PolicySpec, o: &Outcome, lower_bound: u64, start_ns: u64) -> Polic
     });
     PolicyRow {
         error_vs_recorded: None,
-        validated: band(&spec.name),
+        validated: band(&spec.name, capture),
         name: spec.to_string(),
         peak_requested: o.peak_requested,
         peak_allocated: o.peak_allocated,
@@ -128,6 +159,7 @@ impl ReplayReport {
         let capacities: Vec<u64> = input.capacities.iter().map(|c| c.0).collect();
         let results = replay_all(streams, specs, &capacities)?;
         let start = input.model.start_ns;
+        let capture = input.model.level.capture;
         let models_recorded = |spec: &PolicySpec| {
             input
                 .recorded_policy
@@ -163,7 +195,7 @@ impl ReplayReport {
                     .iter()
                     .map(|r| {
                         let spec = &specs[r.policy];
-                        let mut row = row(spec, &r.outcome, lb, start);
+                        let mut row = row(spec, &r.outcome, lb, start, capture);
                         row.error_vs_recorded = recorded
                             .filter(|&t| t > 0 && models_recorded(spec))
                             .map(|t| (r.outcome.peak_reserved as f64 - t as f64) / t as f64);
@@ -182,7 +214,7 @@ impl ReplayReport {
                     .filter(|r| r.policy == p)
                     .map(|r| &r.outcome)
                     .collect();
-                row(spec, &summed(&outs), lower_bound, start)
+                row(spec, &summed(&outs), lower_bound, start, capture)
             })
             .collect();
         let level = &input.model.level;
@@ -190,6 +222,7 @@ impl ReplayReport {
             trace: trace.to_string(),
             capture_level: level.level,
             capture_level_declared: level.declared,
+            capture: level.capture,
             warning: level.warning.clone(),
             lower_bound_bytes: lower_bound,
             policies,
@@ -296,6 +329,8 @@ pub struct StreamFit {
 pub struct FitReport {
     pub trace: String,
     pub warning: Option<String>,
+    /// How the trace's requests were seen, which picks each model's validated band.
+    pub capture: Option<Capture>,
     pub lower_bound_bytes: u64,
     /// The CUDA context's share counted in `min_gpu_bytes`.
     pub context_bytes: u64,
@@ -308,6 +343,7 @@ fn fit_row<'a>(
     fits: impl Iterator<Item = (&'a FitResult, &'a RequestStream)> + Clone,
     lower_bound: u64,
     context: u64,
+    capture: Option<Capture>,
 ) -> FitRow {
     let need = largest_need(fits.clone().map(|(f, _)| f));
     let min_gpu = fits
@@ -348,7 +384,7 @@ fn fit_row<'a>(
     FitRow {
         memory_fraction,
         name: spec.to_string(),
-        validated: band(&spec.name),
+        validated: band(&spec.name, capture),
         role: role(spec),
         preallocates: preallocates(spec),
         min_capacity_bytes: need,
@@ -380,6 +416,7 @@ impl FitReport {
     ) -> Result<Self, PolicyError> {
         let streams = &input.model.streams;
         let fits = fit_all(streams, specs, progress)?;
+        let capture = input.model.level.capture;
         // Fits come in (stream, policy) order, as replays do.
         let n = specs.len();
         let per_stream: Vec<StreamFit> = streams
@@ -395,7 +432,15 @@ impl FitReport {
                     outside_allocator: st.outside,
                     policies: fits[s * n..(s + 1) * n]
                         .iter()
-                        .map(|f| fit_row(&specs[f.policy], std::iter::once((f, st)), lb, context))
+                        .map(|f| {
+                            fit_row(
+                                &specs[f.policy],
+                                std::iter::once((f, st)),
+                                lb,
+                                context,
+                                capture,
+                            )
+                        })
                         .collect(),
                 }
             })
@@ -413,12 +458,13 @@ impl FitReport {
                     .iter()
                     .filter(move |f| f.policy == p)
                     .map(|f| (f, &streams[f.stream]));
-                fit_row(spec, of_policy, lower_bound, context)
+                fit_row(spec, of_policy, lower_bound, context, capture)
             })
             .collect();
         Ok(FitReport {
             trace: trace.to_string(),
             warning: input.model.level.warning.clone(),
+            capture,
             lower_bound_bytes: lower_bound,
             context_bytes: context,
             policies,

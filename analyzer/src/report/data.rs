@@ -146,6 +146,9 @@ pub struct ReportData {
     pub lifetimes: Histogram,
     /// The headline's answers; `None` when the trace holds nothing to tune.
     pub answers: Option<Headline>,
+    /// The story of each recorded out-of-memory error ([`crate::oom_story`]), as `summary`
+    /// tells it.
+    pub oom_stories: Vec<crate::oom_story::OomStory>,
 }
 
 /// The answers of [`crate::answers::Answers`], and how many settings they were chosen among.
@@ -298,6 +301,9 @@ pub struct PolicyResult {
     pub device_frees: u64,
     pub est_alloc_time_us: f64,
     pub oom: Option<OomFacts>,
+    /// Of the recorded run's refused allocations ([`Section::refused_total`]), those this
+    /// policy refused too.
+    pub refused_as_recorded: u64,
     /// The policy's segments and blocks when reserved peaked.
     pub address_map: AddressLayout,
 }

@@ -530,6 +530,7 @@ fn replay_one(
         device_allocs: outcome.device_allocs,
         device_frees: outcome.device_frees,
         est_alloc_time_us: outcome.est_alloc_time_us,
+        refused_as_recorded: outcome.refused_attempts,
         oom: outcome.oom.map(|o| OomFacts {
             stream: o.stream,
             time_ns: o.time_ns,

@@ -116,7 +116,7 @@ pub fn generate(
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         rest.map(|(data, summary, symbolizer)| (data, summary, symbolizer, tuned))
     })?;
-    drop(model);
+
     data.answers = tuned?.map(|(tune, grid)| Headline {
         answers: Answers::of(&summary, &tune),
         tried: tune.tried,
@@ -129,6 +129,13 @@ pub fn generate(
             }
         }
     }
+    // The symbolizer holds the program's files for the page; the story names Python lines,
+    // and native frames as module+offset.
+    let mut no_files = NoFiles;
+    let names = crate::symbolize::StackNames::new(&trace.tables, &mut no_files);
+    data.oom_stories = crate::oom_story::stories(trace, &model, &recorded, &names)?;
+    drop(names);
+    drop(model);
     let charts = if o.svg {
         progress("drawing charts");
         render_all(&data, REGISTRY).map_err(ReportError::Chart)?

@@ -106,6 +106,7 @@ pub fn build(
         sizes: histogram::sizes(&pass.instances),
         lifetimes: histogram::lifetimes(&pass.instances),
         answers: None,
+        oom_stories: Vec::new(),
     }
 }
 

@@ -18,6 +18,7 @@ use super::data::{ReportData, Section};
 use super::escape::html;
 use super::job::{JobRank, ranks_table};
 use super::page_data::{Run, script_json};
+use crate::replay::recorded_refusals_note;
 use crate::tune::Grid;
 use crate::units::{bytes, count, duration};
 use serde::Serialize;
@@ -296,6 +297,15 @@ fn trace_facts(s: &mut String, data: &ReportData) {
     let start_ns = data.buckets.map_or(0, |b| b.start_ns);
     let segments = t.level.starts_with("segment");
     answers(s, data);
+    for story in &data.oom_stories {
+        // One card per recorded failure, the text `summary` prints.
+        let _ = writeln!(
+            s,
+            "<div class=\"oom-story\"><h3>Out of memory: what happened and what would have \
+             served it</h3><pre>{}</pre></div>",
+            html(crate::oom_story::render(story).trim_start())
+        );
+    }
     for x in &data.sections {
         if data.sections.len() > 1 {
             let _ = writeln!(s, "<h3>{}</h3>", html(&x.label()));
@@ -352,12 +362,13 @@ fn answers(s: &mut String, data: &ReportData) {
                 "<div class=\"answer\" id=\"best-setting\" title=\"the recorded setting: {}\">\
                  <span>best selectable setting</span><b>{}</b><span><code class=\"paste\">{}</code>\
                  <br>{} ({:.1}%) less than the recorded setting, best validated {among}; \
-                 its model's error on real runs: {}</span></div>",
+                 its model's error on real runs of {} captures: {}</span></div>",
                 html(&a.recorded_select),
                 html(&b.setting),
                 html(&b.select),
                 bytes(b.saving_bytes.unsigned_abs()),
                 100.0 * b.saving_fraction,
+                b.capture.map_or("unknown", |c| c.name()),
                 html(&b.validated),
             );
         }
@@ -522,7 +533,13 @@ fn summary_table(s: &mut String, x: &Section, start_ns: u64) {
             "–".to_string()
         };
         let oom = match &p.oom {
-            None => "no".to_string(),
+            None => match recorded_refusals_note(p.refused_as_recorded, x.refused_total) {
+                Some(n) if p.refused_as_recorded > 0 => {
+                    format!("<span class=\"oom\">{}</span>", html(&n))
+                }
+                Some(n) => format!("no ({})", html(&n)),
+                None => "no".to_string(),
+            },
             Some(o) => format!(
                 "<span class=\"oom\">at {} asking {} with {} reserved</span>",
                 duration(o.time_ns.saturating_sub(start_ns)),

@@ -16,7 +16,7 @@ use super::framework::{Framework, Recorded};
 use super::grid::{Candidate, GridContext, Role, bounds, candidate, settings};
 use super::row::{AddressSpread, Row};
 use crate::model::device::process_peak;
-use crate::model::{CaptureLevel, LevelReport, RequestKind, RequestStream};
+use crate::model::{Capture, CaptureLevel, LevelReport, RequestKind, RequestStream};
 use crate::policy::greedy_by_size::{PLAN_WORK_MAX, plan_work};
 use crate::policy::validated::band;
 use crate::policy::{AddressOrder, PolicyError, PolicySpec};
@@ -85,6 +85,9 @@ pub struct Tune {
     pub notes: Vec<String>,
     /// The trace's capture level (docs/definitions.md).
     pub capture_level: CaptureLevel,
+    /// How the trace's requests were seen, which picks each model's validated band; `null`
+    /// when unknown.
+    pub capture: Option<Capture>,
     /// False when the trace cannot rank settings at all (a segment-level trace).
     pub judged: bool,
     pub recorded: Row,
@@ -152,9 +155,17 @@ fn figures(outs: &[&Outcome], streams: &[RequestStream], o: &TuneOptions) -> Fig
     }
 }
 
-fn row(c: &Candidate, f: &Figures, base: u64, gpu: Option<u64>, recorded: bool) -> Row {
+/// The row of candidate `c`; `capture` (the trace's) picks its model's validated band.
+fn row(
+    c: &Candidate,
+    f: &Figures,
+    base: u64,
+    gpu: Option<u64>,
+    recorded: bool,
+    capture: Option<Capture>,
+) -> Row {
     let saving = base as i64 - f.process as i64;
-    let validated = band(&c.spec.name);
+    let validated = band(&c.spec.name, capture);
     Row {
         validated,
         real_range: validated.map(|b| b.real_range(f.process)),
@@ -244,7 +255,7 @@ pub fn tune(
     let figs: Vec<Figures> = per.iter().map(|o| figures(o, streams, options)).collect();
     let base = figs[0].process;
     let gpu = options.gpu_bytes;
-    let mut recorded_row = row(&candidates[0], &figs[0], base, gpu, true);
+    let mut recorded_row = row(&candidates[0], &figs[0], base, gpu, true, level.capture);
 
     // Merge settings with identical figures into the simplest one.
     let mut rows: Vec<(usize, Row)> = Vec::new();
@@ -255,7 +266,7 @@ pub fn tune(
         }
         let f = &figs[i];
         let key = (f.pool, f.allocs, f.frees, f.sync, f.retries, f.oom);
-        let r = row(c, f, base, gpu, i == 0);
+        let r = row(c, f, base, gpu, i == 0, level.capture);
         match by_figures.get(&key) {
             Some(&at) => {
                 let simpler = c.spec.options.len() < candidates[rows[at].0].spec.options.len();
@@ -333,7 +344,7 @@ pub fn tune(
         .iter()
         .enumerate()
         .filter(|(_, c)| c.role == Role::Bound)
-        .map(|(i, c)| row(c, &figs[i], base, gpu, false))
+        .map(|(i, c)| row(c, &figs[i], base, gpu, false, level.capture))
         .collect();
     let not_judged = unjudged(streams, level, recorded, &candidates, &figs);
     let mut notes = recorded.notes.clone();
@@ -348,6 +359,7 @@ pub fn tune(
         evidence: recorded.evidence.clone(),
         notes,
         capture_level: level.level,
+        capture: level.capture,
         judged,
         recorded: recorded_row,
         ranked: if judged { ranked } else { Vec::new() },
@@ -401,6 +413,36 @@ fn address_spreads(
         .collect())
 }
 
+/// The requests of `kind` in all `streams`.
+fn requests_of(streams: &[RequestStream], kind: RequestKind) -> usize {
+    streams
+        .iter()
+        .map(|s| s.requests.iter().filter(|r| r.kind == kind).count())
+        .sum()
+}
+
+/// What the trace holds of the program's graph pools and `empty_cache` calls: both are replayed
+/// where they happened under every setting, but no option about them is searched.
+fn graphs_and_empty_cache(streams: &[RequestStream]) -> String {
+    let empty_cache = requests_of(streams, RequestKind::EmptyCache);
+    // A private pool's blocks are served on a stream of their own, marked by the top bit
+    // (`model::from_events::stream_of`).
+    let pools: usize = streams
+        .iter()
+        .map(|s| s.cuda_streams.iter().filter(|&&h| h >> 63 == 1).count())
+        .sum();
+    if empty_cache == 0 && pools == 0 {
+        return "the trace records no graph captures and no empty_cache calls".into();
+    }
+    format!(
+        "the trace records {} empty_cache call(s) and {} private pool(s) (graph captures, \
+         MemPools): they are replayed where they happened under every setting, but no option \
+         about them is searched",
+        crate::units::count(empty_cache as u64),
+        crate::units::count(pools as u64)
+    )
+}
+
 fn unjudged(
     streams: &[RequestStream],
     level: &LevelReport,
@@ -425,15 +467,7 @@ fn unjudged(
         );
         return out;
     }
-    let failed: usize = streams
-        .iter()
-        .map(|s| {
-            s.requests
-                .iter()
-                .filter(|r| r.kind == RequestKind::Attempt)
-                .count()
-        })
-        .sum();
+    let failed = requests_of(streams, RequestKind::Attempt);
     if failed > 0 {
         say(
             "the recorded failures",
@@ -468,9 +502,10 @@ fn unjudged(
             if gc_idle {
                 say(
                     "garbage_collection_threshold",
-                    "frees cached blocks only when reserved memory nears the memory fraction; \
-                     at this capacity it never does. Pass --gpu SIZE to judge it on a smaller \
-                     device"
+                    "frees cached blocks only under a memory fraction below 1 (PyTorch 2.11), \
+                     when reserved memory nears it; in this run it never did. Replay it with \
+                     --policy 'pytorch:garbage_collection_threshold=T,memory_fraction=F' for \
+                     the fraction you would set"
                         .into(),
                 );
             }
@@ -482,7 +517,7 @@ fn unjudged(
             );
             say(
                 "graph_capture_record_stream_reuse, CUDA graph pools, empty_cache",
-                "the trace records no graph captures and no empty_cache calls".into(),
+                graphs_and_empty_cache(streams),
             );
             say(
                 "release_lock_on_cudamalloc, pinned_*",

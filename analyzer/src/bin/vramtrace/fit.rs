@@ -11,6 +11,7 @@ use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use vramtrace::model::device::{CUDA_CONTEXT_BYTES, GPU_SIZES_GB};
 use vramtrace::policy::PolicyRole;
+use vramtrace::policy::validated::capture_line;
 use vramtrace::replay::{FitReport, FitRow};
 use vramtrace::units::{bytes, count, parse_size_arg};
 
@@ -155,6 +156,7 @@ fn note(p: &FitRow) -> String {
 fn render(r: &FitReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "trace        {}", r.trace);
+    let _ = writeln!(s, "capture      {}", capture_line(r.capture));
     let _ = writeln!(
         s,
         "lower bound  {} (no allocator fits in less)",

@@ -59,11 +59,7 @@ fn render(path: &Path, i: &TraceInfo) -> String {
         or_unknown(&i.writer),
         or_unknown(&i.host)
     );
-    let level = match i.capture_level.as_str() {
-        "" => "unknown",
-        l => l,
-    };
-    let _ = writeln!(s, "level        {level}");
+    let _ = writeln!(s, "level        {}", i.capture_level_shown);
     if !i.allocator.is_empty() {
         let _ = writeln!(s, "allocator    {}", i.allocator);
     }

@@ -2,8 +2,10 @@
 //! own report, and for the job the rank that sets each peak and how unevenly the ranks spread.
 
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
+use vramtrace::completeness::Incomplete;
 use vramtrace::job::{Rank, Spread};
 use vramtrace::units::bytes;
 
@@ -14,6 +16,10 @@ pub struct JobOutput<R: Serialize, J: Serialize> {
     pub ranks: Vec<RankOutput<R>>,
     /// The job's figures over its ranks.
     pub job_summary: J,
+    /// The incomplete ranks' traces, keyed by file as a single trace's `incomplete` is; left
+    /// out when every trace is complete.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub incomplete: BTreeMap<String, Incomplete>,
 }
 
 #[derive(Debug, Serialize)]
@@ -23,6 +29,9 @@ pub struct RankOutput<R: Serialize> {
     /// `rank` is its place after the named ones in file-name order.
     pub rank_known: bool,
     pub trace: String,
+    /// What the rank's trace lacks; left out when it is complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<Incomplete>,
     pub report: R,
 }
 
@@ -59,6 +68,10 @@ pub fn output<R: Serialize, J: Serialize>(
     ranks: Vec<Rank<R>>,
     job: J,
 ) -> JobOutput<R, J> {
+    let incomplete = ranks
+        .iter()
+        .filter_map(|r| Some((r.path.display().to_string(), r.incomplete.clone()?)))
+        .collect();
     JobOutput {
         job: dir.display().to_string(),
         ranks: ranks
@@ -67,10 +80,12 @@ pub fn output<R: Serialize, J: Serialize>(
                 rank: r.rank,
                 rank_known: r.rank_known,
                 trace: r.path.display().to_string(),
+                incomplete: r.incomplete,
                 report: r.value,
             })
             .collect(),
         job_summary: job,
+        incomplete,
     }
 }
 
@@ -90,11 +105,23 @@ pub fn figures<R>(ranks: &[Rank<R>], columns: &[Column<R>]) -> Vec<Figure> {
 pub fn render<R>(dir: &Path, what: &str, ranks: &[Rank<R>], columns: &[Column<R>]) -> String {
     let mut s = String::new();
     let unnamed = ranks.iter().filter(|r| !r.rank_known).count();
-    let note = if unnamed > 0 {
+    let mut note = if unnamed > 0 {
         format!("; {unnamed} traces name no rank of their own, numbered by file name")
     } else {
         String::new()
     };
+    let incomplete: Vec<String> = ranks
+        .iter()
+        .filter(|r| r.incomplete.is_some())
+        .map(|r| r.rank.to_string())
+        .collect();
+    if !incomplete.is_empty() {
+        let _ = write!(
+            note,
+            "; INCOMPLETE traces: rank {} (their figures come from the events read)",
+            incomplete.join(", ")
+        );
+    }
     let _ = writeln!(
         s,
         "job      {} ({} ranks{note})",
@@ -114,7 +141,13 @@ pub fn render<R>(dir: &Path, what: &str, ranks: &[Rank<R>], columns: &[Column<R>
             let v = value(&r.value).map_or_else(|| "-".to_string(), bytes);
             let _ = write!(s, "  {v:>width$}");
         }
-        let _ = writeln!(s, "  {}", r.path.display());
+        let flag = r.incomplete.as_ref().map_or(String::new(), |i| {
+            format!(
+                "  (INCOMPLETE: {:.1}% of its numbered events)",
+                100.0 * i.fraction
+            )
+        });
+        let _ = writeln!(s, "  {}{flag}", r.path.display());
     }
     let _ = writeln!(s);
     let name_width = columns.iter().map(|c| c.0.len()).max().unwrap_or(6).max(6);

@@ -4,6 +4,7 @@ use crate::budget;
 use anyhow::{Context, Result, anyhow};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
+use vramtrace::completeness::Incomplete;
 use vramtrace::interop::import_snapshot;
 use vramtrace::job::{Rank, rank_of, ranks};
 use vramtrace::model::{Model, ModelBuilder};
@@ -170,10 +171,32 @@ pub fn load_job<R: Send>(
         .map(|path| {
             let trace = load_trace(&path, salvage)?;
             let rank = rank_of(&trace.metadata);
-            Ok((path.clone(), analyse(&path, trace)?, rank))
+            let incomplete = Incomplete::of(&trace.layout);
+            Ok((path.clone(), (analyse(&path, trace)?, incomplete), rank))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(ranks(loaded))
+    // Each incomplete rank is flagged on stderr here, in `--json` by `job::output` and in the
+    // text by `job::render`.
+    Ok(ranks(loaded)
+        .into_iter()
+        .map(|r| {
+            let (value, incomplete) = r.value;
+            if let Some(i) = &incomplete {
+                eprintln!(
+                    "vramtrace: warning: rank {}: {}",
+                    r.rank,
+                    i.warning(&r.path.display().to_string())
+                );
+            }
+            Rank {
+                value,
+                incomplete,
+                rank: r.rank,
+                rank_known: r.rank_known,
+                path: r.path,
+            }
+        })
+        .collect())
 }
 
 /// A `.vramtrace` trace, or a PyTorch memory snapshot pickle imported in memory (nothing is

@@ -10,7 +10,10 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use vramtrace::policy::REGISTRY;
-use vramtrace::replay::{CapacitySource, PolicyRow, ReplayInput, ReplayReport};
+use vramtrace::policy::validated::capture_line;
+use vramtrace::replay::{
+    CapacitySource, PolicyRow, ReplayInput, ReplayReport, recorded_refusals_note,
+};
 use vramtrace::symbolize::{StackNames, short_frame, top_stacks};
 use vramtrace::units::{bytes, count, duration, parse_size_arg};
 use vramtrace_format::Tables;
@@ -224,6 +227,7 @@ fn render_text(
     let mut s = String::new();
     let _ = writeln!(s, "trace        {}", r.trace);
     let _ = writeln!(s, "level        {}", input.model.level.shown());
+    let _ = writeln!(s, "capture      {}", capture_line(r.capture));
     if let Some(w) = &r.warning {
         let _ = writeln!(s, "WARNING      {w}");
     }
@@ -400,15 +404,11 @@ fn render_table(s: &mut String, rows: &[PolicyRow], recorded_failures: u64) {
     for p in rows {
         let oom = match &p.oom {
             // The recorded run's own out-of-memory errors, which the program survived.
-            None if p.refused_as_recorded > 0 => format!(
-                "{} refused as in the recorded run",
-                count(p.refused_as_recorded)
-            ),
-            None if recorded_failures > 0 => format!(
-                "- (served the {} allocations the recorded run was refused: it had more room)",
-                count(recorded_failures)
-            ),
-            None => "-".to_string(),
+            None => match recorded_refusals_note(p.refused_as_recorded, recorded_failures) {
+                Some(n) if p.refused_as_recorded > 0 => n,
+                Some(n) => format!("- ({n})"),
+                None => "-".to_string(),
+            },
             Some(o) => format!(
                 "at request #{} ({}): {} with {} reserved, {} live objects",
                 o.request_index,

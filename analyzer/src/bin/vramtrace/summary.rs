@@ -6,12 +6,18 @@ use crate::incomplete::Flagged;
 use crate::job;
 use crate::load::{load_job, load_trace};
 use anyhow::Result;
+use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::failures::FailureSite;
 use vramtrace::limits::ProcessLimit;
+use vramtrace::model::Model;
+use vramtrace::oom_story::{self, OomStory};
 use vramtrace::summary::{GroupSummary, Summary};
-use vramtrace::symbolize::{NO_STACK_WHY, StackBytes, TOP_STACKS, short_frame, shown_rows};
+use vramtrace::symbolize::{
+    NO_STACK_WHY, StackBytes, StackNames, TOP_STACKS, short_frame, shown_rows,
+};
+use vramtrace::tune::recorded_of;
 use vramtrace::units::{bytes, count, duration};
 
 /// Peaks, counts, size classes, the stacks holding memory at the peak, leaks and failed
@@ -49,16 +55,51 @@ impl Args {
             return self.run_job();
         }
         let trace = load_trace(&v.trace, v.salvage)?;
+        let model = Model::from_events(trace.events(), &trace.metadata);
         // Native frames named from the modules' files, as `report` names them.
-        let summary = Summary::with_files(&trace, self.top, &mut ElfFiles::new());
+        let mut files = ElfFiles::new();
+        let summary = Summary::with_model(&trace, &model, self.top, &mut files);
+        let names = StackNames::new(&trace.tables, &mut files);
+        let stories = oom_story::stories(&trace, &model, &recorded_of(&trace), &names)?;
+        drop(names);
         let first = trace.events().next().map_or(0, |e| e.time_ns);
         let depth = self.depth;
-        let flagged = Flagged::new(&summary, &[(v.trace.as_path(), &trace.layout)]);
         let limits = vramtrace::limits::limits(trace.events());
+        let out = SummaryOutput {
+            summary: &summary,
+            limits: limits
+                .iter()
+                .map(|(&(pid, device), limit)| LimitOutput { pid, device, limit })
+                .collect(),
+            oom_stories: &stories,
+        };
+        let flagged = Flagged::new(&out, &[(v.trace.as_path(), &trace.layout)]);
         crate::output::json_or_text(v.json, &flagged, |f| {
-            render(&v.trace, f.report, first, depth, &limits)
+            let mut text = render(&v.trace, f.report.summary, first, depth, &limits);
+            for s in f.report.oom_stories {
+                text.push_str(&oom_story::render(s));
+            }
+            text
         })
     }
+}
+
+/// What `summary --json` prints: the summary, each process's recorded limits (every memory
+/// fraction it set) and the story of each recorded out-of-memory error.
+#[derive(Serialize)]
+struct SummaryOutput<'a> {
+    #[serde(flatten)]
+    summary: &'a Summary,
+    limits: Vec<LimitOutput<'a>>,
+    oom_stories: &'a [OomStory],
+}
+
+#[derive(Serialize)]
+struct LimitOutput<'a> {
+    pid: u32,
+    device: i32,
+    #[serde(flatten)]
+    limit: &'a ProcessLimit,
 }
 
 /// The largest device peak of a rank's processes.
@@ -284,6 +325,19 @@ fn failure(o: &mut String, f: &FailureSite, depth: Option<usize>, limit: Option<
                 "    limit: PyTorch may reserve {} (the program's set_per_process_memory_fraction({fraction}) of {})",
                 bytes(cap),
                 bytes(l.device_total.unwrap_or(0))
+            );
+        }
+        if l.fraction_changes.len() > 1 {
+            let changes: Vec<String> = l
+                .fraction_changes
+                .iter()
+                .map(|c| format!("{} at {}", c.fraction, duration(c.time_ns)))
+                .collect();
+            let _ = writeln!(
+                o,
+                "    the program set the fraction {} times: {}",
+                l.fraction_changes.len(),
+                changes.join(", ")
             );
         }
         if let (Some(free), Some(why)) = (l.free_at_first_oom, l.verdict(f.min_size)) {

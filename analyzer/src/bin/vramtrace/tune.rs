@@ -8,6 +8,7 @@ use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::model::device::CUDA_CONTEXT_BYTES;
+use vramtrace::policy::validated::capture_line;
 use vramtrace::tune::{Row, Tune, recorded_of, tune_trace};
 use vramtrace::units::{bytes, count, parse_gpu_size, parse_size_arg};
 
@@ -101,6 +102,7 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
         t.capture_level.name()
     );
     let _ = writeln!(s, "framework  {} ({})", t.framework.name(), t.evidence);
+    let _ = writeln!(s, "capture    {}", capture_line(t.capture));
     let r = &t.recorded;
     let _ = writeln!(
         s,
@@ -259,8 +261,14 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
             );
         } else {
             let how = best.validated.map_or(
-                "its model is unvalidated: no real run checked it".to_string(),
-                |b| format!("its model's error on real runs: {}", b.label()),
+                "its model is unvalidated: no real run of this capture checked it".to_string(),
+                |b| {
+                    format!(
+                        "its model's error on real runs of {} captures: {}",
+                        b.capture.name(),
+                        b.label()
+                    )
+                },
             );
             let _ = writeln!(s, "\nto apply the best setting ({how}):\n  {}", best.select);
         }
