@@ -176,15 +176,21 @@ pub struct LevelFacts {
 }
 
 /// Gathers [`LevelFacts`] one event at a time.
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 pub struct LevelStats(LevelFacts);
 
 impl LevelStats {
     pub fn see(&mut self, e: &Event, op: Op, kind: MemoryKind) {
+        self.see_call(op, kind, e.size);
+    }
+
+    /// One successful call that is not an imported allocator record (the calls the model
+    /// takes as requests), by its operation, memory kind and size.
+    pub fn see_call(&mut self, op: Op, kind: MemoryKind, size: u64) {
         match (op, kind) {
             (Op::Alloc, MemoryKind::Device) => {
                 self.0.device_allocs += 1;
-                if e.size > 0 && e.size.is_multiple_of(2 << 20) {
+                if size > 0 && size.is_multiple_of(2 << 20) {
                     self.0.device_allocs_2mib_multiple += 1;
                 }
             }
@@ -193,6 +199,16 @@ impl LevelStats {
             (Op::Map, MemoryKind::Vmm) => self.0.vmm_maps += 1,
             _ => {}
         }
+    }
+
+    /// Adds the facts of `other` (gathered over other events).
+    pub fn add(&mut self, other: LevelStats) {
+        let (a, b) = (&mut self.0, other.0);
+        a.device_allocs += b.device_allocs;
+        a.pool_allocs += b.pool_allocs;
+        a.vmm_maps += b.vmm_maps;
+        a.device_allocs_2mib_multiple += b.device_allocs_2mib_multiple;
+        a.torch_allocs += b.torch_allocs;
     }
 
     pub fn into_facts(self) -> LevelFacts {
