@@ -3,6 +3,7 @@
 //! recorded on a real H200. Shared helpers are in `src/lib.rs`.
 
 mod faults;
+mod ordering;
 mod pyframes;
 mod real_traces;
 mod recorder;
