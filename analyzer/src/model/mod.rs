@@ -8,6 +8,7 @@ mod from_events;
 mod level;
 pub mod live;
 mod modules;
+mod ordering;
 mod request;
 
 pub use from_events::{LevelStats, Model, ModelBuilder};
@@ -15,4 +16,4 @@ pub use level::{
     CaptureLevel, LevelFacts, LevelReport, allocator_as_run, detect_level, pytorch_alloc_conf,
 };
 pub use modules::ModuleIndex;
-pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};
+pub use request::{NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, StreamKey};

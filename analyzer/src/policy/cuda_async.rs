@@ -58,10 +58,12 @@
 //! end above the threshold are released and the request retried.
 
 use super::driver::Call;
+use super::ordered_pool::OrderedPool;
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
 use super::{AddressMap, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
+use crate::model::{RequestKind, RequestStream};
 
 const MIB: u64 = 1 << 20;
 
@@ -118,17 +120,21 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
+fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let chunk = o.u64_opt("chunk_mb", 1 << 30)?.unwrap_or(32).max(1) * MIB;
     let alignment = o.alignment_opt("alignment")?.unwrap_or(512);
     o.bool("reuse_follow_event_dependencies", true)?;
-    Ok(Box::new(CudaAsync::new(Config {
+    let ordered = ordered(ctx.stream);
+    let cfg = Config {
         chunk,
         alignment,
         release_threshold: o.size_opt("release_threshold")?.unwrap_or(u64::MAX),
         opportunistic: o.bool("reuse_allow_opportunistic", false)?,
         internal_dependencies: o.bool("reuse_allow_internal_dependencies", true)?,
-        fit: match o.str_opt("fit").unwrap_or("first") {
+        fit: match o
+            .str_opt("fit")
+            .unwrap_or(if ordered { "best" } else { "first" })
+        {
             "best" => Fit::Best,
             "first" => Fit::First,
             "worst" => Fit::Worst,
@@ -137,7 +143,22 @@ fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> 
         },
         large_alignment: o.alignment_opt("large_alignment")?.unwrap_or(alignment),
         small_max: o.size_opt("small_max")?.unwrap_or(MIB),
-    })))
+    };
+    Ok(if ordered {
+        Box::new(OrderedPool::new(cfg))
+    } else {
+        Box::new(CudaAsync::new(cfg))
+    })
+}
+
+/// Whether `stream` records what orders its streams (formats/SPEC.md §4.4): then the pool's
+/// reuse follows it ([`OrderedPool`]); traces recorded before the recorder logged orderings
+/// keep the unordered model.
+pub fn ordered(stream: &RequestStream) -> bool {
+    stream
+        .requests
+        .iter()
+        .any(|r| matches!(r.kind, RequestKind::Order(_)))
 }
 
 /// Which free range serves a request.
