@@ -11,7 +11,7 @@
 # backend:cudaMallocAsync, recorded (one at a time: a probe's "busy" stream must not share the GPU
 # with another process). Phase 2: every workload of programs/pool_workloads.py three times:
 # recorded under the native allocator, recorded under backend:cudaMallocAsync, and unrecorded under
-# backend:cudaMallocAsync (three processes at a time). OUT gets env.txt, probes.tar.gz,
+# backend:cudaMallocAsync (four processes at a time, the phase cut at LIMIT seconds, default 400). OUT gets env.txt, probes.tar.gz,
 # workloads.tar.gz (JSON and logs) and traces.tar.gz.
 set -u
 DIR=$(cd "${1:?usage: pool_h200.sh DIR OUT}" && pwd)
@@ -52,9 +52,10 @@ one() { # WORKLOAD MODE(native|async|async-plain)
 }
 export -f one
 export R LIB W
-WORKLOADS="gpt2_varlen generate_kv amp_vit multires_cnn side_stream transformer varbatch_infer"
+WORKLOADS="side_stream generate_kv gpt2_varlen amp_vit multires_cnn transformer varbatch_infer"
+# At most LIMIT seconds for the phase (the device call's limit): what finished is packed.
 for w in $WORKLOADS; do for m in native async async-plain; do echo "$w $m"; done; done |
-    xargs -P 3 -L 1 bash -c 'one "$0" "$1"'
+    timeout "${LIMIT:-400}" xargs -P 4 -L 1 bash -c 'one "$0" "$1"'
 tar -C "$R" -czf "$OUT/workloads.tar.gz" json
 tar -C "$R" -czf "$OUT/traces.tar.gz" traces
 ls -la "$OUT"
