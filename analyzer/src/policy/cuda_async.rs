@@ -102,6 +102,21 @@ pub const INFO: PolicyInfo = PolicyInfo {
             about: "placement among free ranges: first (lowest address), best (smallest), last (highest address) or worst (largest)",
         },
         KeyInfo {
+            key: "follow_orderings",
+            default: "true",
+            about: "follow the synchronizations, event records and stream waits the trace records (false: the model of traces without them)",
+        },
+        KeyInfo {
+            key: "pending_fit",
+            default: "best",
+            about: "with synchronizations in the trace: placement among a stream's own frees not yet synchronized (best: ties to the earliest freed)",
+        },
+        KeyInfo {
+            key: "coalesce_pending",
+            default: "true",
+            about: "with synchronizations in the trace: adjacent frees of one stream not yet synchronized merge",
+        },
+        KeyInfo {
             key: "large_alignment",
             default: "512",
             about: "requests above small_max are rounded to this many bytes",
@@ -124,7 +139,7 @@ fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError
     let chunk = o.u64_opt("chunk_mb", 1 << 30)?.unwrap_or(32).max(1) * MIB;
     let alignment = o.alignment_opt("alignment")?.unwrap_or(512);
     o.bool("reuse_follow_event_dependencies", true)?;
-    let ordered = ordered(ctx.stream);
+    let ordered = o.bool("follow_orderings", true)? && ordered(ctx.stream);
     let cfg = Config {
         chunk,
         alignment,
@@ -143,6 +158,16 @@ fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError
         },
         large_alignment: o.alignment_opt("large_alignment")?.unwrap_or(alignment),
         small_max: o.size_opt("small_max")?.unwrap_or(MIB),
+        pending_fit: match o.str_opt("pending_fit").unwrap_or("best") {
+            "best" => Fit::Best,
+            "first" => Fit::First,
+            "worst" => Fit::Worst,
+            "last" => Fit::Last,
+            other => {
+                return Err(format!("pending_fit={other}: not best, first, worst or last").into());
+            }
+        },
+        coalesce_pending: o.bool("coalesce_pending", true)?,
     };
     Ok(if ordered {
         Box::new(OrderedPool::new(cfg))
@@ -180,6 +205,8 @@ pub struct Config {
     pub fit: Fit,
     pub large_alignment: u64,
     pub small_max: u64,
+    pub pending_fit: Fit,
+    pub coalesce_pending: bool,
 }
 
 impl Default for Config {
@@ -193,6 +220,8 @@ impl Default for Config {
             fit: Fit::First,
             large_alignment: 512,
             small_max: MIB,
+            pending_fit: Fit::Best,
+            coalesce_pending: true,
         }
     }
 }

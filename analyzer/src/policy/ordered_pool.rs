@@ -89,6 +89,10 @@ impl OrderedPool {
     /// Frees `[offset, offset + r.size)`, merging with neighbours of the same owner.
     fn insert(&mut self, offset: u64, mut r: Range) {
         let mut start = offset;
+        if !self.cfg.coalesce_pending && matches!(r.owner, Owner::Pending(_)) {
+            self.free.insert(offset, r);
+            return;
+        }
         if let Some((&a, &p)) = self.free.range(..offset).next_back()
             && a + p.size == offset
             && p.owner == r.owner
@@ -267,7 +271,7 @@ impl Policy for OrderedPool {
         let own = |o: Owner| o == Owner::Pending(stream);
         let other = |o: Owner| matches!(o, Owner::Pending(s) if s != stream);
         let found = self
-            .find(rounded, own, Fit::Best)
+            .find(rounded, own, self.cfg.pending_fit)
             .or_else(|| self.find(rounded, |o| o == Owner::Settled, self.cfg.fit))
             .or_else(|| {
                 self.cfg
