@@ -98,6 +98,7 @@ fn expected(ptsz: bool) -> Vec<(Api, u64, u64, u64, u32)> {
             0,
         ),
         (Api::CuCtxSynchronize, 0, 0, 0, 0),
+        (Api::CuCtxSynchronize_v2, 0, 0, 0, 0),
     ]
 }
 

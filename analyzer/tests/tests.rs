@@ -14,6 +14,7 @@ mod job_dirs;
 mod json_output;
 mod parquet_readers;
 mod placement_properties;
+mod pool_h200;
 mod pressure;
 mod recorded_validation;
 mod replay_cli;

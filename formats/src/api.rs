@@ -215,6 +215,7 @@ apis! {
     CuEventRecordWithFlags_ptsz = 130, "cuEventRecordWithFlags_ptsz", Record, Ordering;
     CuStreamWaitEvent = 131, "cuStreamWaitEvent", Wait, Ordering;
     CuStreamWaitEvent_ptsz = 132, "cuStreamWaitEvent_ptsz", Wait, Ordering;
+    CuCtxSynchronize_v2 = 133, "cuCtxSynchronize_v2", Synchronize, Ordering;
 }
 
 impl Api {

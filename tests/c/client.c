@@ -19,7 +19,7 @@
  *                       event record (0xe1 on stream 7), record with flags 1 (0xe2 on 8), wait
  *                       (stream 8 on 0xe1, flags 0), stream query (7: done; 9: not ready),
  *                       event query (0xe1: done; 0xe9: not ready), event, stream and context
- *                       synchronize; then one more allocation on stream 8
+ *                       synchronize (both forms); then one more allocation on stream 8
  *   private           - a thread makes device 0 current the way cudart does (not through a
  *                       public context call), then allocates 12345 bytes
  * Every process prints "pid N" first.
@@ -90,6 +90,7 @@ typedef struct { size_t w, h, d; unsigned format, channels, flags; } Array3DDesc
     X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 1, CUresult, (void *)) \
     X(cuStreamQuery, "cuStreamQuery", 2000, 1, CUresult, (void *)) \
     X(cuCtxSynchronize, "cuCtxSynchronize", 2000, 0, CUresult, (void)) \
+    X(cuCtxSynchronize_v2, "cuCtxSynchronize", 13000, 0, CUresult, (void *)) \
     X(cuEventSynchronize, "cuEventSynchronize", 2000, 0, CUresult, (void *)) \
     X(cuEventQuery, "cuEventQuery", 2000, 0, CUresult, (void *)) \
     X(cuEventRecord, "cuEventRecord", 2000, 1, CUresult, (void *, void *)) \
@@ -258,6 +259,7 @@ static void scenario_sync(void) {
     CHECK(p_cuEventSynchronize(event_of(1)));
     CHECK(p_cuStreamSynchronize(stream_of(7)));
     CHECK(p_cuCtxSynchronize());
+    CHECK(p_cuCtxSynchronize_v2(NULL));
     CHECK(p_cuMemAllocAsync(&d, 4096, stream_of(8)));
 }
 

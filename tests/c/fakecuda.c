@@ -148,6 +148,7 @@ CUresult cuStreamSynchronize_ptsz(void *s) { (void)s; __atomic_add_fetch(&ptsz_c
 CUresult cuStreamQuery(void *s) { return done_stream(s); }
 CUresult cuStreamQuery_ptsz(void *s) { __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED); return done_stream(s); }
 CUresult cuCtxSynchronize(void) { return OK; }
+CUresult cuCtxSynchronize_v2(void *ctx) { (void)ctx; return OK; }
 CUresult cuEventSynchronize(void *e) { return e ? OK : INVALID_VALUE; }
 CUresult cuEventQuery(void *e) { return done_event(e); }
 CUresult cuEventRecord(void *e, void *s) { (void)s; return e ? OK : INVALID_VALUE; }
@@ -238,7 +239,8 @@ static const struct version versions[] = {
     V("cuGraphAddMemAllocNode", 11040, cuGraphAddMemAllocNode), V("cuGraphAddMemFreeNode", 11040, cuGraphAddMemFreeNode),
     V("cuDeviceGraphMemTrim", 11040, cuDeviceGraphMemTrim),
     P("cuStreamSynchronize", 2000, cuStreamSynchronize), P("cuStreamQuery", 2000, cuStreamQuery),
-    V("cuCtxSynchronize", 2000, cuCtxSynchronize), V("cuEventSynchronize", 2000, cuEventSynchronize),
+    V("cuCtxSynchronize", 2000, cuCtxSynchronize), V("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
+    V("cuEventSynchronize", 2000, cuEventSynchronize),
     V("cuEventQuery", 2000, cuEventQuery), P("cuEventRecord", 2000, cuEventRecord),
     P("cuEventRecordWithFlags", 11010, cuEventRecordWithFlags), P("cuStreamWaitEvent", 3020, cuStreamWaitEvent),
 };

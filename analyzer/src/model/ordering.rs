@@ -11,7 +11,7 @@ pub fn order_of(e: &Event) -> Option<Order> {
         return None;
     }
     Some(match e.api {
-        Api::CuCtxSynchronize => Order::Device,
+        Api::CuCtxSynchronize | Api::CuCtxSynchronize_v2 => Order::Device,
         Api::CuStreamSynchronize
         | Api::CuStreamSynchronize_ptsz
         | Api::CuStreamQuery

@@ -133,6 +133,7 @@ table! {
     sync::cuStreamSynchronize => Some(Api::CuStreamSynchronize),
     sync::cuStreamSynchronize_ptsz => Some(Api::CuStreamSynchronize_ptsz),
     sync::cuCtxSynchronize => Some(Api::CuCtxSynchronize),
+    sync::cuCtxSynchronize_v2 => Some(Api::CuCtxSynchronize_v2),
     sync::cuEventSynchronize => Some(Api::CuEventSynchronize),
     sync::cuStreamQuery => Some(Api::CuStreamQuery),
     sync::cuStreamQuery_ptsz => Some(Api::CuStreamQuery_ptsz),

@@ -5,7 +5,7 @@
 //! (`CUDA_ERROR_NOT_READY` for a query of unfinished work).
 
 use super::hook;
-use crate::cuda::{CUevent, CUstream};
+use crate::cuda::{CUcontext, CUevent, CUstream};
 
 hook!(cuStreamSynchronize, cuStreamSynchronize_ptsz, cuStreamQuery, cuStreamQuery_ptsz
     => fn(stream: CUstream) |_r, e| {
@@ -13,6 +13,11 @@ hook!(cuStreamSynchronize, cuStreamSynchronize_ptsz, cuStreamQuery, cuStreamQuer
 });
 
 hook!(cuCtxSynchronize => fn() |_r, _e| {});
+
+// CUDA 13's form with the context to synchronize (NULL: the current one).
+hook!(cuCtxSynchronize_v2 => fn(ctx: CUcontext) |_r, e| {
+    e.handle = ctx as u64;
+});
 
 hook!(cuEventSynchronize, cuEventQuery => fn(event: CUevent) |_r, e| {
     e.handle = event as u64;
