@@ -50,6 +50,11 @@
 //! recorder that logged `cuStreamSynchronize`/`cuCtxSynchronize`/`cuEventSynchronize` would give
 //! the model what it needs.
 //!
+//! **Traces that record their orderings** (formats/SPEC.md §4.4: synchronizations, event records,
+//! stream waits; recorders from issue 24 on) replay through [`OrderedPool`] instead, which splits
+//! a stream's pending frees from settled ones at the recorded synchronizations; this model is
+//! for traces without them (and `follow_orderings=false`).
+//!
 //! Not reproduced: the real pool sometimes serves a request from non-adjacent free memory
 //! without growing (probe "reuse": 96 MiB from two free 64 MiB holes), which suggests it remaps
 //! physical memory; this model grows there and catches up at the next request. Traces carry no
