@@ -104,7 +104,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
         KeyInfo {
             key: "fit",
             default: "first",
-            about: "placement among free ranges: first (lowest address), best (smallest), last (highest address) or worst (largest)",
+            about: "placement among free ranges: first (lowest address), best (smallest), last (highest address) or worst (largest); with synchronizations in the trace, among settled frees, default best",
         },
         KeyInfo {
             key: "follow_orderings",

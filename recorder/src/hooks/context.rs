@@ -231,6 +231,16 @@ fn device_of(ctx: CUcontext) -> i32 {
     -1
 }
 
+/// The device of the thread's context as last seen by a context call, else the device any thread
+/// used last: no driver call, for the events that must cost least (the orderings, `sync`).
+#[inline]
+pub fn recent_device() -> i32 {
+    match CURRENT.with(Cell::get) {
+        -1 => LAST_DEVICE.load(Ordering::Relaxed),
+        d => d,
+    }
+}
+
 fn make_current(ctx: CUcontext) {
     let d = device_of(ctx);
     CURRENT.with(|c| c.set(d));

@@ -3,9 +3,45 @@
 //! included (formats/SPEC.md §4.4). One small event each, without a stack: `stream` is the
 //! stream, `handle` the event, `flags` the call's flags, `result` what the driver answered
 //! (`CUDA_ERROR_NOT_READY` for a query of unfinished work).
+//!
+//! These calls come in polling loops, so their wrapper is leaner than `hook!`'s: one clock read
+//! when the call returned (`time_ns`; `duration_ns` 0) and the device of the thread's recent
+//! context without asking the driver ([`super::context::recent_device`]).
 
-use super::hook;
 use crate::cuda::{CUcontext, CUevent, CUstream};
+
+macro_rules! hook {
+    ($( $name:ident ),+ => fn $args:tt |$r:ident, $e:ident| $body:block) => {
+        $( ordering_hook!($name $args |$r, $e| $body); )+
+    };
+}
+
+macro_rules! ordering_hook {
+    ($name:ident ($($arg:ident : $ty:ty),* $(,)?) |$r:ident, $e:ident| $body:block) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $crate::cuda::CUresult {
+            type Real = unsafe extern "C" fn($($ty),*) -> $crate::cuda::CUresult;
+            let hook = $crate::hooks::Hook::$name;
+            let Some(real) = $crate::resolve::real(hook) else {
+                return $crate::cuda::CUDA_ERROR_NOT_INITIALIZED;
+            };
+            // SAFETY: the slot holds the address of the exported driver function of exactly
+            // this name, whose ABI this wrapper's signature copies from cuda.h.
+            let real = unsafe { std::mem::transmute::<usize, Real>(real) };
+            // SAFETY: the arguments are the caller's, passed through unchanged.
+            let $r = unsafe { real($($arg),*) };
+            if $crate::ring::wanted() {
+                let t = $crate::clock::now();
+                let api = $crate::hooks::HOOKS[hook as usize].api;
+                let mut $e = $crate::ring::record_of(api, t, t, $r);
+                $e.device = $crate::hooks::context::recent_device();
+                $body
+                $crate::ring::push(&mut $e);
+            }
+            $r
+        }
+    };
+}
 
 hook!(cuStreamSynchronize, cuStreamSynchronize_ptsz, cuStreamQuery, cuStreamQuery_ptsz
     => fn(stream: CUstream) |_r, e| {
