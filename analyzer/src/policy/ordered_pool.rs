@@ -420,9 +420,12 @@ mod tests {
 
     /// Probes `same_stream_busy` and `cross_*`: 64 MiB freed on stream 0, asked again on
     /// stream 0 or 1 after each ordering.
+    /// Orderings as (order, stream, event), then the stream that asks and the MiB reserved after.
+    type Case = (&'static [(Order, u32, u32)], u32, u64);
+
     #[test]
     fn another_stream_reuses_a_free_only_once_an_ordering_covers_it() {
-        let cases: [(&[(Order, u32, u32)], u32, u64); 7] = [
+        let cases: [Case; 7] = [
             (&[], 0, 64),                                           // same stream: at once
             (&[], 1, 128),                                          // other stream: the pool grows
             (&[(Order::Record, 0, 0), (Order::Wait, 1, 0)], 1, 64), // wait_stream
