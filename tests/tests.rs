@@ -4,6 +4,7 @@
 
 mod faults;
 mod layers;
+mod ordering;
 mod pyframes;
 mod real_traces;
 mod recorder;

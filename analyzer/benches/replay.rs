@@ -32,7 +32,10 @@ fn base() -> (Vec<Request>, Vec<Request>, u32) {
         match r.kind {
             RequestKind::Alloc => assert!(live.insert(r.slot)),
             RequestKind::Free => assert!(live.remove(&r.slot)),
-            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+            RequestKind::Attempt
+            | RequestKind::EmptyCache
+            | RequestKind::MemoryFraction
+            | RequestKind::Order(_) => {}
         }
     }
     let params: std::collections::BTreeSet<u32> = prologue

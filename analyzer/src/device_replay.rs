@@ -295,7 +295,7 @@ pub fn replay_on_device(stream: &RequestStream) -> Result<DeviceReport, DeviceEr
                 last_reserved = reserved;
             }
             // A device pool or the driver has no cache to empty and no fraction to honour.
-            RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+            RequestKind::EmptyCache | RequestKind::MemoryFraction | RequestKind::Order(_) => {}
             RequestKind::Attempt => {
                 // Tried and survived failing in the program: served and given back at once
                 // if it fits here.
@@ -401,7 +401,7 @@ fn plain_pass(stream: &RequestStream) -> Result<SyncPass, DeviceError> {
                 }
                 last_taken = taken;
             }
-            RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+            RequestKind::EmptyCache | RequestKind::MemoryFraction | RequestKind::Order(_) => {}
             RequestKind::Attempt => {
                 // SAFETY: plain allocation, freed at once.
                 if let Ok(ptr) = unsafe { result::malloc_sync(r.size as usize) } {

@@ -48,6 +48,7 @@ fn check_policy(
             }
             RequestKind::EmptyCache => policy.empty_cache(&mut driver.device()),
             RequestKind::MemoryFraction => policy.set_memory_fraction(r.fraction()),
+            RequestKind::Order(o) => policy.order(o, r.stream, r.slot, &mut driver.device()),
         }
         let (allocated, reserved) = (policy.allocated(), driver.reserved());
         prop_assert!(

@@ -1058,7 +1058,10 @@ fn range_figures(
                 allocs.push((t, f64::INFINITY, r.size, r.stack));
             }
             RequestKind::Free => allocs[by_slot.remove(&r.slot).unwrap()].1 = t,
-            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+            RequestKind::Attempt
+            | RequestKind::EmptyCache
+            | RequestKind::MemoryFraction
+            | RequestKind::Order(_) => {}
         }
     }
     let alive = |x: &(f64, f64, u64, u32), t: f64| x.0 <= t && x.1 > t;

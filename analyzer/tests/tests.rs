@@ -15,6 +15,7 @@ mod json_output;
 mod layers;
 mod parquet_readers;
 mod placement_properties;
+mod pool_h200;
 mod pressure;
 mod recorded_validation;
 mod replay_cli;

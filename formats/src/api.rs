@@ -45,6 +45,13 @@ pub enum Op {
     /// Sets or reports a bound on the memory a process may hold (a framework allocator's cap,
     /// the device's total and free bytes); creates and ends nothing.
     Limit,
+    /// The host waited for (or asked about) work queued on a stream, an event or the whole
+    /// device: what lets a stream-ordered pool see frees complete. Creates and ends nothing.
+    Synchronize,
+    /// Recorded an event into a stream (a point in its order others can wait for).
+    Record,
+    /// Made a stream wait for an event recorded on another stream.
+    Wait,
 }
 
 /// The kind of memory a call allocates or frees.
@@ -82,6 +89,9 @@ pub enum MemoryKind {
     /// What bounds a process's device memory: the device's total and free bytes, PyTorch's
     /// memory fraction, and the releases of its cache (`empty_cache`). No memory of its own.
     Limits,
+    /// Synchronizations, event records and stream waits: the order between streams and the
+    /// host that decides when a stream-ordered pool may reuse a free. No memory of its own.
+    Ordering,
 }
 
 macro_rules! apis {
@@ -189,6 +199,23 @@ apis! {
     TorchSetMemoryFraction = 107, "torch.set_memory_fraction", Limit, Limits;
     TorchEmptyCache = 108, "torch.empty_cache", Trim, Limits;
     DeviceMemory = 109, "device.memory", Limit, Limits;
+
+    // Driver calls again, from 120: what orders a stream-ordered pool's reuse (formats/SPEC.md
+    // §4.4).
+    CuStreamSynchronize = 120, "cuStreamSynchronize", Synchronize, Ordering;
+    CuStreamSynchronize_ptsz = 121, "cuStreamSynchronize_ptsz", Synchronize, Ordering;
+    CuCtxSynchronize = 122, "cuCtxSynchronize", Synchronize, Ordering;
+    CuEventSynchronize = 123, "cuEventSynchronize", Synchronize, Ordering;
+    CuStreamQuery = 124, "cuStreamQuery", Synchronize, Ordering;
+    CuStreamQuery_ptsz = 125, "cuStreamQuery_ptsz", Synchronize, Ordering;
+    CuEventQuery = 126, "cuEventQuery", Synchronize, Ordering;
+    CuEventRecord = 127, "cuEventRecord", Record, Ordering;
+    CuEventRecord_ptsz = 128, "cuEventRecord_ptsz", Record, Ordering;
+    CuEventRecordWithFlags = 129, "cuEventRecordWithFlags", Record, Ordering;
+    CuEventRecordWithFlags_ptsz = 130, "cuEventRecordWithFlags_ptsz", Record, Ordering;
+    CuStreamWaitEvent = 131, "cuStreamWaitEvent", Wait, Ordering;
+    CuStreamWaitEvent_ptsz = 132, "cuStreamWaitEvent_ptsz", Wait, Ordering;
+    CuCtxSynchronize_v2 = 133, "cuCtxSynchronize_v2", Synchronize, Ordering;
 }
 
 impl Api {
@@ -203,6 +230,11 @@ impl Api {
             self.kind(),
             MemoryKind::TorchBlock | MemoryKind::TorchSegment
         )
+    }
+
+    /// True for the synchronizations, event records and stream waits (formats/SPEC.md §4.4).
+    pub fn orders(self) -> bool {
+        self.kind() == MemoryKind::Ordering
     }
 
     /// True for the `_ptsz` variants, which use the per-thread default stream for stream 0.
@@ -269,5 +301,20 @@ mod tests {
         assert_eq!(Api::DeviceMemory.kind(), MemoryKind::Limits);
         assert!(!Api::TorchSetMemoryFraction.from_framework());
         assert_eq!(Api::TorchFreeRequested.op(), Op::FreeRequested);
+    }
+
+    #[test]
+    fn ordering_calls_are_driver_calls_with_their_own_ops() {
+        assert_eq!(
+            Api::from_name("cuStreamSynchronize"),
+            Some(Api::CuStreamSynchronize)
+        );
+        assert_eq!(Api::from_id(132), Some(Api::CuStreamWaitEvent_ptsz));
+        assert!(Api::CuEventQuery.orders() && !Api::CuEventQuery.from_framework());
+        assert!(!Api::CuMemFreeAsync.orders());
+        assert_eq!(Api::CuEventRecord_ptsz.op(), Op::Record);
+        assert_eq!(Api::CuStreamWaitEvent.op(), Op::Wait);
+        assert_eq!(Api::CuCtxSynchronize.op(), Op::Synchronize);
+        assert!(Api::CuStreamQuery_ptsz.per_thread_stream());
     }
 }

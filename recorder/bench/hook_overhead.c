@@ -1,5 +1,6 @@
 /*
- * Hook overhead over a direct call: times cuMemAlloc_v2 and cuMemFree_v2 of a (fake) driver,
+ * Hook overhead over a direct call: times cuMemAlloc_v2, cuMemFree_v2 and two ordering calls
+ * (cuStreamQuery, cuEventRecord: formats/SPEC.md §4.4) of a (fake) driver,
  * reached with dlopen + dlsym, from a call site DEPTH frames above main. Run it once plainly
  * (direct calls) and once under the recorder (the same calls through its wrappers); the
  * difference of the medians is what the hook adds. See recorder/BENCHMARKS.md.
@@ -10,7 +11,8 @@
  * journal holds, so every journal page has been touched once and the timed rounds see the
  * steady state of a long-running program rather than first-touch page faults).
  *
- * Each round makes 1000 alloc/free pairs, timed in batches of 100 calls of one kind, then
+ * Each round makes 1000 alloc/free pairs and 1000 query/record pairs, timed in batches of 100
+ * calls of one kind, then
  * sleeps 2 ms so that the recorder's writer thread drains its journal outside the timed part.
  * Prints the median and the 90th percentile of the per-call time of each kind, in ns.
  */
@@ -23,6 +25,8 @@
 
 typedef int (*alloc_fn)(unsigned long long *, size_t);
 typedef int (*free_fn)(unsigned long long);
+typedef int (*query_fn)(void *);
+typedef int (*record_fn)(void *, void *);
 
 #define PAIRS 1000
 #define BATCH 100
@@ -30,7 +34,10 @@ typedef int (*free_fn)(unsigned long long);
 
 static alloc_fn cu_alloc;
 static free_fn cu_free;
+static query_fn cu_query;
+static record_fn cu_record;
 static double alloc_ns[MAX_ROUNDS * PAIRS / BATCH], free_ns[MAX_ROUNDS * PAIRS / BATCH];
+static double query_ns[MAX_ROUNDS * PAIRS / BATCH], record_ns[MAX_ROUNDS * PAIRS / BATCH];
 static int batches;
 volatile int sink;
 
@@ -50,9 +57,15 @@ __attribute__((noinline)) static void round_of_calls(void) {
         unsigned long long t1 = now();
         for (int i = 0; i < BATCH; i++) cu_free(p[i]);
         unsigned long long t2 = now();
+        for (int i = 0; i < BATCH; i++) cu_query((void *)0x5000);
+        unsigned long long t3 = now();
+        for (int i = 0; i < BATCH; i++) cu_record((void *)0xe0, (void *)0x5000);
+        unsigned long long t4 = now();
         if (!timing) continue;
         alloc_ns[batches] = (double)(t1 - t0) / BATCH;
         free_ns[batches] = (double)(t2 - t1) / BATCH;
+        query_ns[batches] = (double)(t3 - t2) / BATCH;
+        record_ns[batches] = (double)(t4 - t3) / BATCH;
         batches++;
     }
 }
@@ -84,7 +97,9 @@ int main(int argc, char **argv) {
     int (*init)(unsigned) = (int (*)(unsigned))dlsym(cuda, "cuInit");
     cu_alloc = (alloc_fn)dlsym(cuda, "cuMemAlloc_v2");
     cu_free = (free_fn)dlsym(cuda, "cuMemFree_v2");
-    if (!init || !cu_alloc || !cu_free) { fprintf(stderr, "missing driver symbols\n"); return 1; }
+    cu_query = (query_fn)dlsym(cuda, "cuStreamQuery");
+    cu_record = (record_fn)dlsym(cuda, "cuEventRecord");
+    if (!init || !cu_alloc || !cu_free || !cu_query || !cu_record) { fprintf(stderr, "missing driver symbols\n"); return 1; }
     init(0);
     for (int r = 0; r < warmup + rounds; r++) {
         timing = r >= warmup;
@@ -93,5 +108,7 @@ int main(int argc, char **argv) {
     }
     report("alloc", alloc_ns, batches);
     report("free", free_ns, batches);
+    report("query", query_ns, batches);
+    report("record", record_ns, batches);
     return 0;
 }

@@ -18,6 +18,11 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, unsigned long n) {
 
 CUresult cuMemFree_v2(CUdeviceptr p) { (void)p; return 0; }
 
+/* Ordering calls (formats/SPEC.md §4.4): the stream is done, the record succeeds. */
+CUresult cuStreamQuery(void *stream) { (void)stream; return 0; }
+
+CUresult cuEventRecord(void *event, void *stream) { (void)event; (void)stream; return 0; }
+
 /* One context on device 0, current on every thread (the recorder asks on every call). */
 CUresult cuCtxGetCurrent(void **ctx) { *ctx = (void *)0x1000; return 0; }
 

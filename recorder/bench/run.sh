@@ -43,7 +43,7 @@ for line in open(sys.argv[1]):
     cfg, call, _, median, *_ = line.split()
     runs.setdefault((cfg, call), []).append(float(median))
 print(f"{'config':8} {'call':6} {'median ns':>10} {'overhead ns':>12}   runs")
-for call in ("alloc", "free", "path"):
+for call in ("alloc", "free", "query", "record", "path"):
     direct = statistics.median(runs[("direct", call)])
     for cfg in ("direct", "none", "native", "fp"):
         v = runs[(cfg, call)]

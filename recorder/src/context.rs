@@ -186,6 +186,13 @@ pub fn current_device() -> i32 {
             }
         }
     }
+    recent_device()
+}
+
+/// The device of the thread's context as last seen by a context call, else the device any thread
+/// used last: no driver call, for the events that must cost least (the orderings, `sync`).
+#[inline]
+pub fn recent_device() -> i32 {
     match CURRENT.with(Cell::get) {
         -1 => LAST_DEVICE.load(Ordering::Relaxed),
         d => d,

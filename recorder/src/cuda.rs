@@ -11,6 +11,7 @@ use std::ffi::c_void;
 pub type CUresult = u32;
 pub type CUdeviceptr = u64;
 pub type CUstream = *mut c_void;
+pub type CUevent = *mut c_void;
 pub type CUmemoryPool = *mut c_void;
 pub type CUcontext = *mut c_void;
 pub type CUdevice = i32;

@@ -74,6 +74,21 @@ macro_rules! for_each_hook {
             graph::cuGraphAddMemAllocNode => Some(Api::CuGraphAddMemAllocNode),
             graph::cuGraphAddMemFreeNode => Some(Api::CuGraphAddMemFreeNode),
             graph::cuDeviceGraphMemTrim => Some(Api::CuDeviceGraphMemTrim),
+
+            sync::cuStreamSynchronize => Some(Api::CuStreamSynchronize),
+            sync::cuStreamSynchronize_ptsz => Some(Api::CuStreamSynchronize_ptsz),
+            sync::cuCtxSynchronize => Some(Api::CuCtxSynchronize),
+            sync::cuCtxSynchronize_v2 => Some(Api::CuCtxSynchronize_v2),
+            sync::cuEventSynchronize => Some(Api::CuEventSynchronize),
+            sync::cuStreamQuery => Some(Api::CuStreamQuery),
+            sync::cuStreamQuery_ptsz => Some(Api::CuStreamQuery_ptsz),
+            sync::cuEventQuery => Some(Api::CuEventQuery),
+            sync::cuEventRecord => Some(Api::CuEventRecord),
+            sync::cuEventRecord_ptsz => Some(Api::CuEventRecord_ptsz),
+            sync::cuEventRecordWithFlags => Some(Api::CuEventRecordWithFlags),
+            sync::cuEventRecordWithFlags_ptsz => Some(Api::CuEventRecordWithFlags_ptsz),
+            sync::cuStreamWaitEvent => Some(Api::CuStreamWaitEvent),
+            sync::cuStreamWaitEvent_ptsz => Some(Api::CuStreamWaitEvent_ptsz),
         }
     };
 }

@@ -15,6 +15,11 @@
  *   kill              - alloc/free forever; prints each returned call ("A addr size", "F addr")
  *   oom               - allocates 1 MiB blocks until the driver says out of memory
  *   abort             - three alloc/free pairs, then abort()
+ *   sync              - a stream-ordered free, then every ordering call once, in this order:
+ *                       event record (0xe1 on stream 7), record with flags 1 (0xe2 on 8), wait
+ *                       (stream 8 on 0xe1, flags 0), stream query (7: done; 9: not ready),
+ *                       event query (0xe1: done; 0xe9: not ready), event, stream and context
+ *                       synchronize (both forms); then one more allocation on stream 8
  *   private           - a thread makes device 0 current the way cudart does (not through a
  *                       public context call), then allocates 12345 bytes
  * Every process prints "pid N" first.
@@ -81,7 +86,16 @@ typedef struct { size_t w, h, d; unsigned format, channels, flags; } Array3DDesc
     X(cuDestroyExternalMemory, "cuDestroyExternalMemory", 10000, 0, CUresult, (void *)) \
     X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", 11040, 0, CUresult, (void **, void *, const void *, size_t, AllocNodeParams *)) \
     X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", 11040, 0, CUresult, (void **, void *, const void *, size_t, CUdeviceptr)) \
-    X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", 11040, 0, CUresult, (int))
+    X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", 11040, 0, CUresult, (int)) \
+    X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 1, CUresult, (void *)) \
+    X(cuStreamQuery, "cuStreamQuery", 2000, 1, CUresult, (void *)) \
+    X(cuCtxSynchronize, "cuCtxSynchronize", 2000, 0, CUresult, (void)) \
+    X(cuCtxSynchronize_v2, "cuCtxSynchronize", 13000, 0, CUresult, (void *)) \
+    X(cuEventSynchronize, "cuEventSynchronize", 2000, 0, CUresult, (void *)) \
+    X(cuEventQuery, "cuEventQuery", 2000, 0, CUresult, (void *)) \
+    X(cuEventRecord, "cuEventRecord", 2000, 1, CUresult, (void *, void *)) \
+    X(cuEventRecordWithFlags, "cuEventRecordWithFlags", 11010, 1, CUresult, (void *, void *, unsigned)) \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, 1, CUresult, (void *, void *, unsigned))
 
 #define DECLARE(fn, base, ver, stream, ret, args) static ret(*p_##fn) args;
 FUNCS(DECLARE)
@@ -229,6 +243,26 @@ static double now_ns(void) {
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+static void *event_of(int i) { return (void *)(uintptr_t)(0xe0 + i); }
+
+static void scenario_sync(void) {
+    CUdeviceptr d;
+    CHECK(p_cuMemAllocAsync(&d, 4096, stream_of(7)));
+    CHECK(p_cuMemFreeAsync(d, stream_of(7)));
+    CHECK(p_cuEventRecord(event_of(1), stream_of(7)));
+    CHECK(p_cuEventRecordWithFlags(event_of(2), stream_of(8), 1));
+    CHECK(p_cuStreamWaitEvent(stream_of(8), event_of(1), 0));
+    CHECK(p_cuStreamQuery(stream_of(7)));
+    if (p_cuStreamQuery(stream_of(9)) != 600) die("stream 9 done");
+    CHECK(p_cuEventQuery(event_of(1)));
+    if (p_cuEventQuery(event_of(9)) != 600) die("event 9 done");
+    CHECK(p_cuEventSynchronize(event_of(1)));
+    CHECK(p_cuStreamSynchronize(stream_of(7)));
+    CHECK(p_cuCtxSynchronize());
+    CHECK(p_cuCtxSynchronize_v2(NULL));
+    CHECK(p_cuMemAllocAsync(&d, 4096, stream_of(8)));
+}
+
 static void scenario_threads(int t, int n) {
     pthread_t th[64];
     struct worker w[64];
@@ -276,6 +310,8 @@ int main(int argc, char **argv) {
     const char *s = argv[2];
     if (!strcmp(s, "all")) {
         scenario_all();
+    } else if (!strcmp(s, "sync")) {
+        scenario_sync();
     } else if (!strcmp(s, "threads") && argc >= 5) {
         scenario_threads(atoi(argv[3]), atoi(argv[4]));
     } else if (!strcmp(s, "fork") || !strcmp(s, "fork_exit") || (!strcmp(s, "forkexec") && argc >= 4)) {

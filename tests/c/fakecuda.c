@@ -21,7 +21,7 @@ typedef unsigned long long CUdeviceptr;
 typedef unsigned long long u64;
 
 enum {
-    OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_FOUND = 500, NOT_SUPPORTED = 801
+    OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_FOUND = 500, NOT_READY = 600, NOT_SUPPORTED = 801
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -140,6 +140,24 @@ CUresult cuMemPoolDestroy(void *pool) { return pool ? OK : INVALID_VALUE; }
 CUresult cuMemPoolTrimTo(void *pool, size_t keep) { (void)keep; return pool ? OK : INVALID_VALUE; }
 CUresult cuMemPoolImportPointer(CUdeviceptr *p, void *pool, void *data) { (void)pool; (void)data; *p = 0x6e0000000000ULL; return OK; }
 
+/* ---- ordering: stream 0x5009 and event 0xe9 are never done (queries answer NOT_READY) ---- */
+static CUresult done_stream(void *s) { return (uintptr_t)s == 0x5009 ? NOT_READY : OK; }
+static CUresult done_event(void *e) { return (uintptr_t)e == 0xe9 ? NOT_READY : OK; }
+CUresult cuStreamSynchronize(void *s) { (void)s; return OK; }
+CUresult cuStreamSynchronize_ptsz(void *s) { (void)s; __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED); return OK; }
+CUresult cuStreamQuery(void *s) { return done_stream(s); }
+CUresult cuStreamQuery_ptsz(void *s) { __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED); return done_stream(s); }
+CUresult cuCtxSynchronize(void) { return OK; }
+CUresult cuCtxSynchronize_v2(void *ctx) { (void)ctx; return OK; }
+CUresult cuEventSynchronize(void *e) { return e ? OK : INVALID_VALUE; }
+CUresult cuEventQuery(void *e) { return done_event(e); }
+CUresult cuEventRecord(void *e, void *s) { (void)s; return e ? OK : INVALID_VALUE; }
+CUresult cuEventRecord_ptsz(void *e, void *s) { (void)s; __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED); return e ? OK : INVALID_VALUE; }
+CUresult cuEventRecordWithFlags(void *e, void *s, unsigned f) { (void)s; (void)f; return e ? OK : INVALID_VALUE; }
+CUresult cuEventRecordWithFlags_ptsz(void *e, void *s, unsigned f) { (void)s; (void)f; __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED); return e ? OK : INVALID_VALUE; }
+CUresult cuStreamWaitEvent(void *s, void *e, unsigned f) { (void)s; (void)f; return e ? OK : INVALID_VALUE; }
+CUresult cuStreamWaitEvent_ptsz(void *s, void *e, unsigned f) { (void)s; (void)f; __atomic_add_fetch(&ptsz_calls, 1, __ATOMIC_RELAXED); return e ? OK : INVALID_VALUE; }
+
 /* ---- virtual memory management ---- */
 CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t align, CUdeviceptr addr, u64 flags) {
     (void)align; (void)addr; (void)flags;
@@ -220,12 +238,22 @@ static const struct version versions[] = {
     V("cuDestroyExternalMemory", 10000, cuDestroyExternalMemory),
     V("cuGraphAddMemAllocNode", 11040, cuGraphAddMemAllocNode), V("cuGraphAddMemFreeNode", 11040, cuGraphAddMemFreeNode),
     V("cuDeviceGraphMemTrim", 11040, cuDeviceGraphMemTrim),
+    P("cuStreamSynchronize", 2000, cuStreamSynchronize), P("cuStreamQuery", 2000, cuStreamQuery),
+    V("cuCtxSynchronize", 2000, cuCtxSynchronize), V("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
+    V("cuEventSynchronize", 2000, cuEventSynchronize),
+    V("cuEventQuery", 2000, cuEventQuery), P("cuEventRecord", 2000, cuEventRecord),
+    P("cuEventRecordWithFlags", 11010, cuEventRecordWithFlags), P("cuStreamWaitEvent", 3020, cuStreamWaitEvent),
 };
 static void *ptsz_fns[][2] = {
     { (void *)cuMemAllocAsync, (void *)cuMemAllocAsync_ptsz },
     { (void *)cuMemAllocFromPoolAsync, (void *)cuMemAllocFromPoolAsync_ptsz },
     { (void *)cuMemFreeAsync, (void *)cuMemFreeAsync_ptsz },
     { (void *)cuMemMapArrayAsync, (void *)cuMemMapArrayAsync_ptsz },
+    { (void *)cuStreamSynchronize, (void *)cuStreamSynchronize_ptsz },
+    { (void *)cuStreamQuery, (void *)cuStreamQuery_ptsz },
+    { (void *)cuEventRecord, (void *)cuEventRecord_ptsz },
+    { (void *)cuEventRecordWithFlags, (void *)cuEventRecordWithFlags_ptsz },
+    { (void *)cuStreamWaitEvent, (void *)cuStreamWaitEvent_ptsz },
 };
 
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, u64 flags, int *status) {

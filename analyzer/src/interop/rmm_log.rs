@@ -200,7 +200,9 @@ pub fn write(stream: &RequestStream, out: &mut String) -> Written {
                 ("allocate failure", 0, handle(r.stream))
             }
             // RMM's log has no such action.
-            RequestKind::EmptyCache | RequestKind::MemoryFraction => continue,
+            RequestKind::EmptyCache | RequestKind::MemoryFraction | RequestKind::Order(_) => {
+                continue;
+            }
         };
         let _ = writeln!(
             out,

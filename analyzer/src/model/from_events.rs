@@ -2,7 +2,10 @@
 //! the events in call order.
 
 use super::level::{LevelReport, LevelStats, detect_level};
-use super::request::{NO_STREAM, Outside, Request, RequestKind, RequestStream, Slots, StreamKey};
+use super::ordering::{has_event, has_stream, order_of};
+use super::request::{
+    NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, Slots, StreamKey,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The hasher of the model's maps: a fast one (SipHash was a fifth of the load time), seeded
@@ -76,6 +79,8 @@ struct Builder {
     /// imported snapshot's segment events or PyTorch's tracker's `torch.segment_alloc`s
     /// ([`RequestStream::recorded_segments`]).
     segments: Vec<(u64, u64)>,
+    /// CUDA event handles, numbered in first-seen order ([`Order`]).
+    events: HashMap<u64, u32, Hasher>,
 }
 
 impl Model {
@@ -130,6 +135,28 @@ impl ModelBuilder {
         let kind = e.api.kind();
         if kind == MemoryKind::Limits {
             see_limit(builders, e);
+            return;
+        }
+        if e.api == Api::CuMemPoolTrimTo && e.aux == 0 && e.succeeded() {
+            // PyTorch's `empty_cache` under backend:cudaMallocAsync: a device synchronize, then
+            // the pool trimmed to nothing.
+            let key = StreamKey {
+                pid: e.pid,
+                device: e.device,
+            };
+            if let Some(b) = builders.get_mut(&key) {
+                b.push_limit(e, RequestKind::EmptyCache, 0);
+            }
+        }
+        if kind == MemoryKind::Ordering {
+            // Before any request of its (process, device) an ordering call orders no free.
+            let key = StreamKey {
+                pid: e.pid,
+                device: e.device,
+            };
+            if let (Some(order), Some(b)) = (order_of(e), builders.get_mut(&key)) {
+                b.push_order(e, order);
+            }
             return;
         }
         if kind == MemoryKind::TorchSegment || op == Op::FreeRequested {
@@ -257,6 +284,31 @@ impl Builder {
         });
     }
 
+    /// A request of no slot that orders streams: its stream numbered as a request's, its event
+    /// numbered in first-seen order.
+    fn push_order(&mut self, e: &Event, order: Order) {
+        let stream = if has_stream(order) {
+            self.stream_index(e.stream)
+        } else {
+            NO_STREAM
+        };
+        let slot = if has_event(order) {
+            let next = self.events.len() as u32;
+            *self.events.entry(e.handle).or_insert(next)
+        } else {
+            0
+        };
+        self.kinds.push(MemoryKind::Ordering);
+        self.requests.push(Request {
+            time_ns: e.time_ns,
+            size: 0,
+            slot,
+            stream,
+            stack: e.stack,
+            kind: RequestKind::Order(order),
+        });
+    }
+
     fn new(key: StreamKey) -> Builder {
         Builder {
             key,
@@ -274,6 +326,7 @@ impl Builder {
             device_total: None,
             slots: Slots::default(),
             segments: Vec::new(),
+            events: HashMap::default(),
         }
     }
 
@@ -317,19 +370,7 @@ impl Builder {
     /// order (as PyTorch's block comparator orders streams by handle value), known only once
     /// every handle has been seen.
     fn push(&mut self, e: &Event, kind: MemoryKind, size: u64, slot: u32, what: RequestKind) {
-        let handle = stream_of(e);
-        let stream = match self.last_handle {
-            Some((h, i)) if h == handle => i,
-            _ => {
-                let next = self.handles.len() as u32;
-                let i = *self.stream_ids.entry(handle).or_insert(next);
-                if i == next {
-                    self.handles.push(handle);
-                }
-                self.last_handle = Some((handle, i));
-                i
-            }
-        };
+        let stream = self.stream_index(stream_of(e));
         self.kinds.push(kind);
         if is_driver(kind) {
             self.driver_addresses.push(e.address);
@@ -342,6 +383,22 @@ impl Builder {
             stack: e.stack,
             kind: what,
         });
+    }
+
+    /// The first-seen index of stream `handle`.
+    fn stream_index(&mut self, handle: u64) -> u32 {
+        match self.last_handle {
+            Some((h, i)) if h == handle => i,
+            _ => {
+                let next = self.handles.len() as u32;
+                let i = *self.stream_ids.entry(handle).or_insert(next);
+                if i == next {
+                    self.handles.push(handle);
+                }
+                self.last_handle = Some((handle, i));
+                i
+            }
+        }
     }
 }
 
@@ -401,7 +458,7 @@ fn finish(b: Builder) -> RequestStream {
     requests.retain(|r| {
         let k = kinds.next().expect("one kind per request");
         let address = is_driver(k).then(|| addresses.next().expect("one address per driver call"));
-        if k == MemoryKind::Limits {
+        if matches!(k, MemoryKind::Limits | MemoryKind::Ordering) {
             return true;
         }
         let bypass = if through_tracker {
@@ -426,7 +483,10 @@ fn finish(b: Builder) -> RequestStream {
                 outside.peak_bytes = outside.peak_bytes.max(live);
             }
             RequestKind::Free => live = live.saturating_sub(r.size),
-            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+            RequestKind::Attempt
+            | RequestKind::EmptyCache
+            | RequestKind::MemoryFraction
+            | RequestKind::Order(_) => {}
         }
         false
     });
@@ -446,6 +506,11 @@ fn finish(b: Builder) -> RequestStream {
     for r in requests.iter_mut().filter(|r| r.stream != NO_STREAM) {
         r.stream = index[r.stream as usize];
     }
+    // A synchronization of, or a wait by, a stream no kept request uses orders nothing here
+    // (a record there stays: its event marks no free).
+    requests.retain(|r| {
+        !matches!(r.kind, RequestKind::Order(Order::Stream | Order::Wait)) || r.stream != NO_STREAM
+    });
     RequestStream {
         key: Some(key),
         requests,

@@ -9,6 +9,7 @@ mod from_events;
 mod level;
 pub mod live;
 mod modules;
+mod ordering;
 mod request;
 
 pub use from_events::{Model, ModelBuilder};
@@ -17,4 +18,4 @@ pub use level::{
     pytorch_alloc_conf,
 };
 pub use modules::ModuleIndex;
-pub use request::{Outside, Request, RequestKind, RequestStream, StreamKey};
+pub use request::{NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, StreamKey};

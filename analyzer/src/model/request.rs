@@ -26,6 +26,29 @@ pub enum RequestKind {
     /// (`torch.cuda.set_per_process_memory_fraction`): `size` holds the fraction's `f64` bits
     /// ([`Request::fraction`]); no slot.
     MemoryFraction,
+    /// What orders the program's streams (formats/SPEC.md §4.4): what lets a stream-ordered
+    /// pool reuse a free on another stream, or tells it that a free is complete. No slot:
+    /// `slot` numbers the CUDA event concerned ([`Order`]).
+    Order(Order),
+}
+
+/// What an [`RequestKind::Order`] request says. Events are numbered per request stream in
+/// first-seen order (`slot`); a record replaces the event's earlier record, as in CUDA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Order {
+    /// The host saw the whole device's work complete (`cuCtxSynchronize`); no stream, no event.
+    Device,
+    /// The host saw `stream`'s work complete (`cuStreamSynchronize`, or `cuStreamQuery`
+    /// answering done); no event.
+    Stream,
+    /// The host saw event `slot` complete (`cuEventSynchronize`, or `cuEventQuery` answering
+    /// done): the work of its stream up to its record; no stream.
+    Event,
+    /// Event `slot` recorded on `stream` ([`NO_STREAM`]: a stream no request of this stream
+    /// uses).
+    Record,
+    /// `stream` waits for event `slot` (`cuStreamWaitEvent`).
+    Wait,
 }
 
 /// One allocation or free, in the order the program made them.
@@ -49,8 +72,8 @@ pub struct Request {
 pub const NO_STREAM: u32 = u32::MAX;
 
 impl Request {
-    /// True for the requests that ask for or give back memory of a slot (not a limit or a
-    /// cache release).
+    /// True for the requests that ask for or give back memory of a slot (not a limit, a cache
+    /// release or an ordering).
     pub fn has_slot(&self) -> bool {
         matches!(
             self.kind,
@@ -160,7 +183,10 @@ impl RequestStream {
                     }
                 }
                 RequestKind::Free => live = live.saturating_sub(r.size),
-                RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+                RequestKind::Attempt
+                | RequestKind::EmptyCache
+                | RequestKind::MemoryFraction
+                | RequestKind::Order(_) => {}
             }
         }
         (peak, at)

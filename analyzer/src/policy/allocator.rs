@@ -2,6 +2,7 @@
 
 use super::device::Device;
 use super::layout::AddressMap;
+use crate::model::Order;
 
 /// The driver refused and the policy's own retry path (freeing its cache, unmapping pages, ...)
 /// could not make room: the program would see an out-of-memory error here.
@@ -49,6 +50,11 @@ pub trait Policy: Send {
     /// (`torch.cuda.set_per_process_memory_fraction`): a policy with such a cap applies it; by
     /// default it is ignored.
     fn set_memory_fraction(&mut self, _fraction: f64) {}
+
+    /// The program ordered its streams ([`crate::model::Order`]: a synchronization, an event
+    /// `event` recorded on or waited for by `stream`): what a stream-ordered pool's reuse
+    /// follows. Other allocators reuse by their own bookkeeping and ignore it.
+    fn order(&mut self, _order: Order, _stream: u32, _event: u32, _driver: &mut Device) {}
 
     /// Bytes of the blocks handed out and not yet freed (after the policy's rounding).
     fn allocated(&self) -> u64;

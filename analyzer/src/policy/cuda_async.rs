@@ -50,6 +50,11 @@
 //! recorder that logged `cuStreamSynchronize`/`cuCtxSynchronize`/`cuEventSynchronize` would give
 //! the model what it needs.
 //!
+//! **Traces that record their orderings** (formats/SPEC.md §4.4: synchronizations, event records,
+//! stream waits; recorders from issue 24 on) replay through [`OrderedPool`] instead, which splits
+//! a stream's pending frees from settled ones at the recorded synchronizations; this model is
+//! for traces without them (and `follow_orderings=false`).
+//!
 //! Not reproduced: the real pool sometimes serves a request from non-adjacent free memory
 //! without growing (probe "reuse": 96 MiB from two free 64 MiB holes), which suggests it remaps
 //! physical memory; this model grows there and catches up at the next request. Traces carry no
@@ -58,10 +63,12 @@
 //! end above the threshold are released and the request retried.
 
 use super::driver::Call;
+use super::ordered_pool::OrderedPool;
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
 use super::{AddressMap, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
+use crate::model::{RequestKind, RequestStream};
 
 const MIB: u64 = 1 << 20;
 
@@ -97,7 +104,22 @@ pub const INFO: PolicyInfo = PolicyInfo {
         KeyInfo {
             key: "fit",
             default: "first",
-            about: "placement among free ranges: first (lowest address), best (smallest), last (highest address) or worst (largest)",
+            about: "placement among free ranges: first (lowest address), best (smallest), last (highest address) or worst (largest); with synchronizations in the trace, among settled frees, default best",
+        },
+        KeyInfo {
+            key: "follow_orderings",
+            default: "true",
+            about: "follow the synchronizations, event records and stream waits the trace records (false: the model of traces without them)",
+        },
+        KeyInfo {
+            key: "pending_fit",
+            default: "best",
+            about: "with synchronizations in the trace: placement among a stream's own frees not yet synchronized (best: ties to the earliest freed)",
+        },
+        KeyInfo {
+            key: "coalesce_pending",
+            default: "true",
+            about: "with synchronizations in the trace: adjacent frees of one stream not yet synchronized merge",
         },
         KeyInfo {
             key: "large_alignment",
@@ -118,17 +140,21 @@ pub const INFO: PolicyInfo = PolicyInfo {
     build,
 };
 
-fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
+fn build(o: &Options, ctx: &BuildContext) -> Result<Box<dyn Policy>, OptionError> {
     let chunk = o.u64_opt("chunk_mb", 1 << 30)?.unwrap_or(32).max(1) * MIB;
     let alignment = o.alignment_opt("alignment")?.unwrap_or(512);
     o.bool("reuse_follow_event_dependencies", true)?;
-    Ok(Box::new(CudaAsync::new(Config {
+    let ordered = o.bool("follow_orderings", true)? && ordered(ctx.stream);
+    let cfg = Config {
         chunk,
         alignment,
         release_threshold: o.size_opt("release_threshold")?.unwrap_or(u64::MAX),
         opportunistic: o.bool("reuse_allow_opportunistic", false)?,
         internal_dependencies: o.bool("reuse_allow_internal_dependencies", true)?,
-        fit: match o.str_opt("fit").unwrap_or("first") {
+        fit: match o
+            .str_opt("fit")
+            .unwrap_or(if ordered { "best" } else { "first" })
+        {
             "best" => Fit::Best,
             "first" => Fit::First,
             "worst" => Fit::Worst,
@@ -137,7 +163,32 @@ fn build(o: &Options, _: &BuildContext) -> Result<Box<dyn Policy>, OptionError> 
         },
         large_alignment: o.alignment_opt("large_alignment")?.unwrap_or(alignment),
         small_max: o.size_opt("small_max")?.unwrap_or(MIB),
-    })))
+        pending_fit: match o.str_opt("pending_fit").unwrap_or("best") {
+            "best" => Fit::Best,
+            "first" => Fit::First,
+            "worst" => Fit::Worst,
+            "last" => Fit::Last,
+            other => {
+                return Err(format!("pending_fit={other}: not best, first, worst or last").into());
+            }
+        },
+        coalesce_pending: o.bool("coalesce_pending", true)?,
+    };
+    Ok(if ordered {
+        Box::new(OrderedPool::new(cfg))
+    } else {
+        Box::new(CudaAsync::new(cfg))
+    })
+}
+
+/// Whether `stream` records what orders its streams (formats/SPEC.md §4.4): then the pool's
+/// reuse follows it ([`OrderedPool`]); traces recorded before the recorder logged orderings
+/// keep the unordered model.
+pub fn ordered(stream: &RequestStream) -> bool {
+    stream
+        .requests
+        .iter()
+        .any(|r| matches!(r.kind, RequestKind::Order(_)))
 }
 
 /// Which free range serves a request.
@@ -159,6 +210,8 @@ pub struct Config {
     pub fit: Fit,
     pub large_alignment: u64,
     pub small_max: u64,
+    pub pending_fit: Fit,
+    pub coalesce_pending: bool,
 }
 
 impl Default for Config {
@@ -172,6 +225,8 @@ impl Default for Config {
             fit: Fit::First,
             large_alignment: 512,
             small_max: MIB,
+            pending_fit: Fit::Best,
+            coalesce_pending: true,
         }
     }
 }

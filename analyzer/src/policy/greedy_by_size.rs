@@ -55,7 +55,10 @@ pub fn plan_work(stream: &RequestStream) -> u64 {
                 most = most.max(live);
             }
             RequestKind::Free => live = live.saturating_sub(1),
-            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+            RequestKind::Attempt
+            | RequestKind::EmptyCache
+            | RequestKind::MemoryFraction
+            | RequestKind::Order(_) => {}
         }
     }
     allocs.saturating_mul(most)
@@ -103,7 +106,10 @@ impl GreedyBySize {
                 }
                 RequestKind::Free => records[open[slot] as usize].last = i as u32,
                 // The planner knows the program survived without it.
-                RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+                RequestKind::Attempt
+                | RequestKind::EmptyCache
+                | RequestKind::MemoryFraction
+                | RequestKind::Order(_) => {}
             }
         }
         // Largest first, then by birth: sorted as packed keys, which keeps the sort in cache.
@@ -398,7 +404,10 @@ mod tests {
                     });
                 }
                 RequestKind::Free => records[open[r.slot as usize]].last = i as u32,
-                RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+                RequestKind::Attempt
+                | RequestKind::EmptyCache
+                | RequestKind::MemoryFraction
+                | RequestKind::Order(_) => {}
             }
         }
         let mut order: Vec<usize> = (0..records.len()).collect();

@@ -26,6 +26,7 @@ pub mod gmlake;
 pub mod greedy_by_size;
 mod layout;
 pub mod lower_bound;
+pub mod ordered_pool;
 pub mod pytorch;
 pub mod rmm_arena;
 pub mod rmm_binning;

@@ -223,6 +223,9 @@ pub fn replay_on(
             }
             RequestKind::EmptyCache => policy.empty_cache(&mut driver.device()),
             RequestKind::MemoryFraction => policy.set_memory_fraction(r.fraction()),
+            RequestKind::Order(order) => {
+                policy.order(order, r.stream, r.slot, &mut driver.device())
+            }
             RequestKind::Attempt => {
                 // The real driver refused it: the policy may serve it from its cache, but gets
                 // no new memory, so a refusal runs its retry path as it ran in the program.

@@ -8,6 +8,7 @@
 mod engine;
 mod input;
 mod parallel;
+mod pool_range;
 mod prepare;
 mod table;
 
@@ -19,6 +20,7 @@ pub use input::{CapacitySource, ReplayInput};
 pub use parallel::{
     FitResult, Progress, RunResult, fit_all, fit_one, replay_all, replay_all_with, run, run_with,
 };
+pub use pool_range::{PoolRange, pool_note, pool_range};
 pub use prepare::{Limits, capacity, driver, prepare};
 pub use table::{
     FitReport, FitRow, PolicyRow, ReplayReport, StreamFit, StreamReport, recorded_refusals_note,

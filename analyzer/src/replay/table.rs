@@ -3,6 +3,7 @@
 //! "Output contracts"); the insta snapshots of `analyzer/tests` guard it.
 
 use super::input::ReplayInput;
+use super::pool_range::{PoolRange, pool_range};
 use super::{FitResult, Oom, Outcome, Progress, fit_all, replay_all};
 use crate::model::device::{GPU_SIZES_GB, process_peak};
 use crate::model::{Capture, CaptureLevel, Outside};
@@ -61,6 +62,10 @@ pub struct PolicyRow {
     /// The error the policy's model showed on real runs (docs/validation.md); `null` when no
     /// real run checked it: the figures are then unvalidated.
     pub validated: Option<&'static Band>,
+    /// `cuda-async` only: the range GPU progress leaves the prediction, and whether the trace
+    /// recorded the synchronizations the model follows; absent for other policies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_range: Option<PoolRange>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -126,6 +131,7 @@ fn row(
         oom
     });
     PolicyRow {
+        pool_range: None,
         error_vs_recorded: None,
         validated: band(&spec.name, capture),
         name: spec.to_string(),
@@ -199,9 +205,11 @@ impl ReplayReport {
                         row.error_vs_recorded = recorded
                             .filter(|&t| t > 0 && models_recorded(spec))
                             .map(|t| (r.outcome.peak_reserved as f64 - t as f64) / t as f64);
-                        row
+                        row.pool_range =
+                            pool_range(stream, spec, capacities[s], r.outcome.peak_reserved)?;
+                        Ok(row)
                     })
-                    .collect(),
+                    .collect::<Result<_, PolicyError>>()?,
             });
         }
         let lower_bound: u64 = stream_reports.iter().map(|s| s.lower_bound_bytes).sum();
@@ -214,7 +222,13 @@ impl ReplayReport {
                     .filter(|r| r.policy == p)
                     .map(|r| &r.outcome)
                     .collect();
-                row(spec, &summed(&outs), lower_bound, start, capture)
+                let mut row = row(spec, &summed(&outs), lower_bound, start, capture);
+                row.pool_range = PoolRange::sum(
+                    stream_reports
+                        .iter()
+                        .filter_map(|s| s.policies[p].pool_range),
+                );
+                row
             })
             .collect();
         let level = &input.model.level;

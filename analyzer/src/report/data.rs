@@ -356,7 +356,8 @@ pub struct EventFacts {
     /// Absolute ns.
     pub time_ns: u64,
     /// `b'a'` allocation, `b'f'` free, `b't'` an attempt the driver refused, `b'c'` an
-    /// `empty_cache`, `b'l'` a memory fraction set.
+    /// `empty_cache`, `b'l'` a memory fraction set, `b'o'` an ordering of streams (a
+    /// synchronization, an event record or a stream wait).
     pub kind: u8,
     pub size: u64,
     /// Trace stack id.

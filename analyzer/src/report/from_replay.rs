@@ -116,9 +116,10 @@ pub fn windows(
                 allocation - 1
             }
             RequestKind::Free => std::mem::replace(&mut by_slot[slot], u32::MAX),
-            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {
-                u32::MAX
-            }
+            RequestKind::Attempt
+            | RequestKind::EmptyCache
+            | RequestKind::MemoryFraction
+            | RequestKind::Order(_) => u32::MAX,
         };
         if i < a {
             continue;
@@ -135,6 +136,7 @@ pub fn windows(
                 RequestKind::Attempt => b't',
                 RequestKind::EmptyCache => b'c',
                 RequestKind::MemoryFraction => b'l',
+                RequestKind::Order(_) => b'o',
             },
             size: q.size,
             stack: q.stack,
@@ -372,7 +374,10 @@ impl Observer for Sampler {
                     *o = (u32::MAX, 0);
                 }
             }
-            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+            RequestKind::Attempt
+            | RequestKind::EmptyCache
+            | RequestKind::MemoryFraction
+            | RequestKind::Order(_) => {}
         }
     }
 
@@ -575,7 +580,10 @@ pub fn owners_at(stream: &RequestStream, index: usize) -> Vec<(u32, u32)> {
                 next += 1;
             }
             RequestKind::Free => by_slot[slot] = (u32::MAX, 0),
-            RequestKind::Attempt | RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+            RequestKind::Attempt
+            | RequestKind::EmptyCache
+            | RequestKind::MemoryFraction
+            | RequestKind::Order(_) => {}
         }
     }
     by_slot

@@ -164,7 +164,7 @@ fn instance(stream: &RequestStream) -> Instance {
                 size: r.size,
                 stack: r.stack,
             }),
-            RequestKind::EmptyCache | RequestKind::MemoryFraction => {}
+            RequestKind::EmptyCache | RequestKind::MemoryFraction | RequestKind::Order(_) => {}
             RequestKind::Free => {
                 let index = by_slot[slot];
                 let a = &mut inst.allocations[index as usize];

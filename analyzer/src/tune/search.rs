@@ -20,7 +20,7 @@ use crate::model::{Capture, CaptureLevel, LevelReport, RequestKind, RequestStrea
 use crate::policy::greedy_by_size::{PLAN_WORK_MAX, plan_work};
 use crate::policy::validated::band;
 use crate::policy::{AddressOrder, PolicyError, PolicySpec};
-use crate::replay::Outcome;
+use crate::replay::{Outcome, pool_note};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -351,6 +351,9 @@ pub fn tune(
     notes.extend(super::pressure::contradiction(streams, &recorded_row));
     if judged && !greedy_plan_affordable(streams) {
         notes.push(GREEDY_LEFT_OUT.to_string());
+    }
+    if let Some(c) = candidates.iter().find(|c| c.spec.name == "cuda-async") {
+        notes.extend(pool_note(streams, &c.spec, &options.capacities)?);
     }
     let ranked: Vec<Row> = ranked.into_iter().map(|(_, r)| r).collect();
     let limit = super::pressure::limit_of(streams, &ranked);

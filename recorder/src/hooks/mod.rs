@@ -13,6 +13,7 @@ pub mod host;
 pub mod import;
 pub mod pool;
 pub mod resolvers;
+pub mod sync;
 pub mod vmm;
 
 /// Defines exported wrappers that call the real function, then record one event.

@@ -11,7 +11,7 @@
 
 #![allow(non_snake_case)]
 
-use super::{array, context, device, graph, host, import, pool, vmm};
+use super::{array, context, device, graph, host, import, pool, sync, vmm};
 use crate::cuda::{CUDA_ERROR_NOT_INITIALIZED, CUresult};
 use crate::hooks::resolvers;
 use crate::real::{adopt, is_real, real};

@@ -324,6 +324,7 @@ fn render_text(
              peaked)\n"
         );
         render_table(&mut s, &st.policies, st.recorded_oom_failures);
+        render_pool_ranges(&mut s, &st.policies);
         if let Some(t) = st.recorded_peak_reserved {
             let real_frees = st.recorded_device_frees.unwrap_or(0);
             for p in st.policies.iter().filter(|p| p.error_vs_recorded.is_some()) {
@@ -378,8 +379,35 @@ fn render_text(
         );
         let failures = r.streams.iter().map(|st| st.recorded_oom_failures).sum();
         render_table(&mut s, &r.policies, failures);
+        render_pool_ranges(&mut s, &r.policies);
     }
     s
+}
+
+/// The range GPU progress leaves a `cuda-async` prediction, and a word when the trace lacks the
+/// synchronizations the model follows.
+fn render_pool_ranges(s: &mut String, rows: &[PolicyRow]) {
+    for (p, r) in rows.iter().filter_map(|p| p.pool_range.map(|r| (p, r))) {
+        if r.earliest_completion != r.latest_completion {
+            let _ = writeln!(
+                s,
+                "range        {}: {} to {} ({:.1}% wide): GPU progress decides when another \
+                 stream reuses a free (every free complete at once / none before an ordering)",
+                p.name,
+                bytes(r.earliest_completion),
+                bytes(r.latest_completion),
+                100.0 * r.width()
+            );
+        }
+        if !r.synchronizations {
+            let _ = writeln!(
+                s,
+                "note         {}: the trace records no synchronizations (recorded before the \
+                 recorder logged them): the prediction lacks what orders the pool's reuse",
+                p.name
+            );
+        }
+    }
 }
 
 /// Requested, allocated and reserved are peaks, as in the CSV, the JSON and the report; frag is
