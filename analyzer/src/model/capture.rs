@@ -6,6 +6,29 @@
 use serde::Serialize;
 use vramtrace_format::Metadata;
 
+/// Request level or segment level (docs/architecture.md, "Two levels of capture").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureLevel {
+    /// One event per program-level buffer: replays answer what-if questions.
+    Request,
+    /// A caching allocator's segments: exact for what the process held, misleading to replay.
+    Segment,
+    #[default]
+    Unknown,
+}
+
+impl CaptureLevel {
+    /// The level's name, as the JSON outputs spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureLevel::Request => "request",
+            CaptureLevel::Segment => "segment",
+            CaptureLevel::Unknown => "unknown",
+        }
+    }
+}
+
 /// How the requests of a trace were seen (docs/definitions.md, "Capture").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -52,9 +75,9 @@ impl Capture {
     pub fn of_trace(
         metadata: &Metadata,
         torch_allocs: u64,
-        level: super::CaptureLevel,
+        level: CaptureLevel,
     ) -> Option<Capture> {
-        use super::CaptureLevel::*;
+        use CaptureLevel::*;
         // The importers name themselves in the writer: `vramtrace … import (…)`,
         // `vramtrace … import_torch_trace (…)`.
         let imported = metadata.writer.split(' ').any(|w| w.starts_with("import"));
@@ -70,7 +93,6 @@ impl Capture {
 
 #[cfg(test)]
 mod tests {
-    use super::super::CaptureLevel;
     use super::*;
 
     #[test]

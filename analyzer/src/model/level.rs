@@ -1,31 +1,9 @@
 //! Request level or segment level (docs/architecture.md, "Two levels of capture"), and the
 //! warning a what-if replay of a segment-level trace deserves.
 
-pub use super::capture::Capture;
+use super::capture::{Capture, CaptureLevel};
 use serde::Serialize;
 use vramtrace_format::{Event, MemoryKind, Metadata, Op};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CaptureLevel {
-    /// One event per program-level buffer: replays answer what-if questions.
-    Request,
-    /// A caching allocator's segments: exact for what the process held, misleading to replay.
-    Segment,
-    #[default]
-    Unknown,
-}
-
-impl CaptureLevel {
-    /// The level's name, as the JSON outputs spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            CaptureLevel::Request => "request",
-            CaptureLevel::Segment => "segment",
-            CaptureLevel::Unknown => "unknown",
-        }
-    }
-}
 
 /// The level, how it was known, and what to tell the user.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -13,8 +13,9 @@ mod ordering;
 mod request;
 
 pub use from_events::{Model, ModelBuilder};
+pub use capture::{Capture, CaptureLevel};
 pub use level::{
-    Capture, CaptureLevel, LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level,
+    LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level,
     pytorch_alloc_conf,
 };
 pub use modules::ModuleIndex;

@@ -64,6 +64,7 @@
 
 use super::driver::Call;
 use super::ordered_pool::OrderedPool;
+pub use super::pool_config::{Config, Fit};
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
 use super::{AddressMap, Device, Policy, Refused, Span};
@@ -189,46 +190,6 @@ pub fn ordered(stream: &RequestStream) -> bool {
         .requests
         .iter()
         .any(|r| matches!(r.kind, RequestKind::Order(_)))
-}
-
-/// Which free range serves a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fit {
-    Best,
-    First,
-    Worst,
-    Last,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct Config {
-    pub chunk: u64,
-    pub alignment: u64,
-    pub release_threshold: u64,
-    pub opportunistic: bool,
-    pub internal_dependencies: bool,
-    pub fit: Fit,
-    pub large_alignment: u64,
-    pub small_max: u64,
-    pub pending_fit: Fit,
-    pub coalesce_pending: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            chunk: 32 * MIB,
-            alignment: 512,
-            release_threshold: u64::MAX,
-            opportunistic: false,
-            internal_dependencies: true,
-            fit: Fit::First,
-            large_alignment: 512,
-            small_max: MIB,
-            pending_fit: Fit::Best,
-            coalesce_pending: true,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]

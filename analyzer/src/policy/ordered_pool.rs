@@ -26,7 +26,7 @@
 //! Growth is the unordered model's (32 MiB steps of one address-contiguous arena,
 //! `cuda_async.rs`).
 
-use super::cuda_async::{Config, Fit};
+use super::pool_config::{Config, Fit};
 use super::driver::Call;
 use super::support::slots::SlotTable;
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
