@@ -246,9 +246,17 @@ fn a_recorded_training_run_names_the_lines_pytorch_names_at_the_peak() {
         .expect("the device's group");
     assert_eq!(group["peak_requested"], pytorch["peak_allocated"]);
     // Ours by site: `file:line Class.function`; PyTorch's: `file:line function` (co_name).
+    // PyTorch cannot name the autograd thread's allocations (`<no stack>`); vramtrace names
+    // them by the backward() call that ran them: GPT-2's step, and one gradient buffer of the
+    // MLP loop that ran first in the same process, still live at GPT-2's peak.
     let mut ours: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut backward: HashMap<String, u64> = HashMap::new();
     for s in group["top_stacks_at_peak"].as_array().unwrap() {
-        let site = s["site"].as_str().unwrap();
+        let mut site = s["site"].as_str().unwrap();
+        if let Some(line) = site.strip_prefix("backward of ") {
+            *backward.entry(short(line)).or_default() += s["bytes"].as_u64().unwrap();
+            site = "";
+        }
         let key = match site.split_once(' ') {
             Some((at, function)) => format!("{at} {}", function.rsplit('.').next().unwrap()),
             None if site.is_empty() => "<no stack>".to_string(),
@@ -265,4 +273,14 @@ fn a_recorded_training_run_names_the_lines_pytorch_names_at_the_peak() {
         let expected = (s["bytes"].as_u64().unwrap(), s["count"].as_u64().unwrap());
         assert_eq!(ours.get(name), Some(&expected), "{name}");
     }
+    let expected = [
+        ("pyframes_train.py:48 gpt2_step".to_string(), 823_410_688),
+        ("pyframes_train.py:34 mlp_step".to_string(), 33_554_432),
+    ];
+    assert_eq!(backward, HashMap::from(expected));
+}
+
+/// A frame's file name and what follows it: `pyframes_train.py:48 gpt2_step`.
+fn short(frame: &str) -> String {
+    frame.rsplit('/').next().unwrap_or(frame).to_string()
 }

@@ -5,6 +5,7 @@
 mod util;
 
 mod agreement;
+mod backward;
 mod cli;
 mod device_oracles;
 mod fleet_sql;

@@ -54,6 +54,24 @@ pub enum Op {
     Wait,
 }
 
+impl Op {
+    /// Whether a call of this kind brings memory in (allocates, reserves, creates, maps, retains,
+    /// registers, makes a pool): the events the recorder takes a stack for, and the ones the
+    /// analyzer attributes; a free, unmap or release is attributed through the call it ends.
+    pub const fn brings_in(self) -> bool {
+        matches!(
+            self,
+            Op::Alloc
+                | Op::Reserve
+                | Op::Create
+                | Op::Map
+                | Op::Retain
+                | Op::Register
+                | Op::PoolCreate
+        )
+    }
+}
+
 /// The kind of memory a call allocates or frees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

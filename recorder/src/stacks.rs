@@ -48,7 +48,7 @@ use std::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 use std::time::{Duration, Instant};
-use vramtrace_format::{Api, Frame, Module, NO_STACK, Op, PythonFrame, Stack, Tables};
+use vramtrace_format::{Api, Frame, Module, NO_STACK, PythonFrame, Stack, Tables};
 
 /// The most `VRAMTRACE_MAX_DEPTH` may ask for.
 pub const MAX_DEPTH_LIMIT: usize = 256;
@@ -122,8 +122,11 @@ unsafe impl Sync for Block {}
 struct State {
     cache: Cache,
     bounds: Bounds,
-    /// `(hash, id)` pairs, `id == 0` when empty.
-    table: Box<[(u64, u32)]>,
+    /// `(hash, id, arena offset)`, `id == 0` when empty. The offset is the stack's arena entry,
+    /// so that a lookup compares with it without reading the process-wide index first: on a
+    /// cold cache the slot, the index and the entry were three misses, each waiting for the
+    /// one before it (`recorder/BENCHMARKS.md`, "Python frames, cold").
+    table: Box<[(u64, u32, u32)]>,
     used: usize,
     /// Where a capture's words go (made with the block: zeroing 6 KiB on the stack at every
     /// capture cost about 100 ns).
@@ -139,7 +142,7 @@ impl Block {
             state: UnsafeCell::new(State {
                 cache: Cache::default(),
                 bounds: Bounds::default(),
-                table: vec![(0u64, 0u32); TABLE_SLOTS].into_boxed_slice(),
+                table: vec![(0u64, 0u32, 0u32); TABLE_SLOTS].into_boxed_slice(),
                 used: 0,
                 words: vec![0u64; MAX_WORDS].into_boxed_slice(),
             }),
@@ -219,20 +222,9 @@ fn reserve<T>(len: usize) -> Option<*mut T> {
     (p != libc::MAP_FAILED).then_some(p.cast())
 }
 
-/// Whether events of `api` carry a stack.
+/// Whether events of `api` carry a stack ([`vramtrace_format::Op::brings_in`]).
 fn wants(api: Option<Api>) -> bool {
-    api.is_some_and(|a| {
-        matches!(
-            a.op(),
-            Op::Alloc
-                | Op::Reserve
-                | Op::Create
-                | Op::Map
-                | Op::Retain
-                | Op::Register
-                | Op::PoolCreate
-        )
-    })
+    api.is_some_and(|a| a.op().brings_in())
 }
 
 /// The stack id for an event of `api` on the calling thread, or [`NO_STACK`]. The hook path:
@@ -388,32 +380,35 @@ fn intern(state: &mut State, frames: &[u64]) -> u32 {
     let mut slot = (home + PROBES - 1) & mask;
     for probe in 0..PROBES {
         let i = (home + probe) & mask;
-        let Some(&(h, id)) = state.table.get(i) else {
+        let Some(&(h, id, at)) = state.table.get(i) else {
             break;
         };
         if id == 0 {
             slot = i;
             break;
         }
-        if h == hash && stack_frames(id) == Some(frames) {
+        if h == hash && entry_at(at).map(|(words, _)| words) == Some(frames) {
             return id;
         }
     }
-    let id = match shared_find(hash, frames) {
-        Some(id) => id,
+    let (id, at) = match shared_find(hash, frames) {
+        Some(id) => match offset_of(id) {
+            Some(at) => (id, at),
+            None => return id,
+        },
         None => {
-            let Some(id) = append(frames) else {
+            let Some((id, at)) = append(frames) else {
                 DROPPED.fetch_add(1, Ordering::Relaxed);
                 return NO_STACK;
             };
             shared_insert(hash, id);
-            id
+            (id, at)
         }
     };
     if state.used * 4 >= TABLE_SLOTS * 3 {
         // Three quarters full: forget and start over (a stack seen again gets a new id, which
         // is only a duplicate entry in the trace's table).
-        state.table.fill((0, 0));
+        state.table.fill((0, 0, 0));
         state.used = 0;
         slot = home;
     }
@@ -421,7 +416,7 @@ fn intern(state: &mut State, frames: &[u64]) -> u32 {
         if entry.1 == 0 {
             state.used += 1;
         }
-        *entry = (hash, id);
+        *entry = (hash, id, at);
     }
     id
 }
@@ -499,8 +494,8 @@ fn hash(frames: &[u64]) -> u64 {
 }
 
 /// Copies a new stack into the arena, with the names of its Python frames
-/// ([`python::resolve`]); its id, or `None` when the arena is full.
-fn append(frames: &[u64]) -> Option<u32> {
+/// ([`python::resolve`]); its id and arena offset, or `None` when the arena is full.
+fn append(frames: &[u64]) -> Option<(u32, u32)> {
     let arena = ARENA.load(Ordering::Acquire);
     let index = INDEX.load(Ordering::Acquire);
     if arena.is_null() || index.is_null() {
@@ -527,7 +522,7 @@ fn append(frames: &[u64]) -> Option<u32> {
         entry.write(frames.len() as u64 | (written as u64) << 32);
         index.add(id as usize).write(at as u32);
     }
-    Some(id)
+    Some((id, at as u32))
 }
 
 /// The words of stack `id`, once the event carrying it was published.
@@ -537,19 +532,31 @@ fn stack_frames(id: u32) -> Option<&'static [u64]> {
 
 /// The words of stack `id` and the names of its Python frames.
 fn stack_entry(id: u32) -> Option<(&'static [u64], &'static [u8])> {
-    let arena = ARENA.load(Ordering::Acquire);
+    entry_at(offset_of(id)?)
+}
+
+/// The arena offset of stack `id`'s entry, once the event carrying it was published.
+fn offset_of(id: u32) -> Option<u32> {
     let index = INDEX.load(Ordering::Acquire);
-    if arena.is_null() || index.is_null() || id == 0 || id >= NEXT_ID.load(Ordering::Acquire) {
+    if index.is_null() || id == 0 || id >= MAX_IDS || id >= NEXT_ID.load(Ordering::Acquire) {
         return None;
     }
-    // SAFETY: `id` was handed out, and its entry written before any event carrying it was
-    // published; entries are never changed. Offsets and lengths are checked against the
-    // arena's size before the slice is made.
+    // SAFETY: `id` was handed out and is below MAX_IDS, so inside the index; its
+    // slot was written before any event carrying it was published, and is never changed.
+    Some(unsafe { index.add(id as usize).read() })
+}
+
+/// The words and names of the arena entry at offset `at` (an offset [`append`] gave out).
+fn entry_at(at: u32) -> Option<(&'static [u64], &'static [u8])> {
+    let arena = ARENA.load(Ordering::Acquire);
+    let at = u64::from(at);
+    if arena.is_null() || at >= ARENA_WORDS {
+        return None;
+    }
+    // SAFETY: the entry at `at` was written before its offset was handed to anyone (the
+    // index, a thread's table); entries are never changed. Offsets and lengths are checked
+    // against the arena's size before the slice is made.
     unsafe {
-        let at = u64::from(index.add(id as usize).read());
-        if at >= ARENA_WORDS {
-            return None;
-        }
         let head = arena.add(at as usize).read();
         let (len, names) = (head & 0xffff_ffff, head >> 32);
         if len > MAX_WORDS as u64 || at + 1 + len + names.div_ceil(8) > ARENA_WORDS {

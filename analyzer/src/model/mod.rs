@@ -12,11 +12,10 @@ mod modules;
 mod ordering;
 mod request;
 
-pub use from_events::{Model, ModelBuilder};
 pub use capture::{Capture, CaptureLevel};
+pub use from_events::{Model, ModelBuilder};
 pub use level::{
-    LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level,
-    pytorch_alloc_conf,
+    LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level, pytorch_alloc_conf,
 };
 pub use modules::ModuleIndex;
 pub use request::{NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, StreamKey};

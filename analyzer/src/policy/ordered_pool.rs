@@ -26,8 +26,8 @@
 //! Growth is the unordered model's (32 MiB steps of one address-contiguous arena,
 //! `cuda_async.rs`).
 
-use super::pool_config::{Config, Fit};
 use super::driver::Call;
+use super::pool_config::{Config, Fit};
 use super::support::slots::SlotTable;
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use crate::model::{NO_STREAM, Order};

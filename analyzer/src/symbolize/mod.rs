@@ -21,6 +21,16 @@ use std::collections::HashMap;
 use vramtrace_format::conventions::{module_of_file, python_frame};
 use vramtrace_format::{FrameRef, Module, PythonFrame, Tables};
 
+/// The `file` of the marker frame that heads a backward stack ([`crate::backward`]): it is
+/// named "backward of " and the text of the frame after it, the line that called `backward()`.
+pub const BACKWARD_FILE: &str = "<backward>";
+
+/// The name of a backward marker with no frame after it: an allocation of autograd's engine
+/// thread whose `backward()` call the trace does not show.
+pub const BACKWARD_UNSEEN: &str = "backward (autograd engine thread; its backward() call is not \
+                                   in the trace: record with the PyTorch tracker on, the \
+                                   default, to name the line)";
+
 /// The traced program's files, as the machine that analyses the trace has them.
 pub trait ModuleFiles {
     /// The name of the function at `offset` into `module` (an offset from the module's load
@@ -59,8 +69,12 @@ pub struct NamedFrame {
 }
 
 impl NamedFrame {
-    /// One line: `file:line function` for Python; the function, else `module+0xoffset`.
+    /// One line: `file:line function` for Python (the function alone for a frame with neither,
+    /// such as a backward marker); the function, else `module+0xoffset`.
     pub fn text(&self) -> String {
+        if self.python && self.file.is_empty() && self.line == 0 {
+            return self.function.clone();
+        }
         if self.python {
             return format!("{}:{} {}", self.file, self.line, self.function);
         }
@@ -192,7 +206,8 @@ impl<'t, 'f> Symbolizer<'t, 'f> {
         let Some(ids) = self.stacks.get(&stack).copied() else {
             return Vec::new();
         };
-        ids.iter()
+        let mut named: Vec<NamedFrame> = ids
+            .iter()
             .map(|id| match self.frames.get(id).copied() {
                 Some(FrameRef::Native(address)) => self.named(address),
                 Some(FrameRef::Python(p)) => python(p),
@@ -201,7 +216,22 @@ impl<'t, 'f> Symbolizer<'t, 'f> {
                     ..unknown()
                 },
             })
-            .collect()
+            .collect();
+        // A backward marker takes the name of the line after it (the caller of `backward()`).
+        for i in (0..named.len()).rev() {
+            if named[i].python && named[i].file == BACKWARD_FILE {
+                let function = match named.get(i + 1) {
+                    Some(caller) => format!("backward of {}", caller.text()),
+                    None => BACKWARD_UNSEEN.to_string(),
+                };
+                named[i] = NamedFrame {
+                    function,
+                    python: true,
+                    ..unknown()
+                };
+            }
+        }
+        named
     }
 
     /// Where `stack` comes from in the user's code: the index, in [`Self::frames`], of the

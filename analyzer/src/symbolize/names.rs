@@ -2,6 +2,7 @@
 //! exporters): the [`Symbolizer`]'s names, so every view names a frame the same way.
 
 use super::{ModuleFiles, NamedFrame, Symbolizer};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use vramtrace_format::{NO_STACK, Tables};
 
@@ -34,21 +35,35 @@ impl<'a, 'f> StackNames<'a, 'f> {
 }
 
 /// A frame shortened for text output: Python package paths lose everything up to
-/// `site-packages/` or `dist-packages/` (`--json` keeps the full path).
-pub fn short_frame(frame: &str) -> &str {
-    ["site-packages/", "dist-packages/"]
+/// `site-packages/` or `dist-packages/` (`--json` keeps the full path); a backward marker
+/// ("backward of <frame>") keeps its words and shortens the frame it names.
+pub fn short_frame(frame: &str) -> Cow<'_, str> {
+    const BACKWARD_OF: &str = "backward of ";
+    let (prefix, path) = match frame.strip_prefix(BACKWARD_OF) {
+        Some(rest) => (BACKWARD_OF, rest),
+        None => ("", frame),
+    };
+    let short = ["site-packages/", "dist-packages/"]
         .iter()
-        .filter_map(|m| frame.rfind(m).map(|i| &frame[i + m.len()..]))
+        .filter_map(|m| path.rfind(m).map(|i| &path[i + m.len()..]))
         .min_by_key(|s| s.len())
-        .unwrap_or(frame)
+        .unwrap_or(path);
+    match prefix.is_empty() {
+        true => Cow::Borrowed(short),
+        false => Cow::Owned(format!("{prefix}{short}")),
+    }
 }
 
 /// Why an allocation has no stack, and which recording flag names it: the recorder's default
 /// (`--stacks python`) captures Python frames, and threads without any (PyTorch's autograd
-/// thread, which allocates the gradients; a library's worker threads) give none.
-pub const NO_STACK_WHY: &str = "allocated where no Python frame was running, such as PyTorch's \
-                            autograd thread, or recorded with --stacks none: record with \
-                            --stacks mixed to name the native frames";
+/// engine threads, which allocate the gradients; a library's worker threads) give none. An
+/// engine thread's allocation is named "backward of <line>" when the trace shows the
+/// `backward()` call it ran for ([`crate::backward`]); these were not.
+pub const NO_STACK_WHY: &str = "allocated where no Python frame was running (a library's worker \
+                            thread, or PyTorch's autograd thread in a backward pass whose \
+                            backward() call the trace does not show), or recorded with --stacks \
+                            none: record with the defaults to name backward passes, or with \
+                            --stacks mixed for the native frames";
 
 #[cfg(test)]
 mod tests {

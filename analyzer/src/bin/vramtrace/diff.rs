@@ -112,7 +112,10 @@ fn section(o: &mut String, title: &str, list: &[StackDelta]) {
     }
     let _ = writeln!(o, "  {title}");
     for s in list {
-        let first = s.frames.first().map_or("<no stack>", |f| short_frame(f));
+        let first = s
+            .frames
+            .first()
+            .map_or("<no stack>".into(), |f| short_frame(f));
         let _ = writeln!(
             o,
             "    {:>12}  ({} → {})  {first}",

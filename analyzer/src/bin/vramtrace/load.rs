@@ -4,6 +4,7 @@ use crate::budget;
 use anyhow::{Context, Result, anyhow};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
+use vramtrace::backward::{BackwardNamer, name_backward};
 use vramtrace::completeness::Incomplete;
 use vramtrace::interop::import_snapshot;
 use vramtrace::job::{Rank, rank_of, ranks};
@@ -11,7 +12,7 @@ use vramtrace::model::{Model, ModelBuilder};
 use vramtrace::replay::{Limits, ReplayInput, prepare};
 use vramtrace::tune::{Calls, Recorded, recorded, recorded_of};
 use vramtrace_format::{
-    EventBatch, Layout, MappedFile, ReadOptions, Tables, Trace, TraceHead, journal, pickle,
+    Event, EventBatch, Layout, MappedFile, ReadOptions, Tables, Trace, TraceHead, journal, pickle,
 };
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
@@ -22,7 +23,17 @@ use vramtrace_format::{
 /// incomplete with a note, and says so in one line on stderr; both files are left as they are.
 /// A trace that is missing or empty is read from its journal alone, in memory. A trace that does
 /// not read (a newer format version, a damaged header) is an error whatever lies beside it.
+///
+/// The allocations of autograd's engine threads are named by their `backward()` call
+/// ([`name_backward`]), as every command shows them.
 pub fn load_trace(path: &Path, salvage: bool) -> Result<Trace> {
+    let mut trace = load_unnamed(path, salvage)?;
+    name_backward(&mut trace);
+    Ok(trace)
+}
+
+/// [`load_trace`] before the backward passes are named.
+fn load_unnamed(path: &Path, salvage: bool) -> Result<Trace> {
     let journal_path = journal::path_for(path);
     let name = journal_path.display().to_string();
     let Some(bytes) = journal::load(&journal_path).with_context(|| name.clone())? else {
@@ -91,6 +102,43 @@ pub fn stream_trace<T: Send>(
         .with_context(|| format!("{}", path.display()))
 }
 
+/// Streams the trace's events, in order, into `each`, named as [`load_trace`] names them (the
+/// backward passes, [`BackwardNamer`]); returns the rest of the trace, the backward stacks in
+/// its tables.
+pub fn stream_named_events(
+    path: &Path,
+    salvage: bool,
+    mut each: impl FnMut(&Event),
+) -> Result<TraceHead> {
+    // With a journal the trace is loaded whole, and named, by `stream_trace`.
+    let mut namer = match journal::path_for(path).exists() {
+        true => None,
+        false => {
+            let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
+            let head = Trace::header_from_bytes(file.bytes(), ReadOptions { salvage })
+                .with_context(|| format!("{}", path.display()))?;
+            Some(BackwardNamer::new(&head.tables))
+        }
+    };
+    let mut head = stream_trace(
+        path,
+        salvage,
+        |b| b,
+        |b| {
+            for mut e in b.iter() {
+                if let Some(n) = namer.as_mut() {
+                    e.stack = n.stack_of(&e);
+                }
+                each(&e);
+            }
+        },
+    )?;
+    if let Some(n) = namer {
+        n.finish(&mut head.tables);
+    }
+    Ok(head)
+}
+
 /// Streams the trace into its request streams ([`vramtrace::replay::prepare`]) and returns
 /// them with the chunks read (whether the file was complete); `capacity` overrides the traced
 /// devices' memory and the memory limit the process recorded.
@@ -118,17 +166,10 @@ pub fn replay_input_and_recorded(
 ) -> Result<(Option<ReplayInput>, Recorded, Tables, Layout)> {
     let mut builder = ModelBuilder::default();
     let mut calls = Calls::default();
-    let head = stream_trace(
-        path,
-        false,
-        |b| b,
-        |b| {
-            b.iter().for_each(|e| {
-                calls.see(&e);
-                builder.push(&e);
-            })
-        },
-    )?;
+    let head = stream_named_events(path, false, |e| {
+        calls.see(e);
+        builder.push(e);
+    })?;
     let model = builder.finish(&head.metadata);
     let recorded = recorded(&head.metadata, &head.tables, calls);
     let limits = Limits {
@@ -213,6 +254,7 @@ pub fn load_trace_or_snapshot(path: &Path) -> Result<Trace> {
     })?;
     let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
     drop(doc);
-    let t = imported.into_trace();
+    let mut t = imported.into_trace();
+    name_backward(&mut t);
     Ok(t)
 }

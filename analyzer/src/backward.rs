@@ -1,0 +1,402 @@
+//! Backward attribution: the allocations PyTorch's autograd engine makes on its own threads,
+//! named by the `backward()` call that ran them.
+//!
+//! PyTorch runs a CUDA backward pass on one engine thread per device (pytorch/pytorch
+//! `torch/csrc/autograd/engine.cpp`, `Engine::thread_init` and `execute`): the thread that
+//! called `backward()` blocks in the engine until the pass is done, and the gradients are
+//! allocated on the device thread, which runs no Python (unless a custom `Function` written in
+//! Python runs there), so the recorder's default Python stacks give those allocations none.
+//!
+//! The trace shows the call itself: `torch.autograd.backward` first makes the gradient of a
+//! scalar loss (`_make_grads`, a `torch.ones_like`), an allocation on the calling thread whose
+//! Python stack holds the user's `loss.backward()` line; PyTorch's tracker records it even when
+//! the block comes from the cache. From there until that thread allocates again, the engine
+//! does the work. So a stackless allocation (an event that brings memory in with no stack) is
+//! named after the most recent stack-bearing allocation of another thread of its process when
+//! that stack is inside a `backward()` or `torch.autograd.grad()` call (a frame of
+//! `torch.autograd`'s `backward`, `grad` or `_engine_run_backward`, or `Tensor.backward`): it
+//! gets a stack of its own, a marker frame the [`crate::symbolize::Symbolizer`] names
+//! "backward of <line>" followed by the caller's frames from the user's line outward.
+//!
+//! Only threads that may be an engine's are named so: those named as PyTorch names them
+//! (`pt_autograd_<device>`), and those the trace has no name for; a thread of another name (a
+//! library's worker) is not.
+//!
+//! What cannot be named: an allocation whose latest stack-bearing allocation elsewhere is not in
+//! a backward call (a trace without PyTorch's tracker, where the gradient of the loss comes
+//! from the allocator's cache with no event; a Python thread, such as a pin-memory thread,
+//! that allocated after the backward started). On an engine thread it is named "backward" with
+//! the reason and the flag that helps (the marker alone); elsewhere it stays `<no stack>`
+//! ([`crate::symbolize::NO_STACK_WHY`]), as does every allocation of a trace recorded with
+//! `--stacks none`. Where one thread
+//! calls `backward()` twice with no allocation of its own in between (a `backward(gradient=...)`
+//! after another backward), the second pass is named after the first call.
+//!
+//! Everything is offline: the recorder records nothing more. [`BackwardNamer`] works on one
+//! event at a time in trace order, so streamed traces are named as whole ones are.
+
+use crate::symbolize::{BACKWARD_FILE, NoFiles, Symbolizer};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use vramtrace_format::{Event, EventBatch, NO_STACK, PythonFrame, Stack, Tables, Trace};
+
+/// The functions of `torch.autograd` (and its submodules) that run a backward pass.
+const ENTRY_FUNCTIONS: [&str; 3] = ["backward", "grad", "_engine_run_backward"];
+
+/// How PyTorch names its autograd engine threads, one per device (`pt_autograd_0`: engine.cpp,
+/// `Engine::thread_init`), as the trace's thread table records them.
+const AUTOGRAD_THREAD: &str = "pt_autograd_";
+
+/// Names the stackless allocations of backward passes, event by event.
+pub struct BackwardNamer {
+    /// Threads (pid, tid) named as PyTorch names its engine threads.
+    autograd: HashSet<(u32, u32)>,
+    /// Threads with another name: not an engine's, never named after a backward call.
+    others: HashSet<(u32, u32)>,
+    /// The stack of an engine thread's allocations whose `backward()` call the trace does not
+    /// show, once one was met.
+    unseen: Option<u32>,
+    /// Stacks inside a backward call → their frames from the caller's line outward.
+    entries: HashMap<u32, Vec<u32>>,
+    /// Per process: its latest stack-bearing allocation (tid, stack), and the latest of a
+    /// thread other than that one's: between them, the latest of any thread but a given one.
+    latest: HashMap<u32, [Option<(u32, u32)>; 2]>,
+    /// Entry stack → the stack given to the allocations of its backward pass.
+    given: BTreeMap<u32, u32>,
+    next_stack: u32,
+    marker: u32,
+}
+
+impl BackwardNamer {
+    /// A namer for the events of a trace whose tables are `tables` (all of them: the stacks of
+    /// every event to come).
+    pub fn new(tables: &Tables) -> BackwardNamer {
+        let mut files = NoFiles;
+        let mut symbolizer = Symbolizer::new(tables, &mut files);
+        let entries = tables
+            .stacks
+            .iter()
+            .filter_map(|s| {
+                let named = symbolizer.frames(s.id);
+                let outermost = named
+                    .iter()
+                    .rposition(|f| is_entry(&f.module, &f.function))?;
+                let site = (outermost + 1..named.len())
+                    .find(|&i| !named[i].plumbing)
+                    .or_else(|| Symbolizer::site_index(&named))?;
+                Some((s.id, s.frames.get(site..).unwrap_or_default().to_vec()))
+            })
+            .collect();
+        let max_frame = tables
+            .frames
+            .iter()
+            .map(|f| f.id)
+            .chain(tables.python_frames.iter().map(|f| f.id))
+            .max()
+            .unwrap_or(0);
+        let max_stack = tables.stacks.iter().map(|s| s.id).max().unwrap_or(0);
+        // A trace without stacks (`--stacks none`) is left as it is: nothing was captured.
+        let (autograd, others) = tables
+            .threads
+            .iter()
+            .filter(|t| !t.name.is_empty() && !tables.stacks.is_empty())
+            .map(|t| (t.name.starts_with(AUTOGRAD_THREAD), (t.pid, t.tid)))
+            .partition::<Vec<_>, _>(|t| t.0);
+        BackwardNamer {
+            autograd: autograd.into_iter().map(|t| t.1).collect(),
+            others: others.into_iter().map(|t| t.1).collect(),
+            unseen: None,
+            entries,
+            latest: HashMap::new(),
+            given: BTreeMap::new(),
+            next_stack: max_stack.saturating_add(1),
+            marker: max_frame.saturating_add(1),
+        }
+    }
+
+    /// The stack event `e` is attributed to: its own, or for a stackless allocation during a
+    /// backward pass, the backward stack of that pass.
+    pub fn stack_of(&mut self, e: &Event) -> u32 {
+        if !e.api.op().brings_in() {
+            return e.stack;
+        }
+        let [last, other] = self.latest.entry(e.pid).or_default();
+        if e.stack != NO_STACK {
+            if last.is_some_and(|(tid, _)| tid != e.tid) {
+                *other = *last;
+            }
+            *last = Some((e.tid, e.stack));
+            return e.stack;
+        }
+        let donor = [*last, *other]
+            .into_iter()
+            .flatten()
+            .find(|&(tid, _)| tid != e.tid)
+            .map(|(_, stack)| stack)
+            .filter(|d| self.entries.contains_key(d));
+        let thread = (e.pid, e.tid);
+        if self.others.contains(&thread) {
+            return NO_STACK;
+        }
+        let next = &mut self.next_stack;
+        let new_id = || {
+            let id = *next;
+            *next = next.saturating_add(1);
+            id
+        };
+        match donor {
+            Some(donor) => *self.given.entry(donor).or_insert_with(new_id),
+            None if self.autograd.contains(&thread) => *self.unseen.get_or_insert_with(new_id),
+            None => NO_STACK,
+        }
+    }
+
+    /// Adds the backward stacks given out, and their marker frame, to `tables`.
+    pub fn finish(self, tables: &mut Tables) {
+        if self.given.is_empty() && self.unseen.is_none() {
+            return;
+        }
+        tables.python_frames.push(PythonFrame {
+            id: self.marker,
+            file: BACKWARD_FILE.to_string(),
+            function: String::new(),
+            line: 0,
+            module: String::new(),
+        });
+        for (donor, id) in self.given {
+            let mut frames = vec![self.marker];
+            frames.extend(self.entries.get(&donor).into_iter().flatten());
+            tables.stacks.push(Stack { id, frames });
+        }
+        if let Some(id) = self.unseen {
+            let frames = vec![self.marker];
+            tables.stacks.push(Stack { id, frames });
+        }
+    }
+}
+
+/// Whether a Python frame of `module` running `function` runs a backward pass.
+fn is_entry(module: &str, function: &str) -> bool {
+    let autograd = module == "torch.autograd" || module.starts_with("torch.autograd.");
+    (autograd && ENTRY_FUNCTIONS.contains(&function))
+        || (module == "torch._tensor" && function == "Tensor.backward")
+}
+
+/// Names the backward passes of a whole trace in place ([`BackwardNamer`]): the batches whose
+/// events change are rebuilt, the new stacks added to its tables.
+pub fn name_backward(trace: &mut Trace) {
+    let mut namer = BackwardNamer::new(&trace.tables);
+    if namer.entries.is_empty() && namer.autograd.is_empty() {
+        return;
+    }
+    for batch in &mut trace.batches {
+        let mut changed = false;
+        let events: Vec<Event> = batch
+            .iter()
+            .map(|mut e| {
+                let stack = namer.stack_of(&e);
+                changed |= stack != e.stack;
+                e.stack = stack;
+                e
+            })
+            .collect();
+        if changed {
+            *batch = EventBatch::from_events(&events);
+        }
+    }
+    namer.finish(&mut trace.tables);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::symbolize::{StackNames, top_stacks};
+    use vramtrace_format::{Api, Metadata, Thread};
+
+    const MAIN: u32 = 10;
+    const ENGINE: u32 = 11;
+    const PIN: u32 = 12;
+
+    fn frame(id: u32, file: &str, function: &str, line: u32) -> PythonFrame {
+        PythonFrame {
+            id,
+            file: file.into(),
+            function: function.into(),
+            line,
+            module: vramtrace_format::conventions::module_of_file(file),
+        }
+    }
+
+    /// Stack 1: `loss.backward()` at train.py:48 through `_make_grads`; stack 2: the forward at
+    /// train.py:47; `engine` names the engine thread ("" leaves it unnamed).
+    fn tables(engine: &str) -> Tables {
+        let torch = "/venv/lib/python3.12/site-packages/torch";
+        Tables {
+            python_frames: vec![
+                frame(
+                    1,
+                    &format!("{torch}/autograd/__init__.py"),
+                    "_make_grads",
+                    231,
+                ),
+                frame(2, &format!("{torch}/autograd/__init__.py"), "backward", 374),
+                frame(3, &format!("{torch}/_tensor.py"), "Tensor.backward", 631),
+                frame(4, "/work/train.py", "step", 48),
+                frame(5, "/work/train.py", "main", 60),
+                frame(6, "/work/train.py", "step", 47),
+            ],
+            stacks: vec![
+                Stack {
+                    id: 1,
+                    frames: vec![1, 2, 3, 4, 5],
+                },
+                Stack {
+                    id: 2,
+                    frames: vec![6, 5],
+                },
+            ],
+            threads: [(MAIN, "python3"), (ENGINE, engine)]
+                .iter()
+                .map(|&(tid, name)| Thread {
+                    tid,
+                    pid: 1,
+                    name: name.into(),
+                })
+                .collect(),
+            ..Tables::default()
+        }
+    }
+
+    fn alloc(seq: u64, tid: u32, stack: u32, address: u64, size: u64) -> Event {
+        Event {
+            seq,
+            time_ns: seq * 10,
+            duration_ns: 1,
+            pid: 1,
+            tid,
+            device: 0,
+            api: Api::TorchAlloc,
+            result: 0,
+            address,
+            size,
+            handle: 0,
+            aux: 0,
+            stream: 0,
+            pool: 0,
+            flags: 0,
+            stack,
+        }
+    }
+
+    /// A forward, a backward (its `_make_grads` allocation on the main thread, two on the
+    /// engine thread), the optimizer on the main thread, then one more engine allocation.
+    fn step() -> Vec<Event> {
+        vec![
+            alloc(0, MAIN, 2, 0x1000, 100),
+            alloc(1, MAIN, 1, 0x2000, 4),
+            alloc(2, ENGINE, NO_STACK, 0x3000, 1000),
+            alloc(3, ENGINE, NO_STACK, 0x4000, 2000),
+            alloc(4, MAIN, 2, 0x5000, 10),
+            alloc(5, ENGINE, NO_STACK, 0x6000, 50),
+        ]
+    }
+
+    fn named(engine: &str, events: &[Event]) -> Trace {
+        let mut t = Trace::in_memory(Metadata::default(), tables(engine), events);
+        name_backward(&mut t);
+        t
+    }
+
+    fn site_rows(t: &Trace) -> Vec<(String, u64)> {
+        let mut files = NoFiles;
+        let names = StackNames::new(&t.tables, &mut files);
+        let live = t.events().map(|e| (e.stack, e.size));
+        top_stacks(live, &names, 10)
+            .into_iter()
+            .map(|s| (s.site, s.bytes))
+            .collect()
+    }
+
+    #[test]
+    fn engine_allocations_during_a_backward_take_the_line_that_called_it() {
+        let t = named("pt_autograd_0", &step());
+        let stacks: Vec<u32> = t.events().map(|e| e.stack).collect();
+        // Two engine allocations of the pass share one new stack; the one after the main
+        // thread allocated again is the engine's with no call seen.
+        assert_eq!(stacks[..2], [2, 1]);
+        assert_eq!(stacks[2], stacks[3]);
+        assert!(stacks[2] > 2 && stacks[5] > 2 && stacks[5] != stacks[2]);
+        let rows = site_rows(&t);
+        assert_eq!(
+            rows[0],
+            ("backward of /work/train.py:48 step".to_string(), 3000)
+        );
+        assert!(rows.contains(&(crate::symbolize::BACKWARD_UNSEEN.to_string(), 50)));
+        // The backward stack: the marker, then the caller's frames from its line outward.
+        let mut files = NoFiles;
+        let names = StackNames::new(&t.tables, &mut files);
+        assert_eq!(
+            names.frames(stacks[2]),
+            [
+                "backward of /work/train.py:48 step",
+                "/work/train.py:48 step",
+                "/work/train.py:60 main"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_python_function_on_the_engine_thread_leaves_the_pass_named() {
+        // A custom autograd Function written in Python runs on the engine thread: its own
+        // allocation has a stack (2); the engine's next stackless one is still the pass's.
+        let events = [
+            alloc(0, MAIN, 1, 0x2000, 4),
+            alloc(1, ENGINE, 2, 0x3000, 8),
+            alloc(2, ENGINE, NO_STACK, 0x4000, 16),
+            alloc(3, PIN, 2, 0x5000, 32),
+            alloc(4, ENGINE, NO_STACK, 0x6000, 64),
+        ];
+        let t = named("pt_autograd_0", &events);
+        let stacks: Vec<u32> = t.events().map(|e| e.stack).collect();
+        let rows = site_rows(&t);
+        assert!(rows.contains(&("backward of /work/train.py:48 step".to_string(), 16)));
+        // A Python thread (a pin-memory thread) allocated after the pass began: what follows
+        // is not named after a line.
+        assert!(rows.contains(&(crate::symbolize::BACKWARD_UNSEEN.to_string(), 64)));
+        assert_ne!(stacks[2], stacks[4]);
+    }
+
+    #[test]
+    fn a_thread_of_another_name_is_not_an_engine_thread() {
+        let t = named("nccl_worker", &step());
+        let stacks: Vec<u32> = t.events().map(|e| e.stack).collect();
+        assert_eq!(stacks, [2, 1, NO_STACK, NO_STACK, 2, NO_STACK]);
+    }
+
+    #[test]
+    fn an_unnamed_thread_is_named_only_inside_a_backward_call() {
+        let t = named("", &step());
+        let stacks: Vec<u32> = t.events().map(|e| e.stack).collect();
+        assert!(stacks[2] > 2 && stacks[3] == stacks[2]);
+        assert_eq!(stacks[5], NO_STACK);
+    }
+
+    #[test]
+    fn a_trace_without_stacks_is_left_as_it_is() {
+        let events: Vec<Event> = step()
+            .into_iter()
+            .map(|e| Event {
+                stack: NO_STACK,
+                ..e
+            })
+            .collect();
+        let tables = Tables {
+            stacks: Vec::new(),
+            python_frames: Vec::new(),
+            ..tables("pt_autograd_0")
+        };
+        let mut t = Trace::in_memory(Metadata::default(), tables.clone(), &events);
+        name_backward(&mut t);
+        assert!(t.events().all(|e| e.stack == NO_STACK));
+        assert_eq!(t.tables, tables);
+    }
+}

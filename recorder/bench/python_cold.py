@@ -1,0 +1,68 @@
+"""Python-stack cost per allocation in cold caches (recorder/BENCHMARKS.md, "Python frames, cold"):
+cuMemAlloc_v2 of the fake driver (nulldriver.c) through ctypes, each call timed alone, from DEPTH
+distinct Python functions (each its own code object, as a framework's frames are), with COLD_KIB
+KiB of other memory written between two calls, as a training step's work between two tensors
+does (tracker_overhead.c's cold mode).
+
+    python3 python_cold.py DEPTH CALLS COLD_KIB
+
+Prints `alloc MEDIAN IQM` (ns per call, the interquartile mean beside the median). 2,000 untimed
+calls come first; the frees are untimed.
+"""
+import ctypes
+import statistics
+import sys
+import time
+
+cuda = ctypes.CDLL("libcuda.so.1")
+alloc, free = cuda.cuMemAlloc_v2, cuda.cuMemFree_v2
+alloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+free.argtypes = [ctypes.c_uint64]
+ptr = ctypes.c_uint64()
+ref = ctypes.byref(ptr)
+clock = time.perf_counter_ns
+memset = ctypes.memset
+
+
+def calls(n, cold_bytes, buf, out):
+    size = len(buf)
+    base = ctypes.addressof(buf)
+    at = 0
+    for _ in range(n):
+        if cold_bytes:
+            if at + cold_bytes > size:
+                at = 0
+            memset(base + at, 1, cold_bytes)
+            at += cold_bytes
+        t0 = clock()
+        alloc(ref, 4096)
+        t1 = clock()
+        free(ptr.value)
+        if out is not None:
+            out.append(t1 - t0)
+
+
+def chain(depth):
+    # f0 calls f1 ... calls the loop: DEPTH frames of distinct code objects.
+    scope = {"calls": calls}
+    for i in reversed(range(depth)):
+        callee = f"f{i + 1}" if i + 1 < depth else "calls"
+        src = f"def f{i}(n, c, b, o):\n    x = {i}\n    return {callee}(n, c, b, o)\n"
+        exec(compile(src, f"/bench/layer{i}.py", "exec"), scope)
+    return scope["f0"]
+
+
+def main():
+    depth, n, cold_kib = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    buf = (ctypes.c_char * (64 << 20))()
+    top = chain(depth)
+    top(2000, cold_kib << 10, buf, None)
+    out = []
+    top(n, cold_kib << 10, buf, out)
+    out.sort()
+    q = len(out) // 4
+    iqm = statistics.mean(out[q : len(out) - q])
+    print(f"alloc {statistics.median(out):.1f} {iqm:.1f}")
+
+
+main()
