@@ -106,6 +106,28 @@ fn the_reports_policy_peaks_are_replays_on_every_bundled_trace_and_snapshot() {
     assert!(scripted >= 10, "{scripted} streams with recorded segments");
 }
 
+#[test]
+fn summary_and_the_model_match_the_same_frees_on_every_bundled_trace() {
+    let (mut traces, mut unmatched) = (0, 0);
+    for path in bundled() {
+        let trace = open(&path);
+        let model = Model::from_events(trace.events(), &trace.metadata);
+        let summary = vramtrace::summary::Summary::of(&trace);
+        assert_eq!(
+            summary.unmatched_frees,
+            model.unmatched_frees,
+            "{}",
+            path.display()
+        );
+        traces += 1;
+        unmatched += model.unmatched_frees;
+    }
+    assert!(traces > 40, "{traces} traces");
+    // Some bundled traces were recorded after their program had allocated (frees the trace never
+    // saw allocated): the comparison is not of zeros alone.
+    assert!(unmatched > 0);
+}
+
 /// `vramtrace ARGS` run from the repository root: (exit code, stdout, stderr).
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = vramtrace_in_repo().args(args).output().unwrap();

@@ -2,6 +2,7 @@
 //! the events in call order.
 
 use super::level::{LevelReport, LevelStats, detect_level};
+use super::lifetimes::ObjectKey;
 use super::ordering::{has_event, has_stream, order_of};
 use super::request::{
     NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, Slots, StreamKey,
@@ -32,14 +33,6 @@ pub struct Model {
 
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
-
-/// How an allocation is found again by its free: by address, or by handle for VMM.
-#[derive(Hash, PartialEq, Eq, Clone, Copy)]
-struct ObjectId {
-    pid: u32,
-    by_handle: bool,
-    value: u64,
-}
 
 /// A live allocation: its stream and size, and its request's slot when it made one.
 struct Live {
@@ -99,7 +92,7 @@ impl Model {
 #[derive(Default)]
 pub struct ModelBuilder {
     model: Model,
-    live: HashMap<ObjectId, Live, Hasher>,
+    live: HashMap<ObjectKey, Live, Hasher>,
     builders: BTreeMap<StreamKey, Builder>,
     stats: LevelStats,
     /// Whether an event was pushed: the first one's time is the trace's start.
@@ -192,11 +185,7 @@ impl ModelBuilder {
             (Op::Release, true) => (false, true),
             _ => (false, false),
         };
-        let id = ObjectId {
-            pid: e.pid,
-            by_handle: vmm,
-            value: if vmm { e.handle } else { e.address },
-        };
+        let id = ObjectKey::of(e);
         let device_memory = matches!(
             kind,
             MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm | MemoryKind::TorchBlock

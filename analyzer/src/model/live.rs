@@ -3,6 +3,7 @@
 //! view of a recorded trace uses it: `record`'s closing line, `summary`, `diff`, the failure
 //! sites, the Perfetto and PyTorch-snapshot exports.
 
+use super::lifetimes::ObjectKey;
 use crate::sums::Live;
 use std::collections::HashMap;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
@@ -79,8 +80,7 @@ pub struct Ledger {
     split_levels: bool,
     /// The requests come from PyTorch's tracker (`torch.alloc` events).
     tracker: bool,
-    live: HashMap<(u32, bool, u64), Object, Hasher>,
-    handles: HashMap<(u32, u64), Object, Hasher>,
+    live: HashMap<ObjectKey, Object, Hasher>,
     totals: HashMap<(u32, i32), Totals, Hasher>,
 }
 
@@ -124,32 +124,17 @@ impl Ledger {
             };
         }
         match op {
-            Op::Alloc | Op::Register => {
+            Op::Alloc | Op::Register | Op::Create => {
                 let obj = self.object(e, segment);
-                if let Some(old) = self.live.insert((e.pid, segment, e.address), obj) {
-                    // The address was handed out again without a free we saw: the old object
-                    // is gone.
+                if let Some(old) = self.live.insert(ObjectKey::of(e), obj) {
+                    // The address (or handle) was handed out again without a free we saw: the
+                    // old object is gone.
                     self.account(&old, false);
                 }
                 self.account(&obj, true);
                 Change::Alloc(obj)
             }
-            Op::Free | Op::Unregister => match self.live.remove(&(e.pid, segment, e.address)) {
-                Some(obj) => {
-                    self.account(&obj, false);
-                    Change::Free(obj)
-                }
-                None => Change::UnmatchedFree,
-            },
-            Op::Create => {
-                let obj = self.object(e, segment);
-                if let Some(old) = self.handles.insert((e.pid, e.handle), obj) {
-                    self.account(&old, false);
-                }
-                self.account(&obj, true);
-                Change::Alloc(obj)
-            }
-            Op::Release => match self.handles.remove(&(e.pid, e.handle)) {
+            Op::Free | Op::Unregister | Op::Release => match self.live.remove(&ObjectKey::of(e)) {
                 Some(obj) => {
                     self.account(&obj, false);
                     Change::Free(obj)
@@ -207,7 +192,7 @@ impl Ledger {
 
     /// Every live object, in no particular order.
     pub fn live(&self) -> impl Iterator<Item = &Object> {
-        self.live.values().chain(self.handles.values())
+        self.live.values()
     }
 }
 

@@ -7,6 +7,7 @@ mod capture;
 pub mod device;
 mod from_events;
 mod level;
+mod lifetimes;
 pub mod live;
 mod modules;
 mod ordering;
