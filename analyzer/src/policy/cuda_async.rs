@@ -64,10 +64,11 @@
 
 use super::driver::Call;
 use super::ordered_pool::OrderedPool;
-pub use super::pool_config::{Config, Fit};
+pub use super::stream_pool::{Config, Fit};
+use super::stream_pool::{Live, arena_map};
 use super::support::free_ranges::FreeRanges;
 use super::support::slots::SlotTable;
-use super::{AddressMap, Device, Policy, Refused, Span};
+use super::{AddressMap, Device, Policy, Refused};
 use super::{BuildContext, KeyInfo, OptionError, Options, PolicyInfo};
 use crate::model::{RequestKind, RequestStream};
 
@@ -192,13 +193,6 @@ pub fn ordered(stream: &RequestStream) -> bool {
         .any(|r| matches!(r.kind, RequestKind::Order(_)))
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Live {
-    offset: u64,
-    size: u64,
-    stream: u32,
-}
-
 /// The default pool of one device.
 #[derive(Debug)]
 pub struct CudaAsync {
@@ -298,12 +292,7 @@ impl Policy for CudaAsync {
         stream: u32,
         driver: &mut Device,
     ) -> Result<(), Refused> {
-        let unit = if size > self.cfg.small_max {
-            self.cfg.large_alignment
-        } else {
-            self.cfg.alignment
-        };
-        let rounded = size.max(1).next_multiple_of(unit);
+        let rounded = self.cfg.rounded(size);
         let own = self.list(stream);
         let found = match self.cfg.fit {
             Fit::Best => self.free[own].best_fit(rounded),
@@ -359,19 +348,8 @@ impl Policy for CudaAsync {
 
     fn address_map(&self) -> AddressMap {
         let base = self.base.unwrap_or(0);
-        let mut map = AddressMap::default();
-        if self.reserved > 0 {
-            map.segments.push(Span {
-                address: base,
-                size: self.reserved,
-            });
-        }
-        map.blocks.extend(self.live.spans(|l| base + l.offset));
-        for f in &self.free {
-            map.blocks.extend(f.blocks(base));
-        }
-        map.blocks.sort_by_key(|b| b.address);
-        map
+        let free = self.free.iter().flat_map(|f| f.blocks(base));
+        arena_map(base, self.reserved, &self.live, free)
     }
 }
 

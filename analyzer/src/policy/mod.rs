@@ -27,11 +27,11 @@ pub mod greedy_by_size;
 mod layout;
 pub mod lower_bound;
 pub mod ordered_pool;
-mod pool_config;
 pub mod pytorch;
 pub mod rmm_arena;
 pub mod rmm_binning;
 pub mod rmm_pool;
+mod stream_pool;
 pub mod support;
 pub mod validated;
 

@@ -27,9 +27,9 @@
 //! `cuda_async.rs`).
 
 use super::driver::Call;
-use super::pool_config::{Config, Fit};
+use super::stream_pool::{Config, Fit, Live, arena_map};
 use super::support::slots::SlotTable;
-use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
+use super::{AddressMap, BlockSpan, Device, Policy, Refused};
 use crate::model::{NO_STREAM, Order};
 use std::collections::BTreeMap;
 
@@ -49,13 +49,6 @@ struct Range {
     /// The free order of its earliest and latest free (ranges of one owner merge).
     first: u64,
     last: u64,
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Live {
-    offset: u64,
-    size: u64,
-    stream: u32,
 }
 
 /// The default pool of one device, ordered by the trace.
@@ -262,12 +255,7 @@ impl Policy for OrderedPool {
         stream: u32,
         driver: &mut Device,
     ) -> Result<(), Refused> {
-        let unit = if size > self.cfg.small_max {
-            self.cfg.large_alignment
-        } else {
-            self.cfg.alignment
-        };
-        let rounded = size.max(1).next_multiple_of(unit);
+        let rounded = self.cfg.rounded(size);
         let own = |o: Owner| o == Owner::Pending(stream);
         let other = |o: Owner| matches!(o, Owner::Pending(s) if s != stream);
         let found = self
@@ -363,21 +351,12 @@ impl Policy for OrderedPool {
 
     fn address_map(&self) -> AddressMap {
         let base = self.base.unwrap_or(0);
-        let mut map = AddressMap::default();
-        if self.reserved > 0 {
-            map.segments.push(Span {
-                address: base,
-                size: self.reserved,
-            });
-        }
-        map.blocks.extend(self.live.spans(|l| base + l.offset));
-        map.blocks.extend(self.free.iter().map(|(&a, r)| BlockSpan {
+        let free = self.free.iter().map(|(&a, r)| BlockSpan {
             address: base + a,
             size: r.size,
             slot: None,
-        }));
-        map.blocks.sort_by_key(|b| b.address);
-        map
+        });
+        arena_map(base, self.reserved, &self.live, free)
     }
 }
 
