@@ -5,10 +5,10 @@
 //! first, and among them those whose model is validated ([`crate::policy::validated`]) before
 //! those whose model is not. A setting ranks above another by its figure only when it is better
 //! beyond both models' validated bands: the settings whose band of real figures reaches the best
-//! one's are *within the noise* of it and ranked the recorded setting first (no change is
-//! advised for a difference the models cannot vouch for), then by cost (synchronizing frees,
-//! retries), the smaller real peak at worst, simplicity (fewer options) and driver calls; the
-//! rest by process peak.
+//! one's, and that are no larger at worst than any setting outside them, are *within the noise*
+//! of it and ranked the recorded setting first (no change is advised for a difference the models
+//! cannot vouch for), then by cost (synchronizing frees, retries), the smaller real peak at
+//! worst, simplicity (fewer options) and driver calls; the rest by process peak.
 //! Settings whose replays give the same figures are one row, named by the simplest.
 
 use super::distinct::replay_distinct;
@@ -313,8 +313,28 @@ pub fn tune(
         r.within_noise = !r.oom
             && matches!((r.real_range, best_high), (Some((low, _)), Some(best)) if low <= best);
     }
-    let n_options = |i: usize| candidates[i].spec.options.len();
     let worst = |r: &Row| r.real_range.map_or(u64::MAX, |(_, high)| high);
+    // A wide band reaches the best one's, but it does not rank its setting above one that is
+    // smaller at worst: a row leaves the noise while a row outside it is surely smaller, until
+    // none is.
+    loop {
+        let outside = rows
+            .iter()
+            .filter(|(_, r)| !r.oom && !r.within_noise)
+            .map(|(_, r)| worst(r))
+            .min();
+        let mut left = false;
+        for (_, r) in &mut rows {
+            if r.within_noise && outside.is_some_and(|w| worst(r) > w) {
+                r.within_noise = false;
+                left = true;
+            }
+        }
+        if !left {
+            break;
+        }
+    }
+    let n_options = |i: usize| candidates[i].spec.options.len();
     let mut ranked: Vec<(usize, Row)> = rows;
     ranked.sort_by(|(ia, a), (ib, b)| {
         let by_peak = a.process_peak.cmp(&b.process_peak);
