@@ -12,17 +12,19 @@
 #   3. the cost between processes, MLP: unrecorded, recorded (defaults, build A) and PyTorch's
 #      _record_memory_history(stacks="python"), REPS processes each, the order rotated.
 #
-#   BIN=DIR [BIN_B=DIR2] [REPS=3] samples/workloads/h200/backward_h200.sh
+#   BIN=DIR [BIN_B=DIR2] [REPS=3] [PHASES="1 2 3"] samples/workloads/h200/backward_h200.sh
 #
 # DIR and DIR2 hold libvramtrace_preload.so (cargo build --release -p vramtrace-recorder). About
 # 4.5 minutes with REPS=3 and BIN_B. Results: $OUT/backward.tar.gz (packed after each phase:
 # json/, traces/, logs/, machine.txt) and $OUT/backward.txt.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-W=$(cd "$HERE/.." && pwd)
+W=$(cd "$HERE/../programs" && pwd)
 BIN=$(cd "${BIN:-.dev-backward}" && pwd)
 BIN_B=${BIN_B:+$(cd "$BIN_B" && pwd)}
 REPS=${REPS:-3}
+PHASES=" ${PHASES:-1 2 3} "
+phase() { case $PHASES in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 OUT=${OUT:-/tmp/backward-out}
 R=/tmp/bw
 mkdir -p "$R/json" "$R/traces" "$R/logs" "$OUT"
@@ -53,13 +55,15 @@ one() { # WORKLOAD MODE(plain|recorded)
 export -f one
 export R W
 export LIB=$BIN/libvramtrace_preload.so
-for w in gpt2-train mlp checkpointing; do printf '%s plain\n%s recorded\n' $w $w; done |
-    xargs -P 3 -L 1 bash -c 'one "$0" "$1"' >"$R/logs/equality-rc.txt" 2>&1
-python3 "$W/recording_equality_compare.py" "$R/json" >"$R/equality.txt" 2>&1
-pack
+if phase 1; then
+    for w in gpt2-train mlp checkpointing; do printf '%s plain\n%s recorded\n' $w $w; done |
+        xargs -P 3 -L 1 bash -c 'one "$0" "$1"' >"$R/logs/equality-rc.txt" 2>&1
+    python3 "$HERE/recording_equality_compare.py" "$R/json" >"$R/equality.txt" 2>&1
+    pack
+fi
 
 # 2. in-process alternation
-for i in $(seq "$REPS"); do
+phase 2 && for i in $(seq "$REPS"); do
     for b in $builds; do
         LD_PRELOAD=$(lib_of $b) VRAMTRACE_OUTPUT=/tmp/bw-alt.vramtrace timeout 150 \
             python3 "$W/pyframes_train.py" "$R/json/inprocess-$b-$i.json" --alternate \
@@ -72,7 +76,7 @@ done
 
 # 3. between processes, MLP
 settings=(plain vt history)
-for i in $(seq "$REPS"); do
+phase 3 && for i in $(seq "$REPS"); do
     for k in 0 1 2; do
         s=${settings[$(((k + i - 1) % 3))]}
         f=$R/json/process-$s-$i.json
