@@ -38,7 +38,10 @@ pub fn detailed(peaks: &[u64]) -> Vec<usize> {
     }
     let mut by_peak: Vec<usize> = (0..peaks.len()).collect();
     by_peak.sort_by_key(|&i| (peaks[i], i));
-    let median = by_peak[(by_peak.len() - 1) / 2];
+    let ranked: Vec<(u32, u64)> = (0u32..).zip(peaks.iter().copied()).collect();
+    let median = crate::job::median(&ranked)
+        .expect("more ranks than the budget")
+        .0 as usize;
     let largest = *by_peak
         .iter()
         .max_by_key(|&&i| (peaks[i], std::cmp::Reverse(i)))

@@ -119,7 +119,7 @@ impl Args {
         ];
         if v.json {
             let figures = job::figures(&ranks, &columns);
-            return crate::output::print_json(&job::output(&v.trace, ranks, figures));
+            return crate::output::print_json(&job::output(&v.trace, ranks, figures, None));
         }
         crate::output::print(&job::render(
             &v.trace,
