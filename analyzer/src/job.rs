@@ -126,6 +126,11 @@ pub fn median(values: &[(u32, u64)]) -> Option<(u32, u64)> {
         .map(|&(v, r)| (r, v))
 }
 
+/// An imbalance as text shows it: `1.52x`, `-` when there is none (the median rank's is 0).
+pub fn imbalance_text(imbalance: Option<f64>) -> String {
+    imbalance.map_or("-".into(), |i| format!("{i:.2}x"))
+}
+
 impl Spread {
     /// The spread of `(rank, value)` pairs; `None` for none. Ties go to the lower rank.
     pub fn of(values: &[(u32, u64)]) -> Option<Spread> {

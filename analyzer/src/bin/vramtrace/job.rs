@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::completeness::Incomplete;
 use vramtrace::diff::{StackDelta, TOP_DELTAS};
-use vramtrace::job::{Rank, Spread};
+use vramtrace::job::{Rank, Spread, imbalance_text};
 use vramtrace::units::bytes;
 
 /// What `--json` prints for a job directory.
@@ -177,7 +177,7 @@ pub fn render<R>(dir: &Path, what: &str, ranks: &[Rank<R>], columns: &[Column<R>
                 sp.median_rank,
                 bytes(sp.min),
                 sp.min_rank,
-                imbalance(sp)
+                imbalance_text(sp.imbalance)
             ),
             None => writeln!(s, "{:<name_width$}  (no rank)", f.name),
         };
@@ -189,11 +189,6 @@ pub fn render<R>(dir: &Path, what: &str, ranks: &[Rank<R>], columns: &[Column<R>
 /// What the text says imbalance is (docs/definitions.md, "Jobs").
 pub const IMBALANCE: &str =
     "\nimbalance: the largest rank over the median rank (1.00x: all equal).\n";
-
-/// A spread's imbalance as the text shows it: `1.52x`, `-` when the median rank has nothing.
-pub fn imbalance(sp: &Spread) -> String {
-    sp.imbalance.map_or("-".into(), |i| format!("{i:.2}x"))
-}
 
 /// The rank that sets a job's figure, against the median rank: by how much, and which sites
 /// make the difference.
@@ -258,11 +253,11 @@ pub fn peak_rank<R>(figure: &Figure, ranks: &[Rank<R>], salvage: bool) -> Result
 pub fn render_peak_rank(s: &mut String, p: &PeakRank) {
     let _ = writeln!(
         s,
-        "\npeak rank  {} sets the job's {}: {}, {} the median rank {} ({})",
+        "\npeak rank  {} sets the job's {}: {}, imbalance {} against the median rank {} ({})",
         p.rank,
         p.figure,
         bytes(p.peak),
-        p.imbalance.map_or("against".into(), |i| format!("{i:.2}x")),
+        imbalance_text(p.imbalance),
         p.median_rank,
         bytes(p.median)
     );

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use vramtrace::job::imbalance_text;
 use vramtrace::model::device::CUDA_CONTEXT_BYTES;
 use vramtrace::policy::validated::capture_line;
 use vramtrace::tune::job::JobTune;
@@ -194,7 +195,7 @@ fn render_job(s: &mut String, t: &JobTune, top: usize) {
             bytes(p.max),
             p.max_rank,
             bytes(p.median),
-            job::imbalance(p),
+            imbalance_text(p.imbalance),
             r.select
         );
     }
