@@ -196,6 +196,25 @@ fn group(
             bytes(pool)
         );
     }
+    if !g.outside_by_library.is_empty() {
+        let list: Vec<String> = g
+            .outside_by_library
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {} ({} allocations)",
+                    m.library,
+                    bytes(m.peak_bytes),
+                    count(m.allocations)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "  outside pool    {}  (most held at once, by the library that called the driver)",
+            list.join(", ")
+        );
+    }
     let _ = writeln!(
         o,
         "  peak reserved   {:>12}  at {}   (the recorded process peak, as the driver saw it; \
