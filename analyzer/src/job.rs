@@ -107,10 +107,28 @@ pub struct Spread {
     pub max: u64,
     pub min_rank: u32,
     pub min: u64,
-    pub mean: f64,
-    /// `max / mean - 1`: 0 when every rank is equal, 0.25 when the largest is 25% above the
-    /// mean.
-    pub imbalance: f64,
+    /// The median rank ([`median`]) and its value.
+    pub median_rank: u32,
+    pub median: u64,
+    /// `max / median` (docs/definitions.md, "imbalance"): 1 when every rank is equal, 1.25 when
+    /// the largest is 25% above the median rank; `None` when the median rank's value is 0.
+    pub imbalance: Option<f64>,
+}
+
+/// The median of `(rank, value)` pairs: the middle one by value, the lower middle of an even
+/// number, ties ordered by rank; `None` for none. A rank of the job, so that it can be compared
+/// with another (docs/definitions.md, "median rank").
+pub fn median(values: &[(u32, u64)]) -> Option<(u32, u64)> {
+    let mut sorted: Vec<(u64, u32)> = values.iter().map(|&(r, v)| (v, r)).collect();
+    sorted.sort_unstable();
+    sorted
+        .get(values.len().checked_sub(1)? / 2)
+        .map(|&(v, r)| (r, v))
+}
+
+/// An imbalance as text shows it: `1.52x`, `-` when there is none (the median rank's is 0).
+pub fn imbalance_text(imbalance: Option<f64>) -> String {
+    imbalance.map_or("-".into(), |i| format!("{i:.2}x"))
 }
 
 impl Spread {
@@ -122,18 +140,15 @@ impl Spread {
         let min = values
             .iter()
             .min_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)))?;
-        let mean = values.iter().map(|v| v.1 as f64).sum::<f64>() / values.len() as f64;
+        let (median_rank, median) = median(values)?;
         Some(Spread {
             max_rank: max.0,
             max: max.1,
             min_rank: min.0,
             min: min.1,
-            mean,
-            imbalance: if mean > 0.0 {
-                max.1 as f64 / mean - 1.0
-            } else {
-                0.0
-            },
+            median_rank,
+            median,
+            imbalance: (median > 0).then(|| max.1 as f64 / median as f64),
         })
     }
 }
@@ -170,8 +185,16 @@ mod tests {
     fn spread_names_the_rank_that_sets_the_peak() {
         let s = Spread::of(&[(0, 100), (1, 150), (2, 50)]).unwrap();
         assert_eq!((s.max_rank, s.max, s.min_rank, s.min), (1, 150, 2, 50));
-        assert!((s.imbalance - 0.5).abs() < 1e-12);
+        assert_eq!((s.median_rank, s.median, s.imbalance), (0, 100, Some(1.5)));
         assert_eq!(Spread::of(&[]), None);
+        assert_eq!(Spread::of(&[(0, 0), (1, 5)]).unwrap().imbalance, None);
+    }
+
+    #[test]
+    fn the_median_rank_of_an_even_number_is_the_lower_middle_one() {
+        assert_eq!(median(&[(0, 40), (1, 10), (2, 30), (3, 20)]), Some((3, 20)));
+        assert_eq!(median(&[(0, 7), (1, 7), (2, 7)]), Some((1, 7)));
+        assert_eq!(median(&[]), None);
     }
 
     #[test]

@@ -9,9 +9,11 @@
 
 use crate::failures::{FailureSite, FailureSites};
 use crate::model::live::{Change, Ledger, Object, Totals};
-use crate::model::{CaptureLevel, Model, StreamKey};
+use crate::model::{CaptureLevel, Model, RequestKind, RequestStream, StreamKey};
 use crate::sums::SaturatingSum;
-use crate::symbolize::{ModuleFiles, NoFiles, StackBytes, StackNames, TOP_STACKS, top_stacks};
+use crate::symbolize::{
+    ModuleFiles, NoFiles, StackBytes, StackNames, TOP_STACKS, library_of, top_stacks,
+};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
@@ -79,6 +81,11 @@ pub struct GroupSummary {
     pub by_stream: Vec<StreamSummary>,
     /// Stacks holding the most requested bytes at the moment requested bytes peaked.
     pub top_stacks_at_peak: Vec<StackBytes>,
+    /// The memory outside the pool ([`crate::model::Outside`]: driver calls beside the
+    /// framework's allocator) by the library that made it ([`crate::symbolize::library_of`]),
+    /// the most held at once first; left out when there is none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outside_by_library: Vec<LibraryMemory>,
     pub leaks: Leaks,
     /// Failed allocations grouped by site, in the order they first failed.
     pub failures: Vec<FailureSite>,
@@ -111,6 +118,60 @@ pub struct Leaks {
     pub bytes: u64,
     pub count: u64,
     pub stacks: Vec<StackBytes>,
+}
+
+/// One library's memory outside the pool, in one process on one device.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LibraryMemory {
+    pub library: String,
+    pub allocations: u64,
+    /// The bytes it allocated, summed.
+    pub bytes: u64,
+    /// The most of its bytes live at once.
+    pub peak_bytes: u64,
+}
+
+/// The set-aside requests of `stream` ([`RequestStream::outside_requests`]) by library, the
+/// largest peak first (ties by name).
+fn outside_by_library(stream: &RequestStream, names: &StackNames) -> Vec<LibraryMemory> {
+    let mut by: BTreeMap<&'static str, (LibraryMemory, u64)> = BTreeMap::new();
+    let mut of_slot: HashMap<u32, (&'static str, u64)> = HashMap::new();
+    for r in &stream.outside_requests {
+        match r.kind {
+            RequestKind::Alloc => {
+                let library = library_of(&names.named(r.stack));
+                of_slot.insert(r.slot, (library, r.size));
+                let (m, live) = by.entry(library).or_insert_with(|| {
+                    let m = LibraryMemory {
+                        library: library.to_string(),
+                        allocations: 0,
+                        bytes: 0,
+                        peak_bytes: 0,
+                    };
+                    (m, 0)
+                });
+                m.allocations += 1;
+                m.bytes = m.bytes.saturating_add(r.size);
+                *live = live.saturating_add(r.size);
+                m.peak_bytes = m.peak_bytes.max(*live);
+            }
+            RequestKind::Free => {
+                if let Some((library, size)) = of_slot.remove(&r.slot)
+                    && let Some((_, live)) = by.get_mut(library)
+                {
+                    *live = live.saturating_sub(size);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut list: Vec<LibraryMemory> = by.into_values().map(|(m, _)| m).collect();
+    list.sort_by(|a, b| {
+        b.peak_bytes
+            .cmp(&a.peak_bytes)
+            .then(a.library.cmp(&b.library))
+    });
+    list
 }
 
 #[derive(Default)]
@@ -293,6 +354,7 @@ impl Summary {
                         })
                         .collect(),
                     top_stacks_at_peak: at_peak.get(&(pid, device)).cloned().unwrap_or_default(),
+                    outside_by_library: Vec::new(),
                     leaks: Leaks {
                         bytes: leaked.iter().map(|o| o.size).saturating_sum(),
                         count: leaked.len() as u64,
@@ -307,18 +369,19 @@ impl Summary {
             known => known.name(),
         };
         for g in &mut groups {
-            g.pool_peak_requested = model
+            let key = Some(StreamKey {
+                pid: g.pid,
+                device: g.device,
+            });
+            let Some(stream) = model
                 .streams
                 .iter()
-                .find(|s| {
-                    s.key
-                        == Some(StreamKey {
-                            pid: g.pid,
-                            device: g.device,
-                        })
-                })
-                .filter(|s| s.outside.allocations > 0)
-                .map(|s| s.lower_bound());
+                .find(|s| s.key == key && s.outside.allocations > 0)
+            else {
+                continue;
+            };
+            g.pool_peak_requested = Some(stream.lower_bound());
+            g.outside_by_library = outside_by_library(stream, &names);
         }
         Summary {
             capture_level: level.to_string(),

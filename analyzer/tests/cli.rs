@@ -21,6 +21,47 @@ fn failure(cmd: &mut Command) -> (i32, String) {
     (out.status.code().unwrap(), stderr)
 }
 
+/// The six cuBLAS workspaces of every PyTorch run on the H200 (134,481,920 bytes outside the
+/// pool, samples/README.md) are named cuBLAS by their native stacks, in JSON and text; a trace
+/// recorded without native frames says it has none.
+#[test]
+fn summary_names_the_library_of_the_memory_outside_the_pool() {
+    let json = |trace: &str| -> serde_json::Value {
+        let out = stdout(vramtrace().args(["summary", "--json", trace]));
+        serde_json::from_str(&out).unwrap()
+    };
+    let device = |v: &serde_json::Value| {
+        v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["device"] == 0)
+            .unwrap()["outside_by_library"]
+            .clone()
+    };
+    let native = "samples/traces/h200-validation/side_stream.async.vramtrace";
+    assert_eq!(
+        device(&json(native)),
+        serde_json::json!([{"library": "cuBLAS", "allocations": 6, "bytes": 134481920,
+                            "peak_bytes": 134481920}])
+    );
+    let text = stdout(vramtrace().args(["summary", native]));
+    assert!(
+        text.contains("  outside pool    cuBLAS 128.25 MiB (6 allocations)"),
+        "{text}"
+    );
+    let python = json("samples/traces/torch-mlp-requests.vramtrace");
+    assert_eq!(device(&python)[0]["library"], "no native stack");
+    let nothing_outside = json("samples/traces/synthetic-mlp.vramtrace");
+    assert!(
+        nothing_outside["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g.get("outside_by_library").is_none())
+    );
+}
+
 #[test]
 fn info_describes_the_bundled_sample() {
     let text = stdout(vramtrace().args(["info", "samples/traces/synthetic-mlp.vramtrace"]));

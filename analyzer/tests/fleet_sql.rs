@@ -5,7 +5,7 @@
 //! It needs DuckDB's Python package (`pip install duckdb`; `.ci/run` installs it). Without it
 //! the test says so and passes, except under CI (`CI` set), where it fails.
 
-use crate::util::write_job;
+use crate::util::{SPARK_SESSION, python_has, write_job};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;
@@ -37,15 +37,8 @@ pub(crate) fn vramtrace(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
-fn have_duckdb() -> bool {
-    Command::new("python3")
-        .args(["-c", "import duckdb"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// The SQL blocks of docs/fleet.md: the views, and the queries by their `-- query:` name.
-fn doc_sql(export: &Path) -> (String, BTreeMap<String, String>) {
+pub(crate) fn doc_sql(export: &Path) -> (String, BTreeMap<String, String>) {
     let doc = std::fs::read_to_string(root().join("docs/fleet.md")).unwrap();
     let mut views = String::new();
     let mut queries = BTreeMap::new();
@@ -62,22 +55,39 @@ fn doc_sql(export: &Path) -> (String, BTreeMap<String, String>) {
     (views, queries)
 }
 
-/// Runs the queries with DuckDB; each answer is a list of rows (column name → value).
-fn duckdb(views: &str, queries: &BTreeMap<String, String>) -> BTreeMap<String, Vec<Value>> {
+/// Runs the queries with `engine`, `duckdb` or `spark` (PySpark in local mode, the views and
+/// queries already in Spark's dialect); each answer is a list of rows (column name → value).
+pub(crate) fn answers(
+    engine: &str,
+    views: &str,
+    queries: &BTreeMap<String, String>,
+) -> BTreeMap<String, Vec<Value>> {
     let script = r#"
-import duckdb, json, sys
+import json, sys
 req = json.load(sys.stdin)
-con = duckdb.connect()
-con.execute(req["views"])
+if sys.argv[1] == "duckdb":
+    import duckdb
+    con = duckdb.connect()
+    con.execute(req["views"])
+    def query(sql):
+        cur = con.execute(sql)
+        return [d[0] for d in cur.description], cur.fetchall()
+else:
+    spark = spark_session()
+    for view in req["views"].split(";"):
+        if view.strip():
+            spark.sql(view)
+    def query(sql):
+        df = spark.sql(sql.strip().rstrip(";"))
+        return df.columns, [tuple(r) for r in df.collect()]
 out = {}
 for name, sql in req["queries"].items():
-    cur = con.execute(sql)
-    cols = [d[0] for d in cur.description]
-    out[name] = [dict(zip(cols, row)) for row in cur.fetchall()]
+    cols, rows = query(sql)
+    out[name] = [dict(zip(cols, row)) for row in rows]
 json.dump(out, sys.stdout, default=str)
 "#;
     let mut child = Command::new("python3")
-        .args(["-c", script])
+        .args(["-c", &[SPARK_SESSION, script].concat(), engine])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -93,10 +103,49 @@ json.dump(out, sys.stdout, default=str)
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "duckdb: {}",
+        "{engine}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The traces of the fleet the queries run on (two generated multi-rank jobs, job-a with rank 2
+/// twice as large, and every bundled sample) exported to Parquet under `dir` with
+/// [`POLICIES`]: the traces, and the export's directory.
+pub(crate) fn fleet(dir: &Path) -> (Vec<PathBuf>, PathBuf) {
+    let mut files = write_job(&dir.join("job-a"), "job-a", 4, &[2], 2);
+    files.extend(write_job(&dir.join("job-b"), "job-b", 2, &[], 1));
+    let samples = root().join("samples/traces");
+    let mut sample_files: Vec<PathBuf> = std::fs::read_dir(&samples)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "vramtrace"))
+        .collect();
+    sample_files.sort();
+    files.extend(sample_files.iter().cloned());
+
+    let export = dir.join("fleet");
+    let mut args: Vec<String> = vec!["export".into()];
+    args.push(dir.join("job-a").display().to_string());
+    args.push(dir.join("job-b").display().to_string());
+    args.extend(sample_files.iter().map(|p| p.display().to_string()));
+    args.extend(
+        ["--to", "parquet", "--policy", POLICIES, "-o"]
+            .map(String::from)
+            .into_iter()
+            .chain([export.display().to_string()]),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (files, export)
 }
 
 struct Input {
@@ -130,48 +179,11 @@ fn u(v: &Value) -> u64 {
 
 #[test]
 fn the_documented_queries_answer_what_info_and_replay_say() {
-    if !have_duckdb() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "DuckDB is missing (pip install duckdb)"
-        );
-        eprintln!("skipped: DuckDB is missing (pip install duckdb)");
+    if !python_has("duckdb", "pip install duckdb") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut files = write_job(&dir.path().join("job-a"), "job-a", 4, &[2], 2);
-    files.extend(write_job(&dir.path().join("job-b"), "job-b", 2, &[], 1));
-    let samples = root().join("samples/traces");
-    let mut sample_files: Vec<PathBuf> = std::fs::read_dir(&samples)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "vramtrace"))
-        .collect();
-    sample_files.sort();
-    files.extend(sample_files.iter().cloned());
-
-    let export = dir.path().join("fleet");
-    let mut args: Vec<String> = vec!["export".into()];
-    args.push(dir.path().join("job-a").display().to_string());
-    args.push(dir.path().join("job-b").display().to_string());
-    args.extend(sample_files.iter().map(|p| p.display().to_string()));
-    args.extend(
-        ["--to", "parquet", "--policy", POLICIES, "-o"]
-            .map(String::from)
-            .into_iter()
-            .chain([export.display().to_string()]),
-    );
-    let out = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-
+    let (files, export) = fleet(dir.path());
     let (views, queries) = doc_sql(&export);
     assert_eq!(
         queries.keys().map(String::as_str).collect::<Vec<_>>(),
@@ -183,7 +195,7 @@ fn the_documented_queries_answer_what_info_and_replay_say() {
             "top_sites"
         ]
     );
-    let answers = duckdb(&views, &queries);
+    let answers = answers("duckdb", &views, &queries);
     let inputs: Vec<Input> = files.iter().map(|p| input(p)).collect();
 
     // calls_per_api = info --json's by_api, trace by trace.

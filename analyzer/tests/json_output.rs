@@ -236,7 +236,7 @@ fn every_field_of_the_output_contract_is_in_the_real_json() {
     let ranks = crate::util::write_job(&job, "job-x", 2, &[], 1);
     crate::util::cut_short(&ranks[1]);
     let (cut, job) = (cut.to_str().unwrap(), job.to_str().unwrap());
-    let runs: [(&str, Vec<Vec<&str>>); 6] = [
+    let runs: [(&str, Vec<Vec<&str>>); 7] = [
         ("- `info --json`", vec![vec!["info", grow]]),
         ("- `summary --json`", vec![vec!["summary", grow]]),
         (
@@ -251,6 +251,10 @@ fn every_field_of_the_output_contract_is_in_the_real_json() {
             vec![vec!["fit", grow, "--policy", "pytorch"]],
         ),
         ("- `tune --json`", vec![vec!["tune", grow]]),
+        (
+            "- A job directory given to",
+            vec![vec!["tune", job], vec!["fit", job, "--policy", "pytorch"]],
+        ),
         (
             "- Every command given an incomplete trace",
             vec![vec!["summary", cut], vec!["summary", job]],

@@ -8,13 +8,13 @@
 //! fails.
 
 use crate::fleet_sql::vramtrace;
-use crate::util::{repo, write_job};
+use crate::util::{SPARK_SESSION, python_has, repo, write_job};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Reads each table with the reader named by argv[1] into rows of plain Python values, then
+/// Reads each table with the reader named by argv[1] (after [`SPARK_SESSION`]) into rows of plain Python values, then
 /// prints per table its row count and, per trace, what is compared with `info --json`.
 const SCRIPT: &str = r#"
 import json, sys
@@ -50,10 +50,7 @@ elif reader == "duckdb":
         rows = con.sql(f"SELECT {', '.join(cols)} FROM read_parquet('{glob(table)}')").fetchall()
         return [dict(zip(cols, r)) for r in rows]
 elif reader == "spark":
-    from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session()
     def read(table, cols):
         return [r.asDict() for r in spark.read.parquet(f"{export}/{table}").select(*cols).collect()]
 out = {}
@@ -74,14 +71,6 @@ for table, cols in COLUMNS.items():
 print(json.dumps(out))
 "#;
 
-/// Whether Python can import `module`.
-fn importable(module: &str) -> bool {
-    Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 /// The traces exported: a job of three ranks and two samples (one with native stacks and
 /// modules), and the export's directory.
 fn export(dir: &Path) -> (Vec<PathBuf>, PathBuf) {
@@ -99,18 +88,14 @@ fn export(dir: &Path) -> (Vec<PathBuf>, PathBuf) {
 
 /// Every table of an export read by `reader`, checked against `info --json` of each trace.
 fn reads_every_table(reader: &str, module: &str) {
-    if !importable(module) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{module} is missing (pip install {module})"
-        );
-        eprintln!("skipped: {module} is missing");
+    if !python_has(module, &format!("pip install {module}")) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let (traces, export) = export(dir.path());
     let out = Command::new("python3")
-        .args(["-c", SCRIPT, reader, export.to_str().unwrap()])
+        .args(["-c", &[SPARK_SESSION, SCRIPT].concat(), reader])
+        .arg(&export)
         .output()
         .unwrap();
     assert!(

@@ -1270,6 +1270,12 @@ fn a_directory_of_ranks_is_one_page_with_a_rank_selector() {
     );
     assert!(a < b && b < c);
     assert!(html[c..].starts_with("rank 2: <code>") && html.contains("rank-10.vramtrace"));
+    // Equal ranks: the lowest sets the peak, the middle one is the median rank.
+    assert!(
+        html.contains("<p>Rank 0 sets the job's recorded peak (")
+            && html.contains("imbalance 1.00x, the largest rank over the median rank, rank 1 ("),
+        "the job's peak rank and imbalance"
+    );
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod agreement;
 mod backward;
 mod cli;
 mod device_oracles;
+mod fleet_spark;
 mod fleet_sql;
 mod interop;
 mod job_cli;

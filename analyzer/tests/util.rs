@@ -132,3 +132,32 @@ pub fn cut_short(path: &Path) {
     let whole = std::fs::read(path).unwrap();
     std::fs::write(path, &whole[..whole.len() * 2 / 3]).unwrap();
 }
+
+/// Whether Python can import `module`, for a test that needs it: without it the test is to say
+/// so and pass (this prints the line), except under CI (`CI` set), where this fails the test.
+pub fn python_has(module: &str, install: &str) -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{module} is missing ({install})"
+        );
+        eprintln!("skipped: {module} is missing ({install})");
+    }
+    found
+}
+
+/// A Python function `spark_session()`, for scripts to start with: PySpark in local mode on one
+/// core, no web UI, one shuffle partition (the tables of the tests are small, and Spark's 200
+/// default partitions cost more than the queries), errors only in the log.
+pub const SPARK_SESSION: &str = r#"
+def spark_session():
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+"#;

@@ -439,6 +439,7 @@ fn finish(b: Builder) -> RequestStream {
     let through_pool = kinds.contains(&MemoryKind::Pool);
     let through_tracker = kinds.contains(&MemoryKind::TorchBlock);
     let mut outside = Outside::default();
+    let mut outside_requests = Vec::new();
     let mut live = 0u64;
     // The streams the kept requests use: a stream that only set-aside requests used is dropped.
     let mut used = vec![false; handles.len()];
@@ -475,8 +476,9 @@ fn finish(b: Builder) -> RequestStream {
             RequestKind::Attempt
             | RequestKind::EmptyCache
             | RequestKind::MemoryFraction
-            | RequestKind::Order(_) => {}
+            | RequestKind::Order(_) => return false,
         }
+        outside_requests.push(*r);
         false
     });
     requests.shrink_to_fit();
@@ -506,6 +508,7 @@ fn finish(b: Builder) -> RequestStream {
         cuda_streams: sorted,
         slots: slots.high_water(),
         outside,
+        outside_requests,
         recorded_segments: segments,
         recorded_peak_reserved: torch_peak_reserved,
         recorded_segment_frees: torch_segment_frees,

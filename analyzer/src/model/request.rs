@@ -120,6 +120,9 @@ pub struct RequestStream {
     pub slots: u32,
     /// Device memory this process took from the driver past its allocator, not replayed.
     pub outside: Outside,
+    /// The requests counted in `outside`, in order (their stacks say which library made them:
+    /// `summary`'s `outside_by_library`).
+    pub outside_requests: Vec<Request>,
     /// The `cudaMalloc`s the real caching allocator made, in order, as (address, bytes), when
     /// the trace records them (an imported PyTorch snapshot, or the `torch.segment_alloc`s of
     /// PyTorch's tracker); empty otherwise. A replay hands
@@ -158,6 +161,7 @@ impl RequestStream {
             cuda_streams: (0..u64::from(streams)).collect(),
             slots,
             outside: Outside::default(),
+            outside_requests: Vec::new(),
             recorded_segments: Vec::new(),
             recorded_peak_reserved: None,
             recorded_segment_frees: 0,

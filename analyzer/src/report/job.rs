@@ -9,6 +9,7 @@
 //! row (about 200 bytes of page; docs/reliability.md has the measured figures).
 
 use super::escape::html;
+use crate::job::{Spread, imbalance_text};
 use crate::units::{bytes, count};
 use std::fmt::Write as _;
 
@@ -38,7 +39,10 @@ pub fn detailed(peaks: &[u64]) -> Vec<usize> {
     }
     let mut by_peak: Vec<usize> = (0..peaks.len()).collect();
     by_peak.sort_by_key(|&i| (peaks[i], i));
-    let median = by_peak[(by_peak.len() - 1) / 2];
+    let ranked: Vec<(u32, u64)> = (0u32..).zip(peaks.iter().copied()).collect();
+    let median = crate::job::median(&ranked)
+        .expect("more ranks than the budget")
+        .0 as usize;
     let largest = *by_peak
         .iter()
         .max_by_key(|&&i| (peaks[i], std::cmp::Reverse(i)))
@@ -83,6 +87,20 @@ pub fn ranks_table(s: &mut String, ranks: &[JobRank]) {
         );
     }
     s.push_str("</tbody></table>\n");
+    let peaks: Vec<(u32, u64)> = ranks.iter().map(|r| (r.rank, r.peak)).collect();
+    if let Some(sp) = Spread::of(&peaks) {
+        let _ = writeln!(
+            s,
+            "<p>Rank {} sets the job's recorded peak ({}): imbalance {}, the largest rank over \
+             the median rank, rank {} ({}). <code>vramtrace fit DIR</code> and <code>vramtrace \
+             tune DIR</code> name the sites that differ between the two.</p>",
+            sp.max_rank,
+            bytes(sp.max),
+            imbalance_text(sp.imbalance),
+            sp.median_rank,
+            bytes(sp.median)
+        );
+    }
     if ranks.iter().any(|r| !r.rank_known) {
         s.push_str(
             "<p class=\"hint\">* the trace names no rank of its own: numbered after the named \
@@ -94,6 +112,25 @@ pub fn ranks_table(s: &mut String, ranks: &[JobRank]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_names_the_rank_that_sets_the_peak_and_the_imbalance() {
+        let rank = |rank, peak| JobRank {
+            rank,
+            rank_known: true,
+            file: format!("rank-{rank}.vramtrace"),
+            events: 1,
+            peak,
+            detailed: true,
+        };
+        let mut s = String::new();
+        ranks_table(&mut s, &[rank(0, 100), rank(1, 300), rank(2, 200)]);
+        assert!(
+            s.contains("Rank 1 sets the job's recorded peak (300 B): imbalance 1.50x"),
+            "{s}"
+        );
+        assert!(s.contains("the median rank, rank 2 (200 B)"), "{s}");
+    }
 
     #[test]
     fn a_small_job_is_all_in_detail() {

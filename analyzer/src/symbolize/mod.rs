@@ -132,6 +132,32 @@ pub fn is_plumbing(frame: &NamedFrame) -> bool {
     m.is_empty() || by_function || PREFIXES.iter().any(|p| m.starts_with(p))
 }
 
+/// The library that made a driver call, from its stack's frames (innermost first): the module
+/// of the innermost native frame outside the CUDA runtime, the driver and this recorder.
+/// `NCCL` (`libnccl*`), `cuBLAS` (`libcublas*`, cuBLASLt too), `cuDNN` (`libcudnn*`); `CUDA
+/// runtime` when no native frame lies outside them (the runtime's own memory for the context
+/// and its modules); `other code` for any other module (the framework, the program); `no native
+/// stack` without native frames (`--stacks python` or none).
+pub fn library_of(frames: &[NamedFrame]) -> &'static str {
+    const RUNTIME: [&str; 4] = ["libcudart", "libcuda.so", "libcuda-", "libvramtrace"];
+    const LIBRARIES: [(&str, &str); 3] = [
+        ("libnccl", "NCCL"),
+        ("libcublas", "cuBLAS"),
+        ("libcudnn", "cuDNN"),
+    ];
+    let mut native = frames.iter().filter(|f| !f.python).peekable();
+    if native.peek().is_none() {
+        return "no native stack";
+    }
+    let Some(f) = native.find(|f| !RUNTIME.iter().any(|p| f.module.starts_with(p))) else {
+        return "CUDA runtime";
+    };
+    LIBRARIES
+        .iter()
+        .find(|(prefix, _)| f.module.starts_with(prefix))
+        .map_or("other code", |(_, name)| name)
+}
+
 /// Function names (parts of) of the recorder, the unwinder, CPython's evaluation loop and call
 /// machinery, PyTorch's dispatcher and allocator, and the CUDA runtime and driver.
 const PLUMBING_FUNCTIONS: &[&str] = &[
@@ -355,6 +381,40 @@ fn base_name(path: &str) -> &str {
 mod tests {
     use super::*;
     use vramtrace_format::{Frame, Stack};
+
+    #[test]
+    fn the_library_is_the_innermost_module_past_the_cuda_runtime() {
+        let native = |module: &str| NamedFrame {
+            module: module.into(),
+            ..unknown()
+        };
+        let python = NamedFrame {
+            python: true,
+            file: "train.py".into(),
+            line: 3,
+            ..unknown()
+        };
+        let of = |modules: &[&str]| {
+            let mut frames: Vec<NamedFrame> = modules.iter().map(|m| native(m)).collect();
+            frames.push(python.clone());
+            library_of(&frames)
+        };
+        assert_eq!(
+            of(&["libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13"]),
+            "cuBLAS"
+        );
+        assert_eq!(
+            of(&["libcuda.so.1", "libnccl.so.2", "libtorch_cuda.so"]),
+            "NCCL"
+        );
+        assert_eq!(
+            of(&["libvramtrace_preload.so", "libcudnn_graph.so.9"]),
+            "cuDNN"
+        );
+        assert_eq!(of(&["libcudart.so.13", "libtorch_cuda.so"]), "other code");
+        assert_eq!(of(&["libcudart.so.13", "libcuda.so.1"]), "CUDA runtime");
+        assert_eq!(of(&[]), "no native stack");
+    }
 
     fn tables(path: &str, build_id: Vec<u8>) -> Tables {
         Tables {

@@ -8,6 +8,7 @@
 pub mod distinct;
 pub mod framework;
 pub mod grid;
+pub mod job;
 pub mod pressure;
 pub mod row;
 pub mod search;

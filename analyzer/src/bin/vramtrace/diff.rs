@@ -10,6 +10,7 @@ use vramtrace::diff::{Diff, Pair, StackDelta};
 use vramtrace::summary::Summary;
 use vramtrace::symbolize::short_frame;
 use vramtrace::units::{bytes, count};
+use vramtrace_format::Trace;
 
 /// Two runs side by side: peaks, and the stacks whose bytes at the peak grew or shrank most.
 #[derive(Debug, clap::Args)]
@@ -31,18 +32,23 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let (a, b) = (&self.a, &self.b);
         let (ta, tb) = (load_trace(a, false)?, load_trace(b, false)?);
-        // Native frames named from the modules' files, as `summary` and `report` name them.
-        let (sa, sb) = rayon::join(
-            || Summary::with_files(&ta, usize::MAX, &mut ElfFiles::new()),
-            || Summary::with_files(&tb, usize::MAX, &mut ElfFiles::new()),
-        );
-        let diff = Diff::of(&sa, &sb);
+        let diff = compare(&ta, &tb);
         let flagged = Flagged::new(
             &diff,
             &[(a.as_path(), &ta.layout), (b.as_path(), &tb.layout)],
         );
         crate::output::json_or_text(self.json, &flagged, |f| render(a, b, f.report))
     }
+}
+
+/// Trace `a` against `b`, every stack at each peak, native frames named from the modules' files
+/// as `summary` and `report` name them.
+pub fn compare(a: &Trace, b: &Trace) -> Diff {
+    let (sa, sb) = rayon::join(
+        || Summary::with_files(a, usize::MAX, &mut ElfFiles::new()),
+        || Summary::with_files(b, usize::MAX, &mut ElfFiles::new()),
+    );
+    Diff::of(&sa, &sb)
 }
 
 fn signed_bytes(d: i128) -> String {
@@ -106,7 +112,8 @@ pub fn render(a: &Path, b: &Path, d: &Diff) -> String {
     o
 }
 
-fn section(o: &mut String, title: &str, list: &[StackDelta]) {
+/// The stacks of `list` under `title`, each by its bytes in A and B and its first frames.
+pub fn section(o: &mut String, title: &str, list: &[StackDelta]) {
     if list.is_empty() {
         return;
     }

@@ -98,30 +98,38 @@ impl Args {
             )
             .map_err(anyhow::Error::from)
         })?;
-        let need: Vec<_> = (0..specs.len())
-            .map(|p| move |r: &FitReport| r.policies[p].min_capacity_bytes)
+        type Need = Box<dyn Fn(&FitReport) -> Option<u64>>;
+        let need: Vec<(String, Need)> = (0..specs.len())
+            .map(|p| {
+                let pool: Need = Box::new(move |r| r.policies[p].min_capacity_bytes);
+                (format!("{} min pool", specs[p]), pool)
+            })
+            .chain((0..specs.len()).map(|p| {
+                let gpu: Need = Box::new(move |r| r.policies[p].min_gpu_bytes);
+                (format!("{} min GPU", specs[p]), gpu)
+            }))
             .collect();
         let columns: Vec<job::Column<FitReport>> = need
             .iter()
-            .enumerate()
-            .map(|(p, f)| {
-                (
-                    specs[p].to_string(),
-                    f as &dyn Fn(&FitReport) -> Option<u64>,
-                )
-            })
+            .map(|(name, f)| (name.clone(), f.as_ref()))
             .collect();
+        let figures = job::figures(&ranks, &columns);
+        // The first policy's GPU: the device the job asks for.
+        let peak_rank = job::peak_rank(&figures[specs.len()], &ranks, false)?;
         if self.json {
-            let figures = job::figures(&ranks, &columns);
-            return crate::output::print_json(&job::output(&self.trace, ranks, figures));
+            return crate::output::print_json(&job::output(&self.trace, ranks, figures, peak_rank));
         }
-        crate::output::print(&job::render(
+        let mut text = job::render(
             &self.trace,
-            "the smallest device each rank fits on, per policy (the job needs the largest; - when \
-             none fits)",
+            "the smallest pool and device each rank fits on, per policy (the job needs the \
+             largest: the device that fits every rank; - when none fits)",
             &ranks,
             &columns,
-        ))
+        );
+        if let Some(p) = &peak_rank {
+            job::render_peak_rank(&mut text, p);
+        }
+        crate::output::print(&text)
     }
 }
 

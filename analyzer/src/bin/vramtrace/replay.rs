@@ -161,7 +161,7 @@ impl Args {
                         .sum(),
                 })
                 .collect();
-            return crate::output::print_json(&job::output(dir, ranks, policies));
+            return crate::output::print_json(&job::output(dir, ranks, policies, None));
         }
         let mut text = job::render(dir, "peak reserved per policy", &ranks, &columns);
         for (p, spec) in specs.iter().enumerate() {

@@ -119,7 +119,7 @@ impl Args {
         ];
         if v.json {
             let figures = job::figures(&ranks, &columns);
-            return crate::output::print_json(&job::output(&v.trace, ranks, figures));
+            return crate::output::print_json(&job::output(&v.trace, ranks, figures, None));
         }
         crate::output::print(&job::render(
             &v.trace,
@@ -194,6 +194,25 @@ fn group(
             "  pool peak req.  {:>12}  (the allocator's requests alone: the lower bound replay, fit \
              and tune use; the rest is outside the pool)",
             bytes(pool)
+        );
+    }
+    if !g.outside_by_library.is_empty() {
+        let list: Vec<String> = g
+            .outside_by_library
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {} ({} allocations)",
+                    m.library,
+                    bytes(m.peak_bytes),
+                    count(m.allocations)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "  outside pool    {}  (most held at once, by the library that called the driver)",
+            list.join(", ")
         );
     }
     let _ = writeln!(

@@ -1,14 +1,17 @@
 //! `vramtrace tune`: the allocator setting to run with, against the recorded one.
 
 use crate::incomplete::Flagged;
-use crate::load::load_trace;
+use crate::job;
+use crate::load::{load_job, load_trace};
 use anyhow::{Result, anyhow};
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use vramtrace::job::imbalance_text;
 use vramtrace::model::device::CUDA_CONTEXT_BYTES;
 use vramtrace::policy::validated::capture_line;
+use vramtrace::tune::job::JobTune;
 use vramtrace::tune::{Row, Tune, recorded_of, tune_trace};
 use vramtrace::units::{bytes, count, parse_gpu_size, parse_size_arg};
 
@@ -21,12 +24,14 @@ Examples:
   vramtrace tune run.vramtrace
   vramtrace tune run.vramtrace --gpu 24GB
   vramtrace tune run.vramtrace --capacity 20GiB --json | jq -r '.ranked[0].select'
+  vramtrace tune traces/job-42/ --gpu 80GB   # the setting every rank of the job fits with
 
 Sizes need a unit, for every flag alike (a bare number is refused): --gpu 24GB means a board
 sold as 24 GB (taken as 24 GiB); --capacity and --context are exact (123B, 512MiB, 20GiB,
 21GB). docs/definitions.md defines every figure.")]
 pub struct Args {
-    /// The .vramtrace file.
+    /// The .vramtrace file, or a directory of one job's per-rank traces (every rank searched,
+    /// each setting judged by its largest rank).
     trace: PathBuf,
     /// The GPU to fit (board size: 16GB, 24GB, 80GB, ...): replays run at its memory less the
     /// CUDA context and the memory outside the pool, and a column says what fits.
@@ -49,6 +54,9 @@ pub struct Args {
 
 impl Args {
     pub fn run(self) -> Result<()> {
+        if self.trace.is_dir() {
+            return self.run_job();
+        }
         let path = &self.trace;
         let trace = load_trace(path, false)?;
         let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
@@ -68,6 +76,137 @@ impl Args {
             return crate::output::print_json(&flagged);
         }
         crate::output::print(&render(path, &t, self.top, took))
+    }
+}
+
+impl Args {
+    /// Every rank searched on its own (in parallel, one trace in memory per core), then each
+    /// setting judged by its largest rank ([`JobTune`]).
+    fn run_job(&self) -> Result<()> {
+        let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
+        let ranks = load_job(&self.trace, false, |path, trace| {
+            tune_trace(&trace, self.capacity, self.gpu, context)?
+                .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
+        })?;
+        let tunes: Vec<(u32, &Tune)> = ranks.iter().map(|r| (r.rank, &r.value)).collect();
+        let t = JobTune::of(&tunes);
+        let peak_rank = match t.best() {
+            Some(best) => {
+                let figure = job::Figure {
+                    name: format!("process peak under {}", best.setting),
+                    spread: Some(best.process_peak.clone()),
+                    missing_ranks: Vec::new(),
+                };
+                job::peak_rank(&figure, &ranks, false)?
+            }
+            None => None,
+        };
+        if self.json {
+            return crate::output::print_json(&job::output(&self.trace, ranks, t, peak_rank));
+        }
+        let recorded = |r: &Tune| Some(r.recorded.process_peak);
+        let best = t.best().map(|b| b.setting.as_str());
+        let under_best = |r: &Tune| {
+            r.ranked
+                .iter()
+                .find(|row| {
+                    Some(row.setting.as_str()) == best
+                        || row.equivalent.iter().any(|e| Some(e.as_str()) == best)
+                })
+                .map(|row| row.process_peak)
+        };
+        let columns: [job::Column<Tune>; 2] = [
+            ("recorded".into(), &recorded),
+            ("best setting".into(), &under_best),
+        ];
+        let mut text = job::render(
+            &self.trace,
+            "each rank's process peak, recorded and under the job's best setting (`vramtrace \
+             tune TRACE` for one rank's search)",
+            &ranks,
+            &columns,
+        );
+        render_job(&mut text, &t, self.top);
+        if let Some(p) = &peak_rank {
+            job::render_peak_rank(&mut text, p);
+        }
+        if let Some(b) = t.best() {
+            let _ = writeln!(
+                text,
+                "\nto apply the best setting on every rank:\n  {}",
+                b.select
+            );
+        }
+        crate::output::print(&text)
+    }
+}
+
+/// The settings of a job, by their largest rank.
+fn render_job(s: &mut String, t: &JobTune, top: usize) {
+    let _ = writeln!(
+        s,
+        "\nsettings by their largest rank ({} judged on every rank, {} rows of equal figures{}):\n",
+        count(t.ranked.iter().map(|r| 1 + r.equivalent.len() as u64).sum()),
+        count(t.ranked.len() as u64),
+        match t.not_on_every_rank {
+            0 => String::new(),
+            n => format!("; {} on some ranks only, left out", count(n as u64)),
+        }
+    );
+    if t.ranked.is_empty() {
+        let _ = writeln!(s, "no setting was judged on every rank");
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "{:>3}  {:>12}  {:>6}  {:>12}  {:>9}  {:>20}  {:>8}  setting",
+        "#", "job peak", "rank", "median", "imbalance", "vs recorded", "fits GPU"
+    );
+    let recorded = t.recorded.as_ref().map_or(0, |r| r.max);
+    for (i, r) in t
+        .ranked
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| *i < top || r.recorded)
+    {
+        let p = &r.process_peak;
+        let vs = if r.recorded {
+            "(recorded)".to_string()
+        } else {
+            signed(recorded as i64 - p.max as i64)
+        };
+        let fits = r.fits_gpu.map_or("-", |f| if f { "yes" } else { "no" });
+        let mut tags = Vec::new();
+        if !r.oom_ranks.is_empty() {
+            let ranks: Vec<String> = r.oom_ranks.iter().map(u32::to_string).collect();
+            tags.push(format!("runs out of memory on rank {}", ranks.join(", ")));
+        }
+        if !r.equivalent.is_empty() {
+            tags.push(format!(
+                "same as {} other(s) on every rank",
+                r.equivalent.len()
+            ));
+        }
+        let tags = bracketed(&tags);
+        let _ = writeln!(
+            s,
+            "{:>3}  {:>12}  {:>6}  {:>12}  {:>9}  {vs:>20}  {fits:>8}  {}{tags}",
+            i + 1,
+            bytes(p.max),
+            p.max_rank,
+            bytes(p.median),
+            imbalance_text(p.imbalance),
+            r.select
+        );
+    }
+}
+
+/// A row's tags as the text shows them after it: `  [a; b]`, nothing for none.
+fn bracketed(tags: &[String]) -> String {
+    if tags.is_empty() {
+        String::new()
+    } else {
+        format!("  [{}]", tags.join("; "))
     }
 }
 
@@ -208,11 +347,7 @@ fn render(path: &Path, t: &Tune, top: usize, took: f64) -> String {
             };
             tags.push(format!("address-sensitive: {range}{oom}"));
         }
-        let tags = if tags.is_empty() {
-            String::new()
-        } else {
-            format!("  [{}]", tags.join("; "))
-        };
+        let tags = bracketed(&tags);
         let _ = writeln!(
             s,
             "{:>3}  {:>12}  {:>20}  {:>26}  {:>10}  {:>7}  {:>12}{fit}  {}{tags}",
