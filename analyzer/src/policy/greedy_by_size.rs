@@ -128,7 +128,7 @@ impl GreedyBySize {
             let id = key as u32;
             let r = records[id as usize];
             conflicts.clear();
-            placed.overlapping(&r, &mut conflicts);
+            placed.overlapping(&r, n, &mut conflicts);
             // The order of equal offsets changes nothing below: after the first of them the
             // others leave no gap.
             radix_sort_by_key(&mut conflicts, &mut scratch, |c| c.0);
@@ -146,7 +146,7 @@ impl GreedyBySize {
             let offset = best.unwrap_or(prev_end);
             offsets[id as usize] = offset;
             arena = arena.max(offset + r.size);
-            placed.insert(&r, offset);
+            placed.insert(&r, n, offset);
         }
         GreedyBySize {
             sizes: records.iter().map(|r| r.size).collect(),
@@ -210,77 +210,58 @@ const DIGIT: u32 = 11;
 /// Time is cut into blocks of this many requests for the placed-record index.
 const BLOCK: u32 = 64;
 
-/// Placed records, queried by lifetime. Time is cut into blocks of [`BLOCK`] requests, which
-/// keeps the index proportional to the records, not to the trace length squared:
+/// Placed records, queried by lifetime for the arena's spans they hold. A placement needs only
+/// the union of the spans of the records that meet it (its gaps are the union's), so the index
+/// keeps unions: records placed side by side merge into one span, and a query reads a few
+/// merged spans where the records meeting it number in the thousands.
 ///
-/// - a segment tree over blocks holds each record at the O(log n) canonical nodes of its block
-///   range, so the records touching the block of `first` are found by walking one leaf to the
-///   root;
-/// - per block, the records that start in it, and the set of blocks that have any, find those
-///   born inside `(first, last]`.
+/// Time is cut into blocks of [`BLOCK`] requests, which keeps the index proportional to the
+/// records, not to the trace length squared. A record covers some blocks whole and at most two
+/// in part (the pieces); a record never freed lives to the end of the last block. The records
+/// meeting a lifetime from block `bf` to block `bl` are exactly those that
 ///
-/// Both give a superset (block granularity); an exact interval test filters it.
+/// - cover `bf` or `bl` whole: `cover`, a segment tree over blocks holding each record's span
+///   at the canonical nodes of its whole blocks, read on the paths from the two leaves up;
+/// - cover whole, or have a piece in, a block strictly between them: `inside`, a segment tree
+///   holding each record's span at the nodes above the first of its whole blocks and above
+///   each of its pieces' blocks, read at the canonical nodes of `(bf, bl)`;
+/// - have a piece in `bf` or `bl` that meets the lifetime: `pieces`, per block, tested exactly.
+///
+/// A record may be found more than once; the union does not change.
 struct Placed {
     leaves: usize,
-    nodes: Vec<Vec<Entry>>,
-    starts: Vec<Vec<Entry>>,
-    /// Bit per node / per block: which lists are non-empty. Most are empty, and the bitsets
-    /// stay in cache where the lists' headers would not.
-    nodes_used: Bits,
-    starts_used: Bits,
+    /// Last request of the time the blocks cover (a record never freed lives to it).
+    end: u32,
+    cover: Vec<Spans>,
+    inside: Vec<Spans>,
+    pieces: Vec<Vec<Entry>>,
 }
 
-struct Bits(Vec<u64>);
+/// Disjoint spans `(start, end)` of the arena, sorted, none touching another: a union.
+#[derive(Debug, Clone, Default)]
+struct Spans(Vec<(u64, u64)>);
 
-impl Bits {
-    fn new(n: usize) -> Bits {
-        Bits(vec![0; n.div_ceil(64)])
-    }
-
-    fn set(&mut self, i: usize) {
-        self.0[i / 64] |= 1 << (i % 64);
-    }
-
-    fn get(&self, i: usize) -> bool {
-        self.0[i / 64] >> (i % 64) & 1 == 1
-    }
-
-    /// Set bits in `lo..=hi`, in order.
-    fn ones(&self, lo: usize, hi: usize) -> impl Iterator<Item = usize> + '_ {
-        (lo / 64..=hi / 64).flat_map(move |w| {
-            let mut word = self.0[w];
-            if w == lo / 64 {
-                word &= !0 << (lo % 64);
-            }
-            if w == hi / 64 && hi % 64 != 63 {
-                word &= (1 << (hi % 64 + 1)) - 1;
-            }
-            std::iter::from_fn(move || {
-                (word != 0).then(|| {
-                    let bit = word.trailing_zeros() as usize;
-                    word &= word - 1;
-                    w * 64 + bit
-                })
-            })
-        })
+impl Spans {
+    fn insert(&mut self, (start, end): (u64, u64)) {
+        let v = &mut self.0;
+        // The spans from `i` to `j` overlap or touch the new one: it replaces them.
+        let i = v.partition_point(|s| s.1 < start);
+        let j = i + v[i..].partition_point(|s| s.0 <= end);
+        if i == j {
+            v.insert(i, (start, end));
+        } else {
+            v[i] = (v[i].0.min(start), v[j - 1].1.max(end));
+            v.drain(i + 1..j);
+        }
     }
 }
 
-/// A placed record as the index keeps it: everything a query needs, so queries never reach
-/// into the (large, randomly ordered) record table.
+/// A record's piece of a block: its lifetime there and its span.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     first: u32,
     last: u32,
-    offset: u64,
-    size: u64,
-}
-
-impl Entry {
-    /// (offset, end) in the arena.
-    fn span(&self) -> (u64, u64) {
-        (self.offset, self.offset + self.size)
-    }
+    span: (u64, u64),
 }
 
 impl Placed {
@@ -289,73 +270,103 @@ impl Placed {
         let leaves = blocks.next_power_of_two();
         Placed {
             leaves,
-            nodes: vec![Vec::new(); 2 * leaves],
-            starts: vec![Vec::new(); blocks],
-            nodes_used: Bits::new(2 * leaves),
-            starts_used: Bits::new(blocks),
+            end: (blocks as u64 * u64::from(BLOCK) - 1).min(u64::from(u32::MAX)) as u32,
+            cover: vec![Spans::default(); 2 * leaves],
+            inside: vec![Spans::default(); 2 * leaves],
+            pieces: vec![Vec::new(); blocks],
         }
     }
 
-    fn insert(&mut self, r: &Record, offset: u64) {
-        let id = Entry {
-            first: r.first,
-            last: r.last,
-            offset,
-            size: r.size,
+    /// `r`'s lifetime, a record never freed living to the end of the blocks.
+    fn lifetime(&self, r: &Record, n: usize) -> (u32, u32) {
+        // Freed by the last request or never: no lifetime begins after it.
+        let to_the_end = r.last as usize + 1 >= n;
+        (r.first, if to_the_end { self.end } else { r.last })
+    }
+
+    fn insert(&mut self, r: &Record, n: usize, offset: u64) {
+        let span = (offset, offset + r.size);
+        let (first, last) = self.lifetime(r, n);
+        let (head, tail) = (first / BLOCK, last / BLOCK);
+        // The blocks covered whole: `lo..hi`.
+        let lo = head + u32::from(first % BLOCK != 0);
+        let hi = tail + u32::from(last % BLOCK == BLOCK - 1);
+        let piece = |placed: &mut Placed, block: u32, first: u32, last: u32| {
+            placed.pieces[block as usize].push(Entry { first, last, span });
+            placed.up(block, span);
         };
-        let (first, last) = (r.first / BLOCK, r.last / BLOCK);
-        self.starts[first as usize].push(id);
-        self.starts_used.set(first as usize);
-        if first == last {
-            // Found through `starts` by every query that can meet it: a record that begins
-            // and ends in one block only meets queries born in that block or earlier, and
-            // those scan this block's starts.
+        if lo >= hi {
+            // No block whole: one piece, or two in neighbouring blocks.
+            if head == tail {
+                piece(self, head, first, last);
+            } else {
+                piece(self, head, first, head * BLOCK + BLOCK - 1);
+                piece(self, tail, tail * BLOCK, last);
+            }
             return;
         }
-        let (mut lo, mut hi) = (
-            first as usize + self.leaves,
-            last as usize + self.leaves + 1,
-        );
-        while lo < hi {
-            if lo & 1 == 1 {
-                self.nodes[lo].push(id);
-                self.nodes_used.set(lo);
-                lo += 1;
+        if lo > head {
+            piece(self, head, first, head * BLOCK + BLOCK - 1);
+        }
+        if hi <= tail {
+            piece(self, tail, tail * BLOCK, last);
+        }
+        self.up(lo, span);
+        let (mut a, mut b) = (lo as usize + self.leaves, hi as usize + self.leaves);
+        while a < b {
+            if a & 1 == 1 {
+                self.cover[a].insert(span);
+                a += 1;
             }
-            if hi & 1 == 1 {
-                hi -= 1;
-                self.nodes[hi].push(id);
-                self.nodes_used.set(hi);
+            if b & 1 == 1 {
+                b -= 1;
+                self.cover[b].insert(span);
             }
-            lo /= 2;
-            hi /= 2;
+            a /= 2;
+            b /= 2;
         }
     }
 
-    /// Every placed record whose lifetime intersects `r`'s, each once, as its span.
-    fn overlapping(&self, r: &Record, out: &mut Vec<(u64, u64)>) {
-        let conflicts = |c: &Entry| c.first <= r.last && c.last >= r.first;
-        let block = r.first / BLOCK;
+    /// Adds `span` to `inside` at `block`'s leaf and every node above it.
+    fn up(&mut self, block: u32, span: (u64, u64)) {
         let mut node = block as usize + self.leaves;
         while node >= 1 {
-            if !self.nodes_used.get(node) {
-                node /= 2;
-                continue;
-            }
-            // Records born in `block` itself are taken from `starts` below.
-            out.extend(
-                self.nodes[node]
-                    .iter()
-                    .filter(|c| c.first / BLOCK != block && conflicts(c))
-                    .map(Entry::span),
-            );
+            self.inside[node].insert(span);
             node /= 2;
         }
-        for b in self
-            .starts_used
-            .ones(block as usize, (r.last / BLOCK) as usize)
-        {
-            out.extend(self.starts[b].iter().filter(|c| conflicts(c)).map(Entry::span));
+    }
+
+    /// The spans of the placed records whose lifetimes intersect `r`'s (their union, some
+    /// spans perhaps more than once).
+    fn overlapping(&self, r: &Record, n: usize, out: &mut Vec<(u64, u64)>) {
+        let (first, last) = self.lifetime(r, n);
+        let (bf, bl) = (first / BLOCK, last / BLOCK);
+        let (mut a, mut b) = (bf as usize + self.leaves, bl as usize + self.leaves);
+        while a >= 1 {
+            out.extend_from_slice(&self.cover[a].0);
+            if b != a {
+                out.extend_from_slice(&self.cover[b].0);
+            }
+            a /= 2;
+            b /= 2;
+        }
+        let (mut a, mut b) = (bf as usize + 1 + self.leaves, bl as usize + self.leaves);
+        while a < b {
+            if a & 1 == 1 {
+                out.extend_from_slice(&self.inside[a].0);
+                a += 1;
+            }
+            if b & 1 == 1 {
+                b -= 1;
+                out.extend_from_slice(&self.inside[b].0);
+            }
+            a /= 2;
+            b /= 2;
+        }
+        let meets = |c: &&Entry| c.first <= last && c.last >= first;
+        let ends = if bf == bl { &[bf][..] } else { &[bf, bl][..] };
+        for &block in ends {
+            out.extend(self.pieces[block as usize].iter().filter(meets).map(|c| c.span));
         }
     }
 }
