@@ -121,29 +121,32 @@ impl GreedyBySize {
         order.sort_unstable();
         let mut offsets = vec![0u64; records.len()];
         let mut placed = Placed::new(n.max(1));
-        let mut conflicts: Vec<Entry> = Vec::new();
+        // The placed records that meet the one being placed, as (offset, end).
+        let (mut conflicts, mut scratch): (Vec<(u64, u64)>, _) = (Vec::new(), Vec::new());
         let mut arena = 0;
         for key in order {
             let id = key as u32;
             let r = records[id as usize];
             conflicts.clear();
-            placed.overlapping(&r, &mut conflicts);
-            conflicts.sort_unstable_by_key(|c| c.offset);
+            placed.overlapping(&r, n, &mut conflicts);
+            // The order of equal offsets changes nothing below: after the first of them the
+            // others leave no gap.
+            radix_sort_by_key(&mut conflicts, &mut scratch, |c| c.0);
             let (mut best, mut best_gap, mut prev_end) = (None, u64::MAX, 0u64);
-            for c in &conflicts {
-                if c.offset >= prev_end {
-                    let gap = c.offset - prev_end;
+            for &(offset, end) in &conflicts {
+                if offset >= prev_end {
+                    let gap = offset - prev_end;
                     if gap >= r.size && gap < best_gap {
                         best = Some(prev_end);
                         best_gap = gap;
                     }
                 }
-                prev_end = prev_end.max(c.offset + c.size);
+                prev_end = prev_end.max(end);
             }
             let offset = best.unwrap_or(prev_end);
             offsets[id as usize] = offset;
             arena = arena.max(offset + r.size);
-            placed.insert(&r, offset);
+            placed.insert(&r, n, offset);
         }
         GreedyBySize {
             sizes: records.iter().map(|r| r.size).collect(),
@@ -163,73 +166,102 @@ impl GreedyBySize {
     }
 }
 
+/// Sorts `v` by `key`, ascending, the order of equal keys unspecified: least significant digit
+/// first, one counting pass per [`DIGIT`] bits over the bits in which the keys differ only
+/// (offsets are multiples of the alignment and below the arena: about 25 bits, 3 passes). The
+/// conflicts of one record number in the thousands on long traces, where this is several times
+/// faster than a comparison sort; `scratch` is reused between calls.
+fn radix_sort_by_key<T: Copy>(v: &mut Vec<T>, scratch: &mut Vec<T>, key: impl Fn(&T) -> u64) {
+    // Below this a comparison sort beats the passes over the counters.
+    const SMALL: usize = 64;
+    if v.len() < SMALL {
+        v.sort_unstable_by_key(key);
+        return;
+    }
+    let first = key(&v[0]);
+    let differ = v.iter().fold(0, |d, x| d | (key(x) ^ first));
+    if differ == 0 {
+        return;
+    }
+    let (low, high) = (differ.trailing_zeros(), 64 - differ.leading_zeros());
+    for shift in (low..high).step_by(DIGIT as usize) {
+        let digit = |x: &T| (key(x) >> shift) as usize & ((1 << DIGIT) - 1);
+        let mut at = [0u32; 1 << DIGIT];
+        v.iter().for_each(|x| at[digit(x)] += 1);
+        let mut sum = 0;
+        for n in &mut at {
+            (*n, sum) = (sum, sum + *n);
+        }
+        scratch.clear();
+        scratch.resize(v.len(), v[0]);
+        for x in v.iter() {
+            let d = digit(x);
+            scratch[at[d] as usize] = *x;
+            at[d] += 1;
+        }
+        std::mem::swap(v, scratch);
+    }
+}
+
+/// Bits of the key sorted per pass of [`radix_sort_by_key`]: its counters (8 KiB) stay in the
+/// first-level cache.
+const DIGIT: u32 = 11;
+
 /// Time is cut into blocks of this many requests for the placed-record index.
 const BLOCK: u32 = 64;
 
-/// Placed records, queried by lifetime. Time is cut into blocks of [`BLOCK`] requests, which
-/// keeps the index proportional to the records, not to the trace length squared:
+/// Placed records, queried by lifetime for the arena's spans they hold. A placement needs only
+/// the union of the spans of the records that meet it (its gaps are the union's), so the index
+/// keeps unions: records placed side by side merge into one span, and a query reads a few
+/// merged spans where the records meeting it number in the thousands.
 ///
-/// - a segment tree over blocks holds each record at the O(log n) canonical nodes of its block
-///   range, so the records touching the block of `first` are found by walking one leaf to the
-///   root;
-/// - per block, the records that start in it, and the set of blocks that have any, find those
-///   born inside `(first, last]`.
+/// Time is cut into blocks of [`BLOCK`] requests, which keeps the index proportional to the
+/// records, not to the trace length squared. A record covers some blocks whole and at most two
+/// in part (the pieces); a record never freed lives to the end of the last block. The records
+/// meeting a lifetime from block `bf` to block `bl` are exactly those that
 ///
-/// Both give a superset (block granularity); an exact interval test filters it.
+/// - cover `bf` or `bl` whole: `cover`, a segment tree over blocks holding each record's span
+///   at the canonical nodes of its whole blocks, read on the paths from the two leaves up;
+/// - cover whole, or have a piece in, a block strictly between them: `inside`, a segment tree
+///   holding each record's span at the nodes above the first of its whole blocks and above
+///   each of its pieces' blocks, read at the canonical nodes of `(bf, bl)`;
+/// - have a piece in `bf` or `bl` that meets the lifetime: `pieces`, per block, tested exactly.
+///
+/// A record may be found more than once; the union does not change.
 struct Placed {
     leaves: usize,
-    nodes: Vec<Vec<Entry>>,
-    starts: Vec<Vec<Entry>>,
-    /// Bit per node / per block: which lists are non-empty. Most are empty, and the bitsets
-    /// stay in cache where the lists' headers would not.
-    nodes_used: Bits,
-    starts_used: Bits,
+    /// Last request of the time the blocks cover (a record never freed lives to it).
+    end: u32,
+    cover: Vec<Spans>,
+    inside: Vec<Spans>,
+    pieces: Vec<Vec<Entry>>,
 }
 
-struct Bits(Vec<u64>);
+/// Disjoint spans `(start, end)` of the arena, sorted, none touching another: a union.
+#[derive(Debug, Clone, Default)]
+struct Spans(Vec<(u64, u64)>);
 
-impl Bits {
-    fn new(n: usize) -> Bits {
-        Bits(vec![0; n.div_ceil(64)])
-    }
-
-    fn set(&mut self, i: usize) {
-        self.0[i / 64] |= 1 << (i % 64);
-    }
-
-    fn get(&self, i: usize) -> bool {
-        self.0[i / 64] >> (i % 64) & 1 == 1
-    }
-
-    /// Set bits in `lo..=hi`, in order.
-    fn ones(&self, lo: usize, hi: usize) -> impl Iterator<Item = usize> + '_ {
-        (lo / 64..=hi / 64).flat_map(move |w| {
-            let mut word = self.0[w];
-            if w == lo / 64 {
-                word &= !0 << (lo % 64);
-            }
-            if w == hi / 64 && hi % 64 != 63 {
-                word &= (1 << (hi % 64 + 1)) - 1;
-            }
-            std::iter::from_fn(move || {
-                (word != 0).then(|| {
-                    let bit = word.trailing_zeros() as usize;
-                    word &= word - 1;
-                    w * 64 + bit
-                })
-            })
-        })
+impl Spans {
+    fn insert(&mut self, (start, end): (u64, u64)) {
+        let v = &mut self.0;
+        // The spans from `i` to `j` overlap or touch the new one: it replaces them.
+        let i = v.partition_point(|s| s.1 < start);
+        let j = i + v[i..].partition_point(|s| s.0 <= end);
+        if i == j {
+            v.insert(i, (start, end));
+        } else {
+            v[i] = (v[i].0.min(start), v[j - 1].1.max(end));
+            v.drain(i + 1..j);
+        }
     }
 }
 
-/// A placed record as the index keeps it: everything a query needs, so queries never reach
-/// into the (large, randomly ordered) record table.
+/// A record's piece of a block: its lifetime there and its span.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     first: u32,
     last: u32,
-    offset: u64,
-    size: u64,
+    span: (u64, u64),
 }
 
 impl Placed {
@@ -238,72 +270,103 @@ impl Placed {
         let leaves = blocks.next_power_of_two();
         Placed {
             leaves,
-            nodes: vec![Vec::new(); 2 * leaves],
-            starts: vec![Vec::new(); blocks],
-            nodes_used: Bits::new(2 * leaves),
-            starts_used: Bits::new(blocks),
+            end: (blocks as u64 * u64::from(BLOCK) - 1).min(u64::from(u32::MAX)) as u32,
+            cover: vec![Spans::default(); 2 * leaves],
+            inside: vec![Spans::default(); 2 * leaves],
+            pieces: vec![Vec::new(); blocks],
         }
     }
 
-    fn insert(&mut self, r: &Record, offset: u64) {
-        let id = Entry {
-            first: r.first,
-            last: r.last,
-            offset,
-            size: r.size,
+    /// `r`'s lifetime, a record never freed living to the end of the blocks.
+    fn lifetime(&self, r: &Record, n: usize) -> (u32, u32) {
+        // Freed by the last request or never: no lifetime begins after it.
+        let to_the_end = r.last as usize + 1 >= n;
+        (r.first, if to_the_end { self.end } else { r.last })
+    }
+
+    fn insert(&mut self, r: &Record, n: usize, offset: u64) {
+        let span = (offset, offset + r.size);
+        let (first, last) = self.lifetime(r, n);
+        let (head, tail) = (first / BLOCK, last / BLOCK);
+        // The blocks covered whole: `lo..hi`.
+        let lo = head + u32::from(first % BLOCK != 0);
+        let hi = tail + u32::from(last % BLOCK == BLOCK - 1);
+        let piece = |placed: &mut Placed, block: u32, first: u32, last: u32| {
+            placed.pieces[block as usize].push(Entry { first, last, span });
+            placed.up(block, span);
         };
-        let (first, last) = (r.first / BLOCK, r.last / BLOCK);
-        self.starts[first as usize].push(id);
-        self.starts_used.set(first as usize);
-        if first == last {
-            // Found through `starts` by every query that can meet it: a record that begins
-            // and ends in one block only meets queries born in that block or earlier, and
-            // those scan this block's starts.
+        if lo >= hi {
+            // No block whole: one piece, or two in neighbouring blocks.
+            if head == tail {
+                piece(self, head, first, last);
+            } else {
+                piece(self, head, first, head * BLOCK + BLOCK - 1);
+                piece(self, tail, tail * BLOCK, last);
+            }
             return;
         }
-        let (mut lo, mut hi) = (
-            first as usize + self.leaves,
-            last as usize + self.leaves + 1,
-        );
-        while lo < hi {
-            if lo & 1 == 1 {
-                self.nodes[lo].push(id);
-                self.nodes_used.set(lo);
-                lo += 1;
+        if lo > head {
+            piece(self, head, first, head * BLOCK + BLOCK - 1);
+        }
+        if hi <= tail {
+            piece(self, tail, tail * BLOCK, last);
+        }
+        self.up(lo, span);
+        let (mut a, mut b) = (lo as usize + self.leaves, hi as usize + self.leaves);
+        while a < b {
+            if a & 1 == 1 {
+                self.cover[a].insert(span);
+                a += 1;
             }
-            if hi & 1 == 1 {
-                hi -= 1;
-                self.nodes[hi].push(id);
-                self.nodes_used.set(hi);
+            if b & 1 == 1 {
+                b -= 1;
+                self.cover[b].insert(span);
             }
-            lo /= 2;
-            hi /= 2;
+            a /= 2;
+            b /= 2;
         }
     }
 
-    /// Every placed record whose lifetime intersects `r`'s, each once.
-    fn overlapping(&self, r: &Record, out: &mut Vec<Entry>) {
-        let conflicts = |c: &Entry| c.first <= r.last && c.last >= r.first;
-        let block = r.first / BLOCK;
+    /// Adds `span` to `inside` at `block`'s leaf and every node above it.
+    fn up(&mut self, block: u32, span: (u64, u64)) {
         let mut node = block as usize + self.leaves;
         while node >= 1 {
-            if !self.nodes_used.get(node) {
-                node /= 2;
-                continue;
-            }
-            // Records born in `block` itself are taken from `starts` below.
-            out.extend(
-                self.nodes[node]
-                    .iter()
-                    .filter(|c| c.first / BLOCK != block && conflicts(c)),
-            );
+            self.inside[node].insert(span);
             node /= 2;
         }
-        for b in self
-            .starts_used
-            .ones(block as usize, (r.last / BLOCK) as usize)
-        {
-            out.extend(self.starts[b].iter().filter(|c| conflicts(c)));
+    }
+
+    /// The spans of the placed records whose lifetimes intersect `r`'s (their union, some
+    /// spans perhaps more than once).
+    fn overlapping(&self, r: &Record, n: usize, out: &mut Vec<(u64, u64)>) {
+        let (first, last) = self.lifetime(r, n);
+        let (bf, bl) = (first / BLOCK, last / BLOCK);
+        let (mut a, mut b) = (bf as usize + self.leaves, bl as usize + self.leaves);
+        while a >= 1 {
+            out.extend_from_slice(&self.cover[a].0);
+            if b != a {
+                out.extend_from_slice(&self.cover[b].0);
+            }
+            a /= 2;
+            b /= 2;
+        }
+        let (mut a, mut b) = (bf as usize + 1 + self.leaves, bl as usize + self.leaves);
+        while a < b {
+            if a & 1 == 1 {
+                out.extend_from_slice(&self.inside[a].0);
+                a += 1;
+            }
+            if b & 1 == 1 {
+                b -= 1;
+                out.extend_from_slice(&self.inside[b].0);
+            }
+            a /= 2;
+            b /= 2;
+        }
+        let meets = |c: &&Entry| c.first <= last && c.last >= first;
+        let ends = if bf == bl { &[bf][..] } else { &[bf, bl][..] };
+        for &block in ends {
+            out.extend(self.pieces[block as usize].iter().filter(meets).map(|c| c.span));
         }
     }
 }
@@ -385,6 +448,29 @@ mod tests {
     }
     use crate::model::Request;
     use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_radix_sort_orders_as_the_standard_sort(
+            raw in prop::collection::vec(any::<u64>(), 0..700),
+            // Keys that differ in every bit, in the middle bits (offsets), in one bit.
+            mask in prop_oneof![Just(u64::MAX), Just(0xff_ffff << 9), Just(1)],
+        ) {
+            let keys: Vec<u64> = raw.iter().map(|k| k & mask).collect();
+            // Equal keys may come out in any order: the keys are compared in order, the
+            // (key, index) pairs as sets.
+            let mut v: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
+            radix_sort_by_key(&mut v, &mut Vec::new(), |p| p.0);
+            let mut expected = keys.clone();
+            expected.sort_unstable();
+            prop_assert_eq!(v.iter().map(|p| p.0).collect::<Vec<_>>(), expected);
+            let mut got = v.clone();
+            let mut all: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
+            got.sort_unstable();
+            all.sort_unstable();
+            prop_assert_eq!(got, all);
+        }
+    }
 
     /// The same plan with conflicts found by scanning every placed record: the index must
     /// change nothing.

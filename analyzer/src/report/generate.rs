@@ -18,7 +18,7 @@ use crate::replay::{CapacitySource, Limits, capacity};
 use crate::summary::Summary;
 use crate::symbolize::TOP_STACKS;
 use crate::symbolize::{ModuleFiles, NoFiles, Symbolizer};
-use crate::tune::{Grid, Recorded, Tune, recorded_of, tune_model};
+use crate::tune::{Grid, Recorded, Tune, model_and_recorded, tune_model};
 use crate::units::{bytes, count};
 use vramtrace_format::Trace;
 
@@ -92,8 +92,7 @@ pub fn generate(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, ReportError> {
     progress("reading events");
-    let model = Model::from_events(trace.events(), &trace.metadata);
-    let recorded = recorded_of(trace);
+    let (model, recorded) = model_and_recorded(trace);
     progress("ranking the selectable settings");
     // The headline's search needs the model only, so it starts here and runs beside all the
     // rest: the trace pass, the summary, the page's data and the policies' replays. It runs

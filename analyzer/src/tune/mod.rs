@@ -18,7 +18,7 @@ pub use grid::{Candidate, Role};
 pub use row::{AddressSpread, Row};
 pub use search::{Grid, Tune, TuneOptions, Unjudged, tune};
 
-use crate::model::Model;
+use crate::model::{Model, ModelBuilder};
 use crate::model::device::pool_capacity;
 use crate::policy::PolicyError;
 use crate::replay::Limits;
@@ -31,6 +31,19 @@ pub fn recorded_of(trace: &Trace) -> Recorded {
     recorded(&trace.metadata, &trace.tables, calls)
 }
 
+/// The trace's model ([`Model::from_events`]) and its recorded configuration
+/// ([`recorded_of`]), in one pass over the events.
+pub fn model_and_recorded(trace: &Trace) -> (Model, Recorded) {
+    let mut builder = ModelBuilder::default();
+    let mut calls = Calls::default();
+    trace.events().for_each(|e| {
+        calls.see(&e);
+        builder.push(&e);
+    });
+    let model = builder.finish(&trace.metadata);
+    (model, recorded(&trace.metadata, &trace.tables, calls))
+}
+
 /// Tunes a whole trace: its request streams replayed at `capacity` (exact), else on a GPU of
 /// `gpu` bytes, else on the traced device, each less the CUDA context (`context`) and the
 /// memory outside the pool (docs/definitions.md, "Capacity"). `None` when the trace holds no
@@ -41,8 +54,7 @@ pub fn tune_trace(
     gpu: Option<u64>,
     context: u64,
 ) -> Result<Option<Tune>, PolicyError> {
-    let model = Model::from_events(trace.events(), &trace.metadata);
-    let recorded = recorded_of(trace);
+    let (model, recorded) = model_and_recorded(trace);
     tune_model(trace, &model, &recorded, capacity, gpu, context, Grid::Full)
 }
 
