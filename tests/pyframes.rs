@@ -314,3 +314,57 @@ fn a_paused_stretch_records_nothing_and_recording_resumes_after_it() {
         .count();
     assert_eq!(allocs, 3);
 }
+
+#[test]
+fn consecutive_allocations_from_two_lines_of_one_function_keep_their_own_lines() {
+    // The recorder compares a capture with its thread's last stack before its intern table
+    // (recorder/src/stacks.rs, `intern`): a line that changed inside the same function, with
+    // every frame at the same address, must not be served the last stack.
+    for (python, minor) in interpreters().into_iter().filter(|(_, m)| *m >= 11) {
+        let dir = scratch(&format!("pyframes-two-lines-3{minor}"));
+        let (trace, stdout, stderr) = record(
+            &python,
+            "python",
+            &dir,
+            &[script("two_lines.py").to_str().unwrap()],
+        );
+        let lines: Vec<(u64, u32)> = stdout
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.strip_prefix("line ")?.split_whitespace();
+                Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+            })
+            .collect();
+        assert_eq!(lines.len(), 3, "{stdout}\n{stderr}");
+        let t = open(&trace);
+        let innermost = |stack: u32| {
+            let frames = &t.tables.stacks.iter().find(|s| s.id == stack)?.frames;
+            t.tables
+                .python_frames
+                .iter()
+                .find(|f| Some(&f.id) == frames.first())
+        };
+        let allocs: Vec<_> = t
+            .events()
+            .filter(|e| e.api == vramtrace_format::Api::CuMemAlloc_v2)
+            .collect();
+        assert_eq!(allocs.len(), 9, "3.{minor}");
+        for e in &allocs {
+            let &(_, line) = lines.iter().find(|(size, _)| *size == e.size).unwrap();
+            let frame = innermost(e.stack).unwrap_or_else(|| panic!("3.{minor}: {e:?}"));
+            assert_eq!(
+                (frame.function.as_str(), frame.line),
+                ("two_lines", line),
+                "3.{minor}: the allocation of {} B",
+                e.size
+            );
+        }
+        // The three allocations of one line, one after the other, share one stack id.
+        let repeated: Vec<u32> = allocs
+            .iter()
+            .filter(|e| e.size == 3 << 20)
+            .map(|e| e.stack)
+            .collect();
+        assert_eq!(repeated, [repeated[0]; 3], "3.{minor}");
+    }
+}

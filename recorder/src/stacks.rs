@@ -6,8 +6,9 @@
 //! A hook that brings memory in (an allocation, a mapping, a pool, a registration) unwinds its
 //! thread ([`unwind::capture`]) and looks the frames up in its thread's intern table, a hash of
 //! the frames to a stack id (heaptrack and bytehound intern per thread too: KDE/heaptrack
-//! `src/track/tracetree.h`, koute/bytehound `preload/src/unwind.rs`). A known stack costs a
-//! hash and one comparison. A stack new to the thread is looked up next in the process-wide
+//! `src/track/tracetree.h`, koute/bytehound `preload/src/unwind.rs`). The thread's last stack
+//! is compared first: a repeated one costs one comparison; another known stack costs a hash and
+//! one comparison. A stack new to the thread is looked up next in the process-wide
 //! intern table (lock-free: one atomic word of hash and id per slot), so that threads running the
 //! same code share one id; one new to the process is copied once into the process-wide stack
 //! arena, an append-only anonymous mapping, and published in that table. Its id is the next
@@ -128,6 +129,11 @@ struct State {
     /// one before it (`recorder/BENCHMARKS.md`, "Python frames, cold").
     table: Box<[(u64, u32, u32)]>,
     used: usize,
+    /// The id and arena offset of the thread's last stack (`id == 0`: none yet), compared
+    /// first: consecutive allocations often come from one line (a loop over a model's layers),
+    /// and then a capture costs one comparison of its words, without the hash or the table's
+    /// slot (a dependent cache miss in a program's cold caches).
+    last: (u32, u32),
     /// Where a capture's words go (made with the block: zeroing 6 KiB on the stack at every
     /// capture cost about 100 ns).
     words: Box<[u64]>,
@@ -144,6 +150,7 @@ impl Block {
                 bounds: Bounds::default(),
                 table: vec![(0u64, 0u32, 0u32); TABLE_SLOTS].into_boxed_slice(),
                 used: 0,
+                last: (0, 0),
                 words: vec![0u64; MAX_WORDS].into_boxed_slice(),
             }),
         }
@@ -372,6 +379,20 @@ fn claim(tid: u32) -> Option<&'static Block> {
 
 /// The id of `frames`, adding the stack to the arena when this thread has not seen it.
 fn intern(state: &mut State, frames: &[u64]) -> u32 {
+    let (id, at) = state.last;
+    if id != 0 && entry_at(at).map(|(words, _)| words) == Some(frames) {
+        return id;
+    }
+    let (id, at) = look_up(state, frames);
+    if let Some(at) = at {
+        state.last = (id, at);
+    }
+    id
+}
+
+/// The id of `frames` and its arena offset (unknown for another thread's stack whose index
+/// entry cannot be read), from the thread's table, the process-wide one, or a new entry.
+fn look_up(state: &mut State, frames: &[u64]) -> (u32, Option<u32>) {
     let hash = hash(frames);
     let mask = TABLE_SLOTS - 1;
     let home = hash as usize & mask;
@@ -388,18 +409,18 @@ fn intern(state: &mut State, frames: &[u64]) -> u32 {
             break;
         }
         if h == hash && entry_at(at).map(|(words, _)| words) == Some(frames) {
-            return id;
+            return (id, Some(at));
         }
     }
     let (id, at) = match shared_find(hash, frames) {
         Some(id) => match offset_of(id) {
             Some(at) => (id, at),
-            None => return id,
+            None => return (id, None),
         },
         None => {
             let Some((id, at)) = append(frames) else {
                 DROPPED.fetch_add(1, Ordering::Relaxed);
-                return NO_STACK;
+                return (NO_STACK, None);
             };
             shared_insert(hash, id);
             (id, at)
@@ -418,7 +439,7 @@ fn intern(state: &mut State, frames: &[u64]) -> u32 {
         }
         *entry = (hash, id, at);
     }
-    id
+    (id, Some(at))
 }
 
 /// The process-wide table's slots, when stack capture started.
