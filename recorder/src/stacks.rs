@@ -92,6 +92,8 @@ const SHARED_SLOTS: usize = 1 << 20;
 const TABLE_SLOTS: usize = 1 << 14;
 /// Slots probed for a stack; a new one takes the first empty one, or the last.
 const PROBES: usize = 16;
+/// Slots of a thread's recent stacks (a power of two; [`State::recent`]).
+const RECENT_SLOTS: usize = 16;
 /// Blocks the writer keeps ready for threads that have none yet, at least; half as many again
 /// as are in use, so that a program that starts threads in bursts finds them ready.
 const SPARE_BLOCKS: usize = 8;
@@ -129,11 +131,14 @@ struct State {
     /// one before it (`recorder/BENCHMARKS.md`, "Python frames, cold").
     table: Box<[(u64, u32, u32)]>,
     used: usize,
-    /// The id and arena offset of the thread's last stack (`id == 0`: none yet), compared
-    /// first: consecutive allocations often come from one line (a loop over a model's layers),
-    /// and then a capture costs one comparison of its words, without the hash or the table's
-    /// slot (a dependent cache miss in a program's cold caches).
-    last: (u32, u32),
+    /// The thread's recent stacks, looked at first, one slot per innermost frame (its word
+    /// mixed): `(innermost word, id, arena offset)`, `id == 0` when empty. A training step
+    /// allocates from a few lines over and over (a loop over a model's layers), and then a
+    /// capture costs one comparison of its words: no hash, and none of the large table's slots
+    /// (a dependent cache miss in a program's cold caches; these few lines stay warm). A stack
+    /// whose innermost frame differs (another line, or another function) is told apart without
+    /// reading the arena.
+    recent: [(u64, u32, u32); RECENT_SLOTS],
     /// Where a capture's words go (made with the block: zeroing 6 KiB on the stack at every
     /// capture cost about 100 ns).
     words: Box<[u64]>,
@@ -150,7 +155,7 @@ impl Block {
                 bounds: Bounds::default(),
                 table: vec![(0u64, 0u32, 0u32); TABLE_SLOTS].into_boxed_slice(),
                 used: 0,
-                last: (0, 0),
+                recent: [(0, 0, 0); RECENT_SLOTS],
                 words: vec![0u64; MAX_WORDS].into_boxed_slice(),
             }),
         }
@@ -272,45 +277,17 @@ fn capture_with(mode: u8) -> u32 {
 }
 
 fn capture_in(block: &Block, mode: u8) -> u32 {
-    // Announce the snapshot before using it; re-check that it is still current, so the writer,
-    // which swaps first and scans the announcements after, never frees it under us.
-    let snapshot = loop {
-        let p = SNAPSHOT.load(Ordering::SeqCst);
-        block.hazard.store(p, Ordering::SeqCst);
-        if SNAPSHOT.load(Ordering::SeqCst) == p {
-            break p;
-        }
-    };
-    if snapshot.is_null() {
-        block.hazard.store(std::ptr::null_mut(), Ordering::Release);
-        return NO_STACK;
-    }
     // SAFETY: only the owner touches its block's state (`thread_block`), once at a time (`busy`).
     let state = unsafe { &mut *block.state.get() };
     let mut words = std::mem::take(&mut state.words);
     let frames = &mut words[..];
     let depth = MAX_DEPTH.load(Ordering::Relaxed).min(MAX_DEPTH_LIMIT);
-    let mut n = 0;
-    if mode != PYTHON {
-        let (unwind_mode, stop) = match mode {
-            FRAME_POINTER => (Mode::FramePointer, 0..0),
-            MIXED => (
-                Mode::Native,
-                python::interpreter().map_or(0..0, |p| p.eval_range.clone()),
-            ),
-            _ => (Mode::Native, 0..0),
-        };
-        // SAFETY: announced above; the writer frees a snapshot only when no block announces it.
-        n = unwind::capture(
-            unsafe { &*snapshot },
-            &mut state.cache,
-            &mut state.bounds,
-            unwind_mode,
-            &stop,
-            frames.get_mut(..depth).unwrap_or(&mut []),
-        );
-    }
-    block.hazard.store(std::ptr::null_mut(), Ordering::Release);
+    // `python` reads no native frame: no snapshot to announce (two sequentially consistent
+    // stores saved on the default path).
+    let mut n = match mode {
+        PYTHON => 0,
+        _ => unwind_native(block, state, mode, frames.get_mut(..depth).unwrap_or(&mut [])),
+    };
     if mode == PYTHON || mode == MIXED {
         n += python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth);
     }
@@ -320,6 +297,44 @@ fn capture_in(block: &Block, mode: u8) -> u32 {
     };
     state.words = words;
     id
+}
+
+/// The native frames of the calling thread into `out` (`mixed`: up to the interpreter's
+/// object); the number written.
+fn unwind_native(block: &Block, state: &mut State, mode: u8, out: &mut [u64]) -> usize {
+    // Announce the snapshot before using it; re-check that it is still current, so the writer,
+    // which swaps first and scans the announcements after, never frees it under us.
+    let snapshot = loop {
+        let p = SNAPSHOT.load(Ordering::SeqCst);
+        block.hazard.store(p, Ordering::SeqCst);
+        if SNAPSHOT.load(Ordering::SeqCst) == p {
+            break p;
+        }
+    };
+    // SAFETY: announced above; the writer frees a snapshot only when no block announces it.
+    let n = match unsafe { snapshot.as_ref() } {
+        None => 0,
+        Some(snapshot) => {
+            let (unwind_mode, stop) = match mode {
+                FRAME_POINTER => (Mode::FramePointer, 0..0),
+                MIXED => (
+                    Mode::Native,
+                    python::interpreter().map_or(0..0, |p| p.eval_range.clone()),
+                ),
+                _ => (Mode::Native, 0..0),
+            };
+            unwind::capture(
+                snapshot,
+                &mut state.cache,
+                &mut state.bounds,
+                unwind_mode,
+                &stop,
+                out,
+            )
+        }
+    };
+    block.hazard.store(std::ptr::null_mut(), Ordering::Release);
+    n
 }
 
 /// This thread's block, claiming a free one on first use (or after a fork, where the block the
@@ -379,13 +394,22 @@ fn claim(tid: u32) -> Option<&'static Block> {
 
 /// The id of `frames`, adding the stack to the arena when this thread has not seen it.
 fn intern(state: &mut State, frames: &[u64]) -> u32 {
-    let (id, at) = state.last;
-    if id != 0 && entry_at(at).map(|(words, _)| words) == Some(frames) {
+    let Some(&first) = frames.first() else {
+        return NO_STACK;
+    };
+    // The product's top bits depend on every bit of the word (a Python frame's instruction
+    // index is in its top bits).
+    let slot = (first.wrapping_mul(HASH_K) >> (64 - RECENT_SLOTS.trailing_zeros())) as usize;
+    if let Some(&(word, id, at)) = state.recent.get(slot)
+        && id != 0
+        && word == first
+        && entry_at(at).map(|(words, _)| words) == Some(frames)
+    {
         return id;
     }
     let (id, at) = look_up(state, frames);
-    if let Some(at) = at {
-        state.last = (id, at);
+    if let (Some(at), Some(recent)) = (at, state.recent.get_mut(slot)) {
+        *recent = (first, id, at);
     }
     id
 }
@@ -494,12 +518,14 @@ fn shared_insert(hash: u64, id: u32) {
     }
 }
 
+/// FxHash's multiplier (rustc-hash).
+const HASH_K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
 fn hash(frames: &[u64]) -> u64 {
     // FxHash's multiply-rotate (rustc-hash), enough to spread return addresses, in four
     // independent lanes: one chain's multiply latency per word cost about 100 ns for a
     // 60-word Python stack; four chains run side by side.
-    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-    let step = |h: u64, f: u64| (h.rotate_left(5) ^ f).wrapping_mul(K);
+    let step = |h: u64, f: u64| (h.rotate_left(5) ^ f).wrapping_mul(HASH_K);
     let mut lanes = [frames.len() as u64, 1, 2, 3];
     let mut words = frames.chunks_exact(4);
     for w in &mut words {

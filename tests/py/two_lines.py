@@ -1,8 +1,10 @@
-"""Allocates from two lines of one function in turn, then three times from a third line
-(tests/pyframes.rs): the recorder compares a capture with its thread's last stack first, and
-must still tell lines of one function apart.
+"""Allocates from two lines of one function in turn, then three times from a third line, then
+from one line of a function called by two callers in turn (tests/pyframes.rs): the recorder
+looks a capture up among its thread's recent stacks first, by the innermost frame, and must
+still tell lines of one function, and callers of one line, apart.
 
-Prints `line SIZE LINE` for each allocating line: the size it allocates, and its line.
+Prints `line SIZE LINE` for each allocating line of `two_lines`, the size it allocates and its
+line, and `caller SIZE NAME` for each caller of `inner`.
 """
 import ctypes
 import sys
@@ -28,4 +30,22 @@ def two_lines(n):
         alloc(ctypes.byref(ptr), 3 << 20)
 
 
+def inner(size):
+    ptr = ctypes.c_uint64()
+    alloc(ctypes.byref(ptr), size)
+
+
+def caller_a():
+    inner(4 << 20)
+
+
+def caller_b():
+    inner(5 << 20)
+
+
 two_lines(6)
+print("caller", 4 << 20, "caller_a", flush=True)
+print("caller", 5 << 20, "caller_b", flush=True)
+for _ in range(3):
+    caller_a()
+    caller_b()

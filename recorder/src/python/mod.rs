@@ -242,14 +242,6 @@ pub fn identity(filename: u64, qualname: u64) -> u64 {
 /// Writes the calling thread's Python frames, innermost first, two words each (see [`TAG`]),
 /// at most `max_frames` of them; returns the words written. The hook path: no allocation, no
 /// lock, no call into Python beyond the two thread-state reads.
-///
-/// Two passes over each batch of frames. The first follows the chain and reads only the
-/// frames, which live on the thread's data stack, and asks the processor to prefetch the lines
-/// of each frame's code object that the second pass reads (the incomplete-frame check and the
-/// identity word). In a program's cold caches each code object is a miss
-/// (`recorder/BENCHMARKS.md`, "Python stacks in cold caches"); read in the same loop as the
-/// chain, a frame's miss waited for the loads of the frames before it, while prefetched they
-/// are all in flight at once. A prefetch never faults, whatever the address.
 #[inline(never)]
 pub fn walk(out: &mut [u64], max_frames: usize) -> usize {
     let Some(py) = interpreter() else {
@@ -277,93 +269,46 @@ pub fn walk(out: &mut [u64], max_frames: usize) -> usize {
     }
     let (mut n, mut frames) = (0, 0);
     let mut steps = 4 * max_frames + 64;
-    // A batch ends short of `max_frames` only when it met incomplete frames: the next one
-    // continues down the chain.
-    while frames < max_frames {
-        let batch = n;
-        while plausible(frame) && frames + (n - batch) / 2 < max_frames && steps > 0 {
-            steps -= 1;
-            let (code, instr, previous, owner) = unsafe {
-                (
-                    word(frame + l.frame_code as u64),
-                    word(frame + l.frame_instr as u64),
-                    word(frame + l.frame_previous as u64),
-                    *((frame + l.frame_owner as u64) as *const u8),
-                )
-            };
-            frame = previous;
-            if owner == OWNED_BY_CSTACK || !plausible(code) {
-                continue;
-            }
-            let Some([a, b]) = out.get_mut(n..n + 2) else {
-                break;
-            };
+    while plausible(frame) && frames < max_frames && steps > 0 && n + 2 <= out.len() {
+        steps -= 1;
+        let (code, instr, previous, owner) = unsafe {
+            (
+                word(frame + l.frame_code as u64),
+                word(frame + l.frame_instr as u64),
+                word(frame + l.frame_previous as u64),
+                *((frame + l.frame_owner as u64) as *const u8),
+            )
+        };
+        if owner != OWNED_BY_CSTACK && plausible(code) {
             let start = code + l.code_adaptive as u64;
-            let index = (instr.saturating_sub(start) / 2).min(INDEX_MAX);
-            *a = TAG | index << INDEX_SHIFT | code;
-            // Until the second pass: the instruction pointer, or GENERATOR (never incomplete).
-            *b = if owner == OWNED_BY_GENERATOR {
-                GENERATOR
-            } else {
-                instr
-            };
-            prefetch(code + l.code_filename as u64);
-            prefetch(code + l.code_qualname as u64);
-            if let Some(at) = l.code_firsttraceable {
-                prefetch(code + at as u64);
-            }
-            n += 2;
-        }
-        if n == batch {
-            break;
-        }
-        let mut kept = batch;
-        for i in (batch..n).step_by(2) {
-            let (Some(&first), Some(&instr)) = (out.get(i), out.get(i + 1)) else {
-                break;
-            };
-            let code = first & ADDRESS_MASK;
             let complete = match l.code_firsttraceable {
-                Some(at) if instr != GENERATOR => {
+                Some(at) if owner != OWNED_BY_GENERATOR => {
                     // SAFETY: a live frame's code object, which the frame holds a reference to.
-                    let traceable = unsafe { *((code + at as u64) as *const i32) };
-                    let start = code + l.code_adaptive as u64;
-                    instr >= start.wrapping_add(2 * traceable.max(0) as u64)
+                    let first = unsafe { *((code + at as u64) as *const i32) };
+                    instr >= start.wrapping_add(2 * first.max(0) as u64)
                 }
                 _ => true,
             };
-            if !complete {
-                continue;
+            if complete {
+                let index = (instr.saturating_sub(start) / 2).min(INDEX_MAX);
+                // SAFETY: as above.
+                let (file, name) = unsafe {
+                    (
+                        word(code + l.code_filename as u64),
+                        word(code + l.code_qualname as u64),
+                    )
+                };
+                if let Some([a, b]) = out.get_mut(n..n + 2) {
+                    *a = TAG | index << INDEX_SHIFT | code;
+                    *b = identity(file, name);
+                }
+                n += 2;
+                frames += 1;
             }
-            // SAFETY: as above.
-            let (file, name) = unsafe {
-                (
-                    word(code + l.code_filename as u64),
-                    word(code + l.code_qualname as u64),
-                )
-            };
-            if let Some([a, b]) = out.get_mut(kept..kept + 2) {
-                *a = first;
-                *b = identity(file, name);
-            }
-            kept += 2;
         }
-        frames += (kept - batch) / 2;
-        n = kept;
+        frame = previous;
     }
     n
-}
-
-/// The second word of a generator's frame between [`walk`]'s two passes: not an instruction
-/// pointer (those are user-space addresses).
-const GENERATOR: u64 = u64::MAX;
-
-/// Asks for the cache line holding `addr`; never faults.
-#[inline(always)]
-fn prefetch(addr: u64) {
-    // SAFETY: a prefetch is a hint: it reads nothing into the program and faults on no address
-    // (Intel SDM, PREFETCHh).
-    unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8) }
 }
 
 /// The code address and instruction index of a frame's first word.
