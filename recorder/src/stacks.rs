@@ -94,6 +94,8 @@ const TABLE_SLOTS: usize = 1 << 14;
 const PROBES: usize = 16;
 /// Slots of a thread's recent stacks (a power of two; [`State::recent`]).
 const RECENT_SLOTS: usize = 16;
+/// Words of a stack that choose its slot among the recent ones ([`recent_key`]).
+const RECENT_PREFIX: usize = 16;
 /// Blocks the writer keeps ready for threads that have none yet, at least; half as many again
 /// as are in use, so that a program that starts threads in bursts finds them ready.
 const SPARE_BLOCKS: usize = 8;
@@ -131,13 +133,13 @@ struct State {
     /// one before it (`recorder/BENCHMARKS.md`, "Python frames, cold").
     table: Box<[(u64, u32, u32)]>,
     used: usize,
-    /// The thread's recent stacks, looked at first, one slot per innermost frame (its word
-    /// mixed): `(innermost word, id, arena offset)`, `id == 0` when empty. A training step
-    /// allocates from a few lines over and over (a loop over a model's layers), and then a
-    /// capture costs one comparison of its words: no hash, and none of the large table's slots
-    /// (a dependent cache miss in a program's cold caches; these few lines stay warm). A stack
-    /// whose innermost frame differs (another line, or another function) is told apart without
-    /// reading the arena.
+    /// The thread's recent stacks, looked at first: `(key, id, arena offset)` per slot, `id
+    /// == 0` when empty, the slot and the key from the stack's first words and its length
+    /// ([`recent_key`]). A training step allocates from a few lines over and over (a loop over
+    /// a model's layers), and then a capture costs one comparison of its words with the arena
+    /// entry: no hash of the whole stack, and none of the large table's slots (a dependent
+    /// cache miss in a program's cold caches; these four lines stay warm). A stack with another
+    /// key is told apart without reading the arena.
     recent: [(u64, u32, u32); RECENT_SLOTS],
     /// Where a capture's words go (made with the block: zeroing 6 KiB on the stack at every
     /// capture cost about 100 ns).
@@ -286,7 +288,12 @@ fn capture_in(block: &Block, mode: u8) -> u32 {
     // stores saved on the default path).
     let mut n = match mode {
         PYTHON => 0,
-        _ => unwind_native(block, state, mode, frames.get_mut(..depth).unwrap_or(&mut [])),
+        _ => unwind_native(
+            block,
+            state,
+            mode,
+            frames.get_mut(..depth).unwrap_or(&mut []),
+        ),
     };
     if mode == PYTHON || mode == MIXED {
         n += python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth);
@@ -394,24 +401,28 @@ fn claim(tid: u32) -> Option<&'static Block> {
 
 /// The id of `frames`, adding the stack to the arena when this thread has not seen it.
 fn intern(state: &mut State, frames: &[u64]) -> u32 {
-    let Some(&first) = frames.first() else {
-        return NO_STACK;
-    };
-    // The product's top bits depend on every bit of the word (a Python frame's instruction
-    // index is in its top bits).
-    let slot = (first.wrapping_mul(HASH_K) >> (64 - RECENT_SLOTS.trailing_zeros())) as usize;
-    if let Some(&(word, id, at)) = state.recent.get(slot)
+    let key = recent_key(frames);
+    // The product's top bits depend on every bit of the key.
+    let slot = (key.wrapping_mul(HASH_K) >> (64 - RECENT_SLOTS.trailing_zeros())) as usize;
+    if let Some(&(k, id, at)) = state.recent.get(slot)
         && id != 0
-        && word == first
+        && k == key
         && entry_at(at).map(|(words, _)| words) == Some(frames)
     {
         return id;
     }
     let (id, at) = look_up(state, frames);
     if let (Some(at), Some(recent)) = (at, state.recent.get_mut(slot)) {
-        *recent = (first, id, at);
+        *recent = (key, id, at);
     }
     id
+}
+
+/// The key of a stack among a thread's recent stacks: its first [`RECENT_PREFIX`] words (eight
+/// Python frames: an allocating library line and the callers that tell its uses apart, e.g. the
+/// attention's and the MLP's calls of one `Linear.forward`), hashed, and its length.
+fn recent_key(frames: &[u64]) -> u64 {
+    hash(frames.get(..RECENT_PREFIX).unwrap_or(frames)) ^ (frames.len() as u64) << 48
 }
 
 /// The id of `frames` and its arena offset (unknown for another thread's stack whose index
