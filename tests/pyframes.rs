@@ -314,3 +314,68 @@ fn a_paused_stretch_records_nothing_and_recording_resumes_after_it() {
         .count();
     assert_eq!(allocs, 3);
 }
+
+#[test]
+fn allocations_from_lines_and_callers_of_one_function_in_turn_keep_their_own_stacks() {
+    // The recorder looks a capture up among its thread's recent stacks first, by the innermost
+    // frame (recorder/src/stacks.rs, `intern`): a line that changed inside the same function,
+    // or the same line reached from another caller, with every frame at the same address, must
+    // not be served the other's stack.
+    for (python, minor) in interpreters().into_iter().filter(|(_, m)| *m >= 11) {
+        let dir = scratch(&format!("pyframes-two-lines-3{minor}"));
+        let (trace, stdout, stderr) = record(
+            &python,
+            "python",
+            &dir,
+            &[script("two_lines.py").to_str().unwrap()],
+        );
+        let printed = |prefix: &str| -> Vec<(u64, String)> {
+            stdout
+                .lines()
+                .filter_map(|l| {
+                    let mut w = l.strip_prefix(prefix)?.split_whitespace();
+                    Some((w.next()?.parse().ok()?, w.next()?.to_string()))
+                })
+                .collect()
+        };
+        let (lines, callers) = (printed("line "), printed("caller "));
+        assert_eq!((lines.len(), callers.len()), (3, 2), "{stdout}\n{stderr}");
+        let t = open(&trace);
+        // The stack's two innermost Python frames: (function, line) each.
+        let innermost = |stack: u32| -> Vec<(String, u32)> {
+            let Some(s) = t.tables.stacks.iter().find(|s| s.id == stack) else {
+                return Vec::new();
+            };
+            s.frames
+                .iter()
+                .take(2)
+                .filter_map(|id| t.tables.python_frames.iter().find(|f| f.id == *id))
+                .map(|f| (f.function.clone(), f.line))
+                .collect()
+        };
+        let allocs: Vec<_> = t
+            .events()
+            .filter(|e| e.api == vramtrace_format::Api::CuMemAlloc_v2)
+            .collect();
+        assert_eq!(allocs.len(), 15, "3.{minor}");
+        for e in &allocs {
+            let frames = innermost(e.stack);
+            let size = e.size;
+            if let Some((_, line)) = lines.iter().find(|(s, _)| *s == size) {
+                let want = ("two_lines".to_string(), line.parse().unwrap());
+                assert_eq!(frames.first(), Some(&want), "3.{minor}: {size} B");
+            } else {
+                let (_, caller) = callers.iter().find(|(s, _)| *s == size).unwrap();
+                let names: Vec<&str> = frames.iter().map(|(f, _)| f.as_str()).collect();
+                assert_eq!(names, ["inner", caller.as_str()], "3.{minor}: {size} B");
+            }
+        }
+        // The three allocations of one line, one after the other, share one stack id.
+        let repeated: Vec<u32> = allocs
+            .iter()
+            .filter(|e| e.size == 3 << 20)
+            .map(|e| e.stack)
+            .collect();
+        assert_eq!(repeated, [repeated[0]; 3], "3.{minor}");
+    }
+}

@@ -4,10 +4,12 @@ distinct Python functions (each its own code object, as a framework's frames are
 KiB of other memory written between two calls, as a training step's work between two tensors
 does (tracker_overhead.c's cold mode).
 
-    python3 python_cold.py DEPTH CALLS COLD_KIB
+    python3 python_cold.py DEPTH CALLS COLD_KIB [ALTERNATE]
 
-Prints `alloc MEDIAN IQM` (ns per call, the interquartile mean beside the median). 2,000 untimed
-calls come first; the frees are untimed.
+ALTERNATE 1 makes consecutive calls from two lines of the innermost function in turn, so that no
+call has the stack of the call before it (the recorder's per-thread last-stack comparison then
+never matches); 0, the default, calls from one line. Prints `alloc MEDIAN IQM` (ns per call, the
+interquartile mean beside the median). 2,000 untimed calls come first; the frees are untimed.
 """
 import ctypes
 import statistics
@@ -24,18 +26,21 @@ clock = time.perf_counter_ns
 memset = ctypes.memset
 
 
-def calls(n, cold_bytes, buf, out):
+def calls(n, cold_bytes, buf, out, alternate):
     size = len(buf)
     base = ctypes.addressof(buf)
     at = 0
-    for _ in range(n):
+    for i in range(n):
         if cold_bytes:
             if at + cold_bytes > size:
                 at = 0
             memset(base + at, 1, cold_bytes)
             at += cold_bytes
         t0 = clock()
-        alloc(ref, 4096)
+        if i & alternate:
+            alloc(ref, 4096)
+        else:
+            alloc(ref, 4096)
         t1 = clock()
         free(ptr.value)
         if out is not None:
@@ -47,18 +52,19 @@ def chain(depth):
     scope = {"calls": calls}
     for i in reversed(range(depth)):
         callee = f"f{i + 1}" if i + 1 < depth else "calls"
-        src = f"def f{i}(n, c, b, o):\n    x = {i}\n    return {callee}(n, c, b, o)\n"
+        src = f"def f{i}(n, c, b, o, a):\n    x = {i}\n    return {callee}(n, c, b, o, a)\n"
         exec(compile(src, f"/bench/layer{i}.py", "exec"), scope)
     return scope["f0"]
 
 
 def main():
     depth, n, cold_kib = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    alternate = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     buf = (ctypes.c_char * (64 << 20))()
     top = chain(depth)
-    top(2000, cold_kib << 10, buf, None)
+    top(2000, cold_kib << 10, buf, None, alternate)
     out = []
-    top(n, cold_kib << 10, buf, out)
+    top(n, cold_kib << 10, buf, out, alternate)
     out.sort()
     q = len(out) // 4
     iqm = statistics.mean(out[q : len(out) - q])

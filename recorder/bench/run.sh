@@ -5,7 +5,9 @@
 # many_stacks.c, then runs each program plainly and under the recorder (stacks none, native, fp),
 # interleaved REPEATS times: hook_overhead makes ROUNDS x 1000 alloc/free pairs from one call
 # site whose stack is 40 frames; many_stacks allocates at the end of 50 call paths of 40 frames
-# over 400 functions (1000 rounds).
+# over 400 functions (1000 rounds). BASELINE=LIB.so adds the three recorded modes under another
+# build of the library (named base-MODE), interleaved with the others: a before/after comparison
+# under the same load.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 repeats=${1:-5}
@@ -30,9 +32,12 @@ run() { # NAME [ENV...]
 }
 for r in $(seq "$repeats"); do
     run direct
-    run none LD_PRELOAD="$preload" VRAMTRACE_OUTPUT="$out/" VRAMTRACE_STACKS=none
-    run native LD_PRELOAD="$preload" VRAMTRACE_OUTPUT="$out/" VRAMTRACE_STACKS=native
-    run fp LD_PRELOAD="$preload" VRAMTRACE_OUTPUT="$out/" VRAMTRACE_STACKS=fp
+    for mode in none native fp; do
+        run "$mode" LD_PRELOAD="$preload" VRAMTRACE_OUTPUT="$out/" VRAMTRACE_STACKS=$mode
+        if [ -n "${BASELINE:-}" ]; then
+            run "base-$mode" LD_PRELOAD="$BASELINE" VRAMTRACE_OUTPUT="$out/" VRAMTRACE_STACKS=$mode
+        fi
+    done
     rm -f "$out"/*.vramtrace
 done > "$out/results"
 # Median over the runs of each configuration's median, and the overhead over direct calls.
@@ -42,11 +47,13 @@ runs = {}
 for line in open(sys.argv[1]):
     cfg, call, _, median, *_ = line.split()
     runs.setdefault((cfg, call), []).append(float(median))
-print(f"{'config':8} {'call':6} {'median ns':>10} {'overhead ns':>12}   runs")
+print(f"{'config':11} {'call':6} {'median ns':>10} {'overhead ns':>12}   runs")
 for call in ("alloc", "free", "query", "record", "path"):
     direct = statistics.median(runs[("direct", call)])
-    for cfg in ("direct", "none", "native", "fp"):
+    for cfg in ("direct", "none", "native", "fp", "base-none", "base-native", "base-fp"):
+        if (cfg, call) not in runs:
+            continue
         v = runs[(cfg, call)]
         m = statistics.median(v)
-        print(f"{cfg:8} {call:6} {m:10.1f} {m - direct:12.1f}   " + " ".join(f"{x:.0f}" for x in v))
+        print(f"{cfg:11} {call:6} {m:10.1f} {m - direct:12.1f}   " + " ".join(f"{x:.0f}" for x in v))
 PY

@@ -6,8 +6,9 @@
 //! A hook that brings memory in (an allocation, a mapping, a pool, a registration) unwinds its
 //! thread ([`unwind::capture`]) and looks the frames up in its thread's intern table, a hash of
 //! the frames to a stack id (heaptrack and bytehound intern per thread too: KDE/heaptrack
-//! `src/track/tracetree.h`, koute/bytehound `preload/src/unwind.rs`). A known stack costs a
-//! hash and one comparison. A stack new to the thread is looked up next in the process-wide
+//! `src/track/tracetree.h`, koute/bytehound `preload/src/unwind.rs`). The thread's last stack
+//! is compared first: a repeated one costs one comparison; another known stack costs a hash and
+//! one comparison. A stack new to the thread is looked up next in the process-wide
 //! intern table (lock-free: one atomic word of hash and id per slot), so that threads running the
 //! same code share one id; one new to the process is copied once into the process-wide stack
 //! arena, an append-only anonymous mapping, and published in that table. Its id is the next
@@ -91,6 +92,10 @@ const SHARED_SLOTS: usize = 1 << 20;
 const TABLE_SLOTS: usize = 1 << 14;
 /// Slots probed for a stack; a new one takes the first empty one, or the last.
 const PROBES: usize = 16;
+/// Slots of a thread's recent stacks (a power of two; [`State::recent`]).
+const RECENT_SLOTS: usize = 16;
+/// Words of a stack that choose its slot among the recent ones ([`recent_key`]).
+const RECENT_PREFIX: usize = 16;
 /// Blocks the writer keeps ready for threads that have none yet, at least; half as many again
 /// as are in use, so that a program that starts threads in bursts finds them ready.
 const SPARE_BLOCKS: usize = 8;
@@ -128,6 +133,14 @@ struct State {
     /// one before it (`recorder/BENCHMARKS.md`, "Python frames, cold").
     table: Box<[(u64, u32, u32)]>,
     used: usize,
+    /// The thread's recent stacks, looked at first: `(key, id, arena offset)` per slot, `id
+    /// == 0` when empty, the slot and the key from the stack's first words and its length
+    /// ([`recent_key`]). A training step allocates from a few lines over and over (a loop over
+    /// a model's layers), and then a capture costs one comparison of its words with the arena
+    /// entry: no hash of the whole stack, and none of the large table's slots (a dependent
+    /// cache miss in a program's cold caches; these four lines stay warm). A stack with another
+    /// key is told apart without reading the arena.
+    recent: [(u64, u32, u32); RECENT_SLOTS],
     /// Where a capture's words go (made with the block: zeroing 6 KiB on the stack at every
     /// capture cost about 100 ns).
     words: Box<[u64]>,
@@ -144,6 +157,7 @@ impl Block {
                 bounds: Bounds::default(),
                 table: vec![(0u64, 0u32, 0u32); TABLE_SLOTS].into_boxed_slice(),
                 used: 0,
+                recent: [(0, 0, 0); RECENT_SLOTS],
                 words: vec![0u64; MAX_WORDS].into_boxed_slice(),
             }),
         }
@@ -265,45 +279,22 @@ fn capture_with(mode: u8) -> u32 {
 }
 
 fn capture_in(block: &Block, mode: u8) -> u32 {
-    // Announce the snapshot before using it; re-check that it is still current, so the writer,
-    // which swaps first and scans the announcements after, never frees it under us.
-    let snapshot = loop {
-        let p = SNAPSHOT.load(Ordering::SeqCst);
-        block.hazard.store(p, Ordering::SeqCst);
-        if SNAPSHOT.load(Ordering::SeqCst) == p {
-            break p;
-        }
-    };
-    if snapshot.is_null() {
-        block.hazard.store(std::ptr::null_mut(), Ordering::Release);
-        return NO_STACK;
-    }
     // SAFETY: only the owner touches its block's state (`thread_block`), once at a time (`busy`).
     let state = unsafe { &mut *block.state.get() };
     let mut words = std::mem::take(&mut state.words);
     let frames = &mut words[..];
     let depth = MAX_DEPTH.load(Ordering::Relaxed).min(MAX_DEPTH_LIMIT);
-    let mut n = 0;
-    if mode != PYTHON {
-        let (unwind_mode, stop) = match mode {
-            FRAME_POINTER => (Mode::FramePointer, 0..0),
-            MIXED => (
-                Mode::Native,
-                python::interpreter().map_or(0..0, |p| p.eval_range.clone()),
-            ),
-            _ => (Mode::Native, 0..0),
-        };
-        // SAFETY: announced above; the writer frees a snapshot only when no block announces it.
-        n = unwind::capture(
-            unsafe { &*snapshot },
-            &mut state.cache,
-            &mut state.bounds,
-            unwind_mode,
-            &stop,
+    // `python` reads no native frame: no snapshot to announce (two sequentially consistent
+    // stores saved on the default path).
+    let mut n = match mode {
+        PYTHON => 0,
+        _ => unwind_native(
+            block,
+            state,
+            mode,
             frames.get_mut(..depth).unwrap_or(&mut []),
-        );
-    }
-    block.hazard.store(std::ptr::null_mut(), Ordering::Release);
+        ),
+    };
     if mode == PYTHON || mode == MIXED {
         n += python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth);
     }
@@ -313,6 +304,44 @@ fn capture_in(block: &Block, mode: u8) -> u32 {
     };
     state.words = words;
     id
+}
+
+/// The native frames of the calling thread into `out` (`mixed`: up to the interpreter's
+/// object); the number written.
+fn unwind_native(block: &Block, state: &mut State, mode: u8, out: &mut [u64]) -> usize {
+    // Announce the snapshot before using it; re-check that it is still current, so the writer,
+    // which swaps first and scans the announcements after, never frees it under us.
+    let snapshot = loop {
+        let p = SNAPSHOT.load(Ordering::SeqCst);
+        block.hazard.store(p, Ordering::SeqCst);
+        if SNAPSHOT.load(Ordering::SeqCst) == p {
+            break p;
+        }
+    };
+    // SAFETY: announced above; the writer frees a snapshot only when no block announces it.
+    let n = match unsafe { snapshot.as_ref() } {
+        None => 0,
+        Some(snapshot) => {
+            let (unwind_mode, stop) = match mode {
+                FRAME_POINTER => (Mode::FramePointer, 0..0),
+                MIXED => (
+                    Mode::Native,
+                    python::interpreter().map_or(0..0, |p| p.eval_range.clone()),
+                ),
+                _ => (Mode::Native, 0..0),
+            };
+            unwind::capture(
+                snapshot,
+                &mut state.cache,
+                &mut state.bounds,
+                unwind_mode,
+                &stop,
+                out,
+            )
+        }
+    };
+    block.hazard.store(std::ptr::null_mut(), Ordering::Release);
+    n
 }
 
 /// This thread's block, claiming a free one on first use (or after a fork, where the block the
@@ -372,6 +401,33 @@ fn claim(tid: u32) -> Option<&'static Block> {
 
 /// The id of `frames`, adding the stack to the arena when this thread has not seen it.
 fn intern(state: &mut State, frames: &[u64]) -> u32 {
+    let key = recent_key(frames);
+    // The product's top bits depend on every bit of the key.
+    let slot = (key.wrapping_mul(HASH_K) >> (64 - RECENT_SLOTS.trailing_zeros())) as usize;
+    if let Some(&(k, id, at)) = state.recent.get(slot)
+        && id != 0
+        && k == key
+        && entry_at(at).map(|(words, _)| words) == Some(frames)
+    {
+        return id;
+    }
+    let (id, at) = look_up(state, frames);
+    if let (Some(at), Some(recent)) = (at, state.recent.get_mut(slot)) {
+        *recent = (key, id, at);
+    }
+    id
+}
+
+/// The key of a stack among a thread's recent stacks: its first [`RECENT_PREFIX`] words (eight
+/// Python frames: an allocating library line and the callers that tell its uses apart, e.g. the
+/// attention's and the MLP's calls of one `Linear.forward`), hashed, and its length.
+fn recent_key(frames: &[u64]) -> u64 {
+    hash(frames.get(..RECENT_PREFIX).unwrap_or(frames)) ^ (frames.len() as u64) << 48
+}
+
+/// The id of `frames` and its arena offset (unknown for another thread's stack whose index
+/// entry cannot be read), from the thread's table, the process-wide one, or a new entry.
+fn look_up(state: &mut State, frames: &[u64]) -> (u32, Option<u32>) {
     let hash = hash(frames);
     let mask = TABLE_SLOTS - 1;
     let home = hash as usize & mask;
@@ -388,18 +444,18 @@ fn intern(state: &mut State, frames: &[u64]) -> u32 {
             break;
         }
         if h == hash && entry_at(at).map(|(words, _)| words) == Some(frames) {
-            return id;
+            return (id, Some(at));
         }
     }
     let (id, at) = match shared_find(hash, frames) {
         Some(id) => match offset_of(id) {
             Some(at) => (id, at),
-            None => return id,
+            None => return (id, None),
         },
         None => {
             let Some((id, at)) = append(frames) else {
                 DROPPED.fetch_add(1, Ordering::Relaxed);
-                return NO_STACK;
+                return (NO_STACK, None);
             };
             shared_insert(hash, id);
             (id, at)
@@ -418,7 +474,7 @@ fn intern(state: &mut State, frames: &[u64]) -> u32 {
         }
         *entry = (hash, id, at);
     }
-    id
+    (id, Some(at))
 }
 
 /// The process-wide table's slots, when stack capture started.
@@ -473,12 +529,14 @@ fn shared_insert(hash: u64, id: u32) {
     }
 }
 
+/// FxHash's multiplier (rustc-hash).
+const HASH_K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
 fn hash(frames: &[u64]) -> u64 {
     // FxHash's multiply-rotate (rustc-hash), enough to spread return addresses, in four
     // independent lanes: one chain's multiply latency per word cost about 100 ns for a
     // 60-word Python stack; four chains run side by side.
-    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-    let step = |h: u64, f: u64| (h.rotate_left(5) ^ f).wrapping_mul(K);
+    let step = |h: u64, f: u64| (h.rotate_left(5) ^ f).wrapping_mul(HASH_K);
     let mut lanes = [frames.len() as u64, 1, 2, 3];
     let mut words = frames.chunks_exact(4);
     for w in &mut words {

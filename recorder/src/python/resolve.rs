@@ -46,8 +46,7 @@ pub fn write_names(words: &[u64], out: &mut [u8]) -> usize {
     let mut at = 0;
     each_frame(words, |code, index| {
         // SAFETY: a live frame's code object and its objects (module documentation).
-        let (file, name, line) =
-            unsafe { (names(l, code).0, names(l, code).1, line(l, code, index)) };
+        let ((file, name), line) = unsafe { (names(l, code), line(l, code, index)) };
         let need = 8 + file.len() + name.len();
         let Some(slot) = out.get_mut(at..at + need) else {
             return;
