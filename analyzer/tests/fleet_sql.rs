@@ -136,15 +136,7 @@ pub(crate) fn fleet(dir: &Path) -> (Vec<PathBuf>, PathBuf) {
             .into_iter()
             .chain([export.display().to_string()]),
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_vramtrace"))
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::util::vramtrace().args(&args).assert().success();
     (files, export)
 }
 

@@ -152,12 +152,17 @@ pub fn python_has(module: &str, install: &str) -> bool {
 
 /// A Python function `spark_session()`, for scripts to start with: PySpark in local mode on one
 /// core, no web UI, one shuffle partition (the tables of the tests are small, and Spark's 200
-/// default partitions cost more than the queries), errors only in the log.
+/// default partitions cost more than the queries), the JVM's quick compiler alone and its
+/// serial collector (a short run spends its time starting: the Spark test of `fleet_spark.rs`
+/// took 22-32 s so against 39-42 s without, alternated on the loaded 2-core machine), errors
+/// only in the log.
 pub const SPARK_SESSION: &str = r#"
 def spark_session():
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+             .config("spark.sql.shuffle.partitions", "1")
+             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+             .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 "#;

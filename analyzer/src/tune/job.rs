@@ -140,3 +140,42 @@ fn select_of(setting: &str, rows: &[&Row]) -> String {
         _ => setting.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::device::CUDA_CONTEXT_BYTES;
+    use vramtrace_format::{ReadOptions, Trace};
+
+    fn tune_of(sample: &str) -> Tune {
+        let path = format!("{}/../samples/traces/{sample}", env!("CARGO_MANIFEST_DIR"));
+        let trace = Trace::open(std::path::Path::new(&path), ReadOptions::default()).unwrap();
+        super::super::tune_trace(&trace, None, None, CUDA_CONTEXT_BYTES)
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_setting_one_rank_runs_out_under_ranks_after_every_setting_that_fits_all() {
+        let a = tune_of("torch-mlp-requests.vramtrace");
+        let mut b = a.clone();
+        // On rank 1, rank 0's best setting runs out of memory (its peak below every other).
+        b.ranked[0].oom = true;
+        b.ranked[0].process_peak = 1;
+        let job = JobTune::of(&[(0, &a), (1, &b)]);
+        let (last, fitting) = job.ranked.split_last().unwrap();
+        assert_eq!(last.setting, a.ranked[0].setting);
+        assert_eq!(last.oom_ranks, [1]);
+        assert!(fitting.iter().all(|r| r.oom_ranks.is_empty()));
+        let least = a.ranked[1..].iter().map(|r| r.process_peak).min();
+        assert_eq!(Some(fitting[0].process_peak.max), least);
+        assert!(
+            fitting
+                .windows(2)
+                .all(|w| w[0].process_peak.max <= w[1].process_peak.max)
+        );
+        assert_eq!(fitting[0].process_peak.imbalance, Some(1.0));
+        let settings: usize = job.ranked.iter().map(|r| 1 + r.equivalent.len()).sum();
+        assert_eq!((settings, job.not_on_every_rank), (a.tried, 0));
+    }
+}
