@@ -71,6 +71,30 @@ struct Record {
     last: u32,
 }
 
+/// The allocations of a stream in request order, so by birth, as columns: the plan holds
+/// them all at once, so they are what its memory grows with (20 bytes each, the sizes kept for
+/// the replay).
+#[derive(Default)]
+struct Records {
+    size: Vec<u64>,
+    first: Vec<u32>,
+    last: Vec<u32>,
+}
+
+impl Records {
+    fn get(&self, id: u32) -> Record {
+        let i = id as usize;
+        Record {
+            size: self.size[i],
+            first: self.first[i],
+            last: self.last[i],
+        }
+    }
+}
+
+/// The offset of a record not placed yet.
+const UNPLACED: u64 = u64::MAX;
+
 #[derive(Debug)]
 pub struct GreedyBySize {
     /// Offset of each allocation, in request order.
@@ -88,7 +112,7 @@ impl GreedyBySize {
     /// Plans offsets for every allocation of `stream`.
     pub fn plan(stream: &RequestStream, alignment: u64) -> GreedyBySize {
         let n = stream.requests.len();
-        let mut records: Vec<Record> = Vec::new();
+        let mut records = Records::default();
         let mut open: Vec<u32> = Vec::new();
         for (i, r) in stream.requests.iter().enumerate() {
             let slot = r.slot as usize;
@@ -97,14 +121,13 @@ impl GreedyBySize {
                     if open.len() <= slot {
                         open.resize(slot + 1, u32::MAX);
                     }
-                    open[slot] = records.len() as u32;
-                    records.push(Record {
-                        size: r.size.clamp(1, MAX_REQUEST).next_multiple_of(alignment),
-                        first: i as u32,
-                        last: n.saturating_sub(1) as u32,
-                    });
+                    open[slot] = records.size.len() as u32;
+                    let size = r.size.clamp(1, MAX_REQUEST).next_multiple_of(alignment);
+                    records.size.push(size);
+                    records.first.push(i as u32);
+                    records.last.push(n.saturating_sub(1) as u32);
                 }
-                RequestKind::Free => records[open[slot] as usize].last = i as u32,
+                RequestKind::Free => records.last[open[slot] as usize] = i as u32,
                 // The planner knows the program survived without it.
                 RequestKind::Attempt
                 | RequestKind::EmptyCache
@@ -112,23 +135,20 @@ impl GreedyBySize {
                 | RequestKind::Order(_) => {}
             }
         }
-        // Largest first, then by birth: sorted as packed keys, which keeps the sort in cache.
-        let mut order: Vec<u128> = records
-            .iter()
-            .enumerate()
-            .map(|(id, r)| (u128::from(!r.size) << 64) | (u128::from(r.first) << 32) | id as u128)
-            .collect();
-        order.sort_unstable();
-        let mut offsets = vec![0u64; records.len()];
-        let mut placed = Placed::new(n.max(1));
+        // Largest first, then by birth: records are numbered by birth, and the sort is stable.
+        let mut order: Vec<u32> = (0..records.size.len() as u32).collect();
+        radix_sort_by_key(&mut order, &mut Vec::new(), |&id| {
+            !records.size[id as usize]
+        });
+        let mut offsets = vec![UNPLACED; records.size.len()];
+        let mut placed = Placed::new(&records, n);
         // The placed records that meet the one being placed, as (offset, end).
         let (mut conflicts, mut scratch): (Vec<(u64, u64)>, _) = (Vec::new(), Vec::new());
         let mut arena = 0;
-        for key in order {
-            let id = key as u32;
-            let r = records[id as usize];
+        for id in order {
+            let r = records.get(id);
             conflicts.clear();
-            placed.overlapping(&r, n, &mut conflicts);
+            placed.overlapping(&r, &records, &offsets, &mut conflicts);
             // The order of equal offsets changes nothing below: after the first of them the
             // others leave no gap.
             radix_sort_by_key(&mut conflicts, &mut scratch, |c| c.0);
@@ -146,10 +166,10 @@ impl GreedyBySize {
             let offset = best.unwrap_or(prev_end);
             offsets[id as usize] = offset;
             arena = arena.max(offset + r.size);
-            placed.insert(&r, n, offset);
+            placed.insert(&r, offset);
         }
         GreedyBySize {
-            sizes: records.iter().map(|r| r.size).collect(),
+            sizes: records.size,
             offsets,
             arena,
             next_alloc: 0,
@@ -166,16 +186,17 @@ impl GreedyBySize {
     }
 }
 
-/// Sorts `v` by `key`, ascending, the order of equal keys unspecified: least significant digit
-/// first, one counting pass per [`DIGIT`] bits over the bits in which the keys differ only
+/// Sorts `v` by `key`, ascending and stable (equal keys keep their order): least significant
+/// digit first, one counting pass per [`DIGIT`] bits over the bits in which the keys differ only
 /// (offsets are multiples of the alignment and below the arena: about 25 bits, 3 passes). The
-/// conflicts of one record number in the thousands on long traces, where this is several times
-/// faster than a comparison sort; `scratch` is reused between calls.
+/// conflicts of one record number in the thousands on long traces and the records in the
+/// millions, where this is several times faster than a comparison sort; `scratch` is reused
+/// between calls.
 fn radix_sort_by_key<T: Copy>(v: &mut Vec<T>, scratch: &mut Vec<T>, key: impl Fn(&T) -> u64) {
     // Below this a comparison sort beats the passes over the counters.
     const SMALL: usize = 64;
     if v.len() < SMALL {
-        v.sort_unstable_by_key(key);
+        v.sort_by_key(key);
         return;
     }
     let first = key(&v[0]);
@@ -217,7 +238,7 @@ const BLOCK: u32 = 64;
 ///
 /// Time is cut into blocks of [`BLOCK`] requests, which keeps the index proportional to the
 /// records, not to the trace length squared. A record covers some blocks whole and at most two
-/// in part (the pieces); a record never freed lives to the end of the last block. The records
+/// in part (its pieces); a record never freed lives to the end of the last block. The records
 /// meeting a lifetime from block `bf` to block `bl` are exactly those that
 ///
 /// - cover `bf` or `bl` whole: `cover`, a segment tree over blocks holding each record's span
@@ -225,16 +246,31 @@ const BLOCK: u32 = 64;
 /// - cover whole, or have a piece in, a block strictly between them: `inside`, a segment tree
 ///   holding each record's span at the nodes above the first of its whole blocks and above
 ///   each of its pieces' blocks, read at the canonical nodes of `(bf, bl)`;
-/// - have a piece in `bf` or `bl` that meets the lifetime: `pieces`, per block, tested exactly.
+/// - have a piece in `bf` or `bl` that meets the lifetime, tested exactly: a piece is its
+///   record's birth (the records born in a block are a range of numbers, `born`) or its end
+///   (`ends`, the records whose end is a piece, by block).
 ///
 /// A record may be found more than once; the union does not change.
 struct Placed {
     leaves: usize,
+    /// Requests in the trace.
+    n: usize,
     /// Last request of the time the blocks cover (a record never freed lives to it).
     end: u32,
     cover: Vec<Spans>,
     inside: Vec<Spans>,
-    pieces: Vec<Vec<Entry>>,
+    /// Per block `b`, the records born in it: `born[b]..born[b + 1]`.
+    born: Vec<u32>,
+    /// Per block `b`, the records that end in a piece of it: `ends[ends_at[b]..ends_at[b + 1]]`.
+    ends_at: Vec<u32>,
+    ends: Vec<u32>,
+}
+
+/// `r`'s lifetime in a trace of `n` requests, a record never freed living to `end`.
+fn lifetime(r: &Record, n: usize, end: u32) -> (u32, u32) {
+    // Freed by the last request or never: no lifetime begins after it.
+    let to_the_end = r.last as usize + 1 >= n;
+    (r.first, if to_the_end { end } else { r.last })
 }
 
 /// Disjoint spans `(start, end)` of the arena, sorted, none touching another: a union.
@@ -256,60 +292,69 @@ impl Spans {
     }
 }
 
-/// A record's piece of a block: its lifetime there and its span.
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    first: u32,
-    last: u32,
-    span: (u64, u64),
-}
-
 impl Placed {
-    fn new(n: usize) -> Placed {
+    fn new(records: &Records, n: usize) -> Placed {
         let blocks = n.div_ceil(BLOCK as usize).max(1);
         let leaves = blocks.next_power_of_two();
-        Placed {
+        let end = (blocks as u64 * u64::from(BLOCK) - 1).min(u64::from(u32::MAX)) as u32;
+        let mut placed = Placed {
             leaves,
-            end: (blocks as u64 * u64::from(BLOCK) - 1).min(u64::from(u32::MAX)) as u32,
+            n,
+            end,
             cover: vec![Spans::default(); 2 * leaves],
             inside: vec![Spans::default(); 2 * leaves],
-            pieces: vec![Vec::new(); blocks],
+            born: (0..=blocks as u32)
+                .map(|b| records.first.partition_point(|&f| f / BLOCK < b) as u32)
+                .collect(),
+            ends_at: vec![0; blocks + 1],
+            ends: Vec::new(),
+        };
+        // Counted, then placed by block (a counting sort).
+        let end_piece = |id: u32| {
+            let (first, last) = lifetime(&records.get(id), n, end);
+            (last / BLOCK > first / BLOCK && last % BLOCK != BLOCK - 1).then_some(last / BLOCK)
+        };
+        let ids = 0..records.size.len() as u32;
+        for block in ids.clone().filter_map(end_piece) {
+            placed.ends_at[block as usize + 1] += 1;
         }
+        for b in 0..blocks {
+            placed.ends_at[b + 1] += placed.ends_at[b];
+        }
+        let mut at = placed.ends_at.clone();
+        placed.ends = vec![0; at[blocks] as usize];
+        for id in ids {
+            if let Some(block) = end_piece(id) {
+                placed.ends[at[block as usize] as usize] = id;
+                at[block as usize] += 1;
+            }
+        }
+        placed
     }
 
-    /// `r`'s lifetime, a record never freed living to the end of the blocks.
-    fn lifetime(&self, r: &Record, n: usize) -> (u32, u32) {
-        // Freed by the last request or never: no lifetime begins after it.
-        let to_the_end = r.last as usize + 1 >= n;
-        (r.first, if to_the_end { self.end } else { r.last })
+    fn lifetime(&self, r: &Record) -> (u32, u32) {
+        lifetime(r, self.n, self.end)
     }
 
-    fn insert(&mut self, r: &Record, n: usize, offset: u64) {
+    fn insert(&mut self, r: &Record, offset: u64) {
         let span = (offset, offset + r.size);
-        let (first, last) = self.lifetime(r, n);
+        let (first, last) = self.lifetime(r);
         let (head, tail) = (first / BLOCK, last / BLOCK);
-        // The blocks covered whole: `lo..hi`.
+        // The blocks covered whole: `lo..hi`; the others of `head..=tail` hold pieces.
         let lo = head + u32::from(first % BLOCK != 0);
         let hi = tail + u32::from(last % BLOCK == BLOCK - 1);
-        let piece = |placed: &mut Placed, block: u32, first: u32, last: u32| {
-            placed.pieces[block as usize].push(Entry { first, last, span });
-            placed.up(block, span);
-        };
         if lo >= hi {
-            // No block whole: one piece, or two in neighbouring blocks.
-            if head == tail {
-                piece(self, head, first, last);
-            } else {
-                piece(self, head, first, head * BLOCK + BLOCK - 1);
-                piece(self, tail, tail * BLOCK, last);
+            self.up(head, span);
+            if tail != head {
+                self.up(tail, span);
             }
             return;
         }
         if lo > head {
-            piece(self, head, first, head * BLOCK + BLOCK - 1);
+            self.up(head, span);
         }
         if hi <= tail {
-            piece(self, tail, tail * BLOCK, last);
+            self.up(tail, span);
         }
         self.up(lo, span);
         let (mut a, mut b) = (lo as usize + self.leaves, hi as usize + self.leaves);
@@ -336,10 +381,16 @@ impl Placed {
         }
     }
 
-    /// The spans of the placed records whose lifetimes intersect `r`'s (their union, some
-    /// spans perhaps more than once).
-    fn overlapping(&self, r: &Record, n: usize, out: &mut Vec<(u64, u64)>) {
-        let (first, last) = self.lifetime(r, n);
+    /// The spans of the placed records (those of `offsets` not [`UNPLACED`]) whose lifetimes
+    /// intersect `r`'s: their union, some spans perhaps more than once.
+    fn overlapping(
+        &self,
+        r: &Record,
+        records: &Records,
+        offsets: &[u64],
+        out: &mut Vec<(u64, u64)>,
+    ) {
+        let (first, last) = self.lifetime(r);
         let (bf, bl) = (first / BLOCK, last / BLOCK);
         let (mut a, mut b) = (bf as usize + self.leaves, bl as usize + self.leaves);
         while a >= 1 {
@@ -363,10 +414,24 @@ impl Placed {
             a /= 2;
             b /= 2;
         }
-        let meets = |c: &&Entry| c.first <= last && c.last >= first;
         let ends = if bf == bl { &[bf][..] } else { &[bf, bl][..] };
         for &block in ends {
-            out.extend(self.pieces[block as usize].iter().filter(meets).map(|c| c.span));
+            let block = block as usize;
+            // Numbered by birth: those of the block born after `last` are a suffix.
+            let (lo, hi) = (self.born[block] as usize, self.born[block + 1] as usize);
+            let hi = lo + records.first[lo..hi].partition_point(|&f| f <= last);
+            let ending = &self.ends[self.ends_at[block] as usize..self.ends_at[block + 1] as usize];
+            for id in (lo as u32..hi as u32).chain(ending.iter().copied()) {
+                let offset = offsets[id as usize];
+                if offset == UNPLACED {
+                    continue;
+                }
+                let c = records.get(id);
+                let (f, l) = self.lifetime(&c);
+                if f <= last && l >= first {
+                    out.push((offset, offset + c.size));
+                }
+            }
         }
     }
 }
@@ -451,24 +516,16 @@ mod tests {
 
     proptest! {
         #[test]
-        fn the_radix_sort_orders_as_the_standard_sort(
+        fn the_radix_sort_orders_as_the_standard_stable_sort(
             raw in prop::collection::vec(any::<u64>(), 0..700),
             // Keys that differ in every bit, in the middle bits (offsets), in one bit.
             mask in prop_oneof![Just(u64::MAX), Just(0xff_ffff << 9), Just(1)],
         ) {
-            let keys: Vec<u64> = raw.iter().map(|k| k & mask).collect();
-            // Equal keys may come out in any order: the keys are compared in order, the
-            // (key, index) pairs as sets.
-            let mut v: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
+            let mut v: Vec<(u64, usize)> = raw.iter().map(|k| k & mask).zip(0..).collect();
+            let mut expected = v.clone();
+            expected.sort_by_key(|p| p.0);
             radix_sort_by_key(&mut v, &mut Vec::new(), |p| p.0);
-            let mut expected = keys.clone();
-            expected.sort_unstable();
-            prop_assert_eq!(v.iter().map(|p| p.0).collect::<Vec<_>>(), expected);
-            let mut got = v.clone();
-            let mut all: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
-            got.sort_unstable();
-            all.sort_unstable();
-            prop_assert_eq!(got, all);
+            prop_assert_eq!(v, expected);
         }
     }
 

@@ -18,8 +18,8 @@ pub use grid::{Candidate, Role};
 pub use row::{AddressSpread, Row};
 pub use search::{Grid, Tune, TuneOptions, Unjudged, tune};
 
-use crate::model::{Model, ModelBuilder};
 use crate::model::device::pool_capacity;
+use crate::model::{Model, ModelBuilder};
 use crate::policy::PolicyError;
 use crate::replay::Limits;
 use vramtrace_format::Trace;
