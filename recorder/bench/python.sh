@@ -5,7 +5,8 @@
 # plainly and under the recorder with VRAMTRACE_STACKS=none, python, mixed and native,
 # interleaved REPEATS times; prints each configuration's median of the runs' medians.
 # BASELINE=LIB.so adds the same four modes under another build of the library (named base-MODE),
-# interleaved with the others: a before/after comparison under the same load.
+# interleaved with the others: a before/after comparison under the same load. PRELOAD=LIB.so
+# measures that build instead of this tree's release build.
 # COLD="CALLS COLD_KIB ALTERNATE" runs python_cold.py DEPTH CALLS COLD_KIB ALTERNATE instead (each
 # call timed alone in cold caches; ROUNDS unused); MODES="none python" picks the modes run. Each
 # mode's line also gives the median over the repetitions of (mode - none) within a repetition.
@@ -18,7 +19,7 @@ depth=${3:-30}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cargo build --release -q -p vramtrace-recorder --manifest-path "$root/Cargo.toml"
-preload=$root/target/release/libvramtrace_preload.so
+preload=${PRELOAD:-$root/target/release/libvramtrace_preload.so}
 cc -shared -fPIC -O2 -Wl,-soname,libcuda.so.1 -o "$out/libcuda.so.1" "$root/recorder/bench/nulldriver.c"
 py=${PYTHON:-python3}
 if [ -n "${COLD:-}" ]; then

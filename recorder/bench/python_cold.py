@@ -7,8 +7,8 @@ does (tracker_overhead.c's cold mode).
     python3 python_cold.py DEPTH CALLS COLD_KIB [ALTERNATE]
 
 ALTERNATE 1 makes consecutive calls from two lines of the innermost function in turn, so that no
-call has the stack of the call before it (the recorder's per-thread last-stack comparison then
-never matches); 0, the default, calls from one line. Prints `alloc MEDIAN IQM` (ns per call, the
+call has the stack of the call before it (two of the recorder's recent stacks, recorder/src/
+stacks.rs `State::recent`, then take turns); 0, the default, calls from one line. Prints `alloc MEDIAN IQM` (ns per call, the
 interquartile mean beside the median). 2,000 untimed calls come first; the frees are untimed.
 """
 import ctypes

@@ -7,7 +7,7 @@
 # site whose stack is 40 frames; many_stacks allocates at the end of 50 call paths of 40 frames
 # over 400 functions (1000 rounds). BASELINE=LIB.so adds the three recorded modes under another
 # build of the library (named base-MODE), interleaved with the others: a before/after comparison
-# under the same load.
+# under the same load. PRELOAD=LIB.so measures that build instead of this tree's release build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 repeats=${1:-5}
@@ -15,7 +15,7 @@ rounds=${2:-50}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cargo build --release -q -p vramtrace-recorder --manifest-path "$root/Cargo.toml"
-preload=$root/target/release/libvramtrace_preload.so
+preload=${PRELOAD:-$root/target/release/libvramtrace_preload.so}
 cc -shared -fPIC -O2 -Wl,-soname,libcuda.so.1 -o "$out/libcuda.so.1" \
     "$root/recorder/bench/nulldriver.c"
 cc -O2 -fno-omit-frame-pointer -o "$out/hook_overhead" "$root/recorder/bench/hook_overhead.c" -ldl

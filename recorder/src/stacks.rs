@@ -6,9 +6,9 @@
 //! A hook that brings memory in (an allocation, a mapping, a pool, a registration) unwinds its
 //! thread ([`unwind::capture`]) and looks the frames up in its thread's intern table, a hash of
 //! the frames to a stack id (heaptrack and bytehound intern per thread too: KDE/heaptrack
-//! `src/track/tracetree.h`, koute/bytehound `preload/src/unwind.rs`). The thread's last stack
-//! is compared first: a repeated one costs one comparison; another known stack costs a hash and
-//! one comparison. A stack new to the thread is looked up next in the process-wide
+//! `src/track/tracetree.h`, koute/bytehound `preload/src/unwind.rs`). The thread's recent
+//! stacks are looked at first (`State::recent`): a stack met again there costs a hash of its
+//! first words and one comparison; another known stack costs a hash and one comparison. A stack new to the thread is looked up next in the process-wide
 //! intern table (lock-free: one atomic word of hash and id per slot), so that threads running the
 //! same code share one id; one new to the process is copied once into the process-wide stack
 //! arena, an append-only anonymous mapping, and published in that table. Its id is the next
