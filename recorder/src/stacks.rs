@@ -6,9 +6,10 @@
 //! A hook that brings memory in (an allocation, a mapping, a pool, a registration) unwinds its
 //! thread ([`unwind::capture`]) and looks the frames up in its thread's intern table, a hash of
 //! the frames to a stack id (heaptrack and bytehound intern per thread too: KDE/heaptrack
-//! `src/track/tracetree.h`, koute/bytehound `preload/src/unwind.rs`). The thread's recent
-//! stacks are looked at first (`State::recent`): a stack met again there costs a hash of its
-//! first words and one comparison; another known stack costs a hash and one comparison. A stack new to the thread is looked up next in the process-wide
+//! `src/track/tracetree.h`, koute/bytehound `preload/src/unwind.rs`). A known stack costs a
+//! hash and one comparison; in `python` mode the thread's recent stacks are looked at first
+//! (`State::recent`), where a stack met again costs a hash of its first words and one
+//! comparison. A stack new to the thread is looked up next in the process-wide
 //! intern table (lock-free: one atomic word of hash and id per slot), so that threads running the
 //! same code share one id; one new to the process is copied once into the process-wide stack
 //! arena, an append-only anonymous mapping, and published in that table. Its id is the next
@@ -139,7 +140,9 @@ struct State {
     /// a model's layers), and then a capture costs one comparison of its words with the arena
     /// entry: no hash of the whole stack, and none of the large table's slots (a dependent
     /// cache miss in a program's cold caches; these four lines stay warm). A stack with another
-    /// key is told apart without reading the arena.
+    /// key is told apart without reading the arena. `python` stacks only: a native stack's
+    /// first words are the allocator's own frames, the same in every stack of a PyTorch
+    /// program, so the key would tell little apart.
     recent: [(u64, u32, u32); RECENT_SLOTS],
     /// Where a capture's words go (made with the block: zeroing 6 KiB on the stack at every
     /// capture cost about 100 ns).
@@ -284,64 +287,51 @@ fn capture_in(block: &Block, mode: u8) -> u32 {
     let mut words = std::mem::take(&mut state.words);
     let frames = &mut words[..];
     let depth = MAX_DEPTH.load(Ordering::Relaxed).min(MAX_DEPTH_LIMIT);
+    let mut n = 0;
     // `python` reads no native frame: no snapshot to announce (two sequentially consistent
     // stores saved on the default path).
-    let mut n = match mode {
-        PYTHON => 0,
-        _ => unwind_native(
-            block,
-            state,
-            mode,
-            frames.get_mut(..depth).unwrap_or(&mut []),
-        ),
-    };
-    if mode == PYTHON || mode == MIXED {
-        n += python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth);
-    }
-    let id = match n {
-        0 => NO_STACK,
-        _ => intern(state, frames.get(..n).unwrap_or(&[])),
-    };
-    state.words = words;
-    id
-}
-
-/// The native frames of the calling thread into `out` (`mixed`: up to the interpreter's
-/// object); the number written.
-fn unwind_native(block: &Block, state: &mut State, mode: u8, out: &mut [u64]) -> usize {
-    // Announce the snapshot before using it; re-check that it is still current, so the writer,
-    // which swaps first and scans the announcements after, never frees it under us.
-    let snapshot = loop {
-        let p = SNAPSHOT.load(Ordering::SeqCst);
-        block.hazard.store(p, Ordering::SeqCst);
-        if SNAPSHOT.load(Ordering::SeqCst) == p {
-            break p;
-        }
-    };
-    // SAFETY: announced above; the writer frees a snapshot only when no block announces it.
-    let n = match unsafe { snapshot.as_ref() } {
-        None => 0,
-        Some(snapshot) => {
-            let (unwind_mode, stop) = match mode {
-                FRAME_POINTER => (Mode::FramePointer, 0..0),
-                MIXED => (
-                    Mode::Native,
-                    python::interpreter().map_or(0..0, |p| p.eval_range.clone()),
-                ),
-                _ => (Mode::Native, 0..0),
-            };
-            unwind::capture(
+    if mode != PYTHON {
+        // Announce the snapshot before using it; re-check that it is still current, so the
+        // writer, which swaps first and scans the announcements after, never frees it under us.
+        let snapshot = loop {
+            let p = SNAPSHOT.load(Ordering::SeqCst);
+            block.hazard.store(p, Ordering::SeqCst);
+            if SNAPSHOT.load(Ordering::SeqCst) == p {
+                break p;
+            }
+        };
+        let (unwind_mode, stop) = match mode {
+            FRAME_POINTER => (Mode::FramePointer, 0..0),
+            MIXED => (
+                Mode::Native,
+                python::interpreter().map_or(0..0, |p| p.eval_range.clone()),
+            ),
+            _ => (Mode::Native, 0..0),
+        };
+        // SAFETY: announced above; the writer frees a snapshot only when no block announces it.
+        if let Some(snapshot) = unsafe { snapshot.as_ref() } {
+            n = unwind::capture(
                 snapshot,
                 &mut state.cache,
                 &mut state.bounds,
                 unwind_mode,
                 &stop,
-                out,
-            )
+                frames.get_mut(..depth).unwrap_or(&mut []),
+            );
         }
+        block.hazard.store(std::ptr::null_mut(), Ordering::Release);
+    }
+    if mode == PYTHON || mode == MIXED {
+        n += python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth);
+    }
+    let id = match n {
+        0 => NO_STACK,
+        // The recent stacks' key is a stack's first words: a native stack's are the
+        // allocator's own frames, the same in every stack of a PyTorch program.
+        _ => intern(state, frames.get(..n).unwrap_or(&[]), mode == PYTHON),
     };
-    block.hazard.store(std::ptr::null_mut(), Ordering::Release);
-    n
+    state.words = words;
+    id
 }
 
 /// This thread's block, claiming a free one on first use (or after a fork, where the block the
@@ -399,8 +389,12 @@ fn claim(tid: u32) -> Option<&'static Block> {
         })
 }
 
-/// The id of `frames`, adding the stack to the arena when this thread has not seen it.
-fn intern(state: &mut State, frames: &[u64]) -> u32 {
+/// The id of `frames`, adding the stack to the arena when this thread has not seen it; with
+/// `recent`, looking among the thread's recent stacks first.
+fn intern(state: &mut State, frames: &[u64], recent: bool) -> u32 {
+    if !recent {
+        return look_up(state, frames).0;
+    }
     let key = recent_key(frames);
     // The product's top bits depend on every bit of the key.
     let slot = (key.wrapping_mul(HASH_K) >> (64 - RECENT_SLOTS.trailing_zeros())) as usize;
