@@ -9,6 +9,10 @@
 //! with `LOAD_SCALE_BASELINE=/path/to/an/older/vramtrace`, between that binary and this one, so
 //! a before/after comparison shares the machine's load; figures are medians with the range.
 //! Results and the machine's load go in `analyzer/BENCHMARKS.md` and `docs/reliability.md`.
+//!
+//! With `LOAD_SCALE_RANKS=N` it times the job view instead (issue 26): a directory of N rank
+//! traces of STEPS steps each (seeds 7, 8, ...), and `summary`, `replay --policy pytorch`, `fit
+//! --policy pytorch` and `tune` of the directory.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -72,9 +76,12 @@ fn load_average() -> String {
 /// Set in the child that writes the trace: the path to write.
 const WRITE: &str = "LOAD_SCALE_WRITE";
 
-/// Writes the synthetic trace of `steps` steps to `path`; prints its number of events.
-fn write_trace(path: &Path, steps: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let s = synthetic::pytorch_like(steps, 7);
+/// Set with [`WRITE`] for a job: the number of rank traces to write into that directory.
+const RANKS: &str = "LOAD_SCALE_RANKS";
+
+/// Writes the synthetic trace of `steps` steps to `path`; returns its number of events.
+fn write_trace(path: &Path, steps: usize, seed: u64) -> Result<usize, Box<dyn std::error::Error>> {
+    let s = synthetic::pytorch_like(steps, seed);
     let file = std::io::BufWriter::new(std::fs::File::create(path)?);
     let mut w = TraceWriter::new(file, &s.metadata, WriterOptions::default())?;
     *w.tables_mut() = s.tables;
@@ -82,7 +89,25 @@ fn write_trace(path: &Path, steps: usize) -> Result<(), Box<dyn std::error::Erro
         w.push(e)?;
     }
     w.finish()?;
-    println!("{}", s.events.len());
+    Ok(s.events.len())
+}
+
+/// What the child writes: one trace at `out`, or with `ranks` that many rank traces in the
+/// directory `out`; prints the number of events written.
+fn write(out: &Path, steps: usize, ranks: Option<usize>) -> Result<(), Box<dyn std::error::Error>> {
+    let events = match ranks {
+        None => write_trace(out, steps, 7)?,
+        Some(n) => {
+            std::fs::create_dir_all(out)?;
+            let mut events = 0;
+            for r in 0..n {
+                let path = out.join(format!("rank{r:03}.vramtrace"));
+                events += write_trace(&path, steps, 7 + r as u64)?;
+            }
+            events
+        }
+    };
+    println!("{events}");
     Ok(())
 }
 
@@ -94,40 +119,67 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let steps = numbers.first().copied().unwrap_or(125_000);
     let runs = numbers.get(1).copied().unwrap_or(5).max(1);
+    let ranks: Option<usize> = match std::env::var(RANKS) {
+        Ok(n) => Some(n.parse()?),
+        Err(_) => None,
+    };
     if let Some(out) = std::env::var_os(WRITE) {
-        return write_trace(Path::new(&out), steps);
+        return write(Path::new(&out), steps, ranks);
     }
     let dir = tempfile::tempdir()?;
-    let trace = dir.path().join("synthetic.vramtrace");
+    let trace = match ranks {
+        None => dir.path().join("synthetic.vramtrace"),
+        Some(_) => dir.path().join("job"),
+    };
     // The trace is generated in a child process: a child's peak RSS (`wait4`) counts what its
     // parent held when it was spawned, and the generated events take about 1 GiB.
     let child = Command::new(std::env::current_exe()?)
         .arg(steps.to_string())
         .env(WRITE, &trace)
+        .envs(ranks.map(|n| (RANKS, n.to_string())))
         .stderr(Stdio::inherit())
         .output()?;
     if !child.status.success() {
         return Err(format!("writing the trace failed ({})", child.status).into());
     }
     let events: f64 = String::from_utf8(child.stdout)?.trim().parse()?;
-    let file_bytes = std::fs::metadata(&trace)?.len();
+    let file_bytes: u64 = match ranks {
+        None => std::fs::metadata(&trace)?.len(),
+        Some(_) => std::fs::read_dir(&trace)?
+            .map(|e| Ok(e?.metadata()?.len()))
+            .sum::<std::io::Result<u64>>()?,
+    };
     let path = trace.to_str().ok_or("temporary path is not UTF-8")?;
     let this = Path::new(env!("CARGO_BIN_EXE_vramtrace")).to_path_buf();
     let mut binaries = vec![("this", this)];
     if let Ok(base) = std::env::var("LOAD_SCALE_BASELINE") {
         binaries.insert(0, ("baseline", base.into()));
     }
-    let commands: [(&str, Vec<&str>); 3] = [
-        ("info --json", vec!["info", "--json", path]),
-        (
-            "replay --policy pytorch",
-            vec!["replay", "--policy", "pytorch", "--json", path],
-        ),
-        (
-            "replay --policy all",
-            vec!["replay", "--policy", "all", "--json", path],
-        ),
-    ];
+    let commands: Vec<(&str, Vec<&str>)> = match ranks {
+        None => vec![
+            ("info --json", vec!["info", "--json", path]),
+            (
+                "replay --policy pytorch",
+                vec!["replay", "--policy", "pytorch", "--json", path],
+            ),
+            (
+                "replay --policy all",
+                vec!["replay", "--policy", "all", "--json", path],
+            ),
+        ],
+        Some(_) => vec![
+            ("summary DIR", vec!["summary", "--json", path]),
+            (
+                "replay DIR --policy pytorch",
+                vec!["replay", "--policy", "pytorch", "--json", path],
+            ),
+            (
+                "fit DIR --policy pytorch",
+                vec!["fit", "--policy", "pytorch", "--json", path],
+            ),
+            ("tune DIR", vec!["tune", "--json", path]),
+        ],
+    };
     println!(
         "{} events, {file_bytes} bytes; {runs} alternating runs; load average before: {}",
         events as u64,
@@ -145,7 +197,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("load average after: {}", load_average());
     println!(
-        "command                  binary    wall s          CPU s           M events/s (wall)  peak RSS MiB    bytes/event"
+        "command                      binary    wall s          CPU s           M events/s (wall)  peak RSS MiB    bytes/event"
     );
     for (c, (name, _)) in commands.iter().enumerate() {
         for (b, (which, _)) in binaries.iter().enumerate() {
@@ -154,7 +206,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let rate: Vec<f64> = wall.iter().map(|s| events / s / 1e6).collect();
             let rss = |u: &Usage| u.peak_rss_bytes as f64;
             println!(
-                "{name:<24} {which:<9} {:<15} {:<15} {:<18} {:<15} {}",
+                "{name:<28} {which:<9} {:<15} {:<15} {:<18} {:<15} {}",
                 spread(wall, 2),
                 spread(r.iter().map(|u| u.cpu_s).collect(), 2),
                 spread(rate, 1),
