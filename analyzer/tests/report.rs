@@ -311,6 +311,19 @@ fn the_pages_oom_column_says_the_recorded_refusals_as_replay_does() {
     );
 }
 
+/// The page splits the memory outside the pool by library as `summary` does: the six cuBLAS
+/// workspaces of an H200 PyTorch run (134,481,920 bytes, samples/README.md).
+#[test]
+fn the_page_names_the_library_of_the_memory_outside_the_pool() {
+    let trace = repo("samples/traces/h200-validation/side_stream.async.vramtrace");
+    let dir = report(&trace, &["--policy", "pytorch"]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(
+        html.contains("<tr><td>cuBLAS</td><td>128.25 MiB</td><td>6</td><td>128.25 MiB</td></tr>"),
+        "the cuBLAS row"
+    );
+}
+
 #[test]
 fn policies_can_be_chosen() {
     let dir = report(

@@ -311,6 +311,7 @@ fn trace_facts(s: &mut String, data: &ReportData) {
             let _ = writeln!(s, "<h3>{}</h3>", html(&x.label()));
         }
         let _ = writeln!(s, "<p>{}</p>", headline(x, start_ns, segments));
+        outside_table(s, x);
     }
     if data.sections_omitted > 0 {
         let _ = writeln!(
@@ -503,6 +504,28 @@ pub fn headline(x: &Section, start_ns: u64, segments: bool) -> String {
         );
     }
     text
+}
+
+/// The memory outside the pool by the library that made it, as `summary` prints it.
+fn outside_table(s: &mut String, x: &Section) {
+    if x.outside_by_library.is_empty() {
+        return;
+    }
+    s.push_str(
+        "<table class=\"outside\"><tr><th>outside the pool, by library</th>\
+         <th>most held at once</th><th>allocations</th><th>bytes allocated</th></tr>\n",
+    );
+    for m in &x.outside_by_library {
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            html(&m.library),
+            bytes(m.peak_bytes),
+            count(m.allocations),
+            bytes(m.bytes)
+        );
+    }
+    s.push_str("</table>\n");
 }
 
 fn summary_table(s: &mut String, x: &Section, start_ns: u64) {
