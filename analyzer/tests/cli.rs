@@ -43,15 +43,23 @@ fn summary_names_the_library_of_the_memory_outside_the_pool() {
     assert_eq!(
         device(&json(native)),
         serde_json::json!([{"library": "cuBLAS", "allocations": 6, "bytes": 134481920,
-                            "peak_bytes": 134481920}])
+                            "peak_bytes": 134481920, "site": null}])
     );
     let text = stdout(vramtrace().args(["summary", native]));
     assert!(
         text.contains("  outside pool    cuBLAS 128.25 MiB (6 allocations)"),
         "{text}"
     );
+    // Without native frames the library is unknown, but the Python line is not.
     let python = json("samples/traces/torch-mlp-requests.vramtrace");
     assert_eq!(device(&python)[0]["library"], "no native stack");
+    let site = device(&python)[0]["site"].as_str().unwrap().to_string();
+    assert!(site.ends_with("torch_train.py:31 mlp_steps"), "{site}");
+    let text = stdout(vramtrace().args(["summary", "samples/traces/torch-mlp-requests.vramtrace"]));
+    assert!(
+        text.contains("(6 allocations, the largest at ") && text.contains("torch_train.py:31"),
+        "{text}"
+    );
     let nothing_outside = json("samples/traces/synthetic-mlp.vramtrace");
     assert!(
         nothing_outside["groups"]

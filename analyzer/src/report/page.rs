@@ -19,6 +19,7 @@ use super::escape::html;
 use super::job::{JobRank, ranks_table};
 use super::page_data::{Run, script_json};
 use crate::replay::recorded_refusals_note;
+use crate::symbolize::short_frame;
 use crate::tune::Grid;
 use crate::units::{bytes, count, duration};
 use serde::Serialize;
@@ -513,16 +514,18 @@ fn outside_table(s: &mut String, x: &Section) {
     }
     s.push_str(
         "<table class=\"outside\"><tr><th>outside the pool, by library</th>\
-         <th>most held at once</th><th>allocations</th><th>bytes allocated</th></tr>\n",
+         <th>most held at once</th><th>allocations</th><th>bytes allocated</th>\
+         <th>the largest from</th></tr>\n",
     );
     for m in &x.outside_by_library {
         let _ = writeln!(
             s,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
             html(&m.library),
             bytes(m.peak_bytes),
             count(m.allocations),
-            bytes(m.bytes)
+            bytes(m.bytes),
+            html(&m.site.as_deref().map(short_frame).unwrap_or_default())
         );
     }
     s.push_str("</table>\n");
