@@ -12,7 +12,7 @@ use crate::model::live::{Change, Ledger, Object, Totals};
 use crate::model::{CaptureLevel, Model, RequestKind, RequestStream, StreamKey};
 use crate::sums::SaturatingSum;
 use crate::symbolize::{
-    ModuleFiles, NoFiles, StackBytes, StackNames, TOP_STACKS, library_of, top_stacks,
+    ModuleFiles, NoFiles, StackBytes, StackNames, Symbolizer, TOP_STACKS, library_of, top_stacks,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -129,27 +129,36 @@ pub struct LibraryMemory {
     pub bytes: u64,
     /// The most of its bytes live at once.
     pub peak_bytes: u64,
+    /// Where its largest allocation (the first of that size) came from in the program: the
+    /// user's frame ([`Symbolizer::site_index`]) among the stack's Python frames; `null`
+    /// without Python frames.
+    pub site: Option<String>,
 }
 
 /// The set-aside requests of `stream` ([`RequestStream::outside_requests`]) by library, the
 /// largest peak first (ties by name).
 fn outside_by_library(stream: &RequestStream, names: &StackNames) -> Vec<LibraryMemory> {
-    let mut by: BTreeMap<&'static str, (LibraryMemory, u64)> = BTreeMap::new();
+    // Per library: its figures, its live bytes, and its largest allocation's size and stack.
+    let mut by: BTreeMap<&'static str, (LibraryMemory, u64, (u64, u32))> = BTreeMap::new();
     let mut of_slot: HashMap<u32, (&'static str, u64)> = HashMap::new();
     for r in &stream.outside_requests {
         match r.kind {
             RequestKind::Alloc => {
                 let library = library_of(&names.named(r.stack));
                 of_slot.insert(r.slot, (library, r.size));
-                let (m, live) = by.entry(library).or_insert_with(|| {
+                let (m, live, largest) = by.entry(library).or_insert_with(|| {
                     let m = LibraryMemory {
                         library: library.to_string(),
                         allocations: 0,
                         bytes: 0,
                         peak_bytes: 0,
+                        site: None,
                     };
-                    (m, 0)
+                    (m, 0, (0, r.stack))
                 });
+                if r.size > largest.0 {
+                    *largest = (r.size, r.stack);
+                }
                 m.allocations += 1;
                 m.bytes = m.bytes.saturating_add(r.size);
                 *live = live.saturating_add(r.size);
@@ -157,7 +166,7 @@ fn outside_by_library(stream: &RequestStream, names: &StackNames) -> Vec<Library
             }
             RequestKind::Free => {
                 if let Some((library, size)) = of_slot.remove(&r.slot)
-                    && let Some((_, live)) = by.get_mut(library)
+                    && let Some((_, live, _)) = by.get_mut(library)
                 {
                     *live = live.saturating_sub(size);
                 }
@@ -165,7 +174,18 @@ fn outside_by_library(stream: &RequestStream, names: &StackNames) -> Vec<Library
             _ => {}
         }
     }
-    let mut list: Vec<LibraryMemory> = by.into_values().map(|(m, _)| m).collect();
+    let mut list: Vec<LibraryMemory> = by
+        .into_values()
+        .map(|(mut m, _, (_, stack))| {
+            let python: Vec<_> = names
+                .named(stack)
+                .into_iter()
+                .filter(|f| f.python)
+                .collect();
+            m.site = Symbolizer::site_index(&python).map(|i| python[i].text());
+            m
+        })
+        .collect();
     list.sort_by(|a, b| {
         b.peak_bytes
             .cmp(&a.peak_bytes)

@@ -43,15 +43,23 @@ fn summary_names_the_library_of_the_memory_outside_the_pool() {
     assert_eq!(
         device(&json(native)),
         serde_json::json!([{"library": "cuBLAS", "allocations": 6, "bytes": 134481920,
-                            "peak_bytes": 134481920}])
+                            "peak_bytes": 134481920, "site": null}])
     );
     let text = stdout(vramtrace().args(["summary", native]));
     assert!(
         text.contains("  outside pool    cuBLAS 128.25 MiB (6 allocations)"),
         "{text}"
     );
+    // Without native frames the library is unknown, but the Python line is not.
     let python = json("samples/traces/torch-mlp-requests.vramtrace");
     assert_eq!(device(&python)[0]["library"], "no native stack");
+    let site = device(&python)[0]["site"].as_str().unwrap().to_string();
+    assert!(site.ends_with("torch_train.py:31 mlp_steps"), "{site}");
+    let text = stdout(vramtrace().args(["summary", "samples/traces/torch-mlp-requests.vramtrace"]));
+    assert!(
+        text.contains("(6 allocations, the largest at ") && text.contains("torch_train.py:31"),
+        "{text}"
+    );
     let nothing_outside = json("samples/traces/synthetic-mlp.vramtrace");
     assert!(
         nothing_outside["groups"]
@@ -734,5 +742,109 @@ fn the_events_budget_is_lifted_by_vramtrace_max_events() {
     assert!(
         err.contains("VRAMTRACE_MAX_EVENTS=\"many\": not a number"),
         "{err}"
+    );
+}
+
+/// A mixed stack (native and Python frames, `record --stacks mixed`): the library is the
+/// native module past the runtime, and the line is the program's Python frame that made the
+/// library's largest allocation, not the library's own frame.
+#[test]
+fn summary_names_the_line_that_made_a_librarys_largest_allocation() {
+    use vramtrace_format::{
+        Api, Event, Frame, Metadata, Module, PythonFrame, Stack, Tables, TraceWriter, WriterOptions,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mixed.vramtrace");
+    let module = |id: u32, path: &str| Module {
+        id,
+        pid: 5,
+        path: path.into(),
+        build_id: Vec::new(),
+        load_address: u64::from(id) << 32,
+        size: 1 << 20,
+        loaded_ns: 0,
+        unloaded_ns: None,
+    };
+    let python = |id: u32, line: u32, function: &str| PythonFrame {
+        id,
+        file: "/src/train.py".into(),
+        function: function.into(),
+        line,
+        module: "train".into(),
+    };
+    let mut w = TraceWriter::new(
+        std::fs::File::create(&path).unwrap(),
+        &Metadata {
+            capture_level: "request".into(),
+            ..Metadata::default()
+        },
+        WriterOptions::default(),
+    )
+    .unwrap();
+    *w.tables_mut() = Tables {
+        modules: vec![
+            module(1, "/usr/lib/libcudart.so.13"),
+            module(2, "/usr/lib/libcublasLt.so.13"),
+            module(3, "/usr/lib/libtorch_cuda.so"),
+        ],
+        frames: [1, 2, 3]
+            .map(|id| Frame {
+                id,
+                address: (u64::from(id) << 32) + 0x100,
+            })
+            .to_vec(),
+        python_frames: vec![
+            python(10, 7, "main"),
+            python(11, 12, "step"),
+            python(12, 30, "warm"),
+        ],
+        // Innermost first: the runtime, cuBLAS, PyTorch, then the program's lines.
+        stacks: vec![
+            Stack {
+                id: 1,
+                frames: vec![1, 2, 3, 11, 10],
+            },
+            Stack {
+                id: 2,
+                frames: vec![1, 2, 3, 12, 10],
+            },
+            Stack {
+                id: 3,
+                frames: vec![11, 10],
+            },
+        ],
+        ..Tables::default()
+    };
+    let mut seq = 0;
+    let mut push = |api, address: u64, size: u64, stack: u32| {
+        seq += 1;
+        w.push(&Event {
+            seq,
+            time_ns: seq * 1000,
+            pid: 5,
+            device: 0,
+            address,
+            size,
+            stack,
+            ..Event::new(api)
+        })
+        .unwrap();
+    };
+    push(Api::CuMemAllocAsync, 0x1000_0000, 1 << 20, 3);
+    push(Api::CuMemAlloc_v2, 0x2000_0000, 4 << 20, 2);
+    push(Api::CuMemAlloc_v2, 0x3000_0000, 32 << 20, 1);
+    w.finish().unwrap();
+    let path = path.to_str().unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(vramtrace().args(["summary", "--json", path]))).unwrap();
+    assert_eq!(
+        json["groups"][0]["outside_by_library"],
+        serde_json::json!([{"library": "cuBLAS", "allocations": 2, "bytes": 36 << 20,
+                            "peak_bytes": 36 << 20, "site": "/src/train.py:12 step"}])
+    );
+    let text = stdout(vramtrace().args(["summary", path]));
+    assert!(
+        text.contains("cuBLAS 36.00 MiB (2 allocations, the largest at /src/train.py:12 step)"),
+        "{text}"
     );
 }

@@ -181,6 +181,7 @@ fn the_documented_queries_answer_what_info_and_replay_say() {
         queries.keys().map(String::as_str).collect::<Vec<_>>(),
         [
             "calls_per_api",
+            "outside_by_library",
             "rank_outliers",
             "reserved_over_allocated",
             "setting_per_job",
@@ -207,6 +208,53 @@ fn the_documented_queries_answer_what_info_and_replay_say() {
             .collect();
         assert_eq!(from_sql, from_info, "{path}");
     }
+
+    // outside_by_library = summary --json's, group by group (the bundled requests-level
+    // samples hold the six cuBLAS workspaces; nvcc-static its own plain allocations).
+    let mut expected = Vec::new();
+    for i in &inputs {
+        let path = i.path.display().to_string();
+        let summary = vramtrace(&["summary", "--json", &path]);
+        for g in summary["groups"].as_array().unwrap() {
+            let rows: Vec<(String, u64, i64, String, u64, u64)> = g["outside_by_library"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|m| {
+                    (
+                        path.clone(),
+                        u(&g["pid"]),
+                        g["device"].as_i64().unwrap(),
+                        m["library"].as_str().unwrap().to_string(),
+                        u(&m["allocations"]),
+                        u(&m["bytes"]),
+                    )
+                })
+                .collect();
+            expected.extend(rows);
+        }
+    }
+    expected.sort_by(|a, b| {
+        (&a.0, a.1, a.2)
+            .cmp(&(&b.0, b.1, b.2))
+            .then(b.5.cmp(&a.5))
+            .then(a.3.cmp(&b.3))
+    });
+    let got: Vec<(String, u64, i64, String, u64, u64)> = answers["outside_by_library"]
+        .iter()
+        .map(|r| {
+            (
+                r["path"].as_str().unwrap().to_string(),
+                u(&r["pid"]),
+                r["device"].as_i64().unwrap(),
+                r["library"].as_str().unwrap().to_string(),
+                u(&r["allocations"]),
+                u(&r["bytes"]),
+            )
+        })
+        .collect();
+    assert!(expected.len() >= 3, "{expected:?}");
+    assert_eq!(got, expected);
 
     // Per trace and policy, replay --json's totals.
     let mut replays: HashMap<String, Vec<Value>> = HashMap::new();

@@ -311,6 +311,34 @@ fn the_pages_oom_column_says_the_recorded_refusals_as_replay_does() {
     );
 }
 
+/// The page splits the memory outside the pool by library as `summary` does: the six cuBLAS
+/// workspaces of an H200 PyTorch run (134,481,920 bytes, samples/README.md).
+#[test]
+fn the_page_names_the_library_of_the_memory_outside_the_pool() {
+    let page = |trace: &str| {
+        let dir = report(&repo(trace), &["--policy", "pytorch"]);
+        std::fs::read_to_string(dir.path().join("index.html")).unwrap()
+    };
+    let html = page("samples/traces/h200-validation/side_stream.async.vramtrace");
+    assert!(
+        html.contains(
+            "<tr><td>cuBLAS</td><td>128.25 MiB</td><td>6</td><td>128.25 MiB</td>\
+             <td><code></code></td></tr>"
+        ),
+        "the cuBLAS row"
+    );
+    // Recorded with Python frames only: no library, but the line.
+    let html = page("samples/traces/torch-mlp-requests.vramtrace");
+    assert!(
+        html.contains("<tr><td>no native stack</td><td>128.25 MiB</td>"),
+        "the row without native frames"
+    );
+    assert!(
+        html.contains("torch_train.py:31 mlp_steps</code></td></tr>"),
+        "its line"
+    );
+}
+
 #[test]
 fn policies_can_be_chosen() {
     let dir = report(

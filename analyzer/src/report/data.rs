@@ -207,6 +207,9 @@ pub struct Section {
     /// framework's allocator): not in `requested`, not replayed.
     pub outside_allocations: u64,
     pub outside_peak: u64,
+    /// Those allocations by the library that made them, as `summary` splits them
+    /// ([`crate::summary::GroupSummary::outside_by_library`]).
+    pub outside_by_library: Vec<crate::summary::LibraryMemory>,
     pub policies: Vec<PolicyResult>,
     pub live_at_peak: LiveAtPeak,
     /// The allocation timeline over the whole trace.

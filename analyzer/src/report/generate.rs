@@ -116,6 +116,15 @@ pub fn generate(
         rest.map(|(data, summary, symbolizer)| (data, summary, symbolizer, tuned))
     })?;
 
+    for section in &mut data.sections {
+        if let Some(g) = summary
+            .groups
+            .iter()
+            .find(|g| (g.pid, g.device) == (section.pid, section.device))
+        {
+            section.outside_by_library = g.outside_by_library.clone();
+        }
+    }
     data.answers = tuned?.map(|(tune, grid)| Headline {
         answers: Answers::of(&summary, &tune),
         tried: tune.tried,

@@ -84,6 +84,7 @@ pub fn build(
             peak,
             outside_allocations: inst.outside.allocations,
             outside_peak: inst.outside.peak_bytes,
+            outside_by_library: Vec::new(),
             policies: Vec::new(),
             live_at_peak,
             timeline,

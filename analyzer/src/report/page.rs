@@ -19,6 +19,7 @@ use super::escape::html;
 use super::job::{JobRank, ranks_table};
 use super::page_data::{Run, script_json};
 use crate::replay::recorded_refusals_note;
+use crate::symbolize::short_frame;
 use crate::tune::Grid;
 use crate::units::{bytes, count, duration};
 use serde::Serialize;
@@ -311,6 +312,7 @@ fn trace_facts(s: &mut String, data: &ReportData) {
             let _ = writeln!(s, "<h3>{}</h3>", html(&x.label()));
         }
         let _ = writeln!(s, "<p>{}</p>", headline(x, start_ns, segments));
+        outside_table(s, x);
     }
     if data.sections_omitted > 0 {
         let _ = writeln!(
@@ -503,6 +505,30 @@ pub fn headline(x: &Section, start_ns: u64, segments: bool) -> String {
         );
     }
     text
+}
+
+/// The memory outside the pool by the library that made it, as `summary` prints it.
+fn outside_table(s: &mut String, x: &Section) {
+    if x.outside_by_library.is_empty() {
+        return;
+    }
+    s.push_str(
+        "<table class=\"outside\"><tr><th>outside the pool, by library</th>\
+         <th>most held at once</th><th>allocations</th><th>bytes allocated</th>\
+         <th>the largest from</th></tr>\n",
+    );
+    for m in &x.outside_by_library {
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            html(&m.library),
+            bytes(m.peak_bytes),
+            count(m.allocations),
+            bytes(m.bytes),
+            html(&m.site.as_deref().map(short_frame).unwrap_or_default())
+        );
+    }
+    s.push_str("</table>\n");
 }
 
 fn summary_table(s: &mut String, x: &Section, start_ns: u64) {

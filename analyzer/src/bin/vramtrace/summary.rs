@@ -201,8 +201,11 @@ fn group(
             .outside_by_library
             .iter()
             .map(|m| {
+                let from = m.site.as_deref().map_or(String::new(), |s| {
+                    format!(", the largest at {}", short_frame(s))
+                });
                 format!(
-                    "{} {} ({} allocations)",
+                    "{} {} ({} allocations{from})",
                     m.library,
                     bytes(m.peak_bytes),
                     count(m.allocations)

@@ -58,7 +58,8 @@ pub fn events() -> &'static Table {
     })
 }
 
-/// `stacks`: one row per distinct stack, its frame ids innermost first (array form).
+/// `stacks`: one row per distinct stack, its frame ids innermost first (array form), and the
+/// library that made its driver calls ([`crate::symbolize::library_of`]).
 pub fn stacks() -> &'static Table {
     static T: OnceLock<Table> = OnceLock::new();
     T.get_or_init(|| Table {
@@ -72,6 +73,7 @@ pub fn stacks() -> &'static Table {
                 DataType::List(Arc::new(Field::new("item", DataType::Int64, false))),
                 false,
             ),
+            col("library", DataType::Utf8, false),
         ]),
     })
 }

@@ -8,6 +8,7 @@
 
 use super::schema;
 use crate::model::ModuleIndex;
+use crate::symbolize::{NoFiles, StackNames, library_of};
 use arrow_array::builder::{Int64Builder, ListBuilder};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use std::sync::Arc;
@@ -18,8 +19,11 @@ fn strings(n: usize, value: &str) -> ArrayRef {
     Arc::new(StringArray::from(vec![value; n]))
 }
 
-/// `stacks`: id, depth, frame ids.
+/// `stacks`: id, depth, frame ids, and the library of the stack's native frames (named by
+/// module, without reading the program's files).
 pub fn stacks(trace_id: &str, tables: &Tables) -> RecordBatch {
+    let mut files = NoFiles;
+    let names = StackNames::new(tables, &mut files);
     let mut frames = ListBuilder::new(Int64Builder::new()).with_field(Arc::new(
         arrow_schema::Field::new("item", arrow_schema::DataType::Int64, false),
     ));
@@ -39,6 +43,9 @@ pub fn stacks(trace_id: &str, tables: &Tables) -> RecordBatch {
             tables.stacks.iter().map(|s| s.frames.len() as i32),
         )),
         Arc::new(frames.finish()),
+        Arc::new(StringArray::from_iter_values(
+            tables.stacks.iter().map(|s| library_of(&names.named(s.id))),
+        )),
     ];
     RecordBatch::try_new(schema::stacks().schema.clone(), columns)
         .expect("the columns match the stacks schema")
