@@ -98,14 +98,16 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn new(bytes: &'a [u8], limits: Limits) -> Reader<'a> {
+        // A snapshot memoizes about one value per 32 bytes.
+        let mut memo = Vec::with_capacity(bytes.len() / 32);
+        crate::huge_pages::advise_huge_pages(&mut memo);
         Reader {
             bytes,
             pos: 0,
             doc: Document::with_capacity_for(bytes.len()),
             stack: Vec::new(),
             marks: Vec::new(),
-            // A snapshot memoizes about one value per 32 bytes.
-            memo: Vec::with_capacity(bytes.len() / 32),
+            memo,
             sparse_memo: HashMap::new(),
             limits,
             spent: 0,
