@@ -19,7 +19,10 @@ pub fn advise_huge_pages<T>(v: &mut Vec<T>) {
     {
         let start = v.as_mut_ptr() as usize;
         let end = start + v.capacity() * std::mem::size_of::<T>();
-        let (lo, hi) = (start.next_multiple_of(HUGE_PAGE), end / HUGE_PAGE * HUGE_PAGE);
+        let (lo, hi) = (
+            start.next_multiple_of(HUGE_PAGE),
+            end / HUGE_PAGE * HUGE_PAGE,
+        );
         if hi > lo {
             // SAFETY: `[lo, hi)` lies inside the allocation `v` owns, which this function
             // borrows mutably; MADV_HUGEPAGE changes how the kernel backs those pages, never
@@ -31,4 +34,23 @@ pub fn advise_huge_pages<T>(v: &mut Vec<T>) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (v, HUGE_PAGE);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advising_keeps_the_contents_and_any_capacity() {
+        let mut big: Vec<u64> = (0..(3 * HUGE_PAGE / 8) as u64).collect();
+        advise_huge_pages(&mut big);
+        assert!(big.iter().enumerate().all(|(i, &v)| v == i as u64));
+        big.extend(0..10);
+        assert_eq!(big[3 * HUGE_PAGE / 8 + 9], 9);
+        for mut small in [Vec::<u8>::new(), vec![1u8; 100]] {
+            let before = small.clone();
+            advise_huge_pages(&mut small);
+            assert_eq!(small, before);
+        }
+    }
 }
