@@ -39,6 +39,7 @@ pub mod cuda_result;
 pub mod dense;
 mod error;
 mod event;
+pub mod huge_pages;
 pub mod journal;
 mod metadata;
 #[cfg(feature = "pickle")]

@@ -348,6 +348,9 @@ struct Builder<'d> {
     /// The stack of a frame list's items: most trace entries have a list of their own, of
     /// frame dicts shared with other entries.
     stack_of_items: HashMap<&'d [Value], u32, Fast>,
+    /// The same by the place of the items (their address and length): equal places are
+    /// equal items.
+    stack_of_span: HashMap<(usize, usize), u32, Fast>,
     stack_of_frames: HashMap<Vec<u32>, u32, Fast>,
     frame_of_line: HashMap<(&'d str, &'d str, u32), u32, Fast>,
     /// Live requests, segments and mappings per device, by address.
@@ -369,6 +372,7 @@ impl<'d> Builder<'d> {
             frame_of_dict: vec![0; doc.containers()],
             stack_of_list: vec![0; doc.containers()],
             stack_of_items: HashMap::default(),
+            stack_of_span: HashMap::default(),
             stack_of_frames: HashMap::default(),
             frame_of_line: HashMap::default(),
             requests: HashMap::default(),
@@ -463,6 +467,7 @@ impl<'d> Builder<'d> {
 
     fn events_from(&mut self, entries: &[Entry<'d>]) -> Result<(), ImportError> {
         self.events.reserve(entries.len());
+        vramtrace_format::huge_pages::advise_huge_pages(&mut self.events);
         for (i, e) in entries.iter().enumerate() {
             let order = i as u64 + 1;
             let key = (e.device, e.addr);
@@ -702,7 +707,16 @@ impl<'d> Builder<'d> {
         {
             return s;
         }
-        if let Some(&s) = self.stack_of_items.get(items) {
+        // Lists of equal items mostly share one span of the document's arena (`Document`'s
+        // invariant), so the span's place finds most stacks without hashing the items.
+        let span = (items.as_ptr() as usize, items.len());
+        let known = match self.stack_of_span.get(&span) {
+            Some(&s) => Some(s),
+            None => self.stack_of_items.get(items).copied().inspect(|&s| {
+                self.stack_of_span.insert(span, s);
+            }),
+        };
+        if let Some(s) = known {
             if let Some(known) = list.and_then(|l| self.stack_of_list.get_mut(l.index())) {
                 *known = s;
             }
@@ -722,6 +736,7 @@ impl<'d> Builder<'d> {
             }
         };
         self.stack_of_items.insert(items, stack);
+        self.stack_of_span.insert(span, stack);
         if let Some(known) = list.and_then(|l| self.stack_of_list.get_mut(l.index())) {
             *known = stack;
         }

@@ -227,6 +227,10 @@ impl<'a> Document<'a> {
         d.items.reserve(len / 8);
         d.pairs.reserve(len / 10);
         d.ints.reserve(len / 32);
+        crate::huge_pages::advise_huge_pages(&mut d.nodes);
+        crate::huge_pages::advise_huge_pages(&mut d.items);
+        crate::huge_pages::advise_huge_pages(&mut d.pairs);
+        crate::huge_pages::advise_huge_pages(&mut d.ints);
         d
     }
 

@@ -8,7 +8,7 @@ use vramtrace::interop::import_snapshot;
 use vramtrace::interop::rmm_log;
 use vramtrace::units::count;
 use vramtrace_format::replace::write_replacing;
-use vramtrace_format::{Event, Metadata, Tables, pickle};
+use vramtrace_format::{Event, MappedFile, Metadata, Tables, pickle};
 
 /// Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) or an RMM memory-event
 /// log (RMM's LoggingResourceAdaptor CSV) into a trace.
@@ -31,13 +31,15 @@ impl Args {
         let (snapshot, output) = (&self.snapshot, &self.output);
         crate::output::refuse_overwriting_input(snapshot, output)?;
         let name = snapshot.display().to_string();
-        let bytes = std::fs::read(snapshot).with_context(|| name.clone())?;
+        // Mapped, as `report` maps it: the unpickled strings borrow the bytes, never copied.
+        let file = MappedFile::open(snapshot).with_context(|| name.clone())?;
+        let bytes = file.bytes();
         let write = |metadata: &Metadata, tables: &Tables, events: &[Event]| {
             write_trace(metadata, tables, events, output)
                 .with_context(|| output.display().to_string())
         };
-        if rmm_log::looks_like(&bytes) {
-            let text = std::str::from_utf8(&bytes).with_context(|| format!("{name}: not UTF-8"))?;
+        if rmm_log::looks_like(bytes) {
+            let text = std::str::from_utf8(bytes).with_context(|| format!("{name}: not UTF-8"))?;
             let log = rmm_log::read(text).with_context(|| name.clone())?;
             write(&log.metadata, &Tables::default(), &log.events)?;
             return crate::output::print(&format!(
@@ -50,7 +52,7 @@ impl Args {
                 count(log.events.len() as u64)
             ));
         }
-        let doc = pickle::read(&bytes).with_context(|| name.clone())?;
+        let doc = pickle::read(bytes).with_context(|| name.clone())?;
         let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
         write(&imported.metadata, &imported.tables, &imported.events)?;
         crate::output::print(&render(&name, output, &imported))
