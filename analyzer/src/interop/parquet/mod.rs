@@ -3,8 +3,11 @@
 //!
 //! Each table is a directory and each trace one file in it (`events/ID.parquet`), the layout
 //! Spark, Trino and DuckDB read as one table. A trace's events are streamed: one event chunk is
-//! decoded, converted and handed to the writer at a time, and the writer flushes a row group
-//! every [`ROW_GROUP_ROWS`] rows, so memory stays bounded whatever the trace's length.
+//! decoded and buffered at a time, and a row group is written once [`ROW_GROUP_ROWS`] rows are
+//! buffered, so memory stays bounded whatever the trace's length.
+//!
+//! Written with parquet's own file and column writers (no Arrow arrays): each table's schema
+//! is a Parquet message type ([`schema`]), each column written with its typed column writer.
 //!
 //! Sans-IO apart from the sinks it is given: the caller opens the files.
 
@@ -13,21 +16,24 @@ mod rows;
 pub mod schema;
 mod symbols;
 mod vocabulary;
+mod write;
 
 pub use rows::{PolicyResult, TraceRow};
 
 use crate::job;
 use crate::model::live::DevicePeak;
 use crate::model::{CaptureLevel, LevelFacts, LevelStats, detect_level};
-use arrow_array::RecordBatch;
 use events::EventColumns;
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::errors::ParquetError;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
+use schema::Table;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::sync::Arc;
 use vocabulary::serde_name;
 use vramtrace_format::chunk::ChunkKind;
 use vramtrace_format::{EventChunks, ReadOptions, Trace};
@@ -48,8 +54,16 @@ const DELTA_COLUMNS: [&str; 12] = [
     "result",
 ];
 
-/// Rows per row group of `events`: about 5 MB of encoded pages held before each flush.
-pub const ROW_GROUP_ROWS: usize = 1 << 20;
+/// Rows of `events` buffered before a row group is written (at least this many per row group
+/// but the last): 32 MiB of stored values.
+pub const ROW_GROUP_ROWS: usize = 1 << 18;
+
+/// The Arrow schema `events` files carry under `ARROW:schema` (base64 of the Arrow IPC schema
+/// message, as Arrow's Parquet writers store it): its string columns are dictionaries
+/// (`dictionary<values=string, indices=int32>`), which pyarrow, pandas (`category`) and Polars
+/// (`Categorical`) read them as. Written by Arrow's `ArrowWriter` for this schema; readers
+/// without Arrow ignore it.
+const EVENTS_ARROW_SCHEMA: &str = include_str!("events.arrow_schema");
 
 /// The version of the table layout, stored in every file's key-value metadata.
 pub const SCHEMA_VERSION: &str = "1";
@@ -75,7 +89,6 @@ fn properties(sorted_by_seq: bool) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(zstd))
         .set_statistics_enabled(EnabledStatistics::Chunk)
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_created_by(format!("vramtrace {}", env!("CARGO_PKG_VERSION")))
         .set_key_value_metadata(Some(vec![KeyValue::new(
             "vramtrace.schema_version".into(),
@@ -86,8 +99,8 @@ fn properties(sorted_by_seq: bool) -> WriterProperties {
         // (addresses, sizes, stacks, threads, and the API names). Counters, clocks and the
         // columns that are nearly constant get their differences bit-packed instead (a run of
         // equal values costs almost nothing). The constant trace id stays dictionary encoded
-        // (one dictionary entry, its indices a single run): its Arrow type is a dictionary,
-        // and Arrow C++ (pyarrow, pandas) reads a dictionary column only from dictionary
+        // (one dictionary entry, its indices a single run): its Arrow type is a dictionary
+        // ([`EVENTS_ARROW_SCHEMA`]), and Arrow C++ (pyarrow, pandas) reads a dictionary column only from dictionary
         // pages; from `DELTA_BYTE_ARRAY` pages it fails ("DecodeArrow of DictAccumulator for
         // DeltaByteArrayDecoder" is not implemented).
         for c in DELTA_COLUMNS {
@@ -99,10 +112,38 @@ fn properties(sorted_by_seq: bool) -> WriterProperties {
     b.build()
 }
 
-/// Writes one small table in a single row group.
-pub fn write_table<W: Write + Send>(sink: W, batch: &RecordBatch) -> Result<(), Error> {
-    let mut w = ArrowWriter::try_new(sink, batch.schema(), Some(properties(false)))?;
-    w.write(batch)?;
+/// A file writer of `table` with `props`.
+fn writer<W: Write + Send>(
+    sink: W,
+    table: &Table,
+    props: WriterProperties,
+) -> Result<SerializedFileWriter<W>, ParquetError> {
+    SerializedFileWriter::new(sink, table.schema.clone(), Arc::new(props))
+}
+
+/// Writes one row group of `rows` rows (none when `rows` is 0), its columns written by `fill`.
+fn row_group<W: Write + Send>(
+    w: &mut SerializedFileWriter<W>,
+    rows: usize,
+    fill: impl FnOnce(&mut write::RowGroup<'_, W>) -> Result<(), ParquetError>,
+) -> Result<(), ParquetError> {
+    if rows > 0 {
+        let mut g = write::RowGroup(w.next_row_group()?);
+        fill(&mut g)?;
+        g.0.close()?;
+    }
+    Ok(())
+}
+
+/// Writes one small table of `rows` rows in a single row group.
+fn write_table<W: Write + Send>(
+    sink: W,
+    table: &Table,
+    rows: usize,
+    fill: impl FnOnce(&mut write::RowGroup<'_, W>) -> Result<(), ParquetError>,
+) -> Result<(), Error> {
+    let mut w = writer(sink, table, properties(false))?;
+    row_group(&mut w, rows, fill)?;
     w.close()?;
     Ok(())
 }
@@ -134,13 +175,13 @@ pub fn export_trace<W: Write + Send>(
     let metadata = &trace.metadata;
     let sizes_are_requests =
         detect_level(metadata, &LevelFacts::default()).level == CaptureLevel::Request;
-    let columns = EventColumns::new(&id, sizes_are_requests);
+    let mut columns = EventColumns::new(&id, sizes_are_requests);
 
-    let mut writer = ArrowWriter::try_new(
-        sinks.events,
-        schema::events().schema.clone(),
-        Some(properties(true)),
-    )?;
+    let mut writer = writer(sinks.events, schema::events(), properties(true))?;
+    writer.append_key_value_metadata(KeyValue::new(
+        "ARROW:schema".into(),
+        EVENTS_ARROW_SCHEMA.to_string(),
+    ));
     let mut stats = Stats::default();
     let event_chunks = trace
         .layout
@@ -161,14 +202,26 @@ pub fn export_trace<W: Write + Send>(
         for e in batch.iter() {
             stats.see(&e);
         }
-        writer.write(&columns.batch(&batch))?;
+        columns.push(&batch);
+        if columns.len() >= ROW_GROUP_ROWS {
+            row_group(&mut writer, columns.len(), |g| columns.write(g))?;
+        }
     }
+    row_group(&mut writer, columns.len(), |g| columns.write(g))?;
     writer.close()?;
 
-    let tables = &trace.tables;
-    write_table(sinks.stacks, &symbols::stacks(&id, tables))?;
-    write_table(sinks.frames, &symbols::frames(&id, tables))?;
-    write_table(sinks.modules, &symbols::modules(&id, tables))?;
+    let t = &trace.tables;
+    let frames = t.frames.len() + t.python_frames.len();
+    write_table(sinks.stacks, schema::stacks(), t.stacks.len(), |g| {
+        symbols::stacks(g, &id, t)
+    })?;
+    write_table(sinks.frames, schema::frames(), frames, |g| {
+        symbols::frames(g, &id, t)
+    })?;
+    let modules = symbols::real_modules(t);
+    write_table(sinks.modules, schema::modules(), modules.len(), |g| {
+        symbols::modules(g, &id, &modules)
+    })?;
     Ok(stats.row(id, path, &trace))
 }
 
@@ -266,7 +319,9 @@ impl Stats {
 
 /// Writes the `traces` rows.
 pub fn write_traces<W: Write + Send>(sink: W, rows: &[TraceRow]) -> Result<(), Error> {
-    write_table(sink, &rows::traces(rows))
+    write_table(sink, schema::traces(), rows.len(), |g| {
+        rows::traces(g, rows)
+    })
 }
 
 /// Writes the `policy_results` rows of one trace.
@@ -275,5 +330,7 @@ pub fn write_policy_results<W: Write + Send>(
     trace_id: &str,
     rows: &[PolicyResult],
 ) -> Result<(), Error> {
-    write_table(sink, &rows::policy_results(trace_id, rows))
+    write_table(sink, schema::policy_results(), rows.len(), |g| {
+        rows::policy_results(g, trace_id, rows)
+    })
 }

@@ -1,10 +1,8 @@
 //! The one-row-per-trace `traces` table and the per-trace, per-policy `policy_results` table.
 
-use super::schema;
-use arrow_array::{
-    ArrayRef, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
-};
-use std::sync::Arc;
+use super::write::RowGroup;
+use parquet::errors::ParquetError;
+use std::io::Write;
 
 /// One `traces` row (`docs/fleet.md` describes each column).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -68,99 +66,71 @@ pub struct PolicyResult {
     pub fit_bytes: Option<u64>,
 }
 
-fn i64s(v: impl Iterator<Item = u64>) -> ArrayRef {
-    Arc::new(Int64Array::from_iter_values(v.map(|x| x as i64)))
-}
-
-fn opt_i64s(v: impl Iterator<Item = Option<u64>>) -> ArrayRef {
-    Arc::new(Int64Array::from_iter(v.map(|x| x.map(|x| x as i64))))
-}
-
-fn opt_i32s(v: impl Iterator<Item = Option<u32>>) -> ArrayRef {
-    Arc::new(Int32Array::from_iter(v.map(|x| x.map(|x| x as i32))))
-}
-
-fn texts<'a>(v: impl Iterator<Item = &'a str>) -> ArrayRef {
-    Arc::new(StringArray::from_iter_values(v))
-}
-
-fn opt_texts<'a>(v: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
-    Arc::new(StringArray::from_iter(v))
-}
-
-/// The `traces` rows.
-pub fn traces(rows: &[TraceRow]) -> RecordBatch {
+/// Writes the `traces` rows.
+pub fn traces<W: Write + Send>(
+    g: &mut RowGroup<'_, W>,
+    rows: &[TraceRow],
+) -> Result<(), ParquetError> {
     let r = || rows.iter();
-    let columns: Vec<ArrayRef> = vec![
-        texts(r().map(|t| t.trace_id.as_str())),
-        texts(r().map(|t| t.path.as_str())),
-        i64s(r().map(|t| t.file_bytes)),
-        Arc::new(BooleanArray::from_iter(r().map(|t| Some(t.complete)))),
-        opt_texts(r().map(|t| t.damage.as_deref())),
-        texts(r().map(|t| t.writer.as_str())),
-        texts(r().map(|t| t.host.as_str())),
-        opt_texts(r().map(|t| t.program.as_deref())),
-        opt_texts(r().map(|t| t.command_line.as_deref())),
-        opt_i32s(r().map(|t| t.pid)),
-        opt_texts(r().map(|t| t.job_id.as_deref())),
-        opt_i32s(r().map(|t| t.rank)),
-        opt_i32s(r().map(|t| t.local_rank)),
-        opt_i32s(r().map(|t| t.world_size)),
-        Arc::new(Int32Array::from_iter_values(
-            r().map(|t| t.driver_version as i32),
-        )),
-        opt_texts(r().map(|t| t.device_name.as_deref())),
-        opt_i64s(r().map(|t| t.device_total_memory)),
-        texts(r().map(|t| t.capture_level.as_str())),
-        Arc::new(BooleanArray::from_iter(
-            r().map(|t| Some(t.capture_level_declared)),
-        )),
-        opt_texts(r().map(|t| t.allocator_config.as_deref())),
-        texts(r().map(|t| t.environment_json.as_str())),
-        opt_i64s(r().map(|t| t.start_time_unix_nano)),
-        opt_i64s(r().map(|t| t.start_monotonic_ns)),
-        i64s(r().map(|t| t.events)),
-        i64s(r().map(|t| t.failed_calls)),
-        Arc::new(Int32Array::from_iter_values(
-            r().map(|t| t.processes as i32),
-        )),
-        Arc::new(Int32Array::from_iter_values(r().map(|t| t.threads as i32))),
-        i64s(r().map(|t| t.stacks)),
-        i64s(r().map(|t| t.first_ts)),
-        i64s(r().map(|t| t.duration_ns)),
-        i64s(r().map(|t| t.peak_live_device_bytes)),
-    ];
-    RecordBatch::try_new(schema::traces().schema.clone(), columns)
-        .expect("the columns match the traces schema")
+    let i64s = |f: fn(&TraceRow) -> u64| r().map(move |t| f(t) as i64);
+    let opt_i32s = |f: fn(&TraceRow) -> Option<u32>| r().map(move |t| f(t).map(|x| x as i32));
+    g.texts(r().map(|t| t.trace_id.as_str()))?;
+    g.texts(r().map(|t| t.path.as_str()))?;
+    g.i64s(i64s(|t| t.file_bytes))?;
+    g.bools(r().map(|t| t.complete))?;
+    g.opt_texts(r().map(|t| t.damage.as_deref()))?;
+    g.texts(r().map(|t| t.writer.as_str()))?;
+    g.texts(r().map(|t| t.host.as_str()))?;
+    g.opt_texts(r().map(|t| t.program.as_deref()))?;
+    g.opt_texts(r().map(|t| t.command_line.as_deref()))?;
+    g.opt_i32s(opt_i32s(|t| t.pid))?;
+    g.opt_texts(r().map(|t| t.job_id.as_deref()))?;
+    g.opt_i32s(opt_i32s(|t| t.rank))?;
+    g.opt_i32s(opt_i32s(|t| t.local_rank))?;
+    g.opt_i32s(opt_i32s(|t| t.world_size))?;
+    g.i32s(r().map(|t| t.driver_version as i32))?;
+    g.opt_texts(r().map(|t| t.device_name.as_deref()))?;
+    g.opt_i64s(r().map(|t| t.device_total_memory.map(|x| x as i64)))?;
+    g.texts(r().map(|t| t.capture_level.as_str()))?;
+    g.bools(r().map(|t| t.capture_level_declared))?;
+    g.opt_texts(r().map(|t| t.allocator_config.as_deref()))?;
+    g.texts(r().map(|t| t.environment_json.as_str()))?;
+    g.opt_i64s(r().map(|t| t.start_time_unix_nano.map(|x| x as i64)))?;
+    g.opt_i64s(r().map(|t| t.start_monotonic_ns.map(|x| x as i64)))?;
+    g.i64s(i64s(|t| t.events))?;
+    g.i64s(i64s(|t| t.failed_calls))?;
+    g.i32s(r().map(|t| t.processes as i32))?;
+    g.i32s(r().map(|t| t.threads as i32))?;
+    g.i64s(i64s(|t| t.stacks))?;
+    g.i64s(i64s(|t| t.first_ts))?;
+    g.i64s(i64s(|t| t.duration_ns))?;
+    g.i64s(i64s(|t| t.peak_live_device_bytes))
 }
 
-/// The `policy_results` rows of one trace.
-pub fn policy_results(trace_id: &str, rows: &[PolicyResult]) -> RecordBatch {
+/// Writes the `policy_results` rows of one trace.
+pub fn policy_results<W: Write + Send>(
+    g: &mut RowGroup<'_, W>,
+    trace_id: &str,
+    rows: &[PolicyResult],
+) -> Result<(), ParquetError> {
     let r = || rows.iter();
-    let f64s = |f: fn(&PolicyResult) -> f64| -> ArrayRef {
-        Arc::new(Float64Array::from_iter_values(r().map(f)))
-    };
-    let columns: Vec<ArrayRef> = vec![
-        texts(r().map(|_| trace_id)),
-        texts(r().map(|p| p.policy.as_str())),
-        texts(r().map(|p| p.policy_name.as_str())),
-        opt_i64s(r().map(|p| p.capacity_bytes)),
-        i64s(r().map(|p| p.lower_bound_bytes)),
-        i64s(r().map(|p| p.peak_requested)),
-        i64s(r().map(|p| p.peak_allocated)),
-        i64s(r().map(|p| p.peak_reserved)),
-        f64s(|p| p.fragmentation_at_peak),
-        f64s(|p| p.ratio_to_lower_bound),
-        i64s(r().map(|p| p.device_allocs)),
-        i64s(r().map(|p| p.device_frees)),
-        i64s(r().map(|p| p.device_allocs + p.device_frees)),
-        f64s(|p| p.est_alloc_time_us),
-        Arc::new(BooleanArray::from_iter(
-            r().map(|p| Some(p.oom_ts.is_some())),
-        )),
-        opt_i64s(r().map(|p| p.oom_ts)),
-        opt_i64s(r().map(|p| p.fit_bytes)),
-    ];
-    RecordBatch::try_new(schema::policy_results().schema.clone(), columns)
-        .expect("the columns match the policy_results schema")
+    let i64s = |f: fn(&PolicyResult) -> u64| r().map(move |p| f(p) as i64);
+    let opt_i64s = |f: fn(&PolicyResult) -> Option<u64>| r().map(move |p| f(p).map(|x| x as i64));
+    g.texts(r().map(|_| trace_id))?;
+    g.texts(r().map(|p| p.policy.as_str()))?;
+    g.texts(r().map(|p| p.policy_name.as_str()))?;
+    g.opt_i64s(opt_i64s(|p| p.capacity_bytes))?;
+    g.i64s(i64s(|p| p.lower_bound_bytes))?;
+    g.i64s(i64s(|p| p.peak_requested))?;
+    g.i64s(i64s(|p| p.peak_allocated))?;
+    g.i64s(i64s(|p| p.peak_reserved))?;
+    g.f64s(r().map(|p| p.fragmentation_at_peak))?;
+    g.f64s(r().map(|p| p.ratio_to_lower_bound))?;
+    g.i64s(i64s(|p| p.device_allocs))?;
+    g.i64s(i64s(|p| p.device_frees))?;
+    g.i64s(i64s(|p| p.device_allocs + p.device_frees))?;
+    g.f64s(r().map(|p| p.est_alloc_time_us))?;
+    g.bools(r().map(|p| p.oom_ts.is_some()))?;
+    g.opt_i64s(opt_i64s(|p| p.oom_ts))?;
+    g.opt_i64s(opt_i64s(|p| p.fit_bytes))
 }

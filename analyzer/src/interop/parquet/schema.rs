@@ -7,54 +7,55 @@
 //! the same bits: Spark and Trino have no unsigned 64-bit type. User-space addresses and sizes
 //! are below 2^63, so they read as the same positive numbers.
 
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::schema::parser::parse_message_type;
+use parquet::schema::types::TypePtr;
 use std::sync::{Arc, OnceLock};
 
-/// One table: its directory name and its Arrow schema.
+/// One table: its directory name and its Parquet schema.
 pub struct Table {
     pub name: &'static str,
-    pub schema: SchemaRef,
+    pub schema: TypePtr,
 }
 
-fn dict() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
-}
-
-fn col(name: &str, t: DataType, nullable: bool) -> Field {
-    Field::new(name, t, nullable)
-}
-
-fn schema(fields: Vec<Field>) -> SchemaRef {
-    Arc::new(Schema::new(fields))
+/// A table of `columns`, Parquet message-type fields.
+fn table(name: &'static str, columns: &str) -> Table {
+    let message = format!("message schema {{ {columns} }}");
+    let schema = parse_message_type(&message).expect("the table schemas parse");
+    Table {
+        name,
+        schema: Arc::new(schema),
+    }
 }
 
 /// `events`: one row per recorded driver call, in the trace's order.
 pub fn events() -> &'static Table {
     static T: OnceLock<Table> = OnceLock::new();
-    T.get_or_init(|| Table {
-        name: "events",
-        schema: schema(vec![
-            col("trace_id", dict(), false),
-            col("seq", DataType::Int64, false),
-            col("ts", DataType::Int64, false),
-            col("dur", DataType::Int64, false),
-            col("pid", DataType::Int32, false),
-            col("tid", DataType::Int32, false),
-            col("device", DataType::Int32, true),
-            col("stream", DataType::Int64, false),
-            col("api", dict(), false),
-            col("action", dict(), false),
-            col("memory_kind", dict(), false),
-            col("address", DataType::Int64, false),
-            col("size", DataType::Int64, false),
-            col("requested_size", DataType::Int64, true),
-            col("handle", DataType::Int64, false),
-            col("aux", DataType::Int64, false),
-            col("flags", DataType::Int64, false),
-            col("pool", DataType::Int64, false),
-            col("stack_id", DataType::Int64, true),
-            col("result", DataType::Int32, false),
-        ]),
+    T.get_or_init(|| {
+        table(
+            "events",
+            concat!(
+                "required binary trace_id (STRING);",
+                "required int64 seq;",
+                "required int64 ts;",
+                "required int64 dur;",
+                "required int32 pid;",
+                "required int32 tid;",
+                "optional int32 device;",
+                "required int64 stream;",
+                "required binary api (STRING);",
+                "required binary action (STRING);",
+                "required binary memory_kind (STRING);",
+                "required int64 address;",
+                "required int64 size;",
+                "optional int64 requested_size;",
+                "required int64 handle;",
+                "required int64 aux;",
+                "required int64 flags;",
+                "required int64 pool;",
+                "optional int64 stack_id;",
+                "required int32 result;",
+            ),
+        )
     })
 }
 
@@ -62,125 +63,131 @@ pub fn events() -> &'static Table {
 /// library that made its driver calls ([`crate::symbolize::library_of`]).
 pub fn stacks() -> &'static Table {
     static T: OnceLock<Table> = OnceLock::new();
-    T.get_or_init(|| Table {
-        name: "stacks",
-        schema: schema(vec![
-            col("trace_id", DataType::Utf8, false),
-            col("stack_id", DataType::Int64, false),
-            col("depth", DataType::Int32, false),
-            col(
-                "frame_ids",
-                DataType::List(Arc::new(Field::new("item", DataType::Int64, false))),
-                false,
+    T.get_or_init(|| {
+        table(
+            "stacks",
+            concat!(
+                "required binary trace_id (STRING);",
+                "required int64 stack_id;",
+                "required int32 depth;",
+                "required group frame_ids (LIST) { repeated group list { required int64 item; } }",
+                "required binary library (STRING);",
             ),
-            col("library", DataType::Utf8, false),
-        ]),
+        )
     })
 }
 
 /// `frames`: one row per distinct instruction address (native) or source line (Python).
 pub fn frames() -> &'static Table {
     static T: OnceLock<Table> = OnceLock::new();
-    T.get_or_init(|| Table {
-        name: "frames",
-        schema: schema(vec![
-            col("trace_id", DataType::Utf8, false),
-            col("frame_id", DataType::Int64, false),
-            col("kind", DataType::Utf8, false),
-            col("address", DataType::Int64, true),
-            col("mapping_id", DataType::Int64, true),
-            col("rel_pc", DataType::Int64, true),
-            col("function_name", DataType::Utf8, true),
-            col("filename", DataType::Utf8, true),
-            col("line", DataType::Int64, true),
-        ]),
+    T.get_or_init(|| {
+        table(
+            "frames",
+            concat!(
+                "required binary trace_id (STRING);",
+                "required int64 frame_id;",
+                "required binary kind (STRING);",
+                "optional int64 address;",
+                "optional int64 mapping_id;",
+                "optional int64 rel_pc;",
+                "optional binary function_name (STRING);",
+                "optional binary filename (STRING);",
+                "optional int64 line;",
+            ),
+        )
     })
 }
 
 /// `modules`: the executables and shared libraries that were mapped (pprof's `Mapping`).
 pub fn modules() -> &'static Table {
     static T: OnceLock<Table> = OnceLock::new();
-    T.get_or_init(|| Table {
-        name: "modules",
-        schema: schema(vec![
-            col("trace_id", DataType::Utf8, false),
-            col("mapping_id", DataType::Int64, false),
-            col("pid", DataType::Int32, false),
-            col("filename", DataType::Utf8, false),
-            col("build_id", DataType::Utf8, false),
-            col("memory_start", DataType::Int64, false),
-            col("memory_limit", DataType::Int64, false),
-            col("loaded_ts", DataType::Int64, false),
-            col("unloaded_ts", DataType::Int64, true),
-        ]),
+    T.get_or_init(|| {
+        table(
+            "modules",
+            concat!(
+                "required binary trace_id (STRING);",
+                "required int64 mapping_id;",
+                "required int32 pid;",
+                "required binary filename (STRING);",
+                "required binary build_id (STRING);",
+                "required int64 memory_start;",
+                "required int64 memory_limit;",
+                "required int64 loaded_ts;",
+                "optional int64 unloaded_ts;",
+            ),
+        )
     })
 }
 
 /// `traces`: one row per trace file.
 pub fn traces() -> &'static Table {
     static T: OnceLock<Table> = OnceLock::new();
-    T.get_or_init(|| Table {
-        name: "traces",
-        schema: schema(vec![
-            col("trace_id", DataType::Utf8, false),
-            col("path", DataType::Utf8, false),
-            col("file_bytes", DataType::Int64, false),
-            col("complete", DataType::Boolean, false),
-            col("damage", DataType::Utf8, true),
-            col("writer", DataType::Utf8, false),
-            col("host", DataType::Utf8, false),
-            col("program", DataType::Utf8, true),
-            col("command_line", DataType::Utf8, true),
-            col("pid", DataType::Int32, true),
-            col("job_id", DataType::Utf8, true),
-            col("rank", DataType::Int32, true),
-            col("local_rank", DataType::Int32, true),
-            col("world_size", DataType::Int32, true),
-            col("driver_version", DataType::Int32, false),
-            col("device_name", DataType::Utf8, true),
-            col("device_total_memory", DataType::Int64, true),
-            col("capture_level", DataType::Utf8, false),
-            col("capture_level_declared", DataType::Boolean, false),
-            col("allocator_config", DataType::Utf8, true),
-            col("environment_json", DataType::Utf8, false),
-            col("start_time_unix_nano", DataType::Int64, true),
-            col("start_monotonic_ns", DataType::Int64, true),
-            col("events", DataType::Int64, false),
-            col("failed_calls", DataType::Int64, false),
-            col("processes", DataType::Int32, false),
-            col("threads", DataType::Int32, false),
-            col("stacks", DataType::Int64, false),
-            col("first_ts", DataType::Int64, false),
-            col("duration_ns", DataType::Int64, false),
-            col("peak_live_device_bytes", DataType::Int64, false),
-        ]),
+    T.get_or_init(|| {
+        table(
+            "traces",
+            concat!(
+                "required binary trace_id (STRING);",
+                "required binary path (STRING);",
+                "required int64 file_bytes;",
+                "required boolean complete;",
+                "optional binary damage (STRING);",
+                "required binary writer (STRING);",
+                "required binary host (STRING);",
+                "optional binary program (STRING);",
+                "optional binary command_line (STRING);",
+                "optional int32 pid;",
+                "optional binary job_id (STRING);",
+                "optional int32 rank;",
+                "optional int32 local_rank;",
+                "optional int32 world_size;",
+                "required int32 driver_version;",
+                "optional binary device_name (STRING);",
+                "optional int64 device_total_memory;",
+                "required binary capture_level (STRING);",
+                "required boolean capture_level_declared;",
+                "optional binary allocator_config (STRING);",
+                "required binary environment_json (STRING);",
+                "optional int64 start_time_unix_nano;",
+                "optional int64 start_monotonic_ns;",
+                "required int64 events;",
+                "required int64 failed_calls;",
+                "required int32 processes;",
+                "required int32 threads;",
+                "required int64 stacks;",
+                "required int64 first_ts;",
+                "required int64 duration_ns;",
+                "required int64 peak_live_device_bytes;",
+            ),
+        )
     })
 }
 
 /// `policy_results`: one row per trace and replayed policy.
 pub fn policy_results() -> &'static Table {
     static T: OnceLock<Table> = OnceLock::new();
-    T.get_or_init(|| Table {
-        name: "policy_results",
-        schema: schema(vec![
-            col("trace_id", DataType::Utf8, false),
-            col("policy", DataType::Utf8, false),
-            col("policy_name", DataType::Utf8, false),
-            col("capacity_bytes", DataType::Int64, true),
-            col("lower_bound_bytes", DataType::Int64, false),
-            col("peak_requested", DataType::Int64, false),
-            col("peak_allocated", DataType::Int64, false),
-            col("peak_reserved", DataType::Int64, false),
-            col("fragmentation_at_peak", DataType::Float64, false),
-            col("ratio_to_lower_bound", DataType::Float64, false),
-            col("device_allocs", DataType::Int64, false),
-            col("device_frees", DataType::Int64, false),
-            col("driver_calls", DataType::Int64, false),
-            col("est_alloc_time_us", DataType::Float64, false),
-            col("oom", DataType::Boolean, false),
-            col("oom_ts", DataType::Int64, true),
-            col("fit_bytes", DataType::Int64, true),
-        ]),
+    T.get_or_init(|| {
+        table(
+            "policy_results",
+            concat!(
+                "required binary trace_id (STRING);",
+                "required binary policy (STRING);",
+                "required binary policy_name (STRING);",
+                "optional int64 capacity_bytes;",
+                "required int64 lower_bound_bytes;",
+                "required int64 peak_requested;",
+                "required int64 peak_allocated;",
+                "required int64 peak_reserved;",
+                "required double fragmentation_at_peak;",
+                "required double ratio_to_lower_bound;",
+                "required int64 device_allocs;",
+                "required int64 device_frees;",
+                "required int64 driver_calls;",
+                "required double est_alloc_time_us;",
+                "required boolean oom;",
+                "optional int64 oom_ts;",
+                "optional int64 fit_bytes;",
+            ),
+        )
     })
 }
 

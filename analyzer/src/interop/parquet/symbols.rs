@@ -6,55 +6,42 @@
 //! prefixes, but its full stacks need a recursive query; these tables are small next to
 //! `events`, and `frame_ids[1]` is the allocation site in one lookup.
 
-use super::schema;
+use super::write::RowGroup;
 use crate::model::ModuleIndex;
 use crate::symbolize::{NoFiles, StackNames, library_of};
-use arrow_array::builder::{Int64Builder, ListBuilder};
-use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
-use std::sync::Arc;
-use vramtrace_format::Tables;
+use parquet::errors::ParquetError;
+use std::io::Write;
 use vramtrace_format::conventions::python_frame;
-
-fn strings(n: usize, value: &str) -> ArrayRef {
-    Arc::new(StringArray::from(vec![value; n]))
-}
+use vramtrace_format::{Module, Tables};
 
 /// `stacks`: id, depth, frame ids, and the library of the stack's native frames (named by
 /// module, without reading the program's files).
-pub fn stacks(trace_id: &str, tables: &Tables) -> RecordBatch {
+pub fn stacks<W: Write + Send>(
+    g: &mut RowGroup<'_, W>,
+    trace_id: &str,
+    tables: &Tables,
+) -> Result<(), ParquetError> {
     let mut files = NoFiles;
     let names = StackNames::new(tables, &mut files);
-    let mut frames = ListBuilder::new(Int64Builder::new()).with_field(Arc::new(
-        arrow_schema::Field::new("item", arrow_schema::DataType::Int64, false),
-    ));
-    for s in &tables.stacks {
-        frames
-            .values()
-            .append_slice(&s.frames.iter().map(|&f| i64::from(f)).collect::<Vec<_>>());
-        frames.append(true);
-    }
-    let n = tables.stacks.len();
-    let columns: Vec<ArrayRef> = vec![
-        strings(n, trace_id),
-        Arc::new(Int64Array::from_iter_values(
-            tables.stacks.iter().map(|s| i64::from(s.id)),
-        )),
-        Arc::new(Int32Array::from_iter_values(
-            tables.stacks.iter().map(|s| s.frames.len() as i32),
-        )),
-        Arc::new(frames.finish()),
-        Arc::new(StringArray::from_iter_values(
-            tables.stacks.iter().map(|s| library_of(&names.named(s.id))),
-        )),
-    ];
-    RecordBatch::try_new(schema::stacks().schema.clone(), columns)
-        .expect("the columns match the stacks schema")
+    let s = || tables.stacks.iter();
+    let frames: Vec<Vec<i64>> = s()
+        .map(|s| s.frames.iter().map(|&f| i64::from(f)).collect())
+        .collect();
+    g.texts(s().map(|_| trace_id))?;
+    g.i64s(s().map(|s| i64::from(s.id)))?;
+    g.i32s(s().map(|s| s.frames.len() as i32))?;
+    g.i64_lists(frames.iter().map(Vec::as_slice))?;
+    g.texts(s().map(|s| library_of(&names.named(s.id))))
 }
 
 /// `frames`: native frames by module and offset (`rel_pc`), Python frames by file and line
 /// (the recorder's Python frames table, and imported PyTorch snapshots' synthetic `py:`
 /// modules).
-pub fn frames(trace_id: &str, tables: &Tables) -> RecordBatch {
+pub fn frames<W: Write + Send>(
+    g: &mut RowGroup<'_, W>,
+    trace_id: &str,
+    tables: &Tables,
+) -> Result<(), ParquetError> {
     let names = ModuleIndex::new(tables);
     let n = tables.frames.len() + tables.python_frames.len();
     let mut ids = Vec::with_capacity(n);
@@ -99,58 +86,42 @@ pub fn frames(trace_id: &str, tables: &Tables) -> RecordBatch {
         file.push(Some(f.file.clone()));
         line.push(Some(i64::from(f.line)));
     }
-    let columns: Vec<ArrayRef> = vec![
-        strings(n, trace_id),
-        Arc::new(Int64Array::from(ids)),
-        Arc::new(StringArray::from(kind)),
-        Arc::new(Int64Array::from(address)),
-        Arc::new(Int64Array::from(mapping)),
-        Arc::new(Int64Array::from(rel_pc)),
-        Arc::new(StringArray::from(function)),
-        Arc::new(StringArray::from(file)),
-        Arc::new(Int64Array::from(line)),
-    ];
-    RecordBatch::try_new(schema::frames().schema.clone(), columns)
-        .expect("the columns match the frames schema")
+    g.texts((0..n).map(|_| trace_id))?;
+    g.i64s(ids)?;
+    g.texts(kind)?;
+    g.opt_i64s(address)?;
+    g.opt_i64s(mapping)?;
+    g.opt_i64s(rel_pc)?;
+    g.opt_texts(function.iter().map(Option::as_deref))?;
+    g.opt_texts(file.iter().map(Option::as_deref))?;
+    g.opt_i64s(line)
 }
 
 /// `modules`: the mapped files (not the synthetic `py:` modules of Python frames).
-pub fn modules(trace_id: &str, tables: &Tables) -> RecordBatch {
-    let real: Vec<_> = tables
+pub fn real_modules(tables: &Tables) -> Vec<&Module> {
+    tables
         .modules
         .iter()
         .filter(|m| python_frame(&m.path, 0).is_none())
-        .collect();
-    let n = real.len();
+        .collect()
+}
+
+/// `modules`: the [`real_modules`].
+pub fn modules<W: Write + Send>(
+    g: &mut RowGroup<'_, W>,
+    trace_id: &str,
+    real: &[&Module],
+) -> Result<(), ParquetError> {
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    let columns: Vec<ArrayRef> = vec![
-        strings(n, trace_id),
-        Arc::new(Int64Array::from_iter_values(
-            real.iter().map(|m| i64::from(m.id)),
-        )),
-        Arc::new(Int32Array::from_iter_values(
-            real.iter().map(|m| m.pid as i32),
-        )),
-        Arc::new(StringArray::from_iter_values(
-            real.iter().map(|m| m.path.as_str()),
-        )),
-        Arc::new(StringArray::from_iter_values(
-            real.iter().map(|m| hex(&m.build_id)),
-        )),
-        Arc::new(Int64Array::from_iter_values(
-            real.iter().map(|m| m.load_address as i64),
-        )),
-        Arc::new(Int64Array::from_iter_values(
-            real.iter()
-                .map(|m| m.load_address.wrapping_add(m.size) as i64),
-        )),
-        Arc::new(Int64Array::from_iter_values(
-            real.iter().map(|m| m.loaded_ns as i64),
-        )),
-        Arc::new(Int64Array::from_iter(
-            real.iter().map(|m| m.unloaded_ns.map(|t| t as i64)),
-        )),
-    ];
-    RecordBatch::try_new(schema::modules().schema.clone(), columns)
-        .expect("the columns match the modules schema")
+    let m = || real.iter();
+    g.texts(m().map(|_| trace_id))?;
+    g.i64s(m().map(|m| i64::from(m.id)))?;
+    g.i32s(m().map(|m| m.pid as i32))?;
+    g.texts(m().map(|m| m.path.as_str()))?;
+    let build_ids: Vec<String> = m().map(|m| hex(&m.build_id)).collect();
+    g.texts(build_ids.iter().map(String::as_str))?;
+    g.i64s(m().map(|m| m.load_address as i64))?;
+    g.i64s(m().map(|m| m.load_address.wrapping_add(m.size) as i64))?;
+    g.i64s(m().map(|m| m.loaded_ns as i64))?;
+    g.opt_i64s(m().map(|m| m.unloaded_ns.map(|t| t as i64)))
 }

@@ -1,14 +1,12 @@
-//! Dictionary-encoded string columns keyed by API id: `api`, `action`, `memory_kind`.
+//! The dictionary-encoded string columns keyed by API id: `api`, `action`, `memory_kind`.
 
-use arrow_array::types::Int32Type;
-use arrow_array::{DictionaryArray, Int32Array, StringArray};
+use parquet::data_type::ByteArray;
 use serde::Serialize;
-use std::sync::Arc;
 
 /// The distinct strings of one column and, per API id, the key of its string.
 pub struct Vocabulary {
-    values: Arc<StringArray>,
-    key_of_id: Vec<i32>,
+    values: Vec<ByteArray>,
+    key_of_id: Vec<usize>,
 }
 
 impl Vocabulary {
@@ -28,19 +26,23 @@ impl Vocabulary {
             if key_of_id.len() <= id {
                 key_of_id.resize(id + 1, 0);
             }
-            key_of_id[id] = key as i32;
+            key_of_id[id] = key;
         }
         Vocabulary {
-            values: Arc::new(StringArray::from(strings)),
+            values: strings
+                .iter()
+                .map(|s| ByteArray::from(s.as_str()))
+                .collect(),
             key_of_id,
         }
     }
 
-    /// The column for events with these API ids (ids known to [`Self::new`]).
-    pub fn keys(&self, ids: &[u16]) -> DictionaryArray<Int32Type> {
-        let keys =
-            Int32Array::from_iter_values(ids.iter().map(|&id| self.key_of_id[usize::from(id)]));
-        DictionaryArray::new(keys, self.values.clone())
+    /// The column for events with these API ids (ids known to [`Self::new`]): shared byte
+    /// arrays, which the writer's dictionary encoder turns into keys.
+    pub fn column(&self, ids: &[u16]) -> Vec<ByteArray> {
+        ids.iter()
+            .map(|&id| self.values[self.key_of_id[usize::from(id)]].clone())
+            .collect()
     }
 }
 
