@@ -55,8 +55,10 @@ const DELTA_COLUMNS: [&str; 12] = [
 ];
 
 /// Rows of `events` buffered before a row group is written (at least this many per row group
-/// but the last): 32 MiB of stored values.
-pub const ROW_GROUP_ROWS: usize = 1 << 18;
+/// but the last): one event chunk, 8 MiB of stored values. A quarter of a million rows (32 MiB
+/// a core) raised the export's peak memory from 77 to 120 MiB and was slower
+/// (analyzer/BENCHMARKS.md, "First build").
+pub const ROW_GROUP_ROWS: usize = 1 << 16;
 
 /// The Arrow schema `events` files carry under `ARROW:schema` (base64 of the Arrow IPC schema
 /// message, as Arrow's Parquet writers store it): its string columns are dictionaries
