@@ -5,6 +5,7 @@ use super::write::RowGroup;
 use parquet::data_type::ByteArray;
 use parquet::errors::ParquetError;
 use std::io::Write;
+use std::sync::OnceLock;
 use vramtrace_format::codec::unzigzag;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, COLUMNS, Column, EventBatch, NO_DEVICE, NO_STACK, Op};
@@ -29,14 +30,16 @@ mod c {
     pub const STACK: usize = 15;
 }
 
+/// The string columns keyed by API id, built once.
+static VOCABULARIES: OnceLock<[Vocabulary; 3]> = OnceLock::new();
+
 /// Buffers the event batches of one trace and writes them as `events` rows.
 pub struct EventColumns {
     trace_id: ByteArray,
     /// Whether an allocation's `size` is what the program asked for (a request-level trace).
     sizes_are_requests: bool,
-    apis: Vocabulary,
-    actions: Vocabulary,
-    kinds: Vocabulary,
+    /// `api`, `action` and `memory_kind`.
+    vocabularies: &'static [Vocabulary; 3],
     /// The stored values of the buffered rows, per storage column.
     columns: [Vec<u64>; COLUMNS],
 }
@@ -46,9 +49,13 @@ impl EventColumns {
         EventColumns {
             trace_id: ByteArray::from(trace_id),
             sizes_are_requests,
-            apis: Vocabulary::new(Api::ALL.iter().map(|a| (a.id(), a.name().to_string()))),
-            actions: Vocabulary::new(Api::ALL.iter().map(|a| (a.id(), serde_name(a.op())))),
-            kinds: Vocabulary::new(Api::ALL.iter().map(|a| (a.id(), serde_name(a.kind())))),
+            vocabularies: VOCABULARIES.get_or_init(|| {
+                [
+                    Vocabulary::new(Api::ALL.iter().map(|a| (a.id(), a.name().to_string()))),
+                    Vocabulary::new(Api::ALL.iter().map(|a| (a.id(), serde_name(a.op())))),
+                    Vocabulary::new(Api::ALL.iter().map(|a| (a.id(), serde_name(a.kind())))),
+                ]
+            }),
             columns: Default::default(),
         }
     }
@@ -86,9 +93,9 @@ impl EventColumns {
             (d != NO_DEVICE).then_some(d)
         }))?;
         g.i64s(i64s(c::STREAM))?;
-        g.byte_arrays(&self.apis.column(&api_ids))?;
-        g.byte_arrays(&self.actions.column(&api_ids))?;
-        g.byte_arrays(&self.kinds.column(&api_ids))?;
+        for v in self.vocabularies {
+            g.byte_arrays(&v.column(&api_ids))?;
+        }
         g.i64s(i64s(c::ADDRESS))?;
         g.i64s(i64s(c::SIZE))?;
         g.opt_i64s((0..n).map(|i| {

@@ -1,5 +1,6 @@
 //! The dictionary-encoded string columns keyed by API id: `api`, `action`, `memory_kind`.
 
+use bytes::Bytes;
 use parquet::data_type::ByteArray;
 use serde::Serialize;
 
@@ -10,7 +11,9 @@ pub struct Vocabulary {
 }
 
 impl Vocabulary {
-    /// `pairs` maps each API id to its string.
+    /// `pairs` maps each API id to its string. The strings are kept for the rest of the
+    /// process (the vocabularies are built once): a static byte array is cloned without the
+    /// reference count a shared one updates, once per event and column.
     pub fn new(pairs: impl IntoIterator<Item = (u16, String)>) -> Vocabulary {
         let mut strings: Vec<String> = Vec::new();
         let mut key_of_id = Vec::new();
@@ -30,8 +33,8 @@ impl Vocabulary {
         }
         Vocabulary {
             values: strings
-                .iter()
-                .map(|s| ByteArray::from(s.as_str()))
+                .into_iter()
+                .map(|s| ByteArray::from(Bytes::from_static(s.leak().as_bytes())))
                 .collect(),
             key_of_id,
         }
