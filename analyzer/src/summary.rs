@@ -257,14 +257,11 @@ impl Summary {
         let mut groups: BTreeMap<(u32, i32), GroupAcc> = BTreeMap::new();
         let mut steps = table.steps();
         while let Some(step) = steps.next() {
-            let (obj, alloc, time_ns, index) = match step {
-                Step::Alloc { object, index } => (object, true, object.time_ns, index),
-                Step::Free {
-                    object,
-                    time_ns,
-                    index,
-                } => (object, false, time_ns, index),
-                Step::Replaced(_) => continue,
+            let time_ns = step.time_ns();
+            let (obj, alloc, index) = match step {
+                Step::Alloc { object, index } => (object, true, index),
+                Step::Free { object, index, .. } => (object, false, index),
+                Step::Replaced { .. } => continue,
                 Step::Failed(f) => {
                     let e = &f.event;
                     let kind = e.api.kind();

@@ -391,11 +391,22 @@ pub enum Step<'t> {
         time_ns: u64,
         index: u64,
     },
-    /// An object ended because its address was handed out again without a free; the
-    /// allocation that took it follows at the same event.
-    Replaced(Object),
+    /// An object ended at `time_ns` because its address was handed out again without a free;
+    /// the allocation that took it follows at the same event.
+    Replaced { object: Object, time_ns: u64 },
     /// A failed allocation call: it created and ended nothing.
     Failed(&'t Failure),
+}
+
+impl Step<'_> {
+    /// When its event happened.
+    pub fn time_ns(&self) -> u64 {
+        match self {
+            Step::Alloc { object, .. } => object.time_ns,
+            Step::Free { time_ns, .. } | Step::Replaced { time_ns, .. } => *time_ns,
+            Step::Failed(f) => f.event.time_ns,
+        }
+    }
 }
 
 /// The table's changes in call order ([`AllocationTable::steps`]), keeping per-(process,
@@ -446,7 +457,10 @@ impl<'t> Iterator for Steps<'t> {
             let object = t.object(r);
             self.account(&object, false);
             return Some(if t.flags[r] & REPLACED != 0 {
-                Step::Replaced(object)
+                Step::Replaced {
+                    object,
+                    time_ns: t.end_ns[r],
+                }
             } else {
                 Step::Free {
                     object,
@@ -507,7 +521,7 @@ mod tests {
             let what = match s {
                 Step::Alloc { object, .. } => ("alloc", object.size),
                 Step::Free { object, .. } => ("free", object.size),
-                Step::Replaced(o) => ("replaced", o.size),
+                Step::Replaced { object, .. } => ("replaced", object.size),
                 Step::Failed(f) => ("failed", f.event.size),
             };
             seen.push((what, steps.totals(1, 0).reserved));
