@@ -393,7 +393,11 @@ pub enum Step<'t> {
     },
     /// An object ended at `time_ns` because its address was handed out again without a free;
     /// the allocation that took it follows at the same event.
-    Replaced { object: Object, time_ns: u64 },
+    Replaced {
+        object: Object,
+        time_ns: u64,
+        index: u64,
+    },
     /// A failed allocation call: it created and ended nothing.
     Failed(&'t Failure),
 }
@@ -405,6 +409,16 @@ impl Step<'_> {
             Step::Alloc { object, .. } => object.time_ns,
             Step::Free { time_ns, .. } | Step::Replaced { time_ns, .. } => *time_ns,
             Step::Failed(f) => f.event.time_ns,
+        }
+    }
+
+    /// The index of its event among the trace's.
+    pub fn index(&self) -> u64 {
+        match self {
+            Step::Alloc { index, .. } | Step::Free { index, .. } | Step::Replaced { index, .. } => {
+                *index
+            }
+            Step::Failed(f) => f.index,
         }
     }
 }
@@ -423,6 +437,25 @@ impl<'t> Steps<'t> {
     /// Live bytes of one process and device after the steps given so far.
     pub fn totals(&self, pid: u32, device: i32) -> Totals {
         self.totals.get(&(pid, device)).copied().unwrap_or_default()
+    }
+
+    /// The change the event of index `index` made, when it made one, for a caller that walks
+    /// the events beside the steps (a replaced object's end is passed over).
+    pub fn at(&mut self, index: u64) -> Option<Step<'t>> {
+        let mut change = None;
+        while self.next_index() == index {
+            change = self.next().filter(|s| !matches!(s, Step::Replaced { .. }));
+        }
+        change
+    }
+
+    /// The index of the next step's event, [`LIVE`] after the last.
+    fn next_index(&self) -> u64 {
+        let t = self.table;
+        let birth = t.birth.get(self.born).copied().unwrap_or(LIVE);
+        let end = t.ends.get(self.ended).map_or(LIVE, |&r| t.end[r as usize]);
+        let fail = t.failures.get(self.failed).map_or(LIVE, |f| f.index);
+        birth.min(end).min(fail)
     }
 
     fn account(&mut self, o: &Object, add: bool) {
@@ -460,6 +493,7 @@ impl<'t> Iterator for Steps<'t> {
                 Step::Replaced {
                     object,
                     time_ns: t.end_ns[r],
+                    index: end,
                 }
             } else {
                 Step::Free {
