@@ -2,15 +2,16 @@
 //! result, stack), however often it failed there, with its sizes, times (from the trace's
 //! start), the stack, and what was live the first time.
 //!
-//! Sans-IO. Used by `summary` and the report; [`FailureSites`] is fed event by event by a
-//! caller that already follows live memory, [`failures_by_site`] makes its own pass.
+//! Sans-IO: read from the trace's allocation table ([`crate::model::table`]). Used by
+//! `summary` and the report.
 
-use crate::model::live::{Change, Ledger, Object, is_host};
-use crate::symbolize::{ModuleFiles, StackBytes, StackNames, top_stacks};
+use crate::model::table::{AllocationTable, Object, is_host};
+use crate::sums::SaturatingSum;
+use crate::symbolize::{StackBytes, StackNames, top_stacks};
 use serde::Serialize;
 use std::collections::HashMap;
 use vramtrace_format::cuda_result::{describe_result, is_out_of_memory};
-use vramtrace_format::{Api, Event, NO_DEVICE, Trace};
+use vramtrace_format::{Api, Event, NO_DEVICE};
 
 /// How many stacks of live memory a site keeps.
 pub const LIVE_STACKS: usize = 5;
@@ -42,53 +43,38 @@ pub struct FailureSite {
     pub top_live_stacks: Vec<StackBytes>,
 }
 
-/// Groups failures as they come.
-#[derive(Debug, Default)]
-pub struct FailureSites {
-    start_ns: u64,
-    sites: Vec<FailureSite>,
-    index: HashMap<(u32, i32, Api, u32, u32), usize>,
-}
-
-impl FailureSites {
-    /// `start_ns`: the time of the trace's first event.
-    pub fn new(start_ns: u64) -> FailureSites {
-        FailureSites {
-            start_ns,
-            ..FailureSites::default()
-        }
-    }
-
-    /// The device a failed call's memory would have been on (−1 for host memory).
-    pub fn device_of(e: &Event) -> i32 {
-        if is_host(e.api.kind()) {
-            NO_DEVICE
-        } else {
-            e.device
-        }
-    }
-
-    /// Records the failed allocation `e`; `ledger` is live memory just before it.
-    pub fn see(&mut self, e: &Event, ledger: &Ledger, names: &StackNames) {
-        let device = Self::device_of(e);
+/// The failed allocations of `table`, grouped by site in the order they first failed;
+/// `names` names their stacks.
+pub fn failure_sites(table: &AllocationTable, names: &StackNames) -> Vec<FailureSite> {
+    let mut sites: Vec<FailureSite> = Vec::new();
+    let mut index: HashMap<(u32, i32, Api, u32, u32), usize> = HashMap::new();
+    for f in &table.failures {
+        let e = &f.event;
+        let device = device_of(e);
         let key = (e.pid, device, e.api, e.result, e.stack);
-        let t = e.time_ns.saturating_sub(self.start_ns);
-        if let Some(&i) = self.index.get(&key) {
-            let s = &mut self.sites[i];
+        let t = e.time_ns.saturating_sub(table.start_ns);
+        if let Some(&i) = index.get(&key) {
+            let s = &mut sites[i];
             s.count += 1;
             s.min_size = s.min_size.min(e.size);
             s.max_size = s.max_size.max(e.size);
             s.total_bytes = s.total_bytes.saturating_add(e.size);
             s.last_time_ns = t;
-            return;
+            continue;
         }
-        let totals = ledger.totals(e.pid, device);
-        let live = ledger
-            .live()
-            .filter(|o| o.pid == e.pid && o.device == device && o.requested)
-            .map(Object::stack_bytes);
-        self.index.insert(key, self.sites.len());
-        self.sites.push(FailureSite {
+        // Live memory of the process on that device just before the call.
+        let live: Vec<Object> = table
+            .live_after(f.index)
+            .filter(|o| o.pid == e.pid && o.device == device)
+            .collect();
+        let sum = |counted: fn(&Object) -> bool| {
+            live.iter()
+                .filter(|o| counted(o))
+                .map(|o| o.size)
+                .saturating_sum()
+        };
+        index.insert(key, sites.len());
+        sites.push(FailureSite {
             pid: e.pid,
             device,
             api: e.api,
@@ -102,37 +88,31 @@ impl FailureSites {
             first_time_ns: t,
             last_time_ns: t,
             frames: names.frames(e.stack),
-            live_requested: totals.requested,
-            live_reserved: totals.reserved,
-            top_live_stacks: top_stacks(live, names, LIVE_STACKS),
+            live_requested: sum(|o| o.requested),
+            live_reserved: sum(|o| o.reserved),
+            top_live_stacks: top_stacks(
+                live.iter().filter(|o| o.requested).map(Object::stack_bytes),
+                names,
+                LIVE_STACKS,
+            ),
         });
     }
-
-    /// The sites in the order they first failed.
-    pub fn finish(self) -> Vec<FailureSite> {
-        self.sites
-    }
+    sites
 }
 
-/// Every failed allocation of `trace`, grouped by site; `files` names native frames
-/// ([`crate::symbolize::NoFiles`] for module+offset).
-pub fn failures_by_site(trace: &Trace, files: &mut dyn ModuleFiles) -> Vec<FailureSite> {
-    let names = StackNames::new(&trace.tables, files);
-    let mut ledger = Ledger::for_trace(trace);
-    let start = trace.events().next().map_or(0, |e| e.time_ns);
-    let mut sites = FailureSites::new(start);
-    for e in trace.events() {
-        if matches!(ledger.apply(&e), Change::Failed) {
-            sites.see(&e, &ledger, &names);
-        }
+/// The device a failed call's memory would have been on (−1 for host memory).
+pub fn device_of(e: &Event) -> i32 {
+    if is_host(e.api.kind()) {
+        NO_DEVICE
+    } else {
+        e.device
     }
-    sites.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vramtrace_format::{Metadata, TraceWriter, WriterOptions};
+    use vramtrace_format::{Metadata, Trace, TraceWriter, WriterOptions};
 
     fn trace(events: &[Event]) -> Trace {
         let dir = std::env::temp_dir().join(format!("vramtrace-failures-{}", std::process::id()));
@@ -165,7 +145,10 @@ mod tests {
             events.push(ev(Api::CuMemAlloc_v2, 2_000 + i, 0, (1 << 30) + i, 2));
         }
         events.push(ev(Api::CuMemAlloc_v2, 9_000, 0, 64, 201));
-        let sites = failures_by_site(&trace(&events), &mut crate::symbolize::NoFiles);
+        let trace = trace(&events);
+        let mut files = crate::symbolize::NoFiles;
+        let names = StackNames::new(&trace.tables, &mut files);
+        let sites = failure_sites(&AllocationTable::of(&trace), &names);
         assert_eq!(sites.len(), 2);
         let oom = &sites[0];
         assert_eq!(

@@ -3,19 +3,19 @@
 //!
 //! Sans-IO: [`Summary::of`] takes a decoded trace and returns data. No allocator is modelled:
 //! *requested* and *reserved* here are what the recorded program and driver did
-//! (docs/architecture.md, "Definitions"), not a policy's prediction. The live-memory [`Ledger`] it follows event by
-//! event is `model::live`'s, shared with `diff` and the exporters; stacks are named and ranked
-//! by `symbolize`.
+//! //! (docs/architecture.md, "Definitions"), not a policy's prediction. It reads the trace's
+//! allocation table ([`AllocationTable`]), as `diff`, the failure sites and the exporters do;
+//! stacks are named and ranked by `symbolize`.
 
-use crate::failures::{FailureSite, FailureSites};
-use crate::model::live::{Change, Ledger, Object, Totals};
+use crate::failures::{FailureSite, device_of, failure_sites};
+use crate::model::table::{AllocationTable, Object, Step, Totals};
 use crate::model::{CaptureLevel, Model, RequestKind, RequestStream, StreamKey};
 use crate::sums::SaturatingSum;
 use crate::symbolize::{
     ModuleFiles, NoFiles, StackBytes, StackNames, Symbolizer, TOP_STACKS, library_of, top_stacks,
 };
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{MemoryKind, Trace};
 
@@ -198,7 +198,7 @@ fn outside_by_library(stream: &RequestStream, names: &StackNames) -> Vec<Library
 struct GroupAcc {
     peak: Totals,
     peak_time: (u64, u64),
-    peak_index: usize,
+    peak_index: u64,
     allocations: u64,
     frees: u64,
     failed: u64,
@@ -242,37 +242,39 @@ impl Summary {
         top: usize,
         files: &mut dyn ModuleFiles,
     ) -> Summary {
+        Summary::with_table(trace, &AllocationTable::of(trace), model, top, files)
+    }
+
+    /// Like [`Summary::with_model`], with the trace's allocation table already built.
+    pub fn with_table(
+        trace: &Trace,
+        table: &AllocationTable,
+        model: &Model,
+        top: usize,
+        files: &mut dyn ModuleFiles,
+    ) -> Summary {
         let names = StackNames::new(&trace.tables, files);
-        let mut ledger = Ledger::for_trace(trace);
         let mut groups: BTreeMap<(u32, i32), GroupAcc> = BTreeMap::new();
-        let (mut events, mut failed_allocations, mut unmatched_frees) = (0u64, 0u64, 0u64);
-        let start = trace.events().next().map_or(0, |e| e.time_ns);
-        let mut sites = FailureSites::new(start);
-        for (i, e) in trace.events().enumerate() {
-            events += 1;
-            let change = ledger.apply(&e);
-            let obj = match change {
-                Change::Alloc(o) | Change::Free(o) => o,
-                Change::Failed => {
-                    failed_allocations += 1;
+        let mut steps = table.steps();
+        while let Some(step) = steps.next() {
+            let time_ns = step.time_ns();
+            let (obj, alloc, index) = match step {
+                Step::Alloc { object, index } => (object, true, index),
+                Step::Free { object, index, .. } => (object, false, index),
+                Step::Replaced { .. } => continue,
+                Step::Failed(f) => {
+                    let e = &f.event;
                     let kind = e.api.kind();
-                    let device = FailureSites::device_of(&e);
+                    let device = device_of(e);
                     let g = groups.entry((e.pid, device)).or_default();
                     g.failed += 1;
                     g.kinds
                         .entry((kind, e.flags & ALLOCATOR_SEGMENT != 0))
                         .or_default()
                         .failed += 1;
-                    sites.see(&e, &ledger, &names);
                     continue;
                 }
-                Change::UnmatchedFree => {
-                    unmatched_frees += 1;
-                    continue;
-                }
-                Change::None => continue,
             };
-            let alloc = matches!(change, Change::Alloc(_));
             let g = groups.entry((obj.pid, obj.device)).or_default();
             let k = g.kinds.entry((obj.kind, obj.segment)).or_default();
             if alloc {
@@ -299,31 +301,30 @@ impl Summary {
                     s.0 = s.0.saturating_sub(obj.size);
                 }
             }
-            let t = ledger.totals(obj.pid, obj.device);
+            let t = steps.totals(obj.pid, obj.device);
             if t.requested > g.peak.requested {
                 g.peak.requested = t.requested;
-                g.peak_time.0 = e.time_ns;
-                g.peak_index = i;
+                g.peak_time.0 = time_ns;
+                g.peak_index = index;
             }
             if t.reserved > g.peak.reserved {
                 g.peak.reserved = t.reserved;
-                g.peak_time.1 = e.time_ns;
+                g.peak_time.1 = time_ns;
             }
         }
 
         // Leaks: requested objects still live at the end.
         let mut leaks: HashMap<(u32, i32), Vec<Object>> = HashMap::new();
-        for o in ledger.live().filter(|o| o.requested) {
-            leaks.entry((o.pid, o.device)).or_default().push(*o);
+        for o in table.live_at_end().filter(|o| o.requested) {
+            leaks.entry((o.pid, o.device)).or_default().push(o);
         }
 
         let mut failures: HashMap<(u32, i32), Vec<FailureSite>> = HashMap::new();
-        for f in sites.finish() {
+        for f in failure_sites(table, &names) {
             failures.entry((f.pid, f.device)).or_default().push(f);
         }
 
-        // Second pass: the live set at each group's peak.
-        let at_peak = stacks_at_peaks(trace, &groups, &names, top);
+        let at_peak = stacks_at_peaks(table, &groups, &names, top);
 
         let mut groups: Vec<GroupSummary> = groups
             .into_iter()
@@ -406,44 +407,31 @@ impl Summary {
         Summary {
             capture_level: level.to_string(),
             capture_level_shown: model.level.shown(),
-            has_allocator_segments: ledger.split_levels(),
-            events,
-            failed_allocations,
-            unmatched_frees,
+            has_allocator_segments: table.split_levels(),
+            events: table.events,
+            failed_allocations: table.failures.len() as u64,
+            unmatched_frees: table.unmatched_frees,
             groups,
         }
     }
 }
 
-/// Replays the trace up to each group's peak and ranks the stacks live there.
+/// The stacks live at each group's peak, ranked.
 fn stacks_at_peaks(
-    trace: &Trace,
+    table: &AllocationTable,
     groups: &BTreeMap<(u32, i32), GroupAcc>,
     names: &StackNames,
     top: usize,
 ) -> HashMap<(u32, i32), Vec<StackBytes>> {
-    let mut wanted: HashMap<usize, Vec<(u32, i32)>> = HashMap::new();
-    for (&key, g) in groups.iter().filter(|(_, g)| g.peak.requested > 0) {
-        wanted.entry(g.peak_index).or_default().push(key);
-    }
-    let last = wanted.keys().copied().max();
-    let mut out = HashMap::new();
-    let Some(last) = last else { return out };
-    let mut ledger = Ledger::for_trace(trace);
-    let mut done = HashSet::new();
-    for (i, e) in trace.events().enumerate().take(last + 1) {
-        ledger.apply(&e);
-        if let Some(keys) = wanted.get(&i) {
-            for &(pid, device) in keys {
-                if done.insert((pid, device)) {
-                    let live = ledger
-                        .live()
-                        .filter(|o| o.pid == pid && o.device == device && o.requested)
-                        .map(Object::stack_bytes);
-                    out.insert((pid, device), top_stacks(live, names, top));
-                }
-            }
-        }
-    }
-    out
+    groups
+        .iter()
+        .filter(|(_, g)| g.peak.requested > 0)
+        .map(|(&(pid, device), g)| {
+            let live = table
+                .live_after(g.peak_index)
+                .filter(|o| o.pid == pid && o.device == device && o.requested)
+                .map(|o| o.stack_bytes());
+            ((pid, device), top_stacks(live, names, top))
+        })
+        .collect()
 }

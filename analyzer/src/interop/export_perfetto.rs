@@ -7,17 +7,17 @@
 //! What is written:
 //! - one process per traced process (`M` `process_name` metadata);
 //! - per process and device one counter track (`C`) with two series, `requested` and
-//!   `reserved` bytes (the [`Ledger`] definitions), a point at every change;
+//!   `reserved` bytes (the allocation table's definitions, [`crate::model::table::Object`]), a
+//!   point at every change;
 //! - an instant event (`i`, process scope) at every failed allocation, with its size, result
 //!   (by name), the live bytes at that moment and the stack: category `oom` and a name starting
 //!   `OOM:` only for `CUDA_ERROR_OUT_OF_MEMORY`, category `failed_allocation` otherwise.
 //!
 //! `analyzer/tests/perfetto.schema.json` is the schema the output is checked against in CI.
 
-use crate::model::live::{Change, Ledger};
+use crate::model::table::{AllocationTable, Step};
 use crate::symbolize::{NoFiles, StackNames};
 use serde_json::json;
-use std::collections::BTreeSet;
 use std::io::{self, Write};
 use vramtrace_format::Trace;
 use vramtrace_format::cuda_result::{describe_result, is_out_of_memory};
@@ -42,7 +42,8 @@ fn track_name(device: i32) -> String {
 pub fn write<W: Write>(trace: &Trace, mut out: W) -> io::Result<PerfettoReport> {
     let mut files = NoFiles;
     let names = StackNames::new(&trace.tables, &mut files);
-    let t0 = trace.events().next().map_or(0, |e| e.time_ns);
+    let table = AllocationTable::of(trace);
+    let t0 = table.start_ns;
     let ts = |t: u64| t.saturating_sub(t0) as f64 / 1000.0;
     let mut report = PerfettoReport::default();
     let mut first = true;
@@ -63,8 +64,7 @@ pub fn write<W: Write>(trace: &Trace, mut out: W) -> io::Result<PerfettoReport> 
     )?;
     out.write_all(b",\"traceEvents\":[")?;
 
-    let pids: BTreeSet<u32> = trace.events().map(|e| e.pid).collect();
-    for &pid in &pids {
+    for &pid in &table.pids {
         let cmd = trace
             .tables
             .processes
@@ -84,23 +84,24 @@ pub fn write<W: Write>(trace: &Trace, mut out: W) -> io::Result<PerfettoReport> 
         report.processes += 1;
     }
 
-    let mut ledger = Ledger::for_trace(trace);
-    for e in trace.events() {
-        match ledger.apply(&e) {
-            Change::Alloc(o) | Change::Free(o) => {
-                let t = ledger.totals(o.pid, o.device);
+    let mut steps = table.steps();
+    while let Some(step) = steps.next() {
+        match step {
+            Step::Alloc { object: o, .. } | Step::Free { object: o, .. } => {
+                let t = steps.totals(o.pid, o.device);
                 emit(
                     &mut out,
                     json!({
-                        "name": track_name(o.device), "ph": "C", "ts": ts(e.time_ns),
+                        "name": track_name(o.device), "ph": "C", "ts": ts(step.time_ns()),
                         "pid": o.pid, "tid": 0,
                         "args": {"requested": t.requested, "reserved": t.reserved},
                     }),
                 )?;
                 report.counter_points += 1;
             }
-            Change::Failed => {
-                let t = ledger.totals(e.pid, e.device);
+            Step::Failed(f) => {
+                let e = &f.event;
+                let t = steps.totals(e.pid, e.device);
                 // Only an out-of-memory result is an OOM; others are named by their result.
                 let (name, cat) = if is_out_of_memory(e.result) {
                     (
@@ -135,7 +136,7 @@ pub fn write<W: Write>(trace: &Trace, mut out: W) -> io::Result<PerfettoReport> 
                 )?;
                 report.instants += 1;
             }
-            Change::None | Change::UnmatchedFree => {}
+            Step::Replaced { .. } => {}
         }
     }
     out.write_all(b"\n]}\n")?;

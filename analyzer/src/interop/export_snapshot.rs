@@ -20,7 +20,7 @@
 //! Containers shared by many entries (a stack's frame list, a frame dict) are created once, so
 //! the pickle references them through the memo as PyTorch's own snapshots do.
 
-use crate::model::live::{Change, Ledger, Object};
+use crate::model::table::{AllocationTable, Object, Step};
 use crate::symbolize::{NamedFrame, NoFiles, StackNames};
 use std::collections::{BTreeMap, HashMap};
 use vramtrace_format::cuda_result::is_out_of_memory;
@@ -151,8 +151,9 @@ pub fn snapshot(trace: &Trace) -> (Document<'static>, SnapshotReport) {
     out.empty_frames = out.doc.new_list();
     out.traces = (0..devices).map(|_| out.doc.new_list()).collect();
 
-    let mut ledger = Ledger::for_trace(trace);
-    let split = ledger.split_levels();
+    let table = AllocationTable::of(trace);
+    let split = table.split_levels();
+    let mut steps = table.steps();
     // Live mappings (VMM) by (device, address): size, stack, stream.
     let mut mapped: BTreeMap<(i32, u64), (u64, u32, u64)> = BTreeMap::new();
     let total_memory: HashMap<i32, u64> = trace
@@ -161,8 +162,8 @@ pub fn snapshot(trace: &Trace) -> (Document<'static>, SnapshotReport) {
         .iter()
         .map(|d| (d.ordinal, d.total_memory))
         .collect();
-    for e in trace.events() {
-        let change = ledger.apply(&e);
+    for (i, e) in trace.events().enumerate() {
+        let change = steps.at(i as u64);
         if e.device < 0
             || matches!(
                 e.api.kind(),
@@ -198,7 +199,7 @@ pub fn snapshot(trace: &Trace) -> (Document<'static>, SnapshotReport) {
             continue;
         }
         match change {
-            Change::Alloc(o) if counted(&o) => {
+            Some(Step::Alloc { object: o, .. }) if counted(&o) => {
                 if o.segment || !split {
                     out.entry(&e, "segment_alloc", o.address, o.size);
                 }
@@ -206,7 +207,7 @@ pub fn snapshot(trace: &Trace) -> (Document<'static>, SnapshotReport) {
                     out.entry(&e, "alloc", o.address, o.size);
                 }
             }
-            Change::Free(o) if counted(&o) => {
+            Some(Step::Free { object: o, .. }) if counted(&o) => {
                 if !o.segment {
                     out.entry(&e, "free_requested", o.address, o.size);
                     out.entry(&e, "free_completed", o.address, o.size);
@@ -217,10 +218,10 @@ pub fn snapshot(trace: &Trace) -> (Document<'static>, SnapshotReport) {
             }
             // The snapshot format knows one failure, `oom`: other failed calls (an invalid
             // context, a call not permitted) are not out-of-memory errors and are left out.
-            Change::Failed if is_out_of_memory(e.result) => {
+            Some(Step::Failed(_)) if is_out_of_memory(e.result) => {
                 // An imported OOM keeps PyTorch's `device_free` in `aux`; otherwise it is
                 // what the device table's capacity leaves beside the reserved bytes.
-                let t = ledger.totals(e.pid, e.device);
+                let t = steps.totals(e.pid, e.device);
                 let free = if split {
                     e.aux
                 } else {
@@ -235,11 +236,10 @@ pub fn snapshot(trace: &Trace) -> (Document<'static>, SnapshotReport) {
     }
 
     // The end state: segments and the blocks inside them.
-    let live: Vec<Object> = ledger
-        .live()
+    let live: Vec<Object> = table
+        .live_at_end()
         .filter(|o| (0..MAX_DEVICES).contains(&o.device) && counted(o))
         .filter(|o| o.kind != MemoryKind::Vmm)
-        .copied()
         .collect();
     let mut segments: Vec<Segment> = live
         .iter()

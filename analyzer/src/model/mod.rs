@@ -12,6 +12,7 @@ pub mod live;
 mod modules;
 mod ordering;
 mod request;
+pub mod table;
 
 pub use capture::{Capture, CaptureLevel};
 pub use from_events::{Model, ModelBuilder};

@@ -1,0 +1,588 @@
+//! The allocation table: one pass over a trace's events gives one row per allocation object
+//! (its call, address, size, stream, stack, thread, birth and end), the failed allocation calls
+//! and the count of unmatched frees, which every view of the recorded trace reads (`summary`,
+//! the failure sites, `diff`, the Perfetto and PyTorch-snapshot exports), so that each gives the
+//! same figure the same value. Modelled on bytehound's one loaded `Data` (`cli-core/src/data.rs`:
+//! one `Allocation` per object, with its deallocation, read by every exporter).
+//!
+//! Columnar: one vector per field, rows in the order the objects were born. Frees are matched
+//! to allocations by [`ObjectKey`] (docs/definitions.md, "Unmatched frees"). Which bytes count
+//! as *requested* and which as *reserved* depends on the trace's [`Shape`], which only the whole
+//! event list shows: rows keep the facts it is decided from and [`AllocationTable::object`]
+//! answers under the shape the pass found.
+
+use super::lifetimes::ObjectKey;
+use std::collections::{BTreeSet, HashMap};
+use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
+use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, Op, Trace};
+
+/// The hasher of the pass's map (one lookup per allocation or free): fast, and seeded at random
+/// as the model's, so that a crafted trace cannot aim at collisions.
+type Hasher = foldhash::fast::RandomState;
+
+/// The end index of a row still live when the trace ends.
+const LIVE: u64 = u64::MAX;
+
+/// A row's flags: its call came from a framework's tracker; its event carried
+/// [`ALLOCATOR_SEGMENT`]; it ended because its address was handed out again without a free.
+const FRAMEWORK: u8 = 1;
+const FLAGGED: u8 = 2;
+const REPLACED: u8 = 4;
+
+/// One allocation object, as the views read it.
+///
+/// Accounting rules, the same in every command:
+/// - Device memory (`cuMemAlloc*`, managed, stream-ordered pools, arrays, graph allocations,
+///   and VMM physical handles from `cuMemCreate`) and pinned or registered host memory (device
+///   [`NO_DEVICE`]) count; memory opened from another process or API (IPC, external,
+///   multicast) is listed by kind but counts in neither total, since another owner holds it.
+/// - In a recorded trace every counted byte is both *requested* and *reserved*: the driver saw
+///   exactly what the program asked for (under a caching allocator those "requests" are its
+///   segments, which `capture_level` says).
+/// - In an imported PyTorch snapshot the program's requests and the allocator's segments are
+///   both present; segments (events flagged [`ALLOCATOR_SEGMENT`]) count only as reserved and
+///   requests only as requested.
+/// - A trace recorded with PyTorch's tracker is split the same way: `torch.alloc` blocks are
+///   the requests, the driver calls what the process reserved (PyTorch's segments and memory
+///   taken past PyTorch); `torch.segment_*` events repeat those driver calls and count in
+///   neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Object {
+    pub pid: u32,
+    pub device: i32,
+    pub kind: MemoryKind,
+    pub address: u64,
+    pub size: u64,
+    pub stack: u32,
+    pub stream: u64,
+    pub time_ns: u64,
+    /// An allocator segment (of an imported snapshot, or a driver call beside PyTorch's
+    /// tracker) rather than a program request.
+    pub segment: bool,
+    pub requested: bool,
+    pub reserved: bool,
+}
+
+impl Object {
+    /// Its stack and bytes, what [`crate::symbolize::top_stacks`] counts.
+    pub fn stack_bytes(&self) -> (u32, u64) {
+        (self.stack, self.size)
+    }
+}
+
+/// Per-(process, device) live bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub requested: u64,
+    pub reserved: u64,
+}
+
+/// Which request and segment events a trace holds: what the accounting rules split on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Shape {
+    /// Driver calls only: every counted byte is requested and reserved.
+    #[default]
+    Plain,
+    /// An imported PyTorch snapshot: requests beside segment events ([`ALLOCATOR_SEGMENT`]).
+    Snapshot,
+    /// PyTorch's tracker: `torch.alloc` requests beside the driver calls.
+    Tracker,
+}
+
+impl Shape {
+    pub const ALL: [Shape; 3] = [Shape::Plain, Shape::Snapshot, Shape::Tracker];
+
+    /// The shape a trace has whose events showed a tracker block, or a segment event.
+    pub fn of(tracker: bool, snapshot: bool) -> Shape {
+        match (tracker, snapshot) {
+            (true, _) => Shape::Tracker,
+            (false, true) => Shape::Snapshot,
+            (false, false) => Shape::Plain,
+        }
+    }
+
+    /// Whether `e` shows a tracker block and whether it shows a segment event.
+    pub fn shown_by(e: &Event) -> (bool, bool) {
+        (
+            e.api.kind() == MemoryKind::TorchBlock,
+            e.flags & ALLOCATOR_SEGMENT != 0,
+        )
+    }
+
+    /// True when the trace carries both request and allocator-segment events.
+    pub fn split_levels(self) -> bool {
+        self != Shape::Plain
+    }
+
+    /// Whether an object of `kind`, from a framework's tracker or not, flagged
+    /// [`ALLOCATOR_SEGMENT`] or not, is a segment, and whether it counts as requested and as
+    /// reserved, under this shape.
+    pub fn classify(self, kind: MemoryKind, framework: bool, flagged: bool) -> (bool, bool, bool) {
+        let segment = if self == Shape::Tracker {
+            !framework
+        } else {
+            flagged
+        };
+        let counted = !matches!(
+            kind,
+            MemoryKind::Ipc | MemoryKind::External | MemoryKind::Multicast
+        );
+        let split = self.split_levels();
+        (
+            segment,
+            counted && !(split && segment),
+            counted && (!split || segment),
+        )
+    }
+}
+
+/// Host memory: pinned by the driver or registered with it, on no device.
+pub(crate) fn is_host(kind: MemoryKind) -> bool {
+    matches!(kind, MemoryKind::PinnedHost | MemoryKind::RegisteredHost)
+}
+
+/// What one event does to the allocation objects, by the rules every pass shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifetime {
+    /// Nothing that holds memory (address reservations, mappings, pool settings, PyTorch's
+    /// word on its segments), or a failed call that would have ended something.
+    Neither,
+    /// An allocation, registration or creation that succeeded.
+    Birth,
+    /// A free, unregistration or release that succeeded.
+    End,
+    /// An allocation, registration or creation that returned an error: it created nothing.
+    Failed,
+}
+
+impl Lifetime {
+    pub fn of(e: &Event) -> Lifetime {
+        if e.api.kind() == MemoryKind::TorchSegment {
+            return Lifetime::Neither;
+        }
+        let op = e.api.op();
+        let born = matches!(op, Op::Alloc | Op::Register | Op::Create);
+        match (e.succeeded(), born) {
+            (false, true) => Lifetime::Failed,
+            (false, false) => Lifetime::Neither,
+            (true, true) => Lifetime::Birth,
+            (true, false) if matches!(op, Op::Free | Op::Unregister | Op::Release) => Lifetime::End,
+            (true, false) => Lifetime::Neither,
+        }
+    }
+}
+
+/// A failed allocation call, with its index among the trace's events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    pub index: u64,
+    pub event: Event,
+}
+
+/// One pass's table of a trace's allocations.
+#[derive(Debug, Clone, Default)]
+pub struct AllocationTable {
+    /// Every event of the trace, counted.
+    pub events: u64,
+    /// The time of the trace's first event (docs/definitions.md, "Time").
+    pub start_ns: u64,
+    /// The processes of every event, in pid order.
+    pub pids: BTreeSet<u32>,
+    pub shape: Shape,
+    /// Frees of addresses (or handles) the trace never saw allocated, for example memory
+    /// allocated before recording began.
+    pub unmatched_frees: u64,
+    /// The failed allocation calls, in call order.
+    pub failures: Vec<Failure>,
+    pid: Vec<u32>,
+    device: Vec<i32>,
+    api: Vec<Api>,
+    flags: Vec<u8>,
+    address: Vec<u64>,
+    size: Vec<u64>,
+    stack: Vec<u32>,
+    stream: Vec<u64>,
+    tid: Vec<u32>,
+    birth: Vec<u64>,
+    birth_ns: Vec<u64>,
+    /// The index of the event that ended the row, or [`LIVE`].
+    end: Vec<u64>,
+    end_ns: Vec<u64>,
+    /// Rows in the order they ended.
+    ends: Vec<u32>,
+}
+
+/// Builds an [`AllocationTable`] from events pushed one at a time in file order.
+#[derive(Debug, Default)]
+pub struct TableBuilder {
+    table: AllocationTable,
+    live: HashMap<ObjectKey, u32, Hasher>,
+    tracker: bool,
+    snapshot: bool,
+}
+
+impl TableBuilder {
+    /// Takes the next event in file order.
+    pub fn push(&mut self, e: &Event) {
+        let t = &mut self.table;
+        let index = t.events;
+        if index == 0 {
+            t.start_ns = e.time_ns;
+        }
+        t.events += 1;
+        t.pids.insert(e.pid);
+        let (tracker, snapshot) = Shape::shown_by(e);
+        self.tracker |= tracker;
+        self.snapshot |= snapshot;
+        match Lifetime::of(e) {
+            Lifetime::Neither => {}
+            Lifetime::Failed => t.failures.push(Failure { index, event: *e }),
+            Lifetime::Birth => {
+                let row = t.pid.len() as u32;
+                if let Some(old) = self.live.insert(ObjectKey::of(e), row) {
+                    // The address (or handle) was handed out again without a free we saw: the
+                    // old object is gone.
+                    t.end_row(old, index, e.time_ns);
+                    t.flags[old as usize] |= REPLACED;
+                }
+                t.push_row(e, index);
+            }
+            Lifetime::End => match self.live.remove(&ObjectKey::of(e)) {
+                Some(row) => t.end_row(row, index, e.time_ns),
+                None => t.unmatched_frees += 1,
+            },
+        }
+    }
+
+    /// The table of every event pushed.
+    pub fn finish(self) -> AllocationTable {
+        AllocationTable {
+            shape: Shape::of(self.tracker, self.snapshot),
+            ..self.table
+        }
+    }
+}
+
+impl AllocationTable {
+    /// The table of `trace`, in one pass over its events.
+    pub fn of(trace: &Trace) -> AllocationTable {
+        let mut b = TableBuilder::default();
+        trace.events().for_each(|e| b.push(&e));
+        b.finish()
+    }
+
+    fn push_row(&mut self, e: &Event, index: u64) {
+        let by_handle = e.api.op() == Op::Create;
+        self.pid.push(e.pid);
+        self.device.push(e.device);
+        self.api.push(e.api);
+        let flags = if e.api.from_framework() { FRAMEWORK } else { 0 }
+            | if e.flags & ALLOCATOR_SEGMENT != 0 {
+                FLAGGED
+            } else {
+                0
+            };
+        self.flags.push(flags);
+        self.address
+            .push(if by_handle { e.handle } else { e.address });
+        self.size.push(e.size);
+        self.stack.push(e.stack);
+        self.stream.push(e.stream);
+        self.tid.push(e.tid);
+        self.birth.push(index);
+        self.birth_ns.push(e.time_ns);
+        self.end.push(LIVE);
+        self.end_ns.push(LIVE);
+    }
+
+    fn end_row(&mut self, row: u32, index: u64, time_ns: u64) {
+        self.end[row as usize] = index;
+        self.end_ns[row as usize] = time_ns;
+        self.ends.push(row);
+    }
+
+    /// How many allocation objects the trace holds.
+    pub fn len(&self) -> usize {
+        self.pid.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pid.is_empty()
+    }
+
+    /// True when the trace carries both request and allocator-segment events.
+    pub fn split_levels(&self) -> bool {
+        self.shape.split_levels()
+    }
+
+    /// Row `row` as the views read it, born at its allocation's time.
+    pub fn object(&self, row: usize) -> Object {
+        let api = self.api[row];
+        let kind = api.kind();
+        let flags = self.flags[row];
+        let (segment, requested, reserved) =
+            self.shape
+                .classify(kind, flags & FRAMEWORK != 0, flags & FLAGGED != 0);
+        Object {
+            pid: self.pid[row],
+            device: if is_host(kind) {
+                NO_DEVICE
+            } else {
+                self.device[row]
+            },
+            kind,
+            address: self.address[row],
+            size: self.size[row],
+            stack: self.stack[row],
+            stream: self.stream[row],
+            time_ns: self.birth_ns[row],
+            segment,
+            requested,
+            reserved,
+        }
+    }
+
+    /// The call that made row `row`, and the thread that made it.
+    pub fn call(&self, row: usize) -> (Api, u32) {
+        (self.api[row], self.tid[row])
+    }
+
+    /// When row `row` ended (its free's time, or that of the allocation that took its address
+    /// without a free), `None` while live at the end.
+    pub fn end_ns(&self, row: usize) -> Option<u64> {
+        (self.end[row] != LIVE).then_some(self.end_ns[row])
+    }
+
+    /// The rows live just after the event of index `index`.
+    pub fn live_after(&self, index: u64) -> impl Iterator<Item = Object> + '_ {
+        let born = self.birth.partition_point(|&b| b <= index);
+        (0..born)
+            .filter(move |&r| self.end[r] > index)
+            .map(|r| self.object(r))
+    }
+
+    /// The rows live when the trace ends.
+    pub fn live_at_end(&self) -> impl Iterator<Item = Object> + '_ {
+        (0..self.len())
+            .filter(|&r| self.end[r] == LIVE)
+            .map(|r| self.object(r))
+    }
+
+    /// The changes to live memory in call order, with the running totals.
+    pub fn steps(&self) -> Steps<'_> {
+        Steps {
+            table: self,
+            born: 0,
+            ended: 0,
+            failed: 0,
+            totals: HashMap::default(),
+        }
+    }
+}
+
+/// One change to live memory, with the index of its event among the trace's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step<'t> {
+    /// An object was born at its time (`Object::time_ns`).
+    Alloc { object: Object, index: u64 },
+    /// An object was freed at `time_ns`.
+    Free {
+        object: Object,
+        time_ns: u64,
+        index: u64,
+    },
+    /// An object ended at `time_ns` because its address was handed out again without a free;
+    /// the allocation that took it follows at the same event.
+    Replaced {
+        object: Object,
+        time_ns: u64,
+        index: u64,
+    },
+    /// A failed allocation call: it created and ended nothing.
+    Failed(&'t Failure),
+}
+
+impl Step<'_> {
+    /// When its event happened.
+    pub fn time_ns(&self) -> u64 {
+        match self {
+            Step::Alloc { object, .. } => object.time_ns,
+            Step::Free { time_ns, .. } | Step::Replaced { time_ns, .. } => *time_ns,
+            Step::Failed(f) => f.event.time_ns,
+        }
+    }
+
+    /// The index of its event among the trace's.
+    pub fn index(&self) -> u64 {
+        match self {
+            Step::Alloc { index, .. } | Step::Free { index, .. } | Step::Replaced { index, .. } => {
+                *index
+            }
+            Step::Failed(f) => f.index,
+        }
+    }
+}
+
+/// The table's changes in call order ([`AllocationTable::steps`]), keeping per-(process,
+/// device) totals of live bytes.
+pub struct Steps<'t> {
+    table: &'t AllocationTable,
+    born: usize,
+    ended: usize,
+    failed: usize,
+    totals: HashMap<(u32, i32), Totals, Hasher>,
+}
+
+impl<'t> Steps<'t> {
+    /// Live bytes of one process and device after the steps given so far.
+    pub fn totals(&self, pid: u32, device: i32) -> Totals {
+        self.totals.get(&(pid, device)).copied().unwrap_or_default()
+    }
+
+    /// The change the event of index `index` made, when it made one, for a caller that walks
+    /// the events beside the steps (a replaced object's end is passed over).
+    pub fn at(&mut self, index: u64) -> Option<Step<'t>> {
+        let mut change = None;
+        while self.next_index() == index {
+            change = self.next().filter(|s| !matches!(s, Step::Replaced { .. }));
+        }
+        change
+    }
+
+    /// The index of the next step's event, [`LIVE`] after the last.
+    fn next_index(&self) -> u64 {
+        let t = self.table;
+        let birth = t.birth.get(self.born).copied().unwrap_or(LIVE);
+        let end = t.ends.get(self.ended).map_or(LIVE, |&r| t.end[r as usize]);
+        let fail = t.failures.get(self.failed).map_or(LIVE, |f| f.index);
+        birth.min(end).min(fail)
+    }
+
+    fn account(&mut self, o: &Object, add: bool) {
+        let t = self.totals.entry((o.pid, o.device)).or_default();
+        let apply = |v: &mut u64, on: bool| {
+            if on {
+                *v = if add {
+                    v.saturating_add(o.size)
+                } else {
+                    v.saturating_sub(o.size)
+                };
+            }
+        };
+        apply(&mut t.requested, o.requested);
+        apply(&mut t.reserved, o.reserved);
+    }
+}
+
+impl<'t> Iterator for Steps<'t> {
+    type Item = Step<'t>;
+
+    fn next(&mut self) -> Option<Step<'t>> {
+        let t = self.table;
+        let birth = t.birth.get(self.born).copied().unwrap_or(LIVE);
+        let end_row = t.ends.get(self.ended).map(|&r| r as usize);
+        let end = end_row.map_or(LIVE, |r| t.end[r]);
+        let failure = t.failures.get(self.failed);
+        let fail = failure.map_or(LIVE, |f| f.index);
+        // An end at a birth's index is the object that birth replaced: it goes first.
+        if let Some(r) = end_row.filter(|_| end <= birth && end < fail) {
+            self.ended += 1;
+            let object = t.object(r);
+            self.account(&object, false);
+            return Some(if t.flags[r] & REPLACED != 0 {
+                Step::Replaced {
+                    object,
+                    time_ns: t.end_ns[r],
+                    index: end,
+                }
+            } else {
+                Step::Free {
+                    object,
+                    time_ns: t.end_ns[r],
+                    index: end,
+                }
+            });
+        }
+        if birth < fail {
+            let object = t.object(self.born);
+            self.born += 1;
+            self.account(&object, true);
+            return Some(Step::Alloc {
+                object,
+                index: birth,
+            });
+        }
+        let f = failure?;
+        self.failed += 1;
+        Some(Step::Failed(f))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(api: Api, address: u64, size: u64, result: u32) -> Event {
+        Event {
+            pid: 1,
+            device: 0,
+            address,
+            size,
+            result,
+            ..Event::new(api)
+        }
+    }
+
+    fn table(events: &[Event]) -> AllocationTable {
+        let mut b = TableBuilder::default();
+        events.iter().for_each(|e| b.push(e));
+        b.finish()
+    }
+
+    #[test]
+    fn steps_follow_call_order_and_a_reused_address_ends_the_old_object_first() {
+        let t = table(&[
+            ev(Api::CuMemAlloc_v2, 0x1000, 100, 0),
+            ev(Api::CuMemAlloc_v2, 0, 1 << 40, 2),
+            ev(Api::CuMemAlloc_v2, 0x1000, 30, 0),
+            ev(Api::CuMemFree_v2, 0x1000, 0, 0),
+            ev(Api::CuMemFree_v2, 0x9000, 0, 0),
+        ]);
+        assert_eq!((t.len(), t.unmatched_frees, t.failures.len()), (2, 1, 1));
+        let mut steps = t.steps();
+        let mut seen = Vec::new();
+        while let Some(s) = steps.next() {
+            let what = match s {
+                Step::Alloc { object, .. } => ("alloc", object.size),
+                Step::Free { object, .. } => ("free", object.size),
+                Step::Replaced { object, .. } => ("replaced", object.size),
+                Step::Failed(f) => ("failed", f.event.size),
+            };
+            seen.push((what, steps.totals(1, 0).reserved));
+        }
+        assert_eq!(
+            seen,
+            [
+                (("alloc", 100), 100),
+                (("failed", 1 << 40), 100),
+                (("replaced", 100), 0),
+                (("alloc", 30), 30),
+                (("free", 30), 0),
+            ]
+        );
+        assert_eq!(t.live_after(0).map(|o| o.size).collect::<Vec<_>>(), [100]);
+        assert_eq!(t.live_after(2).map(|o| o.size).collect::<Vec<_>>(), [30]);
+        assert_eq!(t.live_at_end().count(), 0);
+    }
+
+    #[test]
+    fn a_snapshots_segments_count_as_reserved_and_its_requests_as_requested() {
+        let mut segment = ev(Api::CuMemAlloc_v2, 0x1000, 20 << 20, 0);
+        segment.flags = ALLOCATOR_SEGMENT;
+        let t = table(&[segment, ev(Api::CuMemAllocAsync, 0x1000, 3 << 20, 0)]);
+        assert_eq!(t.shape, Shape::Snapshot);
+        let (s, r) = (t.object(0), t.object(1));
+        assert_eq!((s.segment, s.requested, s.reserved), (true, false, true));
+        assert_eq!((r.segment, r.requested, r.reserved), (false, true, false));
+    }
+}
