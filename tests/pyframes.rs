@@ -379,3 +379,36 @@ fn allocations_from_lines_and_callers_of_one_function_in_turn_keep_their_own_sta
         assert_eq!(repeated, [repeated[0]; 3], "3.{minor}");
     }
 }
+
+#[test]
+fn a_program_ending_in_os_exit_keeps_the_python_stack_of_every_allocation() {
+    // os._exit runs no destructor: the recorder's own `_exit` finishes the trace, or the last
+    // events' stacks, interned in process memory, would be lost with it (recorder/src/exit.rs).
+    for (python, minor) in interpreters().into_iter().filter(|(_, m)| *m >= 11) {
+        let dir = scratch(&format!("pyframes-os-exit-3{minor}"));
+        let (trace, _, stderr) = record(
+            &python,
+            "python",
+            &dir,
+            &[script("os_exit.py").to_str().unwrap()],
+        );
+        assert!(!stderr.contains("recovered"), "{stderr}");
+        let t = open(&trace);
+        assert!(t.layout.complete, "3.{minor}");
+        let allocs: Vec<_> = t
+            .events()
+            .filter(|e| e.api == vramtrace_format::Api::CuMemAlloc_v2)
+            .collect();
+        assert_eq!(allocs.len(), 3, "3.{minor}");
+        for e in &allocs {
+            let stack = t.tables.stacks.iter().find(|s| s.id == e.stack);
+            let lines: Vec<u32> = stack
+                .into_iter()
+                .flat_map(|s| &s.frames)
+                .filter_map(|id| t.tables.python_frames.iter().find(|f| f.id == *id))
+                .map(|f| f.line)
+                .collect();
+            assert!(!lines.is_empty(), "3.{minor}: the stack of {e:?} is not in the table");
+        }
+    }
+}
