@@ -408,7 +408,10 @@ fn a_program_ending_in_os_exit_keeps_the_python_stack_of_every_allocation() {
                 .filter_map(|id| t.tables.python_frames.iter().find(|f| f.id == *id))
                 .map(|f| f.line)
                 .collect();
-            assert!(!lines.is_empty(), "3.{minor}: the stack of {e:?} is not in the table");
+            assert!(
+                !lines.is_empty(),
+                "3.{minor}: the stack of {e:?} is not in the table"
+            );
         }
     }
 }

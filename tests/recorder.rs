@@ -549,11 +549,18 @@ fn a_process_ending_in_underscore_exit_finishes_its_trace_with_every_stack() {
     let t = open(&traces[0]);
     assert!(t.layout.complete);
     let events: Vec<Event> = t.events().collect();
-    let allocs: Vec<&Event> = events.iter().filter(|e| e.api == Api::CuMemAlloc_v2).collect();
+    let allocs: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.api == Api::CuMemAlloc_v2)
+        .collect();
     assert_eq!(allocs.len(), 3);
     let stacks: HashSet<u32> = t.tables.stacks.iter().map(|s| s.id).collect();
     for e in allocs {
-        assert!(stacks.contains(&e.stack), "stack {} of {e:?} is not in the table", e.stack);
+        assert!(
+            stacks.contains(&e.stack),
+            "stack {} of {e:?} is not in the table",
+            e.stack
+        );
     }
 }
 

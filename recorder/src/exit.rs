@@ -69,6 +69,8 @@ extern "C" fn in_fork_child() {
     clock::after_fork_in_child();
     crate::held::after_fork_in_child();
     crate::context::after_fork_in_child();
+    crate::nvml::after_fork_in_child();
+    crate::driver_count::after_fork_in_child();
     ring::detach();
     lifecycle::after_fork_in_child();
 }

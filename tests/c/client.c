@@ -13,6 +13,7 @@
  *   fork_exit         - the same, but the child ends with the exit_group system call (no
  *                       destructors run, and no library sees it end)
  *   exit              - three alloc/free pairs, then _exit(0)
+ *   hold N MS         - allocates N bytes, holds them MS milliseconds, frees them
  *   forkexec SELF     - a fork child that execs SELF argv[1] all
  *   kill              - alloc/free forever; prints each returned call ("A addr size", "F addr")
  *   oom               - allocates 1 MiB blocks until the driver says out of memory
@@ -336,6 +337,12 @@ int main(int argc, char **argv) {
         waitpid(c, &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st)) die("child failed");
         allocs(2, 300);
+    } else if (!strcmp(s, "hold") && argc >= 5) {
+        CUdeviceptr p;
+        CHECK(p_cuMemAlloc_v2(&p, strtoull(argv[3], NULL, 0)));
+        struct timespec hold = {atoi(argv[4]) / 1000, (atoi(argv[4]) % 1000) * 1000000L};
+        nanosleep(&hold, NULL);
+        CHECK(p_cuMemFree_v2(p));
     } else if (!strcmp(s, "exit")) {
         allocs(3, 100);
         _exit(0);
