@@ -536,6 +536,35 @@ fn rtld_next_lookups_keep_the_callers_identity() {
 }
 
 #[test]
+fn a_process_ending_in_underscore_exit_finishes_its_trace_with_every_stack() {
+    let a = artifacts();
+    let dir = scratch("underscore-exit");
+    let out = recorded(&dir.join(""), &a.client, &["gpa", "exit"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("recovered"), "{stderr}");
+    let traces = traces_in(&dir);
+    assert_eq!(traces.len(), 1);
+    assert!(!journal::path_for(&traces[0]).exists());
+    let t = open(&traces[0]);
+    assert!(t.layout.complete);
+    let events: Vec<Event> = t.events().collect();
+    let allocs: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.api == Api::CuMemAlloc_v2)
+        .collect();
+    assert_eq!(allocs.len(), 3);
+    let stacks: HashSet<u32> = t.tables.stacks.iter().map(|s| s.id).collect();
+    for e in allocs {
+        assert!(
+            stacks.contains(&e.stack),
+            "stack {} of {e:?} is not in the table",
+            e.stack
+        );
+    }
+}
+
+#[test]
 fn the_launcher_merges_the_journal_of_a_child_that_skipped_its_destructors() {
     let a = artifacts();
     let dir = scratch("fork-exit");

@@ -2,6 +2,7 @@
 //! its stacks, its PyTorch tracker, Python frames, the wheel installed with pip, and the traces
 //! recorded on a real H200. Shared helpers are in `src/lib.rs`.
 
+mod driver_count;
 mod faults;
 mod layers;
 mod ordering;

@@ -7,6 +7,7 @@
 //! allocation table ([`AllocationTable`]), as `diff`, the failure sites and the exporters do;
 //! stacks are named and ranked by `symbolize`.
 
+use crate::driver_count::{CUDA_CONTEXT, DriverCount, driver_counts};
 use crate::failures::{FailureSite, device_of, failure_sites};
 use crate::model::table::{AllocationTable, Object, Step, Totals};
 use crate::model::{CaptureLevel, Model, RequestKind, RequestStream, StreamKey};
@@ -86,6 +87,9 @@ pub struct GroupSummary {
     /// the most held at once first; left out when there is none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub outside_by_library: Vec<LibraryMemory>,
+    /// The driver's own count of the process's memory against what the trace names
+    /// ([`crate::driver_count`]); `null` when the recorder had no NVML to ask.
+    pub driver_count: Option<DriverCount>,
     pub leaks: Leaks,
     /// Failed allocations grouped by site, in the order they first failed.
     pub failures: Vec<FailureSite>,
@@ -186,12 +190,29 @@ fn outside_by_library(stream: &RequestStream, names: &StackNames) -> Vec<Library
             m
         })
         .collect();
+    by_peak(&mut list);
+    list
+}
+
+/// The largest peak first (ties by name).
+fn by_peak(list: &mut [LibraryMemory]) {
     list.sort_by(|a, b| {
         b.peak_bytes
             .cmp(&a.peak_bytes)
             .then(a.library.cmp(&b.library))
     });
-    list
+}
+
+/// The contexts' own memory as a library outside the pool, when the driver's counts measured it.
+fn context_row(count: &DriverCount) -> Option<LibraryMemory> {
+    let bytes = count.context_bytes.filter(|&b| b > 0)?;
+    Some(LibraryMemory {
+        library: CUDA_CONTEXT.to_string(),
+        allocations: count.contexts,
+        bytes,
+        peak_bytes: bytes,
+        site: None,
+    })
 }
 
 #[derive(Default)]
@@ -324,6 +345,7 @@ impl Summary {
             failures.entry((f.pid, f.device)).or_default().push(f);
         }
 
+        let mut driver_counts = driver_counts(table);
         let at_peak = stacks_at_peaks(table, &groups, &names, top);
 
         let mut groups: Vec<GroupSummary> = groups
@@ -376,6 +398,7 @@ impl Summary {
                         .collect(),
                     top_stacks_at_peak: at_peak.get(&(pid, device)).cloned().unwrap_or_default(),
                     outside_by_library: Vec::new(),
+                    driver_count: driver_counts.remove(&(pid, device)),
                     leaks: Leaks {
                         bytes: leaked.iter().map(|o| o.size).saturating_sum(),
                         count: leaked.len() as u64,
@@ -394,15 +417,18 @@ impl Summary {
                 pid: g.pid,
                 device: g.device,
             });
-            let Some(stream) = model
+            if let Some(stream) = model
                 .streams
                 .iter()
                 .find(|s| s.key == key && s.outside.allocations > 0)
-            else {
-                continue;
-            };
-            g.pool_peak_requested = Some(stream.lower_bound());
-            g.outside_by_library = outside_by_library(stream, &names);
+            {
+                g.pool_peak_requested = Some(stream.lower_bound());
+                g.outside_by_library = outside_by_library(stream, &names);
+            }
+            if let Some(row) = g.driver_count.as_ref().and_then(context_row) {
+                g.outside_by_library.push(row);
+                by_peak(&mut g.outside_by_library);
+            }
         }
         Summary {
             capture_level: level.to_string(),

@@ -217,6 +217,7 @@ apis! {
     TorchSetMemoryFraction = 107, "torch.set_memory_fraction", Limit, Limits;
     TorchEmptyCache = 108, "torch.empty_cache", Trim, Limits;
     DeviceMemory = 109, "device.memory", Limit, Limits;
+    DriverProcessMemory = 110, "driver.process_memory", Limit, Limits;
 
     // Driver calls again, from 120: what orders a stream-ordered pool's reuse (formats/SPEC.md
     // §4.4).
@@ -317,6 +318,8 @@ mod tests {
         assert_eq!(Api::from_id(108), Some(Api::TorchEmptyCache));
         assert_eq!(Api::TorchEmptyCache.op(), Op::Trim);
         assert_eq!(Api::DeviceMemory.kind(), MemoryKind::Limits);
+        assert_eq!(Api::from_id(110), Some(Api::DriverProcessMemory));
+        assert_eq!(Api::DriverProcessMemory.op(), Op::Limit);
         assert!(!Api::TorchSetMemoryFraction.from_framework());
         assert_eq!(Api::TorchFreeRequested.op(), Op::FreeRequested);
     }

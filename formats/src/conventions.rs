@@ -211,6 +211,21 @@ pub mod env {
     pub const TORCH_TRACKER: &str = "VRAMTRACE_TORCH_TRACKER";
     /// Read by the launcher only: the recorder library, when `--preload` is not given.
     pub const PRELOAD: &str = "VRAMTRACE_PRELOAD";
+    /// The NVML library the recorder asks for the driver's count of the process's memory
+    /// (default `libnvidia-ml.so.1`); `off` records no such count.
+    pub const NVML: &str = "VRAMTRACE_NVML";
+}
+
+/// When a `driver.process_memory` event was taken: its `flags` (formats/SPEC.md §4.3).
+pub mod driver_count {
+    /// The count reached a new high (sampled by the recorder's writer thread).
+    pub const NEW_HIGH: u64 = 0;
+    /// Right before a context was created on the device.
+    pub const BEFORE_CONTEXT: u64 = 1;
+    /// Right after that context was created: the difference is the context's own memory.
+    pub const AFTER_CONTEXT: u64 = 2;
+    /// When the trace was finished.
+    pub const AT_END: u64 = 3;
 }
 
 #[cfg(test)]

@@ -65,7 +65,13 @@ pub struct Config {
     /// `VRAMTRACE_TORCH_TRACKER=0`: do not attach to PyTorch's caching allocator (on by
     /// default; off under `VRAMTRACE_REQUESTS`, whose back-end has no tracker).
     pub torch_tracker: bool,
+    /// `VRAMTRACE_NVML`: the NVML library that gives the driver's count of the process's
+    /// memory (default `libnvidia-ml.so.1`); `None` for `off`.
+    pub nvml: Option<std::ffi::CString>,
 }
+
+/// The NVML library when `VRAMTRACE_NVML` is not set.
+pub const DEFAULT_NVML: &str = "libnvidia-ml.so.1";
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
@@ -89,6 +95,11 @@ pub fn get() -> &'static Config {
                 .and_then(|v| v.to_str()?.parse::<usize>().ok())
                 .unwrap_or(DEFAULT_MAX_DEPTH),
             torch_tracker: var(env::TORCH_TRACKER).is_none_or(|v| !off(&v)),
+            nvml: match var(env::NVML) {
+                Some(v) if off(&v) => None,
+                Some(v) => std::ffi::CString::new(v.into_encoded_bytes()).ok(),
+                None => std::ffi::CString::new(DEFAULT_NVML).ok(),
+            },
         }
     })
 }

@@ -147,6 +147,20 @@ pub fn describe_device(ordinal: i32) -> Option<vramtrace_format::Device> {
     })
 }
 
+/// `cuDeviceGetUuid` of device `ordinal`, when known and answering. No allocation: NVML's
+/// device of a CUDA device is found by it at context creation (`nvml`).
+pub fn device_uuid(ordinal: i32) -> Option<[u8; 16]> {
+    let f = DESCRIBE[2].load(Ordering::Acquire);
+    if f == 0 {
+        return None;
+    }
+    let mut uuid = [0u8; 16];
+    type Uuid = unsafe extern "C" fn(*mut [u8; 16], CUdevice) -> CUresult;
+    // SAFETY: the driver's cuDeviceGetUuid with a valid out-pointer; a CUdevice is its ordinal.
+    let r = unsafe { std::mem::transmute::<usize, Uuid>(f)(&mut uuid, ordinal) };
+    (r == CUDA_SUCCESS).then_some(uuid)
+}
+
 /// `cuDriverGetVersion`, when known and answering. Writer thread only.
 pub fn driver_version() -> Option<u32> {
     let f = DESCRIBE[4].load(Ordering::Acquire);

@@ -12,8 +12,15 @@
 //! its faults, so its handler runs first and recording goes on. A fault ends recording only
 //! when it will kill the process: when no handler of the program's is there, or when the
 //! program's handler returns having restored the default disposition (the instruction faults
-//! again and the kernel ends the process). A handler that ends the process itself (`_exit`)
-//! leaves the journal, which `vramtrace record` merges.
+//! again and the kernel ends the process).
+//!
+//! `_exit` (Python's `os._exit`, a fork child that skips its parent's destructors, a handler that
+//! ends the process itself) runs no destructor, so this library exports its own `_exit` and
+//! `_Exit` that finalize as the fatal signals do, then end the process with the system call the
+//! C library's `_exit` makes. Without them the events still survive in the journal, but the
+//! stacks they name were interned in process memory and would be lost with it. A process that
+//! ends in the raw system call, or in `SIGKILL`, leaves the journal (`vramtrace record`
+//! merges it) and its last events' stacks unwritten.
 
 use crate::clock;
 use crate::lifecycle;
@@ -62,6 +69,8 @@ extern "C" fn in_fork_child() {
     clock::after_fork_in_child();
     crate::held::after_fork_in_child();
     crate::context::after_fork_in_child();
+    crate::nvml::after_fork_in_child();
+    crate::driver_count::after_fork_in_child();
     ring::detach();
     lifecycle::after_fork_in_child();
 }
@@ -107,6 +116,32 @@ extern "C" fn on_fatal_signal(
 fn finish_before_death() {
     if lifecycle::running_here() {
         lifecycle::finalize_and_wait(Duration::from_secs(3));
+    }
+}
+
+/// The C library's `_exit`, interposed: the trace is finished first (see the module's header).
+#[unsafe(no_mangle)]
+pub extern "C" fn _exit(status: libc::c_int) -> ! {
+    end_now(status)
+}
+
+/// The C library's `_Exit`, interposed (the same as `_exit`).
+#[unsafe(no_mangle)]
+pub extern "C" fn _Exit(status: libc::c_int) -> ! {
+    end_now(status)
+}
+
+fn end_now(status: libc::c_int) -> ! {
+    // A `vfork` child shares its parent's memory and cached pid: only the process that owns the
+    // session (asked of the kernel, not of the cache) finishes it.
+    // SAFETY: getpid has no preconditions and is async-signal-safe.
+    if lifecycle::owned_by(unsafe { libc::getpid() } as u32) {
+        crate::held::release_held();
+        lifecycle::finalize_and_wait(Duration::from_secs(3));
+    }
+    loop {
+        // SAFETY: exit_group ends every thread of the process, as the C library's `_exit` does.
+        unsafe { libc::syscall(libc::SYS_exit_group, status) };
     }
 }
 

@@ -39,7 +39,13 @@ pub fn may_start() -> bool {
 
 /// True when this process records into a live session.
 pub fn running_here() -> bool {
-    STATE.load(Ordering::Acquire) == RUNNING && OWNER.load(Ordering::Relaxed) == clock::pid()
+    owned_by(clock::pid())
+}
+
+/// True when process `pid` records into a live session (`pid` as the kernel gives it: a `vfork`
+/// child's cached pid is its parent's).
+pub fn owned_by(pid: u32) -> bool {
+    STATE.load(Ordering::Acquire) == RUNNING && OWNER.load(Ordering::Relaxed) == pid
 }
 
 /// Starts recording with `open` if it has not started; true when recording. With `wait`, while

@@ -122,7 +122,47 @@ pub fn push(rec: &mut Record) {
             unsafe { libc::sched_yield() };
         }
     }
-    // SAFETY: slot `s` is reserved for this thread alone until its seq is published.
+    // SAFETY: slot `s` was reserved above and is free (below `drained + capacity`).
+    unsafe { publish(base, capacity, s, rec) };
+}
+
+/// Appends `rec` as [`push`] does when a slot is free now, without waiting: for the writer
+/// thread, which frees the slots itself and so must never wait for one. False when the ring is
+/// full (or there is no journal).
+pub fn push_if_room(rec: &mut Record) -> bool {
+    let base = HOT.journal.load(Ordering::Acquire);
+    if base.is_null() {
+        return false;
+    }
+    let capacity = HOT.capacity.load(Ordering::Relaxed);
+    // SAFETY: `base` is a live journal mapping (never unmapped once published).
+    let (next, drained) = unsafe { cursors(base) };
+    // Only the writer moves `drained`, so the limit cannot change under this thread; a hook's
+    // `fetch_add` between the load and the exchange makes the exchange fail and look again.
+    let limit = drained.load(Ordering::Acquire) + capacity;
+    let mut s = next.load(Ordering::Acquire);
+    loop {
+        if s >= limit {
+            return false;
+        }
+        match next.compare_exchange_weak(s, s + 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => break,
+            Err(now) => s = now,
+        }
+    }
+    // SAFETY: slot `s` was reserved by the exchange and is below `drained + capacity`.
+    unsafe { publish(base, capacity, s, rec) };
+    true
+}
+
+/// Writes `rec` into slot `s` and publishes it (`seq` last).
+///
+/// # Safety
+/// `base` is a live journal mapping of `capacity` slots; slot `s` was reserved by this thread
+/// and is free (`s < drained + capacity`).
+#[inline]
+unsafe fn publish(base: *mut u8, capacity: u64, s: u64, rec: &mut Record) {
+    // SAFETY: slot `s` is this thread's alone until its seq is published (the caller's contract).
     unsafe {
         let (seq, dst) = slot(base, capacity, s);
         seq.store(0, Ordering::Relaxed);

@@ -117,6 +117,7 @@ fn open_session(cfg: &Config) -> Result<PathBuf, String> {
         .flush()
         .map_err(|e| format!("{}: {e}", path.display()))?;
 
+    crate::nvml::expect();
     writer::spawn(Job::new(
         base,
         cfg.slots,

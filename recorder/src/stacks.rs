@@ -257,7 +257,8 @@ pub fn capture(api: Option<Api>) -> u32 {
     if mode == OFF {
         return NO_STACK;
     }
-    match std::panic::catch_unwind(|| capture_with(mode)) {
+    let caller = mode == PYTHON && names_caller(api);
+    match std::panic::catch_unwind(|| capture_with(mode, caller)) {
         Ok(id) => id,
         Err(_) => {
             // A bug in unwinding must not cost the program more than its stacks.
@@ -267,8 +268,21 @@ pub fn capture(api: Option<Api>) -> u32 {
     }
 }
 
+/// Whether a `python` stack of an event of `api` starts with its caller's native frame: for the
+/// driver calls a library makes itself (NCCL's buffers, cuBLAS's and cuDNN's workspaces, a
+/// caching allocator's segments), whose Python line alone does not say which library holds the
+/// memory. Not for PyTorch's tracker events (PyTorch's own) nor for stream-ordered allocations
+/// (a pass-through allocator's tensors, one per request: the cost would be paid per tensor).
+fn names_caller(api: Option<Api>) -> bool {
+    api.is_some_and(|a| !a.from_framework() && a.kind() != vramtrace_format::MemoryKind::Pool)
+}
+
+/// Native frames looked at for the caller of a driver call in `python` mode: the runtime's
+/// frames (`cudaMalloc` and what it calls) come first.
+const CALLER_DEPTH: usize = 6;
+
 #[inline(never)]
-fn capture_with(mode: u8) -> u32 {
+fn capture_with(mode: u8, caller: bool) -> u32 {
     let Some(block) = thread_block() else {
         DROPPED.fetch_add(1, Ordering::Relaxed);
         return NO_STACK;
@@ -276,21 +290,23 @@ fn capture_with(mode: u8) -> u32 {
     if block.busy.swap(true, Ordering::Acquire) {
         return NO_STACK;
     }
-    let id = capture_in(block, mode);
+    let id = capture_in(block, mode, caller);
     block.busy.store(false, Ordering::Release);
     id
 }
 
-fn capture_in(block: &Block, mode: u8) -> u32 {
+/// With `caller` (`python` mode only), the stack starts with one native frame: the innermost
+/// outside the CUDA driver and runtime, which names the library that made the call.
+fn capture_in(block: &Block, mode: u8, caller: bool) -> u32 {
     // SAFETY: only the owner touches its block's state (`thread_block`), once at a time (`busy`).
     let state = unsafe { &mut *block.state.get() };
     let mut words = std::mem::take(&mut state.words);
     let frames = &mut words[..];
     let depth = MAX_DEPTH.load(Ordering::Relaxed).min(MAX_DEPTH_LIMIT);
     let mut n = 0;
-    // `python` reads no native frame: no snapshot to announce (two sequentially consistent
-    // stores saved on the default path).
-    if mode != PYTHON {
+    // `python` reads no native frame but its caller's: no snapshot to announce otherwise (two
+    // sequentially consistent stores saved on the default path).
+    if mode != PYTHON || caller {
         // Announce the snapshot before using it; re-check that it is still current, so the
         // writer, which swaps first and scans the announcements after, never frees it under us.
         let snapshot = loop {
@@ -302,7 +318,7 @@ fn capture_in(block: &Block, mode: u8) -> u32 {
         };
         let (unwind_mode, stop) = match mode {
             FRAME_POINTER => (Mode::FramePointer, 0..0),
-            MIXED => (
+            PYTHON | MIXED => (
                 Mode::Native,
                 python::interpreter().map_or(0..0, |p| p.eval_range.clone()),
             ),
@@ -316,8 +332,24 @@ fn capture_in(block: &Block, mode: u8) -> u32 {
                 &mut state.bounds,
                 unwind_mode,
                 &stop,
-                frames.get_mut(..depth).unwrap_or(&mut []),
+                frames
+                    .get_mut(..if caller { CALLER_DEPTH } else { depth })
+                    .unwrap_or(&mut []),
             );
+            if caller {
+                // Keep the caller alone; the innermost frame when every one is CUDA's.
+                let seen = frames.get(..n).unwrap_or(&[]);
+                let pick = seen
+                    .iter()
+                    .find(|&&a| !snapshot.in_cuda(a))
+                    .or(seen.first());
+                let pick = pick.copied();
+                n = 0;
+                if let (Some(at), Some(slot)) = (pick, frames.first_mut()) {
+                    *slot = at;
+                    n = 1;
+                }
+            }
         }
         block.hazard.store(std::ptr::null_mut(), Ordering::Release);
     }

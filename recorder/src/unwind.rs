@@ -83,6 +83,9 @@ pub struct Snapshot {
     cfi: memo::Tables,
     /// This library's own address range, whose frames are left out.
     own: Range<u64>,
+    /// The CUDA driver's and runtime's ranges (`libcuda.so*`, `libcudart*`): what stands between
+    /// a library's call and the driver ([`Snapshot::in_cuda`]).
+    cuda: Vec<Range<u64>>,
 }
 
 impl Snapshot {
@@ -103,11 +106,27 @@ impl Snapshot {
             };
             unwinder.add_module(Module::new(m.path.clone(), m.range.clone(), m.bias, info));
         }
+        let cuda = modules
+            .iter()
+            .filter(|m| {
+                let name = m.path.rsplit('/').next().unwrap_or(&m.path);
+                ["libcuda.so", "libcuda-", "libcudart"]
+                    .iter()
+                    .any(|p| name.starts_with(p))
+            })
+            .map(|m| m.range.clone())
+            .collect();
         Snapshot {
             unwinder,
             cfi: memo::Tables::new(modules),
             own,
+            cuda,
         }
+    }
+
+    /// True for an address in the CUDA driver or runtime.
+    pub fn in_cuda(&self, at: u64) -> bool {
+        self.cuda.iter().any(|r| r.contains(&at))
     }
 }
 

@@ -5,9 +5,11 @@
 //! is what makes the journal a complete crash record (see `ring`).
 
 use crate::context;
+use crate::driver_count::Sampler;
 use crate::filesize;
 use crate::heartbeat;
 use crate::lifecycle;
+use crate::nvml;
 use crate::ring;
 use crate::stacks::TableWriter;
 use crate::threadnames;
@@ -48,6 +50,7 @@ pub struct Job {
     metadata: Metadata,
     last_seen: Option<(u32, i32, u64, u64, bool, bool)>,
     stacks: TableWriter,
+    driver_counts: Sampler,
     broken: bool,
 }
 
@@ -75,6 +78,7 @@ impl Job {
             metadata,
             last_seen: None,
             stacks: TableWriter::new(pid),
+            driver_counts: Sampler::default(),
             broken: false,
         }
     }
@@ -101,6 +105,7 @@ pub fn spawn(job: Job) -> std::io::Result<()> {
 
 impl Job {
     fn run(&mut self) {
+        nvml::load();
         // SAFETY: the journal mapping stays mapped for the life of the process.
         let (next, drained) = unsafe { ring::cursors(self.base.0) };
         let mut cursor = drained.load(Ordering::Acquire);
@@ -109,6 +114,7 @@ impl Job {
         loop {
             let finalize = lifecycle::finalize_requested();
             if finalize {
+                self.driver_counts.at_end(&self.devices);
                 // No new events from here on; let the hooks already past the check publish.
                 ring::detach();
                 let deadline = Instant::now() + Duration::from_millis(200);
@@ -123,6 +129,9 @@ impl Job {
             }
             if let Some(t) = self.trace.as_mut() {
                 self.stacks.poll(t.tables_mut());
+            }
+            if !finalize {
+                self.driver_counts.poll(&self.devices);
             }
             let before = cursor;
             cursor = self.drain(cursor, next.load(Ordering::Acquire));

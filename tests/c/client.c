@@ -10,7 +10,10 @@
  *   all               - every hooked API a known number of times; prints "count NAME N"
  *   threads T N       - T threads, each N alloc/free pairs on its own stream
  *   fork              - allocations before, in and after a fork child (no exec)
- *   fork_exit         - the same, but the child ends with _exit (no destructors run)
+ *   fork_exit         - the same, but the child ends with the exit_group system call (no
+ *                       destructors run, and no library sees it end)
+ *   exit              - three alloc/free pairs, then _exit(0)
+ *   hold N MS         - allocates N bytes, holds them MS milliseconds, frees them
  *   forkexec SELF     - a fork child that execs SELF argv[1] all
  *   kill              - alloc/free forever; prints each returned call ("A addr size", "F addr")
  *   oom               - allocates 1 MiB blocks until the driver says out of memory
@@ -31,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -326,13 +330,22 @@ int main(int argc, char **argv) {
             }
             allocs(5, 200);
             fflush(stdout);
-            if (!strcmp(s, "fork_exit")) _exit(0);
+            if (!strcmp(s, "fork_exit")) syscall(SYS_exit_group, 0);
             exit(0);
         }
         int st;
         waitpid(c, &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st)) die("child failed");
         allocs(2, 300);
+    } else if (!strcmp(s, "hold") && argc >= 5) {
+        CUdeviceptr p;
+        CHECK(p_cuMemAlloc_v2(&p, strtoull(argv[3], NULL, 0)));
+        struct timespec hold = {atoi(argv[4]) / 1000, (atoi(argv[4]) % 1000) * 1000000L};
+        nanosleep(&hold, NULL);
+        CHECK(p_cuMemFree_v2(p));
+    } else if (!strcmp(s, "exit")) {
+        allocs(3, 100);
+        _exit(0);
     } else if (!strcmp(s, "kill")) {
         for (unsigned long i = 1;; i++) {
             CUdeviceptr p;

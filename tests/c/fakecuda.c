@@ -3,6 +3,8 @@
  * memory functions, over a fake device address space. Device memory is never touched, only
  * accounted: FAKECUDA_CAPACITY (bytes, default 1 TiB) bounds the live total, and a request
  * beyond it returns CUDA_ERROR_OUT_OF_MEMORY. Host (pinned) memory is real malloc'ed memory.
+ * The first primary-context retain on a device takes FAKECUDA_CONTEXT_BYTES (default 0) more,
+ * which no allocation shows; `fakecuda_process_bytes` is what the fake NVML (fakenvml.c) counts.
  *
  * cuGetProcAddress[_v2] behave as driver 580 does (docs/interposition.md §1): the
  * newest versioned symbol at or before the requested version, the _ptsz variant for flag 2,
@@ -104,7 +106,22 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) { (void)dev; pthread_mutex_
 CUresult cuDeviceGetUuid(unsigned char *uuid, int dev) { memset(uuid, 0xa0 + dev, 16); return OK; }
 CUresult cuDeviceGetAttribute(int *v, int attr, int dev) { (void)dev; *v = attr == 75 ? 9 : 0; return OK; }
 static __thread void *current_ctx;
-CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { *ctx = (void *)(uintptr_t)(0xc0000 + dev * 0x100); return OK; }
+static u64 context_bytes;
+static int context_made[2];
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) {
+    pthread_mutex_lock(&mu);
+    if (dev >= 0 && dev < 2 && !context_made[dev]) {
+        const char *c = getenv("FAKECUDA_CONTEXT_BYTES");
+        context_made[dev] = 1;
+        context_bytes += c ? strtoull(c, NULL, 0) : 0;
+    }
+    pthread_mutex_unlock(&mu);
+    *ctx = (void *)(uintptr_t)(0xc0000 + dev * 0x100);
+    return OK;
+}
+u64 fakecuda_process_bytes(void) {
+    pthread_mutex_lock(&mu); u64 n = used + context_bytes; pthread_mutex_unlock(&mu); return n;
+}
 CUresult cuCtxCreate_v2(void **ctx, unsigned flags, int dev) { (void)flags; *ctx = (void *)(uintptr_t)(0xd0000 + dev * 0x100); current_ctx = *ctx; return OK; }
 CUresult cuCtxSetCurrent(void *ctx) { current_ctx = ctx; return OK; }
 /* What cudart does through the driver's private export table: a current context the public

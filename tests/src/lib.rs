@@ -22,6 +22,9 @@ pub struct Artifacts {
     pub preload: PathBuf,
     /// Directory holding the fake `libcuda.so.1` and its `libcuda.so` symlink.
     pub fake_lib_dir: PathBuf,
+    /// A fake `libnvidia-ml.so.1` that counts what the fake driver holds (`c/fakenvml.c`), for
+    /// `VRAMTRACE_NVML`.
+    pub fake_nvml: PathBuf,
     /// The client reaching the driver through `dlopen`/`dlsym`/`cuGetProcAddress`.
     pub client: PathBuf,
     /// The same client linked with `-lcuda`.
@@ -95,6 +98,16 @@ pub fn artifacts() -> &'static Artifacts {
                 .arg(c_source("fakecuda.c"))
                 .arg("-lpthread"),
             "cc fakecuda.c",
+        );
+        let fake_nvml = c_dir.join("fakenvml").join("libnvidia-ml.so.1");
+        std::fs::create_dir_all(fake_nvml.parent().expect("fakenvml/")).expect("fakenvml dir");
+        run_ok(
+            Command::new(&cc)
+                .args(["-shared", "-fPIC", "-O1", "-o"])
+                .arg(&fake_nvml)
+                .arg(c_source("fakenvml.c"))
+                .arg("-ldl"),
+            "cc fakenvml.c",
         );
         let link = c_dir.join("libcuda.so");
         let _ = std::fs::remove_file(&link);
@@ -207,6 +220,7 @@ pub fn artifacts() -> &'static Artifacts {
             vramtrace: target.join("vramtrace"),
             preload: target.join("libvramtrace_preload.so"),
             fake_lib_dir: c_dir,
+            fake_nvml,
             client,
             client_linked,
             rtld_next,

@@ -179,6 +179,13 @@ pub struct Failure {
     pub event: Event,
 }
 
+/// The driver's count of a process's memory, with its event's index among the trace's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverCountEvent {
+    pub index: u64,
+    pub event: Event,
+}
+
 /// One pass's table of a trace's allocations.
 #[derive(Debug, Clone, Default)]
 pub struct AllocationTable {
@@ -194,6 +201,9 @@ pub struct AllocationTable {
     pub unmatched_frees: u64,
     /// The failed allocation calls, in call order.
     pub failures: Vec<Failure>,
+    /// The driver's counts of a process's memory (`driver.process_memory`, formats/SPEC.md
+    /// §4.3), in call order.
+    pub driver_counts: Vec<DriverCountEvent>,
     pid: Vec<u32>,
     device: Vec<i32>,
     api: Vec<Api>,
@@ -234,6 +244,9 @@ impl TableBuilder {
         let (tracker, snapshot) = Shape::shown_by(e);
         self.tracker |= tracker;
         self.snapshot |= snapshot;
+        if e.api == Api::DriverProcessMemory {
+            t.driver_counts.push(DriverCountEvent { index, event: *e });
+        }
         match Lifetime::of(e) {
             Lifetime::Neither => {}
             Lifetime::Failed => t.failures.push(Failure { index, event: *e }),
@@ -447,6 +460,14 @@ impl<'t> Steps<'t> {
             change = self.next().filter(|s| !matches!(s, Step::Replaced { .. }));
         }
         change
+    }
+
+    /// Takes every step up to and including the event of index `index`, for a caller that
+    /// reads the totals after an event that changed nothing (a driver's count).
+    pub fn through(&mut self, index: u64) {
+        while self.next_index() <= index {
+            self.next();
+        }
     }
 
     /// The index of the next step's event, [`LIVE`] after the last.

@@ -210,6 +210,9 @@ pub struct Section {
     /// Those allocations by the library that made them, as `summary` splits them
     /// ([`crate::summary::GroupSummary::outside_by_library`]).
     pub outside_by_library: Vec<crate::summary::LibraryMemory>,
+    /// The driver's own count against what the trace names
+    /// ([`crate::summary::GroupSummary::driver_count`]).
+    pub driver_count: Option<crate::driver_count::DriverCount>,
     pub policies: Vec<PolicyResult>,
     pub live_at_peak: LiveAtPeak,
     /// The allocation timeline over the whole trace.

@@ -123,6 +123,7 @@ pub fn generate(
             .find(|g| (g.pid, g.device) == (section.pid, section.device))
         {
             section.outside_by_library = g.outside_by_library.clone();
+            section.driver_count = g.driver_count.clone();
         }
     }
     data.answers = tuned?.map(|(tune, grid)| Headline {

@@ -85,6 +85,7 @@ pub fn build(
             outside_allocations: inst.outside.allocations,
             outside_peak: inst.outside.peak_bytes,
             outside_by_library: Vec::new(),
+            driver_count: None,
             policies: Vec::new(),
             live_at_peak,
             timeline,

@@ -507,8 +507,19 @@ pub fn headline(x: &Section, start_ns: u64, segments: bool) -> String {
     text
 }
 
-/// The memory outside the pool by the library that made it, as `summary` prints it.
+/// The memory outside the pool by the library that made it, as `summary` prints it, and the
+/// driver's own count against what the trace names.
 fn outside_table(s: &mut String, x: &Section) {
+    if let Some(d) = &x.driver_count {
+        let _ = writeln!(
+            s,
+            "<p class=\"facts\">driver's count {} at its highest; the trace names {} of it \
+             ({:.1}%: the CUDA context and the device memory held then)</p>",
+            bytes(d.driver_bytes),
+            bytes(d.named_bytes),
+            d.named_fraction * 100.0
+        );
+    }
     if x.outside_by_library.is_empty() {
         return;
     }

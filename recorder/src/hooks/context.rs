@@ -1,9 +1,12 @@
 //! The context calls, wrapped: they tell [`crate::context`] which context each thread made
-//! current and which device a new context belongs to.
+//! current and which device a new context belongs to; around the making of a context, the
+//! driver's count of the process's memory ([`driver_count`]).
 
 use crate::context::{forget_current, make_current, remember};
 use crate::cuda::{CUDA_SUCCESS, CUcontext, CUdevice, CUresult};
+use crate::driver_count;
 use crate::real::real;
+use crate::session;
 use crate::table::Hook;
 
 macro_rules! real_or_fail {
@@ -14,6 +17,20 @@ macro_rules! real_or_fail {
         // SAFETY: the slot holds the exported driver function of this exact name and ABI.
         unsafe { std::mem::transmute::<usize, $ty>(real) }
     }};
+}
+
+/// The driver's count of the process's memory before a context is made on `dev`
+/// ([`driver_count`]; `primary`: a primary context's retain).
+fn counted_before(dev: CUdevice, primary: bool) -> Option<u64> {
+    session::start_if_needed();
+    driver_count::before_context(dev, primary)
+}
+
+/// The counts before and after context `ctx` was made, into the trace.
+fn counted_after(dev: CUdevice, ctx: CUcontext, before: Option<u64>) {
+    if let Some(before) = before {
+        driver_count::after_context(dev, ctx as u64, before);
+    }
 }
 
 #[unsafe(no_mangle)]
@@ -67,6 +84,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
         cuCtxCreate_v2,
         unsafe extern "C" fn(*mut CUcontext, u32, CUdevice) -> CUresult
     );
+    let before = counted_before(dev, false);
     // SAFETY: forwarded unchanged.
     let r = unsafe { real(pctx, flags, dev) };
     if r == CUDA_SUCCESS && !pctx.is_null() {
@@ -74,6 +92,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
         let ctx = unsafe { *pctx };
         remember(ctx, dev);
         make_current(ctx);
+        counted_after(dev, ctx, before);
     }
     r
 }
@@ -84,11 +103,14 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUd
         cuDevicePrimaryCtxRetain,
         unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult
     );
+    let before = counted_before(dev, true);
     // SAFETY: forwarded unchanged.
     let r = unsafe { real(pctx, dev) };
     if r == CUDA_SUCCESS && !pctx.is_null() {
         // SAFETY: the driver filled the out-parameter on success.
-        remember(unsafe { *pctx }, dev);
+        let ctx = unsafe { *pctx };
+        remember(ctx, dev);
+        counted_after(dev, ctx, before);
     }
     r
 }

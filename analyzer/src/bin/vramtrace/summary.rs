@@ -218,6 +218,22 @@ fn group(
             list.join(", ")
         );
     }
+    if let Some(d) = &g.driver_count {
+        let context = d
+            .context_bytes
+            .map_or("no context made while recorded".to_string(), |c| {
+                format!("the CUDA context {}", bytes(c))
+            });
+        let _ = writeln!(
+            o,
+            "  driver's count  {:>12}  at {}   (the trace names {} of it, {:.1}%: {context} and the \
+             memory held then)",
+            bytes(d.driver_bytes),
+            at(d.time_ns),
+            bytes(d.named_bytes),
+            d.named_fraction * 100.0
+        );
+    }
     let _ = writeln!(
         o,
         "  peak reserved   {:>12}  at {}   (the recorded process peak, as the driver saw it; \
