@@ -38,6 +38,7 @@
 //! the snapshot it is reading in its block (a hazard pointer), and the writer frees an old
 //! snapshot once no block announces it.
 
+use crate::autograd;
 use crate::clock;
 use crate::config::{DEFAULT_MAX_DEPTH, Kind, Mode};
 use crate::lifecycle;
@@ -50,6 +51,7 @@ use std::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 use std::time::{Duration, Instant};
+use vramtrace_format::conventions::{AUTOGRAD_NODE_FILE, autograd_node_name};
 use vramtrace_format::{Api, Frame, Module, NO_STACK, PythonFrame, Stack, Tables};
 
 /// The most `VRAMTRACE_MAX_DEPTH` may ask for.
@@ -322,7 +324,17 @@ fn capture_in(block: &Block, mode: u8) -> u32 {
         block.hazard.store(std::ptr::null_mut(), Ordering::Release);
     }
     if mode == PYTHON || mode == MIXED {
-        n += python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth);
+        let walked = python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth);
+        // No Python frame: on an autograd engine thread, the node it evaluates names the
+        // allocation (a backward pass's gradients).
+        if walked == 0
+            && let Some(node) = autograd::node_word()
+            && let Some(slot) = frames.get_mut(n)
+        {
+            *slot = node;
+            n += 1;
+        }
+        n += walked;
     }
     let id = match n {
         0 => NO_STACK,
@@ -703,6 +715,8 @@ pub struct TableWriter {
     python_words: HashMap<(u64, u64), u32>,
     /// (file, function, line) → frame id: frames of one line share an entry.
     python_lines: HashMap<(String, String, u32), u32>,
+    /// An autograd node's vtable address → frame id.
+    nodes: HashMap<u64, u32>,
     next_frame: u32,
     stacks: HashSet<u32>,
     retired: Vec<*mut Snapshot>,
@@ -723,6 +737,7 @@ impl TableWriter {
             frames: HashMap::new(),
             python_words: HashMap::new(),
             python_lines: HashMap::new(),
+            nodes: HashMap::new(),
             next_frame: 1,
             stacks: HashSet::new(),
             retired: Vec::new(),
@@ -785,6 +800,10 @@ impl TableWriter {
                 ids.push(self.python_frame(address, identity, named, tables));
                 continue;
             }
+            if address & autograd::NODE_TAG != 0 {
+                ids.push(self.node_frame(address & !autograd::NODE_TAG, tables));
+                continue;
+            }
             let next = self.next_frame;
             let id = *self.frames.entry(address).or_insert_with(|| {
                 tables.frames.push(Frame { id: next, address });
@@ -822,24 +841,47 @@ impl TableWriter {
             function: String::new(),
             line: 0,
         });
-        let key = (named.file, named.function, named.line);
-        let id = match self.python_lines.get(&key) {
-            Some(&id) => id,
-            None => {
-                let id = self.next_frame;
-                self.next_frame += 1;
-                tables.python_frames.push(PythonFrame {
-                    id,
-                    module: vramtrace_format::conventions::module_of_file(&key.0),
-                    file: key.0.clone(),
-                    function: key.1.clone(),
-                    line: key.2,
-                });
-                self.python_lines.insert(key, id);
-                id
-            }
-        };
+        let id = self.line_frame((named.file, named.function, named.line), tables);
         self.python_words.insert((first, identity), id);
+        id
+    }
+
+    /// The frame id of a Python-frame entry `(file, function, line)`, added on first sight.
+    fn line_frame(&mut self, key: (String, String, u32), tables: &mut Tables) -> u32 {
+        if let Some(&id) = self.python_lines.get(&key) {
+            return id;
+        }
+        let id = self.next_frame;
+        self.next_frame += 1;
+        tables.python_frames.push(PythonFrame {
+            id,
+            module: vramtrace_format::conventions::module_of_file(&key.0),
+            file: key.0.clone(),
+            function: key.1.clone(),
+            line: key.2,
+        });
+        self.python_lines.insert(key, id);
+        id
+    }
+
+    /// The frame id of the autograd node whose class has the vtable at `vtable`, named on first
+    /// sight ([`autograd::node_type`]): a Python-frame entry by the trace's convention
+    /// ([`AUTOGRAD_NODE_FILE`]), `function` the node's name (empty when the vtable cannot be
+    /// read).
+    fn node_frame(&mut self, vtable: u64, tables: &mut Tables) -> u32 {
+        if let Some(&id) = self.nodes.get(&vtable) {
+            return id;
+        }
+        let mapped =
+            |modules: &[(Loaded, u32)], at: u64| modules.iter().any(|(m, _)| m.contains(at));
+        if !mapped(&self.modules, vtable) && modules::generation() != self.generation {
+            self.rescan(tables);
+        }
+        let function = autograd::node_type(vtable, |at| mapped(&self.modules, at))
+            .map(|t| autograd_node_name(&t))
+            .unwrap_or_default();
+        let id = self.line_frame((AUTOGRAD_NODE_FILE.to_string(), function, 0), tables);
+        self.nodes.insert(vtable, id);
         id
     }
 
