@@ -40,16 +40,16 @@
 
 use crate::autograd;
 use crate::clock;
-use crate::config::{DEFAULT_MAX_DEPTH, Kind, Mode};
+use crate::config::{Kind, Mode};
+use crate::hot::HOT;
 use crate::lifecycle;
 use crate::modules::{self, Loaded};
 use crate::python;
+use crate::thread;
 use crate::unwind::{self, Bounds, Cache, Snapshot};
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use vramtrace_format::conventions::{AUTOGRAD_NODE_FILE, autograd_node_name};
 use vramtrace_format::{Api, Frame, Module, NO_STACK, PythonFrame, Stack, Tables};
@@ -67,8 +67,6 @@ const MIXED: u8 = 4;
 /// again in Python frames of two words each.
 const MAX_WORDS: usize = 3 * MAX_DEPTH_LIMIT;
 
-static MODE: AtomicU8 = AtomicU8::new(OFF);
-static MAX_DEPTH: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_DEPTH);
 /// The unwinder the hooks read; null before [`start`].
 static SNAPSHOT: AtomicPtr<Snapshot> = AtomicPtr::new(std::ptr::null_mut());
 /// Captures that recorded no stack for want of a block or of arena space.
@@ -174,16 +172,11 @@ static POOL: [AtomicPtr<Block>; POOL_CAPACITY] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; POOL_CAPACITY];
 static POOL_LEN: AtomicUsize = AtomicUsize::new(0);
 
-thread_local! {
-    // Const-initialised and without a destructor: no allocation or registration on first use.
-    static BLOCK: Cell<*const Block> = const { Cell::new(std::ptr::null()) };
-}
-
 /// Prepares stack capture; runs once per process when recording starts (and again in a fork
 /// child, which keeps its parent's arena and blocks). Capture stays off if anything fails.
 pub fn start(kind: Option<Kind>, max_depth: usize) {
     let Some(kind) = kind else {
-        MODE.store(OFF, Ordering::Release);
+        HOT.stack_mode.store(OFF, Ordering::Release);
         return;
     };
     if ARENA.load(Ordering::Acquire).is_null() {
@@ -204,7 +197,10 @@ pub fn start(kind: Option<Kind>, max_depth: usize) {
         let snapshot = Box::new(Snapshot::new(&list, modules::own_range(&list)));
         SNAPSHOT.store(Box::into_raw(snapshot), Ordering::Release);
     }
-    MAX_DEPTH.store(max_depth.clamp(1, MAX_DEPTH_LIMIT), Ordering::Relaxed);
+    HOT.max_depth.store(
+        max_depth.clamp(1, MAX_DEPTH_LIMIT) as u16,
+        Ordering::Relaxed,
+    );
     let python = |m: u8| match python::start(&list) {
         Ok(true) => m,
         Ok(false) => NATIVE,
@@ -221,7 +217,7 @@ pub fn start(kind: Option<Kind>, max_depth: usize) {
         Kind::Python => python(PYTHON),
         Kind::Mixed => python(MIXED),
     };
-    MODE.store(m, Ordering::Release);
+    HOT.stack_mode.store(m, Ordering::Release);
 }
 
 /// An anonymous mapping of `len` zeroed `T`s that takes memory only as it is touched.
@@ -255,7 +251,7 @@ pub fn capture(api: Option<Api>) -> u32 {
     }
     // The caller started recording first (`session::start_if_needed`): a program linked with
     // -lcuda makes its first call without a lookup before it, and its first event has a stack too.
-    let mode = MODE.load(Ordering::Acquire);
+    let mode = HOT.stack_mode.load(Ordering::Acquire);
     if mode == OFF {
         return NO_STACK;
     }
@@ -263,7 +259,7 @@ pub fn capture(api: Option<Api>) -> u32 {
         Ok(id) => id,
         Err(_) => {
             // A bug in unwinding must not cost the program more than its stacks.
-            MODE.store(OFF, Ordering::Relaxed);
+            HOT.stack_mode.store(OFF, Ordering::Relaxed);
             NO_STACK
         }
     }
@@ -288,7 +284,7 @@ fn capture_in(block: &Block, mode: u8) -> u32 {
     let state = unsafe { &mut *block.state.get() };
     let mut words = std::mem::take(&mut state.words);
     let frames = &mut words[..];
-    let depth = MAX_DEPTH.load(Ordering::Relaxed).min(MAX_DEPTH_LIMIT);
+    let depth = usize::from(HOT.max_depth.load(Ordering::Relaxed)).min(MAX_DEPTH_LIMIT);
     let mut n = 0;
     // `python` reads no native frame: no snapshot to announce (two sequentially consistent
     // stores saved on the default path).
@@ -353,7 +349,7 @@ fn capture_in(block: &Block, mode: u8) -> u32 {
 /// [`CLAIM_WAIT_NS`] after its last turn (and no longer once the pool is full).
 fn thread_block() -> Option<&'static Block> {
     let tid = clock::tid();
-    let mine = BLOCK.with(Cell::get);
+    let mine = thread::this().stack_block.get() as *const Block;
     // SAFETY: blocks are leaked, never freed.
     if let Some(b) = unsafe { mine.as_ref() }
         && b.owner.load(Ordering::Relaxed) == tid
@@ -364,7 +360,7 @@ fn thread_block() -> Option<&'static Block> {
     let mut turns = TOP_UPS.load(Ordering::Acquire);
     loop {
         if let Some(b) = claim(tid) {
-            BLOCK.with(|c| c.set(b));
+            thread::this().stack_block.set((b as *const Block).cast());
             return Some(b);
         }
         let now = clock::now();
@@ -748,7 +744,7 @@ impl TableWriter {
 
     /// Periodic work; call it from every turn of the writer loop.
     pub fn poll(&mut self, tables: &mut Tables) {
-        if MODE.load(Ordering::Acquire) == OFF {
+        if HOT.stack_mode.load(Ordering::Acquire) == OFF {
             return;
         }
         if modules::generation() != self.generation {
