@@ -462,4 +462,67 @@ fn under_python_stacks_a_library_s_own_driver_calls_are_named_by_the_library_and
         );
         assert_eq!(libraries[0]["site"], want.as_str(), "3.{minor}");
     }
+fn an_autograd_engine_threads_allocations_are_named_by_the_node_it_evaluates() {
+    let dir = scratch("pyframes-autograd-lib");
+    let lib = dir.join("libtorch_cpu.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(cc)
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wl,-soname,libtorch_cpu.so",
+            "-o",
+        ])
+        .arg(&lib)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("c/fake_torch_cpu.c"))
+        .args(["-ldl", "-lpthread"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let dir = scratch("pyframes-autograd");
+    let args = [script("autograd_node.py"), lib];
+    let args: Vec<&str> = args.iter().map(|p| p.to_str().unwrap()).collect();
+    let (trace, stdout, stderr) = record(Path::new("python3"), "python", &dir, &args);
+    // Every reference to a node the recorder took was given back.
+    assert_eq!(
+        stdout.lines().filter(|l| *l == "uses 11").count(),
+        2,
+        "{stdout}\n{stderr}"
+    );
+    let t = open(&trace);
+    let frames: std::collections::HashMap<u32, Vec<String>> = t
+        .tables
+        .stacks
+        .iter()
+        .map(|s| {
+            let names = s.frames.iter().map(|id| {
+                let f = t.tables.python_frames.iter().find(|f| f.id == *id);
+                f.map_or(String::new(), |f| format!("{} {}", f.file, f.function))
+            });
+            (s.id, names.collect())
+        })
+        .collect();
+    let stacks: Vec<(u64, Vec<String>)> = t
+        .events()
+        .skip(1)
+        .map(|e| (e.size, frames.get(&e.stack).cloned().unwrap_or_default()))
+        .collect();
+    let node = |name: &str| vec![format!("<autograd node> {name}")];
+    let mib = 1 << 20;
+    assert_eq!(
+        stacks,
+        [
+            (mib, node("MmBackward0")),
+            (mib, node("MmBackward0")),
+            (2 * mib, node("torch::autograd::AccumulateGrad")),
+            (3 * mib, vec![]),
+            // A thread of another name: its node is not read.
+            (5 * mib, vec![]),
+            (5 * mib, vec![]),
+            (10 * mib, vec![]),
+            (15 * mib, vec![]),
+        ],
+        "{stderr}"
+    );
 }

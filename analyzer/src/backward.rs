@@ -32,11 +32,20 @@
 //! calls `backward()` twice with no allocation of its own in between (a `backward(gradient=...)`
 //! after another backward), the second pass is named after the first call.
 //!
-//! Everything is offline: the recorder records nothing more. [`BackwardNamer`] works on one
-//! event at a time in trace order, so streamed traces are named as whole ones are.
+//! The recorder adds one thing the trace alone cannot say: on an engine thread, the autograd
+//! node the engine was evaluating, as a stack of one frame ([`AUTOGRAD_NODE_FILE`],
+//! `recorder/src/autograd.rs`). Such an allocation is named as a stackless one is, with the
+//! node after the line: "backward of <line> (MmBackward0)", one stack per pass and node (one
+//! marker frame per node name, the name its `function`); where no line can be given, the
+//! node's frame stays its site ("autograd node MmBackward0"). Traces recorded before have no
+//! such frames and are named as before.
+//!
+//! [`BackwardNamer`] works on one event at a time in trace order, so streamed traces are named
+//! as whole ones are.
 
 use crate::symbolize::{BACKWARD_FILE, NoFiles, Symbolizer};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use vramtrace_format::conventions::AUTOGRAD_NODE_FILE;
 use vramtrace_format::{Event, EventBatch, NO_STACK, PythonFrame, Stack, Tables, Trace};
 
 /// The functions of `torch.autograd` (and its submodules) that run a backward pass.
@@ -52,17 +61,22 @@ pub struct BackwardNamer {
     autograd: HashSet<(u32, u32)>,
     /// Threads with another name: not an engine's, never named after a backward call.
     others: HashSet<(u32, u32)>,
-    /// The stack of an engine thread's allocations whose `backward()` call the trace does not
-    /// show, once one was met.
-    unseen: Option<u32>,
+    /// Stacks of the recorder's autograd-node frames alone ([`AUTOGRAD_NODE_FILE`]) → the
+    /// node's name: an engine thread's allocation with no Python frame, named by its node.
+    nodes: HashMap<u32, String>,
+    /// Node name ("" for none) → the stack of an engine thread's allocations whose
+    /// `backward()` call the trace does not show, once one was met.
+    unseen: BTreeMap<String, u32>,
     /// Stacks inside a backward call → their frames from the caller's line outward.
     entries: HashMap<u32, Vec<u32>>,
     /// Per process: its latest stack-bearing allocation (tid, stack), and the latest of a
     /// thread other than that one's: between them, the latest of any thread but a given one.
     latest: HashMap<u32, [Option<(u32, u32)>; 2]>,
-    /// Entry stack → the stack given to the allocations of its backward pass.
-    given: BTreeMap<u32, u32>,
+    /// (entry stack, node name or "") → the stack given to those allocations of its backward
+    /// pass.
+    given: BTreeMap<(u32, String), u32>,
     next_stack: u32,
+    /// The first frame id free for the markers (one per node name).
     marker: u32,
 }
 
@@ -101,10 +115,28 @@ impl BackwardNamer {
             .filter(|t| !t.name.is_empty() && !tables.stacks.is_empty())
             .map(|t| (t.name.starts_with(AUTOGRAD_THREAD), (t.pid, t.tid)))
             .partition::<Vec<_>, _>(|t| t.0);
+        let node_frames: HashMap<u32, &str> = tables
+            .python_frames
+            .iter()
+            .filter(|f| f.file == AUTOGRAD_NODE_FILE)
+            .map(|f| (f.id, f.function.as_str()))
+            .collect();
+        let nodes = tables
+            .stacks
+            .iter()
+            .filter_map(|s| {
+                let mut names = s.frames.iter().map(|id| node_frames.get(id));
+                let first = names.next()??;
+                names
+                    .all(|n| n.is_some())
+                    .then(|| (s.id, first.to_string()))
+            })
+            .collect();
         BackwardNamer {
             autograd: autograd.into_iter().map(|t| t.1).collect(),
             others: others.into_iter().map(|t| t.1).collect(),
-            unseen: None,
+            nodes,
+            unseen: BTreeMap::new(),
             entries,
             latest: HashMap::new(),
             given: BTreeMap::new(),
@@ -113,14 +145,16 @@ impl BackwardNamer {
         }
     }
 
-    /// The stack event `e` is attributed to: its own, or for a stackless allocation during a
-    /// backward pass, the backward stack of that pass.
+    /// The stack event `e` is attributed to: its own, or for a stackless allocation (or one
+    /// named by its autograd node alone) during a backward pass, the backward stack of that
+    /// pass (and node).
     pub fn stack_of(&mut self, e: &Event) -> u32 {
         if !e.api.op().brings_in() {
             return e.stack;
         }
+        let node = self.nodes.get(&e.stack);
         let [last, other] = self.latest.entry(e.pid).or_default();
-        if e.stack != NO_STACK {
+        if e.stack != NO_STACK && node.is_none() {
             if last.is_some_and(|(tid, _)| tid != e.tid) {
                 *other = *last;
             }
@@ -135,8 +169,9 @@ impl BackwardNamer {
             .filter(|d| self.entries.contains_key(d));
         let thread = (e.pid, e.tid);
         if self.others.contains(&thread) {
-            return NO_STACK;
+            return e.stack;
         }
+        let node = node.cloned().unwrap_or_default();
         let next = &mut self.next_stack;
         let new_id = || {
             let id = *next;
@@ -144,32 +179,39 @@ impl BackwardNamer {
             id
         };
         match donor {
-            Some(donor) => *self.given.entry(donor).or_insert_with(new_id),
-            None if self.autograd.contains(&thread) => *self.unseen.get_or_insert_with(new_id),
-            None => NO_STACK,
+            Some(donor) => *self.given.entry((donor, node)).or_insert_with(new_id),
+            None if self.autograd.contains(&thread) => {
+                *self.unseen.entry(node).or_insert_with(new_id)
+            }
+            None => e.stack,
         }
     }
 
-    /// Adds the backward stacks given out, and their marker frame, to `tables`.
+    /// Adds the backward stacks given out, and their marker frames (one per node name, the
+    /// name its `function`), to `tables`.
     pub fn finish(self, tables: &mut Tables) {
-        if self.given.is_empty() && self.unseen.is_none() {
-            return;
+        let mut markers: BTreeMap<String, u32> = BTreeMap::new();
+        let mut marker = |node: &String, tables: &mut Tables| {
+            let next = self.marker.saturating_add(markers.len() as u32);
+            *markers.entry(node.clone()).or_insert_with(|| {
+                tables.python_frames.push(PythonFrame {
+                    id: next,
+                    file: BACKWARD_FILE.to_string(),
+                    function: node.to_string(),
+                    line: 0,
+                    module: String::new(),
+                });
+                next
+            })
+        };
+        for ((donor, node), id) in &self.given {
+            let mut frames = vec![marker(node, tables)];
+            frames.extend(self.entries.get(donor).into_iter().flatten());
+            tables.stacks.push(Stack { id: *id, frames });
         }
-        tables.python_frames.push(PythonFrame {
-            id: self.marker,
-            file: BACKWARD_FILE.to_string(),
-            function: String::new(),
-            line: 0,
-            module: String::new(),
-        });
-        for (donor, id) in self.given {
-            let mut frames = vec![self.marker];
-            frames.extend(self.entries.get(&donor).into_iter().flatten());
-            tables.stacks.push(Stack { id, frames });
-        }
-        if let Some(id) = self.unseen {
-            let frames = vec![self.marker];
-            tables.stacks.push(Stack { id, frames });
+        for (node, id) in &self.unseen {
+            let frames = vec![marker(node, tables)];
+            tables.stacks.push(Stack { id: *id, frames });
         }
     }
 }
@@ -341,6 +383,60 @@ mod tests {
                 "/work/train.py:48 step",
                 "/work/train.py:60 main"
             ]
+        );
+    }
+
+    #[test]
+    fn an_allocation_named_by_its_autograd_node_takes_the_line_and_keeps_the_node() {
+        // The recorder named two engine allocations by their node (stack 3: MmBackward0);
+        // one has no node (no stack).
+        let mut tables = tables("pt_autograd_0");
+        tables.python_frames.push(PythonFrame {
+            id: 7,
+            file: AUTOGRAD_NODE_FILE.into(),
+            function: "MmBackward0".into(),
+            line: 0,
+            module: String::new(),
+        });
+        tables.stacks.push(Stack {
+            id: 3,
+            frames: vec![7],
+        });
+        let events = [
+            alloc(0, MAIN, 1, 0x2000, 4),
+            alloc(1, ENGINE, 3, 0x3000, 1000),
+            alloc(2, ENGINE, NO_STACK, 0x4000, 2000),
+            alloc(3, ENGINE, 3, 0x5000, 500),
+            alloc(4, MAIN, 2, 0x6000, 10),
+            alloc(5, ENGINE, 3, 0x7000, 50),
+        ];
+        let mut t = Trace::in_memory(Metadata::default(), tables, &events);
+        name_backward(&mut t);
+        let stacks: Vec<u32> = t.events().map(|e| e.stack).collect();
+        assert_eq!(stacks[1], stacks[3]);
+        assert!(stacks[1] > 3 && stacks[2] > 3 && stacks[1] != stacks[2]);
+        let rows = site_rows(&t);
+        assert_eq!(
+            rows[..2],
+            [
+                ("backward of /work/train.py:48 step".to_string(), 2000),
+                (
+                    "backward of /work/train.py:48 step (MmBackward0)".to_string(),
+                    1500
+                ),
+            ]
+        );
+        let unseen = crate::symbolize::BACKWARD_UNSEEN.replacen("(", "(MmBackward0; ", 1);
+        assert!(rows.contains(&(unseen, 50)), "{rows:?}");
+        // On a thread of another name the node's frame is the site.
+        let mut tables = t.tables.clone();
+        tables.threads[1].name = "worker".into();
+        let mut other = Trace::in_memory(Metadata::default(), tables, &events);
+        name_backward(&mut other);
+        let rows = site_rows(&other);
+        assert!(
+            rows.contains(&("autograd node MmBackward0".to_string(), 1550)),
+            "{rows:?}"
         );
     }
 

@@ -115,6 +115,52 @@ fn stdlib_relative(file: &str) -> Option<&str> {
     is_version.then(|| &after[slash + 1..])
 }
 
+/// The `file` of a Python-frame entry that names an autograd node rather than a source line: the
+/// recorder's frame for an allocation made on one of PyTorch's autograd engine threads while
+/// the engine evaluated that node (formats/SPEC.md §8; `recorder/src/autograd.rs`). Its
+/// `function` is the node's name ([`autograd_node_name`]), its `line` 0, its `module` empty.
+pub const AUTOGRAD_NODE_FILE: &str = "<autograd node>";
+
+/// The name of an autograd node of C++ type `mangled` (an Itanium ABI type name, as its
+/// `std::type_info` holds it): the demangled class name, without the
+/// `torch::autograd::generated::` namespace, which is what PyTorch's `Node::name()` gives
+/// (`N5torch8autograd9generated11MmBackward0E` → `MmBackward0`: a generated node's `name()`
+/// is its class name; `N5torch8autograd14AccumulateGradE` → `torch::autograd::AccumulateGrad`,
+/// the default `name()`, which demangles the type; pytorch/pytorch
+/// `torch/csrc/autograd/function.cpp`). A name that is not a plain nested or unqualified one
+/// (a template) is kept mangled.
+pub fn autograd_node_name(mangled: &str) -> String {
+    const GENERATED: &str = "torch::autograd::generated::";
+    let Some(parts) = source_names(mangled) else {
+        return mangled.to_string();
+    };
+    let name = parts.join("::");
+    match name.strip_prefix(GENERATED) {
+        Some(class) => class.to_string(),
+        None => name,
+    }
+}
+
+/// The source names of a mangled type name `N<len><name>...E` or `<len><name>`.
+fn source_names(mangled: &str) -> Option<Vec<&str>> {
+    let (mut rest, nested) = match mangled.strip_prefix('N') {
+        Some(inner) => (inner.strip_suffix('E')?, true),
+        None => (mangled, false),
+    };
+    let mut parts = Vec::new();
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let len: usize = rest.get(..digits)?.parse().ok()?;
+        let name = rest.get(digits..digits + len)?;
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return None;
+        }
+        parts.push(name);
+        rest = &rest[digits + len..];
+    }
+    (!parts.is_empty() && (nested || parts.len() == 1)).then_some(parts)
+}
+
 /// The extension of trace files.
 pub const TRACE_EXTENSION: &str = ".vramtrace";
 
@@ -231,6 +277,25 @@ pub mod driver_count {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn autograd_nodes_are_named_as_pytorch_names_them() {
+        let named = |m| autograd_node_name(m);
+        assert_eq!(
+            named("N5torch8autograd9generated11MmBackward0E"),
+            "MmBackward0"
+        );
+        assert_eq!(
+            named("N5torch8autograd14AccumulateGradE"),
+            "torch::autograd::AccumulateGrad"
+        );
+        assert_eq!(named("6PyNode"), "PyNode");
+        // A template (CppNode<T>) or anything else is kept as it is.
+        let template = "N5torch8autograd7CppNodeIN4test2FnEEE";
+        assert_eq!(named(template), template);
+        assert_eq!(named("N5torch3E"), "N5torch3E");
+        assert_eq!(named(""), "");
+    }
 
     #[test]
     fn a_free_request_is_its_own_event_or_a_flagged_completion() {

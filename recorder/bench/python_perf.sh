@@ -4,7 +4,8 @@
 # 2 MiB written between two calls) under each library in turn, REPEATS times, with
 # `perf record -e cpu-clock -F 20000`; prints per run the samples that fell in the recorder's
 # capture path (the hook `cuMemAlloc_v2`, `python::walk`, `stacks::capture_with` and what it
-# did not inline), one sample being 50 µs / 20,000 calls = 2.5 ns a call.
+# did not inline, and `__tls_get_addr`, the general-dynamic TLS lookup), one sample being
+# 50 µs / 20,000 calls = 2.5 ns a call.
 #   recorder/bench/python_perf.sh REPEATS ALTERNATE LIB.so...
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,7 +21,7 @@ for r in $(seq "$repeats"); do
             "${PYTHON:-python3}" "$root/recorder/bench/python_cold.py" 20 20000 2048 "$alternate" \
             >/dev/null 2>&1
         perf report -i "$out/perf.data" --sort sym --stdio -n 2>/dev/null | awk -v lib="$lib" '
-            /python::walk|stacks::capture_with|\] cuMemAlloc_v2|stacks::intern|stacks::look_up/ {
+            /python::walk|stacks::capture_with|\] cuMemAlloc_v2|stacks::intern|stacks::look_up|__tls_get_addr/ {
                 s[$NF] += $2; t += $2 }
             END { printf "%s total %d", lib, t; for (k in s) printf " %s=%d", k, s[k]; print "" }'
         rm -f "$out"/*.vramtrace

@@ -7,7 +7,7 @@
 //! "Where a tracker entry's time goes"). Statics spread over the library's data take a line
 //! each; gathered here they take one (a simulated cache counts about 3 misses fewer a tensor).
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU16, AtomicU32, AtomicU64};
 
 /// The fields; each is owned (written) by the module named beside it.
 #[repr(C, align(64))]
@@ -26,6 +26,10 @@ pub struct Hot {
     pub pid: AtomicU32,
     /// Recording paused (`pause`).
     pub paused: AtomicBool,
+    /// The kind of stack captured, `stacks::OFF` when none (`stacks`).
+    pub stack_mode: AtomicU8,
+    /// Frames a stack keeps, at most (`stacks`).
+    pub max_depth: AtomicU16,
 }
 
 const _: () = assert!(std::mem::size_of::<Hot>() == 64);
@@ -37,4 +41,6 @@ pub static HOT: Hot = Hot {
     torch_entry: AtomicU64::new(0),
     pid: AtomicU32::new(0),
     paused: AtomicBool::new(false),
+    stack_mode: AtomicU8::new(0),
+    max_depth: AtomicU16::new(0),
 };

@@ -32,6 +32,7 @@
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 compile_error!("the recorder supports x86-64 Linux only (the dlsym trampoline is x86-64 code)");
 
+mod autograd;
 mod clock;
 mod config;
 mod context;

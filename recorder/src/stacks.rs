@@ -38,18 +38,20 @@
 //! the snapshot it is reading in its block (a hazard pointer), and the writer frees an old
 //! snapshot once no block announces it.
 
+use crate::autograd;
 use crate::clock;
-use crate::config::{DEFAULT_MAX_DEPTH, Kind, Mode};
+use crate::config::{Kind, Mode};
+use crate::hot::HOT;
 use crate::lifecycle;
 use crate::modules::{self, Loaded};
 use crate::python;
+use crate::thread;
 use crate::unwind::{self, Bounds, Cache, Snapshot};
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use vramtrace_format::conventions::{AUTOGRAD_NODE_FILE, autograd_node_name};
 use vramtrace_format::{Api, Frame, Module, NO_STACK, PythonFrame, Stack, Tables};
 
 /// The most `VRAMTRACE_MAX_DEPTH` may ask for.
@@ -65,8 +67,6 @@ const MIXED: u8 = 4;
 /// again in Python frames of two words each.
 const MAX_WORDS: usize = 3 * MAX_DEPTH_LIMIT;
 
-static MODE: AtomicU8 = AtomicU8::new(OFF);
-static MAX_DEPTH: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_DEPTH);
 /// The unwinder the hooks read; null before [`start`].
 static SNAPSHOT: AtomicPtr<Snapshot> = AtomicPtr::new(std::ptr::null_mut());
 /// Captures that recorded no stack for want of a block or of arena space.
@@ -172,16 +172,11 @@ static POOL: [AtomicPtr<Block>; POOL_CAPACITY] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; POOL_CAPACITY];
 static POOL_LEN: AtomicUsize = AtomicUsize::new(0);
 
-thread_local! {
-    // Const-initialised and without a destructor: no allocation or registration on first use.
-    static BLOCK: Cell<*const Block> = const { Cell::new(std::ptr::null()) };
-}
-
 /// Prepares stack capture; runs once per process when recording starts (and again in a fork
 /// child, which keeps its parent's arena and blocks). Capture stays off if anything fails.
 pub fn start(kind: Option<Kind>, max_depth: usize) {
     let Some(kind) = kind else {
-        MODE.store(OFF, Ordering::Release);
+        HOT.stack_mode.store(OFF, Ordering::Release);
         return;
     };
     if ARENA.load(Ordering::Acquire).is_null() {
@@ -202,7 +197,10 @@ pub fn start(kind: Option<Kind>, max_depth: usize) {
         let snapshot = Box::new(Snapshot::new(&list, modules::own_range(&list)));
         SNAPSHOT.store(Box::into_raw(snapshot), Ordering::Release);
     }
-    MAX_DEPTH.store(max_depth.clamp(1, MAX_DEPTH_LIMIT), Ordering::Relaxed);
+    HOT.max_depth.store(
+        max_depth.clamp(1, MAX_DEPTH_LIMIT) as u16,
+        Ordering::Relaxed,
+    );
     let python = |m: u8| match python::start(&list) {
         Ok(true) => m,
         Ok(false) => NATIVE,
@@ -219,7 +217,7 @@ pub fn start(kind: Option<Kind>, max_depth: usize) {
         Kind::Python => python(PYTHON),
         Kind::Mixed => python(MIXED),
     };
-    MODE.store(m, Ordering::Release);
+    HOT.stack_mode.store(m, Ordering::Release);
 }
 
 /// An anonymous mapping of `len` zeroed `T`s that takes memory only as it is touched.
@@ -253,7 +251,7 @@ pub fn capture(api: Option<Api>) -> u32 {
     }
     // The caller started recording first (`session::start_if_needed`): a program linked with
     // -lcuda makes its first call without a lookup before it, and its first event has a stack too.
-    let mode = MODE.load(Ordering::Acquire);
+    let mode = HOT.stack_mode.load(Ordering::Acquire);
     if mode == OFF {
         return NO_STACK;
     }
@@ -262,7 +260,7 @@ pub fn capture(api: Option<Api>) -> u32 {
         Ok(id) => id,
         Err(_) => {
             // A bug in unwinding must not cost the program more than its stacks.
-            MODE.store(OFF, Ordering::Relaxed);
+            HOT.stack_mode.store(OFF, Ordering::Relaxed);
             NO_STACK
         }
     }
@@ -302,7 +300,7 @@ fn capture_in(block: &Block, mode: u8, caller: bool) -> u32 {
     let state = unsafe { &mut *block.state.get() };
     let mut words = std::mem::take(&mut state.words);
     let frames = &mut words[..];
-    let depth = MAX_DEPTH.load(Ordering::Relaxed).min(MAX_DEPTH_LIMIT);
+    let depth = usize::from(HOT.max_depth.load(Ordering::Relaxed)).min(MAX_DEPTH_LIMIT);
     let mut n = 0;
     // `python` reads no native frame but its caller's: no snapshot to announce otherwise (two
     // sequentially consistent stores saved on the default path).
@@ -354,7 +352,17 @@ fn capture_in(block: &Block, mode: u8, caller: bool) -> u32 {
         block.hazard.store(std::ptr::null_mut(), Ordering::Release);
     }
     if mode == PYTHON || mode == MIXED {
-        n += python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth);
+        let walked = python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth);
+        // No Python frame: on an autograd engine thread, the node it evaluates names the
+        // allocation (a backward pass's gradients).
+        if walked == 0
+            && let Some(node) = autograd::node_word()
+            && let Some(slot) = frames.get_mut(n)
+        {
+            *slot = node;
+            n += 1;
+        }
+        n += walked;
     }
     let id = match n {
         0 => NO_STACK,
@@ -373,7 +381,7 @@ fn capture_in(block: &Block, mode: u8, caller: bool) -> u32 {
 /// [`CLAIM_WAIT_NS`] after its last turn (and no longer once the pool is full).
 fn thread_block() -> Option<&'static Block> {
     let tid = clock::tid();
-    let mine = BLOCK.with(Cell::get);
+    let mine = thread::this().stack_block.get() as *const Block;
     // SAFETY: blocks are leaked, never freed.
     if let Some(b) = unsafe { mine.as_ref() }
         && b.owner.load(Ordering::Relaxed) == tid
@@ -384,7 +392,7 @@ fn thread_block() -> Option<&'static Block> {
     let mut turns = TOP_UPS.load(Ordering::Acquire);
     loop {
         if let Some(b) = claim(tid) {
-            BLOCK.with(|c| c.set(b));
+            thread::this().stack_block.set((b as *const Block).cast());
             return Some(b);
         }
         let now = clock::now();
@@ -735,6 +743,8 @@ pub struct TableWriter {
     python_words: HashMap<(u64, u64), u32>,
     /// (file, function, line) → frame id: frames of one line share an entry.
     python_lines: HashMap<(String, String, u32), u32>,
+    /// An autograd node's vtable address → frame id.
+    nodes: HashMap<u64, u32>,
     next_frame: u32,
     stacks: HashSet<u32>,
     retired: Vec<*mut Snapshot>,
@@ -755,6 +765,7 @@ impl TableWriter {
             frames: HashMap::new(),
             python_words: HashMap::new(),
             python_lines: HashMap::new(),
+            nodes: HashMap::new(),
             next_frame: 1,
             stacks: HashSet::new(),
             retired: Vec::new(),
@@ -765,7 +776,7 @@ impl TableWriter {
 
     /// Periodic work; call it from every turn of the writer loop.
     pub fn poll(&mut self, tables: &mut Tables) {
-        if MODE.load(Ordering::Acquire) == OFF {
+        if HOT.stack_mode.load(Ordering::Acquire) == OFF {
             return;
         }
         if modules::generation() != self.generation {
@@ -817,6 +828,10 @@ impl TableWriter {
                 ids.push(self.python_frame(address, identity, named, tables));
                 continue;
             }
+            if address & autograd::NODE_TAG != 0 {
+                ids.push(self.node_frame(address & !autograd::NODE_TAG, tables));
+                continue;
+            }
             let next = self.next_frame;
             let id = *self.frames.entry(address).or_insert_with(|| {
                 tables.frames.push(Frame { id: next, address });
@@ -854,24 +869,47 @@ impl TableWriter {
             function: String::new(),
             line: 0,
         });
-        let key = (named.file, named.function, named.line);
-        let id = match self.python_lines.get(&key) {
-            Some(&id) => id,
-            None => {
-                let id = self.next_frame;
-                self.next_frame += 1;
-                tables.python_frames.push(PythonFrame {
-                    id,
-                    module: vramtrace_format::conventions::module_of_file(&key.0),
-                    file: key.0.clone(),
-                    function: key.1.clone(),
-                    line: key.2,
-                });
-                self.python_lines.insert(key, id);
-                id
-            }
-        };
+        let id = self.line_frame((named.file, named.function, named.line), tables);
         self.python_words.insert((first, identity), id);
+        id
+    }
+
+    /// The frame id of a Python-frame entry `(file, function, line)`, added on first sight.
+    fn line_frame(&mut self, key: (String, String, u32), tables: &mut Tables) -> u32 {
+        if let Some(&id) = self.python_lines.get(&key) {
+            return id;
+        }
+        let id = self.next_frame;
+        self.next_frame += 1;
+        tables.python_frames.push(PythonFrame {
+            id,
+            module: vramtrace_format::conventions::module_of_file(&key.0),
+            file: key.0.clone(),
+            function: key.1.clone(),
+            line: key.2,
+        });
+        self.python_lines.insert(key, id);
+        id
+    }
+
+    /// The frame id of the autograd node whose class has the vtable at `vtable`, named on first
+    /// sight ([`autograd::node_type`]): a Python-frame entry by the trace's convention
+    /// ([`AUTOGRAD_NODE_FILE`]), `function` the node's name (empty when the vtable cannot be
+    /// read).
+    fn node_frame(&mut self, vtable: u64, tables: &mut Tables) -> u32 {
+        if let Some(&id) = self.nodes.get(&vtable) {
+            return id;
+        }
+        let mapped =
+            |modules: &[(Loaded, u32)], at: u64| modules.iter().any(|(m, _)| m.contains(at));
+        if !mapped(&self.modules, vtable) && modules::generation() != self.generation {
+            self.rescan(tables);
+        }
+        let function = autograd::node_type(vtable, |at| mapped(&self.modules, at))
+            .map(|t| autograd_node_name(&t))
+            .unwrap_or_default();
+        let id = self.line_frame((AUTOGRAD_NODE_FILE.to_string(), function, 0), tables);
+        self.nodes.insert(vtable, id);
         id
     }
 

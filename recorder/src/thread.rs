@@ -1,6 +1,6 @@
-//! The calling thread's own state on the hook path (its id, the tracker's held record), in one
-//! static TLS block read with the initial-exec model: one `%fs`-relative address computation
-//! and no call.
+//! The calling thread's own state on the hook path (its id, its stack-capture block, the
+//! tracker's held record, whether it is an autograd engine thread), in one static TLS block read
+//! with the initial-exec model: one `%fs`-relative address computation and no call.
 //!
 //! Rust's `thread_local!` in a `cdylib` compiles to the general-dynamic model: every access
 //! calls `__tls_get_addr`, which reads the thread's dtv and the loader's generation counter.
@@ -27,6 +27,12 @@ pub struct PerThread {
     pub tid: Cell<u32>,
     /// Whether `held` holds a record (`torch`).
     pub has_held: Cell<bool>,
+    /// Whether the thread is one of PyTorch's autograd engine threads: 0 not asked yet, then
+    /// `autograd::ENGINE` or `autograd::OTHER` (`autograd`).
+    pub engine: Cell<u8>,
+    /// The thread's stack-capture block, null until it claimed one (`stacks`, which alone
+    /// knows its type).
+    pub stack_block: Cell<*const u8>,
     /// The tracker's held `free_requested` record (`torch`).
     pub held: Cell<Record>,
 }

@@ -18,11 +18,13 @@ pub use ranked::{CALLERS_SHOWN, ShownRow, StackBytes, TOP_STACKS, shown_rows, to
 
 use serde::Serialize;
 use std::collections::HashMap;
-use vramtrace_format::conventions::{module_of_file, python_frame};
+use vramtrace_format::conventions::{AUTOGRAD_NODE_FILE, module_of_file, python_frame};
 use vramtrace_format::{FrameRef, Module, PythonFrame, Tables};
 
 /// The `file` of the marker frame that heads a backward stack ([`crate::backward`]): it is
-/// named "backward of " and the text of the frame after it, the line that called `backward()`.
+/// named "backward of " and the text of the frame after it, the line that called `backward()`,
+/// then the autograd node its `function` names, if any ("backward of train.py:48 step
+/// (MmBackward0)").
 pub const BACKWARD_FILE: &str = "<backward>";
 
 /// The name of a backward marker with no frame after it: an allocation of autograd's engine
@@ -243,12 +245,18 @@ impl<'t, 'f> Symbolizer<'t, 'f> {
                 },
             })
             .collect();
-        // A backward marker takes the name of the line after it (the caller of `backward()`).
+        // A backward marker takes the name of the line after it (the caller of `backward()`),
+        // and of the autograd node it stands for, if the recorder read one (its `function`).
         for i in (0..named.len()).rev() {
             if named[i].python && named[i].file == BACKWARD_FILE {
-                let function = match named.get(i + 1) {
-                    Some(caller) => format!("backward of {}", caller.text()),
-                    None => BACKWARD_UNSEEN.to_string(),
+                let node = &named[i].function;
+                let function = match (named.get(i + 1), node.is_empty()) {
+                    (Some(caller), true) => format!("backward of {}", caller.text()),
+                    (Some(caller), false) => format!("backward of {} ({node})", caller.text()),
+                    (None, true) => BACKWARD_UNSEEN.to_string(),
+                    (None, false) => {
+                        BACKWARD_UNSEEN.replacen("backward (", &format!("backward ({node}; "), 1)
+                    }
                 };
                 named[i] = NamedFrame {
                     function,
@@ -357,6 +365,14 @@ fn unknown() -> NamedFrame {
 }
 
 fn python(p: &PythonFrame) -> NamedFrame {
+    if p.file == AUTOGRAD_NODE_FILE {
+        // The recorder's frame for an autograd engine thread's allocation: the node, no line.
+        return NamedFrame {
+            function: format!("autograd node {}", p.function),
+            python: true,
+            ..unknown()
+        };
+    }
     let mut named = NamedFrame {
         function: p.function.clone(),
         file: p.file.clone(),
