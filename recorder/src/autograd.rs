@@ -96,7 +96,7 @@ pub fn node_word() -> Option<u64> {
             (n > 1).then_some(n - 1)
         });
     }
-    let plausible = vtable != 0 && vtable % 8 == 0 && vtable < 1 << 47;
+    let plausible = vtable != 0 && vtable.is_multiple_of(8) && vtable < 1 << 47;
     plausible.then_some(NODE_TAG | vtable)
 }
 
@@ -162,7 +162,8 @@ fn find_getter() -> Option<usize> {
 pub fn node_type(vtable: u64, mapped: impl Fn(u64) -> bool) -> Option<String> {
     let word = |at: u64| -> Option<u64> {
         // SAFETY: inside a loaded object's segments, 8-byte aligned.
-        (at % 8 == 0 && mapped(at) && mapped(at + 7)).then(|| unsafe { (at as *const u64).read() })
+        (at.is_multiple_of(8) && mapped(at) && mapped(at + 7))
+            .then(|| unsafe { (at as *const u64).read() })
     };
     let type_info = word(vtable.checked_sub(8)?)?;
     let name = word(type_info.checked_add(8)?)?;

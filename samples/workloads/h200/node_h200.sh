@@ -9,11 +9,12 @@
 #      TRACE PROFILE.json` makes the table offline;
 #   2. the cost in one process with the names on: pyframes_train.py --alternate (blocks of steps
 #      alternately recorded and paused, recording_inprocess_h200.sh's method), MODELS, REPS
-#      processes with the defaults and REPS - 1 with VRAMTRACE_STACKS=none, interleaved; with
-#      BIN_B, each process once with each build, A then B.
+#      processes with the defaults and REPS - 1 with VRAMTRACE_STACKS=none, interleaved
+#      (SETTINGS=python: the defaults only, REPS processes); with BIN_B, each process once with
+#      each build, A then B.
 #
 #   BIN=DIR [BIN_B=DIR2] [REPS=3] [MODELS=mlp,gpt2] [STEPS=5] [PHASES="1 2"] \
-#       samples/workloads/h200/node_h200.sh
+#       [SETTINGS="python none"] samples/workloads/h200/node_h200.sh
 #
 # DIR (and DIR2) hold libvramtrace_preload.so (cargo build --release -p vramtrace-recorder,
 # stripped). About 40 s for phase 1, 25 s a process of phase 2 with both models (12 s for the MLP
@@ -27,6 +28,7 @@ BIN_B=${BIN_B:+$(cd "$BIN_B" && pwd)}
 REPS=${REPS:-3}
 MODELS=${MODELS:-mlp,gpt2}
 STEPS=${STEPS:-5}
+SETTINGS=${SETTINGS:-python none}
 PHASES=" ${PHASES:-1 2} "
 phase() { case $PHASES in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 OUT=${OUT:-/tmp/node-out}
@@ -68,7 +70,7 @@ fi
 
 # 2. in-process alternation, names on
 phase 2 && for i in $(seq "$REPS"); do
-    for s in python none; do
+    for s in $SETTINGS; do
         [ $s = none ] && [ "$i" = "$REPS" ] && [ "$REPS" -gt 1 ] && continue
         for b in $builds; do
             LD_PRELOAD=$(lib_of $b) VRAMTRACE_STACKS=$s VRAMTRACE_OUTPUT=/tmp/node-alt.vramtrace \
