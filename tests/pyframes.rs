@@ -462,6 +462,9 @@ fn under_python_stacks_a_library_s_own_driver_calls_are_named_by_the_library_and
         );
         assert_eq!(libraries[0]["site"], want.as_str(), "3.{minor}");
     }
+}
+
+#[test]
 fn an_autograd_engine_threads_allocations_are_named_by_the_node_it_evaluates() {
     let dir = scratch("pyframes-autograd-lib");
     let lib = dir.join("libtorch_cpu.so");
