@@ -1,7 +1,7 @@
-//! How a free finds the allocation it ends: one key for every pass over a trace, the views'
-//! live-memory [`super::live::Ledger`] and the replays' [`super::ModelBuilder`], so that both
-//! match the same frees and count the same unmatched ones (docs/definitions.md, "Unmatched
-//! frees").
+//! How a free finds the allocation it ends: one key for every pass over a trace (the
+//! allocation table's [`super::table::Matcher`], which the views, the device peak and the
+//! replays' [`super::ModelBuilder`] all go through), so that all match the same frees and count
+//! the same unmatched ones (docs/definitions.md, "Unmatched frees").
 
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Event, Op};

@@ -12,6 +12,7 @@
 //! answers under the shape the pass found.
 
 use super::lifetimes::ObjectKey;
+use super::{Model, ModelBuilder};
 use std::collections::{BTreeSet, HashMap};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, Op, Trace};
@@ -143,7 +144,7 @@ pub(crate) fn is_host(kind: MemoryKind) -> bool {
 
 /// What one event does to the allocation objects, by the rules every pass shares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lifetime {
+enum Lifetime {
     /// Nothing that holds memory (address reservations, mappings, pool settings, PyTorch's
     /// word on its segments), or a failed call that would have ended something.
     Neither,
@@ -156,7 +157,7 @@ pub enum Lifetime {
 }
 
 impl Lifetime {
-    pub fn of(e: &Event) -> Lifetime {
+    fn of(e: &Event) -> Lifetime {
         if e.api.kind() == MemoryKind::TorchSegment {
             return Lifetime::Neither;
         }
@@ -168,6 +169,54 @@ impl Lifetime {
             (true, true) => Lifetime::Birth,
             (true, false) if matches!(op, Op::Free | Op::Unregister | Op::Release) => Lifetime::End,
             (true, false) => Lifetime::Neither,
+        }
+    }
+}
+
+/// What one event did to the allocation objects, as [`Matcher::apply`] matched it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Matched<T> {
+    Neither,
+    Failed,
+    /// A new object, and the one whose address (or handle) it took without a free.
+    Born {
+        replaced: Option<T>,
+    },
+    Ended(T),
+    /// A free of an address (or handle) the trace never saw allocated.
+    Unmatched,
+}
+
+/// The one per-event match of frees to allocations ([`Lifetime`] and [`ObjectKey`]), holding
+/// a `T` per live object: the table's row, the request model's request, the device peak's
+/// bytes. Every pass over events that follows objects goes through it, so all of them match
+/// the same frees.
+#[derive(Debug)]
+pub(super) struct Matcher<T> {
+    live: HashMap<ObjectKey, T, Hasher>,
+}
+
+impl<T> Default for Matcher<T> {
+    fn default() -> Matcher<T> {
+        Matcher {
+            live: HashMap::default(),
+        }
+    }
+}
+
+impl<T> Matcher<T> {
+    /// Matches the next event in file order; `born` makes the value of an object it creates.
+    pub(super) fn apply(&mut self, e: &Event, born: impl FnOnce() -> T) -> Matched<T> {
+        match Lifetime::of(e) {
+            Lifetime::Neither => Matched::Neither,
+            Lifetime::Failed => Matched::Failed,
+            Lifetime::Birth => Matched::Born {
+                replaced: self.live.insert(ObjectKey::of(e), born()),
+            },
+            Lifetime::End => self
+                .live
+                .remove(&ObjectKey::of(e))
+                .map_or(Matched::Unmatched, Matched::Ended),
         }
     }
 }
@@ -216,7 +265,7 @@ pub struct AllocationTable {
 #[derive(Debug, Default)]
 pub struct TableBuilder {
     table: AllocationTable,
-    live: HashMap<ObjectKey, u32, Hasher>,
+    live: Matcher<u32>,
     tracker: bool,
     snapshot: bool,
 }
@@ -234,12 +283,12 @@ impl TableBuilder {
         let (tracker, snapshot) = Shape::shown_by(e);
         self.tracker |= tracker;
         self.snapshot |= snapshot;
-        match Lifetime::of(e) {
-            Lifetime::Neither => {}
-            Lifetime::Failed => t.failures.push(Failure { index, event: *e }),
-            Lifetime::Birth => {
-                let row = t.pid.len() as u32;
-                if let Some(old) = self.live.insert(ObjectKey::of(e), row) {
+        let row = t.pid.len() as u32;
+        match self.live.apply(e, || row) {
+            Matched::Neither => {}
+            Matched::Failed => t.failures.push(Failure { index, event: *e }),
+            Matched::Born { replaced } => {
+                if let Some(old) = replaced {
                     // The address (or handle) was handed out again without a free we saw: the
                     // old object is gone.
                     t.end_row(old, index, e.time_ns);
@@ -247,10 +296,8 @@ impl TableBuilder {
                 }
                 t.push_row(e, index);
             }
-            Lifetime::End => match self.live.remove(&ObjectKey::of(e)) {
-                Some(row) => t.end_row(row, index, e.time_ns),
-                None => t.unmatched_frees += 1,
-            },
+            Matched::Ended(row) => t.end_row(row, index, e.time_ns),
+            Matched::Unmatched => t.unmatched_frees += 1,
         }
     }
 
@@ -261,6 +308,22 @@ impl TableBuilder {
             ..self.table
         }
     }
+}
+
+/// The trace's request model and its allocation table, from one pass over its events.
+pub fn load(trace: &Trace) -> (Model, AllocationTable) {
+    load_with(trace, |_| {})
+}
+
+/// [`load`], showing each event to `also` in the same pass.
+pub fn load_with(trace: &Trace, mut also: impl FnMut(&Event)) -> (Model, AllocationTable) {
+    let (mut model, mut table) = (ModelBuilder::default(), TableBuilder::default());
+    trace.events().for_each(|e| {
+        also(&e);
+        model.push(&e);
+        table.push(&e);
+    });
+    (model.finish(&trace.metadata), table.finish())
 }
 
 impl AllocationTable {
