@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use vramtrace::model::Model;
 use vramtrace::model::table::load;
-use vramtrace::summary::Summary;
 use vramtrace::policy::parse_specs;
 use vramtrace::replay::{Limits, ReplayReport, capacity, prepare};
 use vramtrace::report::data::Buckets;
 use vramtrace::report::from_replay::{replay_policies, windows};
+use vramtrace::summary::Summary;
 use vramtrace::tune::recorded_of;
 use vramtrace_format::{ReadOptions, Trace, pickle};
 
@@ -518,5 +518,8 @@ fn every_view_reads_its_totals_from_the_one_allocation_table_on_every_bundled_tr
     }
     assert!(traces > 40, "{traces} traces");
     // Neither comparison is of zeros alone.
-    assert!(failed > 0 && unmatched > 0, "{failed} failed, {unmatched} unmatched");
+    assert!(
+        failed > 0 && unmatched > 0,
+        "{failed} failed, {unmatched} unmatched"
+    );
 }

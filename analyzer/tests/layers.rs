@@ -42,7 +42,10 @@ fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
 #[test]
 fn frees_are_matched_in_one_place_and_the_views_read_the_table_not_the_events() {
     let mut files = Vec::new();
-    sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    sources(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
     // The one per-event match, and the passes that go through it: the table's builder, the
     // request model's and the streaming device peak.
     let mut matching: Vec<&str> = files

@@ -2,11 +2,11 @@
 //! the events in call order.
 
 use super::level::{LevelReport, LevelStats, detect_level};
+use super::lifetimes::{Matched, Matcher};
 use super::ordering::{has_event, has_stream, order_of};
 use super::request::{
     NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, Slots, StreamKey,
 };
-use super::table::{Matched, Matcher};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The hasher of the model's maps: a fast one (SipHash was a fifth of the load time), seeded

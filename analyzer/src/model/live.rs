@@ -2,7 +2,8 @@
 //! line, the report of a job, the Parquet export): the live-memory rules of the allocation
 //! table ([`super::table`]) kept without its rows.
 
-use super::table::{Matched, Matcher, Shape, is_host};
+use super::lifetimes::{Matched, Matcher};
+use super::table::{Shape, is_host};
 use crate::sums::Live;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Event, MemoryKind, NO_DEVICE, Trace};

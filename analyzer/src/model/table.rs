@@ -11,14 +11,14 @@
 //! event list shows: rows keep the facts it is decided from and [`AllocationTable::object`]
 //! answers under the shape the pass found.
 
-use super::lifetimes::ObjectKey;
+use super::lifetimes::{Matched, Matcher};
 use super::{Model, ModelBuilder};
 use std::collections::{BTreeSet, HashMap};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, Op, Trace};
 
-/// The hasher of the pass's map (one lookup per allocation or free): fast, and seeded at random
-/// as the model's, so that a crafted trace cannot aim at collisions.
+/// The hasher of the running totals (one lookup per step): fast, and seeded at random as the
+/// model's, so that a crafted trace cannot aim at collisions.
 type Hasher = foldhash::fast::RandomState;
 
 /// The end index of a row still live when the trace ends.
@@ -140,85 +140,6 @@ impl Shape {
 /// Host memory: pinned by the driver or registered with it, on no device.
 pub(crate) fn is_host(kind: MemoryKind) -> bool {
     matches!(kind, MemoryKind::PinnedHost | MemoryKind::RegisteredHost)
-}
-
-/// What one event does to the allocation objects, by the rules every pass shares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lifetime {
-    /// Nothing that holds memory (address reservations, mappings, pool settings, PyTorch's
-    /// word on its segments), or a failed call that would have ended something.
-    Neither,
-    /// An allocation, registration or creation that succeeded.
-    Birth,
-    /// A free, unregistration or release that succeeded.
-    End,
-    /// An allocation, registration or creation that returned an error: it created nothing.
-    Failed,
-}
-
-impl Lifetime {
-    fn of(e: &Event) -> Lifetime {
-        if e.api.kind() == MemoryKind::TorchSegment {
-            return Lifetime::Neither;
-        }
-        let op = e.api.op();
-        let born = matches!(op, Op::Alloc | Op::Register | Op::Create);
-        match (e.succeeded(), born) {
-            (false, true) => Lifetime::Failed,
-            (false, false) => Lifetime::Neither,
-            (true, true) => Lifetime::Birth,
-            (true, false) if matches!(op, Op::Free | Op::Unregister | Op::Release) => Lifetime::End,
-            (true, false) => Lifetime::Neither,
-        }
-    }
-}
-
-/// What one event did to the allocation objects, as [`Matcher::apply`] matched it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Matched<T> {
-    Neither,
-    Failed,
-    /// A new object, and the one whose address (or handle) it took without a free.
-    Born {
-        replaced: Option<T>,
-    },
-    Ended(T),
-    /// A free of an address (or handle) the trace never saw allocated.
-    Unmatched,
-}
-
-/// The one per-event match of frees to allocations ([`Lifetime`] and [`ObjectKey`]), holding
-/// a `T` per live object: the table's row, the request model's request, the device peak's
-/// bytes. Every pass over events that follows objects goes through it, so all of them match
-/// the same frees.
-#[derive(Debug)]
-pub(super) struct Matcher<T> {
-    live: HashMap<ObjectKey, T, Hasher>,
-}
-
-impl<T> Default for Matcher<T> {
-    fn default() -> Matcher<T> {
-        Matcher {
-            live: HashMap::default(),
-        }
-    }
-}
-
-impl<T> Matcher<T> {
-    /// Matches the next event in file order; `born` makes the value of an object it creates.
-    pub(super) fn apply(&mut self, e: &Event, born: impl FnOnce() -> T) -> Matched<T> {
-        match Lifetime::of(e) {
-            Lifetime::Neither => Matched::Neither,
-            Lifetime::Failed => Matched::Failed,
-            Lifetime::Birth => Matched::Born {
-                replaced: self.live.insert(ObjectKey::of(e), born()),
-            },
-            Lifetime::End => self
-                .live
-                .remove(&ObjectKey::of(e))
-                .map_or(Matched::Unmatched, Matched::Ended),
-        }
-    }
 }
 
 /// A failed allocation call, with its index among the trace's events.
