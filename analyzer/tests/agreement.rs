@@ -439,9 +439,12 @@ fn an_allocation_without_a_stack_says_why_and_which_flag_names_it() {
     assert!(vramtrace::symbolize::NO_STACK_WHY.contains("--stacks mixed"));
 }
 
+/// Per (process, device), the largest requested and reserved bytes.
+type Peaks = BTreeMap<(u64, i64), (u64, u64)>;
+
 /// Per (process, device track), the largest `requested` and `reserved` of a Perfetto export's
 /// counter points, and the count of its points and of its failed-allocation instants.
-fn perfetto_figures(trace: &Trace) -> (BTreeMap<(u64, i64), (u64, u64)>, u64, u64) {
+fn perfetto_figures(trace: &Trace) -> (Peaks, u64, u64) {
     let mut out = Vec::new();
     vramtrace::interop::export_perfetto::write(trace, &mut out).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -495,7 +498,7 @@ fn every_view_reads_its_totals_from_the_one_allocation_table_on_every_bundled_tr
         assert_eq!(summary.failed_allocations, at_sites, "{name}");
         // Peaks of live bytes per process and device, and one counter point per allocation
         // and per free.
-        let groups: BTreeMap<(u64, i64), (u64, u64)> = summary
+        let groups: Peaks = summary
             .groups
             .iter()
             .filter(|g| g.by_kind.iter().any(|k| k.allocations > 0))

@@ -33,25 +33,13 @@ impl Held {
 /// Which bytes are reserved depends on the trace's [`Shape`], which only its whole event list
 /// shows, so the peak is kept under each of the three shapes and the one the events showed is
 /// answered.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct DevicePeak {
     live: Matcher<Held>,
     now: [Live; 3],
     peak: [u64; 3],
     tracker: bool,
     snapshot: bool,
-}
-
-impl Default for DevicePeak {
-    fn default() -> DevicePeak {
-        DevicePeak {
-            live: Matcher::default(),
-            now: [Live::default(); 3],
-            peak: [0; 3],
-            tracker: false,
-            snapshot: false,
-        }
-    }
 }
 
 impl DevicePeak {
