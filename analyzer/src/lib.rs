@@ -16,7 +16,7 @@
 //! | layer | modules | what they are |
 //! |---|---|---|
 //! | 1 | `units`, `sums`, `job`, `limits`, `terminal`, `completeness`, `symbolize` | foundations |
-//! | 2 | `model`, `interop`, `backward`, `driver_count` | request streams and the live-memory ledger; other tools' formats; autograd's allocations named; the driver's count of a process's memory against what the trace names |
+//! | 2 | `model`, `interop`, `backward`, `driver_count` | request streams and the allocation table every view reads; other tools' formats; autograd's allocations named; the driver's count of a process's memory against what the trace names |
 //! | 3 | `policy` | the allocator models |
 //! | 4 | `replay`, `tune`, `device_replay` | replays of the models |
 //! | 5 | `info`, `failures`, `summary`, `diff`, `answers`, `oom_story`, `report` | the views |

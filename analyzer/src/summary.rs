@@ -9,7 +9,7 @@
 
 use crate::driver_count::{CUDA_CONTEXT, DriverCount, driver_counts};
 use crate::failures::{FailureSite, device_of, failure_sites};
-use crate::model::table::{AllocationTable, Object, Step, Totals};
+use crate::model::table::{AllocationTable, Object, Step, Totals, load};
 use crate::model::{CaptureLevel, Model, RequestKind, RequestStream, StreamKey};
 use crate::sums::SaturatingSum;
 use crate::symbolize::{
@@ -251,22 +251,12 @@ impl Summary {
     /// Like [`Summary::with_top`], naming native frames from the modules' files as `report`
     /// does (the binary passes its ELF reader).
     pub fn with_files(trace: &Trace, top: usize, files: &mut dyn ModuleFiles) -> Summary {
-        let model = Model::from_events(trace.events(), &trace.metadata);
-        Summary::with_model(trace, &model, top, files)
+        let (model, table) = load(trace);
+        Summary::with_table(trace, &table, &model, top, files)
     }
 
-    /// Like [`Summary::with_files`], with the trace's request model already built (`report`
-    /// builds it once for all its parts).
-    pub fn with_model(
-        trace: &Trace,
-        model: &Model,
-        top: usize,
-        files: &mut dyn ModuleFiles,
-    ) -> Summary {
-        Summary::with_table(trace, &AllocationTable::of(trace), model, top, files)
-    }
-
-    /// Like [`Summary::with_model`], with the trace's allocation table already built.
+    /// Like [`Summary::with_files`], with the trace's request model and allocation table
+    /// already built ([`load`]; `report` builds them once for all its parts).
     pub fn with_table(
         trace: &Trace,
         table: &AllocationTable,

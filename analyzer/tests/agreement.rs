@@ -2,12 +2,15 @@
 //! the figures every other command shows for the same thing (docs/definitions.md).
 
 use crate::util::{repo, vramtrace_in_repo};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use vramtrace::model::Model;
+use vramtrace::model::table::load;
 use vramtrace::policy::parse_specs;
 use vramtrace::replay::{Limits, ReplayReport, capacity, prepare};
 use vramtrace::report::data::Buckets;
 use vramtrace::report::from_replay::{replay_policies, windows};
+use vramtrace::summary::Summary;
 use vramtrace::tune::recorded_of;
 use vramtrace_format::{ReadOptions, Trace, pickle};
 
@@ -112,7 +115,7 @@ fn summary_and_the_model_match_the_same_frees_on_every_bundled_trace() {
     for path in bundled() {
         let trace = open(&path);
         let model = Model::from_events(trace.events(), &trace.metadata);
-        let summary = vramtrace::summary::Summary::of(&trace);
+        let summary = Summary::of(&trace);
         assert_eq!(
             summary.unmatched_frees,
             model.unmatched_frees,
@@ -434,4 +437,92 @@ fn an_allocation_without_a_stack_says_why_and_which_flag_names_it() {
         format!("({})", vramtrace::symbolize::NO_STACK_WHY)
     );
     assert!(vramtrace::symbolize::NO_STACK_WHY.contains("--stacks mixed"));
+}
+
+/// Per (process, device), the largest requested and reserved bytes.
+type Peaks = BTreeMap<(u64, i64), (u64, u64)>;
+
+/// Per (process, device track), the largest `requested` and `reserved` of a Perfetto export's
+/// counter points, and the count of its points and of its failed-allocation instants.
+fn perfetto_figures(trace: &Trace) -> (Peaks, u64, u64) {
+    let mut out = Vec::new();
+    vramtrace::interop::export_perfetto::write(trace, &mut out).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let (mut peaks, mut points, mut instants) = (BTreeMap::new(), 0, 0);
+    for e in v["traceEvents"].as_array().unwrap() {
+        match e["ph"].as_str().unwrap() {
+            "C" => {
+                let name = e["name"].as_str().unwrap();
+                let device = name
+                    .strip_prefix("GPU ")
+                    .and_then(|n| n.strip_suffix(" memory"))
+                    .map_or(-1, |n| n.parse().unwrap());
+                let p: &mut (u64, u64) = peaks
+                    .entry((e["pid"].as_u64().unwrap(), device))
+                    .or_default();
+                p.0 = p.0.max(e["args"]["requested"].as_u64().unwrap());
+                p.1 = p.1.max(e["args"]["reserved"].as_u64().unwrap());
+                points += 1;
+            }
+            "i" => instants += 1,
+            _ => {}
+        }
+    }
+    (peaks, points, instants)
+}
+
+#[test]
+fn every_view_reads_its_totals_from_the_one_allocation_table_on_every_bundled_trace() {
+    let (mut traces, mut failed, mut unmatched) = (0, 0, 0);
+    for path in bundled() {
+        let trace = open(&path);
+        let name = path.display();
+        let (model, table) = load(&trace);
+        let summary = Summary::of(&trace);
+        // Unmatched frees: the table's, the summary's, the replay model's.
+        assert_eq!(summary.unmatched_frees, table.unmatched_frees, "{name}");
+        assert_eq!(model.unmatched_frees, table.unmatched_frees, "{name}");
+        // Failed allocations: the summary's count, its sites', the export's instants.
+        let (peaks, points, instants) = perfetto_figures(&trace);
+        let at_sites: u64 = summary
+            .groups
+            .iter()
+            .flat_map(|g| &g.failures)
+            .map(|f| f.count)
+            .sum();
+        assert_eq!(
+            (at_sites, instants),
+            (table.failures.len() as u64, table.failures.len() as u64),
+            "{name}"
+        );
+        assert_eq!(summary.failed_allocations, at_sites, "{name}");
+        // Peaks of live bytes per process and device, and one counter point per allocation
+        // and per free.
+        let groups: Peaks = summary
+            .groups
+            .iter()
+            .filter(|g| g.by_kind.iter().any(|k| k.allocations > 0))
+            .map(|g| {
+                let key = (u64::from(g.pid), i64::from(g.device));
+                (key, (g.peak_requested, g.peak_reserved))
+            })
+            .collect();
+        assert_eq!(groups, peaks, "{name}");
+        let changes: u64 = summary
+            .groups
+            .iter()
+            .flat_map(|g| &g.by_kind)
+            .map(|k| k.allocations + k.frees)
+            .sum();
+        assert_eq!(changes, points, "{name}");
+        traces += 1;
+        failed += table.failures.len();
+        unmatched += table.unmatched_frees;
+    }
+    assert!(traces > 40, "{traces} traces");
+    // Neither comparison is of zeros alone.
+    assert!(
+        failed > 0 && unmatched > 0,
+        "{failed} failed, {unmatched} unmatched"
+    );
 }

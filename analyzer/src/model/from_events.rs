@@ -2,7 +2,7 @@
 //! the events in call order.
 
 use super::level::{LevelReport, LevelStats, detect_level};
-use super::lifetimes::ObjectKey;
+use super::lifetimes::{Matched, Matcher};
 use super::ordering::{has_event, has_stream, order_of};
 use super::request::{
     NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, Slots, StreamKey,
@@ -92,7 +92,7 @@ impl Model {
 #[derive(Default)]
 pub struct ModelBuilder {
     model: Model,
-    live: HashMap<ObjectKey, Live, Hasher>,
+    live: Matcher<Live>,
     builders: BTreeMap<StreamKey, Builder>,
     stats: LevelStats,
     /// Whether an event was pushed: the first one's time is the trace's start.
@@ -177,52 +177,41 @@ impl ModelBuilder {
             return;
         }
         stats.see(e, op, kind);
-        let vmm = kind == MemoryKind::Vmm;
-        let (births, ends) = match (op, vmm) {
-            (Op::Alloc, false) => (true, false),
-            (Op::Free, false) => (false, true),
-            (Op::Create, true) => (true, false),
-            (Op::Release, true) => (false, true),
-            _ => (false, false),
-        };
-        let id = ObjectKey::of(e);
         let device_memory = matches!(
             kind,
             MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm | MemoryKind::TorchBlock
         );
-        if births {
+        let born = || {
             let request = device_memory.then(|| {
                 let b = Builder::of(builders, e);
                 let slot = b.slots.take();
                 b.push(e, kind, e.size, slot, RequestKind::Alloc);
                 slot
             });
-            // The same address born twice without a free: the first free was not recorded,
-            // and the first allocation is forgotten here.
-            live.insert(
-                id,
-                Live {
-                    key: StreamKey {
-                        pid: e.pid,
-                        device: e.device,
-                    },
-                    size: e.size,
-                    kind,
-                    request,
+            Live {
+                key: StreamKey {
+                    pid: e.pid,
+                    device: e.device,
                 },
-            );
-        } else if ends {
-            let Some(object) = live.remove(&id) else {
-                model.unmatched_frees += 1;
-                return;
-            };
-            if let Some(slot) = object.request {
-                let b = builders
-                    .get_mut(&object.key)
-                    .expect("a live request has a builder");
-                b.slots.give_back(slot);
-                b.push(e, object.kind, object.size, slot, RequestKind::Free);
+                size: e.size,
+                kind,
+                request,
             }
+        };
+        // The same address born twice without a free: the first free was not recorded, and
+        // the first allocation is forgotten here.
+        match live.apply(e, born) {
+            Matched::Ended(object) => {
+                if let Some(slot) = object.request {
+                    let b = builders
+                        .get_mut(&object.key)
+                        .expect("a live request has a builder");
+                    b.slots.give_back(slot);
+                    b.push(e, object.kind, object.size, slot, RequestKind::Free);
+                }
+            }
+            Matched::Unmatched => model.unmatched_frees += 1,
+            Matched::Born { .. } | Matched::Neither | Matched::Failed => {}
         }
     }
 

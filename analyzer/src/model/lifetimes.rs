@@ -1,10 +1,11 @@
-//! How a free finds the allocation it ends: one key for every pass over a trace, the views'
-//! live-memory [`super::live::Ledger`] and the replays' [`super::ModelBuilder`], so that both
-//! match the same frees and count the same unmatched ones (docs/definitions.md, "Unmatched
-//! frees").
+//! How a free finds the allocation it ends: one key and one [`Matcher`] for every pass over a
+//! trace (the allocation table's, which the views read, the device peak's and the replays'
+//! [`super::ModelBuilder`]'s), so that all match the same frees and count the same unmatched
+//! ones (docs/definitions.md, "Unmatched frees").
 
+use std::collections::HashMap;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
-use vramtrace_format::{Event, Op};
+use vramtrace_format::{Event, MemoryKind, Op};
 
 /// The identity of a live allocation within its process.
 ///
@@ -31,6 +32,89 @@ impl ObjectKey {
             framework: e.api.from_framework(),
             segment: e.flags & ALLOCATOR_SEGMENT != 0,
             value: if by_handle { e.handle } else { e.address },
+        }
+    }
+}
+
+/// What one event does to the allocation objects, by the rules every pass shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lifetime {
+    /// Nothing that holds memory (address reservations, mappings, pool settings, PyTorch's
+    /// word on its segments), or a failed call that would have ended something.
+    Neither,
+    /// An allocation, registration or creation that succeeded.
+    Birth,
+    /// A free, unregistration or release that succeeded.
+    End,
+    /// An allocation, registration or creation that returned an error: it created nothing.
+    Failed,
+}
+
+impl Lifetime {
+    fn of(e: &Event) -> Lifetime {
+        if e.api.kind() == MemoryKind::TorchSegment {
+            return Lifetime::Neither;
+        }
+        let op = e.api.op();
+        let born = matches!(op, Op::Alloc | Op::Register | Op::Create);
+        match (e.succeeded(), born) {
+            (false, true) => Lifetime::Failed,
+            (false, false) => Lifetime::Neither,
+            (true, true) => Lifetime::Birth,
+            (true, false) if matches!(op, Op::Free | Op::Unregister | Op::Release) => Lifetime::End,
+            (true, false) => Lifetime::Neither,
+        }
+    }
+}
+
+/// What one event did to the allocation objects, as [`Matcher::apply`] matched it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Matched<T> {
+    Neither,
+    Failed,
+    /// A new object, and the one whose address (or handle) it took without a free.
+    Born {
+        replaced: Option<T>,
+    },
+    Ended(T),
+    /// A free of an address (or handle) the trace never saw allocated.
+    Unmatched,
+}
+
+/// The hasher of the live objects (one lookup per allocation or free): fast, and seeded at
+/// random, so that a crafted trace cannot aim at collisions.
+type Hasher = foldhash::fast::RandomState;
+
+/// The one per-event match of frees to allocations ([`Lifetime`] and [`ObjectKey`]), holding
+/// a `T` per live object: the table's row, the request model's request, the device peak's
+/// bytes. Every pass over events that follows objects goes through it, so all of them match
+/// the same frees.
+#[derive(Debug)]
+pub(super) struct Matcher<T> {
+    live: HashMap<ObjectKey, T, Hasher>,
+}
+
+impl<T> Default for Matcher<T> {
+    fn default() -> Matcher<T> {
+        Matcher {
+            live: HashMap::default(),
+        }
+    }
+}
+
+impl<T> Matcher<T> {
+    /// Matches the next event in file order; `born` makes the value of an object it creates.
+    pub(super) fn apply(&mut self, e: &Event, born: impl FnOnce() -> T) -> Matched<T> {
+        match Lifetime::of(e) {
+            Lifetime::Neither => Matched::Neither,
+            Lifetime::Failed => Matched::Failed,
+            Lifetime::Birth => Matched::Born {
+                replaced: self.live.insert(ObjectKey::of(e), born()),
+            },
+            Lifetime::End => self
+                .live
+                .remove(&ObjectKey::of(e))
+                .map_or(Matched::Unmatched, Matched::Ended),
         }
     }
 }

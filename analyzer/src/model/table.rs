@@ -11,13 +11,14 @@
 //! event list shows: rows keep the facts it is decided from and [`AllocationTable::object`]
 //! answers under the shape the pass found.
 
-use super::lifetimes::ObjectKey;
+use super::lifetimes::{Matched, Matcher};
+use super::{Model, ModelBuilder};
 use std::collections::{BTreeSet, HashMap};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, Op, Trace};
 
-/// The hasher of the pass's map (one lookup per allocation or free): fast, and seeded at random
-/// as the model's, so that a crafted trace cannot aim at collisions.
+/// The hasher of the running totals (one lookup per step): fast, and seeded at random as the
+/// model's, so that a crafted trace cannot aim at collisions.
 type Hasher = foldhash::fast::RandomState;
 
 /// The end index of a row still live when the trace ends.
@@ -141,37 +142,6 @@ pub(crate) fn is_host(kind: MemoryKind) -> bool {
     matches!(kind, MemoryKind::PinnedHost | MemoryKind::RegisteredHost)
 }
 
-/// What one event does to the allocation objects, by the rules every pass shares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lifetime {
-    /// Nothing that holds memory (address reservations, mappings, pool settings, PyTorch's
-    /// word on its segments), or a failed call that would have ended something.
-    Neither,
-    /// An allocation, registration or creation that succeeded.
-    Birth,
-    /// A free, unregistration or release that succeeded.
-    End,
-    /// An allocation, registration or creation that returned an error: it created nothing.
-    Failed,
-}
-
-impl Lifetime {
-    pub fn of(e: &Event) -> Lifetime {
-        if e.api.kind() == MemoryKind::TorchSegment {
-            return Lifetime::Neither;
-        }
-        let op = e.api.op();
-        let born = matches!(op, Op::Alloc | Op::Register | Op::Create);
-        match (e.succeeded(), born) {
-            (false, true) => Lifetime::Failed,
-            (false, false) => Lifetime::Neither,
-            (true, true) => Lifetime::Birth,
-            (true, false) if matches!(op, Op::Free | Op::Unregister | Op::Release) => Lifetime::End,
-            (true, false) => Lifetime::Neither,
-        }
-    }
-}
-
 /// A failed allocation call, with its index among the trace's events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Failure {
@@ -226,7 +196,7 @@ pub struct AllocationTable {
 #[derive(Debug, Default)]
 pub struct TableBuilder {
     table: AllocationTable,
-    live: HashMap<ObjectKey, u32, Hasher>,
+    live: Matcher<u32>,
     tracker: bool,
     snapshot: bool,
 }
@@ -247,12 +217,12 @@ impl TableBuilder {
         if e.api == Api::DriverProcessMemory {
             t.driver_counts.push(DriverCountEvent { index, event: *e });
         }
-        match Lifetime::of(e) {
-            Lifetime::Neither => {}
-            Lifetime::Failed => t.failures.push(Failure { index, event: *e }),
-            Lifetime::Birth => {
-                let row = t.pid.len() as u32;
-                if let Some(old) = self.live.insert(ObjectKey::of(e), row) {
+        let row = t.pid.len() as u32;
+        match self.live.apply(e, || row) {
+            Matched::Neither => {}
+            Matched::Failed => t.failures.push(Failure { index, event: *e }),
+            Matched::Born { replaced } => {
+                if let Some(old) = replaced {
                     // The address (or handle) was handed out again without a free we saw: the
                     // old object is gone.
                     t.end_row(old, index, e.time_ns);
@@ -260,10 +230,8 @@ impl TableBuilder {
                 }
                 t.push_row(e, index);
             }
-            Lifetime::End => match self.live.remove(&ObjectKey::of(e)) {
-                Some(row) => t.end_row(row, index, e.time_ns),
-                None => t.unmatched_frees += 1,
-            },
+            Matched::Ended(row) => t.end_row(row, index, e.time_ns),
+            Matched::Unmatched => t.unmatched_frees += 1,
         }
     }
 
@@ -274,6 +242,22 @@ impl TableBuilder {
             ..self.table
         }
     }
+}
+
+/// The trace's request model and its allocation table, from one pass over its events.
+pub fn load(trace: &Trace) -> (Model, AllocationTable) {
+    load_with(trace, |_| {})
+}
+
+/// [`load`], showing each event to `also` in the same pass.
+pub fn load_with(trace: &Trace, mut also: impl FnMut(&Event)) -> (Model, AllocationTable) {
+    let (mut model, mut table) = (ModelBuilder::default(), TableBuilder::default());
+    trace.events().for_each(|e| {
+        also(&e);
+        model.push(&e);
+        table.push(&e);
+    });
+    (model.finish(&trace.metadata), table.finish())
 }
 
 impl AllocationTable {

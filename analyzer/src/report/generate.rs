@@ -13,12 +13,13 @@ use super::{build, from_replay};
 use crate::answers::Answers;
 use crate::model::Model;
 use crate::model::device::CUDA_CONTEXT_BYTES;
+use crate::model::table::AllocationTable;
 use crate::policy::{PolicyError, PolicySpec};
 use crate::replay::{CapacitySource, Limits, capacity};
 use crate::summary::Summary;
 use crate::symbolize::TOP_STACKS;
 use crate::symbolize::{ModuleFiles, NoFiles, Symbolizer};
-use crate::tune::{Grid, Recorded, Tune, model_and_recorded, tune_model};
+use crate::tune::{Grid, Recorded, Tune, loaded, tune_model};
 use crate::units::{bytes, count};
 use vramtrace_format::Trace;
 
@@ -92,7 +93,7 @@ pub fn generate(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, ReportError> {
     progress("reading events");
-    let (model, recorded) = model_and_recorded(trace);
+    let (model, table, recorded) = loaded(trace);
     progress("ranking the selectable settings");
     // The headline's search needs the model only, so it starts here and runs beside all the
     // rest: the trace pass, the summary, the page's data and the policies' replays. It runs
@@ -109,7 +110,7 @@ pub fn generate(
             given: o.capacity,
             memory_fraction: recorded.memory_fraction,
         };
-        let rest = trace_side(trace, &model, o, limits, files, progress);
+        let rest = trace_side(trace, (&model, &table), o, limits, files, progress);
         let tuned = searching
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -165,7 +166,7 @@ pub const TUNE_WORK: usize = 40_000_000;
 /// that named their stacks (for the rest of the page).
 fn trace_side<'t, 'f>(
     trace: &'t Trace,
-    model: &Model,
+    (model, table): (&Model, &AllocationTable),
     o: &Options,
     limits: Limits,
     files: &'f mut dyn ModuleFiles,
@@ -188,13 +189,12 @@ fn trace_side<'t, 'f>(
     // without native modules (a snapshot's) has no frame that reads them, so its summary is
     // made on a thread of its own, beside the page's data and the replays.
     std::thread::scope(move |scope| {
-        let beside =
-            trace.tables.modules.is_empty().then(|| {
-                scope.spawn(|| Summary::with_model(trace, model, TOP_STACKS, &mut NoFiles))
-            });
+        let beside = trace.tables.modules.is_empty().then(|| {
+            scope.spawn(|| Summary::with_table(trace, table, model, TOP_STACKS, &mut NoFiles))
+        });
         let here = beside
             .is_none()
-            .then(|| Summary::with_model(trace, model, TOP_STACKS, &mut *files));
+            .then(|| Summary::with_table(trace, table, model, TOP_STACKS, &mut *files));
         let mut symbolizer = Symbolizer::new(&trace.tables, files);
         let mut data = build(&pass, facts, &capacity, &mut |stack| {
             symbolizer.stack(stack)

@@ -19,6 +19,7 @@ pub use row::{AddressSpread, Row};
 pub use search::{Grid, Tune, TuneOptions, Unjudged, tune};
 
 use crate::model::device::pool_capacity;
+use crate::model::table::{AllocationTable, load_with};
 use crate::model::{Model, ModelBuilder};
 use crate::policy::PolicyError;
 use crate::replay::Limits;
@@ -42,6 +43,18 @@ pub fn model_and_recorded(trace: &Trace) -> (Model, Recorded) {
     });
     let model = builder.finish(&trace.metadata);
     (model, recorded(&trace.metadata, &trace.tables, calls))
+}
+
+/// [`model_and_recorded`] with the trace's allocation table ([`crate::model::table::load`]),
+/// in the same pass: what the report reads.
+pub fn loaded(trace: &Trace) -> (Model, AllocationTable, Recorded) {
+    let mut calls = Calls::default();
+    let (model, table) = load_with(trace, |e| calls.see(e));
+    (
+        model,
+        table,
+        recorded(&trace.metadata, &trace.tables, calls),
+    )
 }
 
 /// Tunes a whole trace: its request streams replayed at `capacity` (exact), else on a GPU of

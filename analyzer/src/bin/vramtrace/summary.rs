@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::failures::FailureSite;
 use vramtrace::limits::ProcessLimit;
-use vramtrace::model::Model;
+use vramtrace::model::table::load;
 use vramtrace::oom_story::{self, OomStory};
 use vramtrace::summary::{GroupSummary, Summary};
 use vramtrace::symbolize::{
@@ -55,10 +55,11 @@ impl Args {
             return self.run_job();
         }
         let trace = load_trace(&v.trace, v.salvage)?;
-        let model = Model::from_events(trace.events(), &trace.metadata);
+        let (model, table) = load(&trace);
         // Native frames named from the modules' files, as `report` names them.
         let mut files = ElfFiles::new();
-        let summary = Summary::with_model(&trace, &model, self.top, &mut files);
+        let summary = Summary::with_table(&trace, &table, &model, self.top, &mut files);
+        drop(table);
         let names = StackNames::new(&trace.tables, &mut files);
         let stories = oom_story::stories(&trace, &model, &recorded_of(&trace), &names)?;
         drop(names);
