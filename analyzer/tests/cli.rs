@@ -70,6 +70,57 @@ fn summary_names_the_library_of_the_memory_outside_the_pool() {
     );
 }
 
+/// A single-rank NCCL run on the H200 recorded with the defaults (docs/validation.md "Outside
+/// the pool, named"): NCCL, cuBLAS and cuDNN named without native stacks, the CUDA context
+/// measured from the driver's counts, and the driver's highest count beside what the trace
+/// names then.
+#[test]
+fn summary_checks_the_driver_s_count_and_names_the_cuda_context() {
+    let trace = "samples/workloads/h200/outside/traces/python3.12-514.vramtrace";
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(vramtrace().args(["summary", "--json", trace]))).unwrap();
+    let group = json["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["device"] == 0)
+        .unwrap();
+    let libraries: Vec<(&str, u64)> = group["outside_by_library"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["library"].as_str().unwrap(),
+                m["peak_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        libraries,
+        [
+            ("CUDA context", 543_162_368),
+            ("NCCL", 406_847_488),
+            ("cuBLAS", 67_240_960),
+            ("cuDNN", 50_696)
+        ]
+    );
+    let d = &group["driver_count"];
+    assert_eq!(
+        (d["driver_bytes"].as_u64(), d["named_bytes"].as_u64()),
+        (Some(3_235_905_536), Some(2_942_487_048))
+    );
+    assert_eq!(d["context_bytes"], 543_162_368);
+    let text = stdout(vramtrace().args(["summary", trace]));
+    assert!(
+        text.contains(
+            "  driver's count      3.01 GiB  at 1.32 s   (the trace names 2.74 GiB of it, 90.9%: \
+             the CUDA context 518.00 MiB and the memory held then)"
+        ),
+        "{text}"
+    );
+}
+
 #[test]
 fn info_describes_the_bundled_sample() {
     let text = stdout(vramtrace().args(["info", "samples/traces/synthetic-mlp.vramtrace"]));

@@ -339,6 +339,29 @@ fn the_page_names_the_library_of_the_memory_outside_the_pool() {
     );
 }
 
+/// The page shows the driver's count of an H200 NCCL run and the measured CUDA context as a
+/// library outside the pool (docs/validation.md "Outside the pool, named").
+#[test]
+fn the_page_shows_the_driver_s_count_and_the_cuda_context() {
+    let trace = repo("samples/workloads/h200/outside/traces/python3.12-514.vramtrace");
+    let dir = report(&trace, &["--policy", "pytorch"]);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(
+        html.contains(
+            "driver's count 3.01 GiB at its highest; the trace names 2.74 GiB of it (90.9%"
+        ),
+        "the driver's count"
+    );
+    assert!(
+        html.contains("<tr><td>CUDA context</td><td>518.00 MiB</td><td>1</td>"),
+        "the context row"
+    );
+    assert!(
+        html.contains("<tr><td>NCCL</td><td>388.00 MiB</td><td>194</td>"),
+        "NCCL"
+    );
+}
+
 #[test]
 fn policies_can_be_chosen() {
     let dir = report(

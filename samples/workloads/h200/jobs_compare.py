@@ -6,7 +6,8 @@ rank's own `max_memory_reserved()`, and the driver's count against what the trac
     python3 jobs_compare.py DIR
 
 DIR/<job>/ holds <job>_rank<R>.json (torch_jobs.py), summary/<trace>.json (`summary --json`)
-and replay/<trace>.json (`replay --policy pytorch --json`) of every trace. Prints a Markdown
+and replay/<trace>.json (`replay --policy pytorch --json`, its stream of the rank's device) of
+every trace. Prints a Markdown
 table; a rank whose replay is off by more than 0.5% is marked.
 """
 
@@ -40,7 +41,12 @@ def main():
                     continue
                 truth = t["max_memory_reserved"]
                 replay = json.load(open(f"{job_dir}/replay/{name}"))
-                pt = next(p for p in replay["policies"] if p["name"] == "pytorch")
+                # The rank's device stream alone: the policies' sums also hold its host
+                # memory (NCCL's pinned buffers), which max_memory_reserved does not count.
+                stream = next(
+                    x for x in replay["streams"] if (x["pid"], x["device"]) == (g["pid"], g["device"])
+                )
+                pt = next(p for p in stream["policies"] if p["name"] == "pytorch")
                 err = (pt["peak_reserved"] - truth) / truth if truth else 0.0
                 mark = "" if abs(err) <= 0.005 else " **off**"
                 c = g.get("driver_count") or {}
