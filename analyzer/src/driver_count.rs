@@ -12,8 +12,8 @@
 use crate::model::table::AllocationTable;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use vramtrace_format::conventions::driver_count::{AFTER_CONTEXT, BEFORE_CONTEXT};
 use vramtrace_format::Event;
+use vramtrace_format::conventions::driver_count::{AFTER_CONTEXT, BEFORE_CONTEXT};
 
 /// The name of the context's own memory among the libraries outside the pool.
 pub const CUDA_CONTEXT: &str = "CUDA context";

@@ -1,5 +1,5 @@
 //! The allocation table: one pass over a trace's events gives one row per allocation object
-//! (its call, address, size, stream, stack, thread, birth and end), the failed allocation calls
+//! (its call, address, size, stream, stack, birth and end), the failed allocation calls
 //! and the count of unmatched frees, which every view of the recorded trace reads (`summary`,
 //! the failure sites, `diff`, the Perfetto and PyTorch-snapshot exports), so that each gives the
 //! same figure the same value. Modelled on bytehound's one loaded `Data` (`cli-core/src/data.rs`:
@@ -182,7 +182,6 @@ pub struct AllocationTable {
     size: Vec<u64>,
     stack: Vec<u32>,
     stream: Vec<u64>,
-    tid: Vec<u32>,
     birth: Vec<u64>,
     birth_ns: Vec<u64>,
     /// The index of the event that ended the row, or [`LIVE`].
@@ -285,7 +284,6 @@ impl AllocationTable {
         self.size.push(e.size);
         self.stack.push(e.stack);
         self.stream.push(e.stream);
-        self.tid.push(e.tid);
         self.birth.push(index);
         self.birth_ns.push(e.time_ns);
         self.end.push(LIVE);
@@ -337,11 +335,6 @@ impl AllocationTable {
             requested,
             reserved,
         }
-    }
-
-    /// The call that made row `row`, and the thread that made it.
-    pub fn call(&self, row: usize) -> (Api, u32) {
-        (self.api[row], self.tid[row])
     }
 
     /// When row `row` ended (its free's time, or that of the allocation that took its address
