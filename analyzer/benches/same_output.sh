@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Compares two vramtrace binaries' JSON output, byte for byte, on every bundled trace and on any
-# further traces given: `tune --json` and `replay --policy greedy-by-size --json`.
+# further traces (or job directories) given: `tune --json`, `replay --policy greedy-by-size --json`,
+# `replay --policy pytorch --json` and `summary --json` (the last two read the backward passes'
+# names as every command does).
 #
 #     bash analyzer/benches/same_output.sh OLD_BIN NEW_BIN [TRACE...]
 #
@@ -13,7 +15,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 compared=0 differ=0
 for t in $(find "$root/samples/traces" -name '*.vramtrace' | sort) "$@"; do
-    for cmd in "tune --json" "replay --policy greedy-by-size --json"; do
+    for cmd in "tune --json" "replay --policy greedy-by-size --json" \
+        "replay --policy pytorch --json" "summary --json"; do
         "$old" $cmd "$t" >"$tmp/old" 2>"$tmp/old.err"; a=$?
         "$new" $cmd "$t" >"$tmp/new" 2>"$tmp/new.err"; b=$?
         compared=$((compared + 1))

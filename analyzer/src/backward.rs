@@ -39,6 +39,10 @@ use crate::symbolize::{BACKWARD_FILE, NoFiles, Symbolizer};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use vramtrace_format::{Event, EventBatch, NO_STACK, PythonFrame, Stack, Tables, Trace};
 
+/// The hasher of the namer's maps, which it reads for every allocation of a trace: a fast one
+/// (SipHash was most of the namer's time), seeded at random as the model's are.
+type Hasher = foldhash::fast::RandomState;
+
 /// The functions of `torch.autograd` (and its submodules) that run a backward pass.
 const ENTRY_FUNCTIONS: [&str; 3] = ["backward", "grad", "_engine_run_backward"];
 
@@ -49,17 +53,17 @@ const AUTOGRAD_THREAD: &str = "pt_autograd_";
 /// Names the stackless allocations of backward passes, event by event.
 pub struct BackwardNamer {
     /// Threads (pid, tid) named as PyTorch names its engine threads.
-    autograd: HashSet<(u32, u32)>,
+    autograd: HashSet<(u32, u32), Hasher>,
     /// Threads with another name: not an engine's, never named after a backward call.
-    others: HashSet<(u32, u32)>,
+    others: HashSet<(u32, u32), Hasher>,
     /// The stack of an engine thread's allocations whose `backward()` call the trace does not
     /// show, once one was met.
     unseen: Option<u32>,
     /// Stacks inside a backward call → their frames from the caller's line outward.
-    entries: HashMap<u32, Vec<u32>>,
+    entries: HashMap<u32, Vec<u32>, Hasher>,
     /// Per process: its latest stack-bearing allocation (tid, stack), and the latest of a
     /// thread other than that one's: between them, the latest of any thread but a given one.
-    latest: HashMap<u32, [Option<(u32, u32)>; 2]>,
+    latest: HashMap<u32, [Option<(u32, u32)>; 2], Hasher>,
     /// Entry stack → the stack given to the allocations of its backward pass.
     given: BTreeMap<u32, u32>,
     next_stack: u32,
@@ -106,7 +110,7 @@ impl BackwardNamer {
             others: others.into_iter().map(|t| t.1).collect(),
             unseen: None,
             entries,
-            latest: HashMap::new(),
+            latest: HashMap::default(),
             given: BTreeMap::new(),
             next_stack: max_stack.saturating_add(1),
             marker: max_frame.saturating_add(1),

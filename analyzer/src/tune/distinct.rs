@@ -5,7 +5,7 @@
 //! outcome when it peaked low enough for neither ever to decide a branch ([`crate::policy::pytorch::Effective::without_collection`]).
 
 use crate::model::RequestStream;
-use crate::policy::equivalence::{ReplayClass, replay_class, request_sizes};
+use crate::policy::equivalence::{ReplayClass, StreamFacts, replay_class};
 use crate::policy::{AddressOrder, BuildContext, PolicyError, PolicySpec};
 use crate::replay::{Outcome, RunResult, run_with};
 use rayon::prelude::*;
@@ -32,7 +32,7 @@ pub fn replay_distinct(
     // Per stream, the class (an index into `all`) of each spec.
     let mut class_of: Vec<Vec<usize>> = Vec::with_capacity(streams.len());
     for (s, stream) in streams.iter().enumerate() {
-        let sizes = request_sizes(stream);
+        let facts = StreamFacts::of(stream);
         let ctx = BuildContext {
             stream,
             capacity: capacities[s],
@@ -41,7 +41,7 @@ pub fn replay_distinct(
         let mut seen: Vec<ReplayClass> = Vec::new();
         let mut of = Vec::with_capacity(specs.len());
         for (p, spec) in specs.iter().enumerate() {
-            let class = replay_class(spec, &ctx, &sizes)?;
+            let class = replay_class(spec, &ctx, &facts)?;
             let at = match seen.iter().position(|c| *c == class) {
                 Some(at) => at,
                 None => {
