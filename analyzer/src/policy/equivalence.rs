@@ -63,19 +63,29 @@ pub fn replay_class(
     ctx: &BuildContext,
     facts: &StreamFacts,
 ) -> Result<ReplayClass, PolicyError> {
+    Ok(match caching_config(spec, ctx)? {
+        Some(cfg) => ReplayClass::PyTorch(cfg.effective(&facts.sizes, facts.program_caps)),
+        None => ReplayClass::Spec(spec.clone()),
+    })
+}
+
+/// The configuration [`crate::policy::build`] gives PyTorch's caching allocator for `spec` on
+/// the stream of `ctx`; `None` for a spec of another policy.
+pub fn caching_config(
+    spec: &PolicySpec,
+    ctx: &BuildContext,
+) -> Result<Option<Config>, PolicyError> {
     let (info, options) = options_of(spec)?;
     let expandable = if info.name == pytorch::INFO.name {
         false
     } else if info.name == pytorch::EXPANDABLE_INFO.name {
         true
     } else {
-        return Ok(ReplayClass::Spec(spec.clone()));
+        return Ok(None);
     };
-    let cfg = Config::from_options(&options, expandable, ctx.device_memory())
-        .map_err(|e| rejected(spec, e))?;
-    Ok(ReplayClass::PyTorch(
-        cfg.effective(&facts.sizes, facts.program_caps),
-    ))
+    Config::from_options(&options, expandable, ctx.device_memory())
+        .map(Some)
+        .map_err(|e| rejected(spec, e))
 }
 
 #[cfg(test)]
