@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Compares two vramtrace binaries' output, byte for byte, on every bundled trace and on any
-# further traces given: `tune --json`, `replay --policy greedy-by-size --json`, the views that
-# read the allocation table (`summary` as text and JSON, `diff` of each trace with the first,
-# both exports) and the report (its page and `--svg` charts, replaying `pytorch`).
+# further traces (or job directories) given: `tune --json`, `replay --policy greedy-by-size
+# --json`, `replay --policy pytorch --json`, the views that read the allocation table
+# (`summary` as text and JSON, `diff` of each trace with the first, both exports) and the
+# report (its page and `--svg` charts, replaying `pytorch`).
 #
 #     bash analyzer/benches/same_output.sh OLD_BIN NEW_BIN [TRACE...]
 #
@@ -17,7 +18,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 traces=$(find "$root/samples/traces" -name '*.vramtrace' | sort)
 first=$(echo "$traces" | head -1)
-all="tune --json;replay --policy greedy-by-size --json;summary;summary --json;diff $first"
+all="tune --json;replay --policy greedy-by-size --json;replay --policy pytorch --json"
+all+=";summary;summary --json;diff $first"
 all+=";diff --json $first;export --to perfetto -o OUT;export --to pytorch-snapshot -o OUT"
 all+=";report --policy pytorch --svg -o OUT"
 IFS=';' read -ra commands <<<"${COMMANDS:-$all}"

@@ -2,10 +2,12 @@
 """`vramtrace tune` against the report, which runs the same search for its header (issue 27).
 
     python3 analyzer/benches/tune_vs_report.py TRACE [--reps 5] [--bin NAME=PATH ...]
+    python3 analyzer/benches/tune_vs_report.py --command 'tune --json DIR' [--command ...] ...
 
 Each repetition runs, one after the other, for every binary given (default: the release build),
 `tune TRACE --json`, `report TRACE --policy pytorch` (the header's search and one replay) and
-`report TRACE` (the default policies); it prints wall and CPU (user + system of the child)
+`report TRACE` (the default policies), or instead the commands given with `--command` (the
+arguments as written, split at spaces); it prints wall and CPU (user + system of the child)
 medians with min-max, and the peak RSS.
 """
 import argparse
@@ -17,14 +19,17 @@ import tempfile
 import time
 
 parser = argparse.ArgumentParser()
-parser.add_argument("trace")
+parser.add_argument("trace", nargs="?")
 parser.add_argument("--reps", type=int, default=5)
 parser.add_argument("--bin", action="append", default=[], metavar="NAME=PATH")
+parser.add_argument("--command", action="append", default=[], metavar="ARGS")
 args = parser.parse_args()
+if not args.command and args.trace is None:
+    parser.error("give a TRACE or at least one --command")
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 bins = [b.split("=", 1) for b in args.bin] or [["release", os.path.join(root, "target/release/vramtrace")]]
 out = tempfile.mkdtemp()
-commands = [
+commands = [(c, c.split()) for c in args.command] or [
     ("tune --json", ["tune", args.trace, "--json"]),
     ("report --policy pytorch", ["report", args.trace, "--policy", "pytorch", "-o", out]),
     ("report", ["report", args.trace, "-o", out]),
@@ -54,7 +59,7 @@ def fmt(xs):
     return f"{statistics.median(xs):.3f} s ({min(xs):.3f}-{max(xs):.3f})"
 
 
-print(f"{args.trace}, {args.reps} repetitions, load average {os.getloadavg()[0]:.1f} at the end")
+print(f"{args.trace or 'commands as given'}, {args.reps} repetitions, load average {os.getloadavg()[0]:.1f} at the end")
 print("| binary | command | wall median (min-max) | CPU median (min-max) | peak RSS |")
 print("|---|---|---|---|---|")
 for (name, label), rs in results.items():

@@ -48,6 +48,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use vramtrace_format::conventions::AUTOGRAD_NODE_FILE;
 use vramtrace_format::{Event, EventBatch, NO_STACK, PythonFrame, Stack, Tables, Trace};
 
+/// The hasher of the namer's maps, which it reads for every allocation of a trace: a fast one
+/// (SipHash was most of the namer's time), seeded at random as the model's are.
+type Hasher = foldhash::fast::RandomState;
+
 /// The functions of `torch.autograd` (and its submodules) that run a backward pass.
 const ENTRY_FUNCTIONS: [&str; 3] = ["backward", "grad", "_engine_run_backward"];
 
@@ -58,9 +62,9 @@ const AUTOGRAD_THREAD: &str = "pt_autograd_";
 /// Names the stackless allocations of backward passes, event by event.
 pub struct BackwardNamer {
     /// Threads (pid, tid) named as PyTorch names its engine threads.
-    autograd: HashSet<(u32, u32)>,
+    autograd: HashSet<(u32, u32), Hasher>,
     /// Threads with another name: not an engine's, never named after a backward call.
-    others: HashSet<(u32, u32)>,
+    others: HashSet<(u32, u32), Hasher>,
     /// Stacks of the recorder's autograd-node frames alone ([`AUTOGRAD_NODE_FILE`]) → the
     /// node's name: an engine thread's allocation with no Python frame, named by its node.
     nodes: HashMap<u32, String>,
@@ -68,10 +72,10 @@ pub struct BackwardNamer {
     /// `backward()` call the trace does not show, once one was met.
     unseen: BTreeMap<String, u32>,
     /// Stacks inside a backward call → their frames from the caller's line outward.
-    entries: HashMap<u32, Vec<u32>>,
+    entries: HashMap<u32, Vec<u32>, Hasher>,
     /// Per process: its latest stack-bearing allocation (tid, stack), and the latest of a
     /// thread other than that one's: between them, the latest of any thread but a given one.
-    latest: HashMap<u32, [Option<(u32, u32)>; 2]>,
+    latest: HashMap<u32, [Option<(u32, u32)>; 2], Hasher>,
     /// (entry stack, node name or "") → the stack given to those allocations of its backward
     /// pass.
     given: BTreeMap<(u32, String), u32>,
@@ -138,7 +142,7 @@ impl BackwardNamer {
             nodes,
             unseen: BTreeMap::new(),
             entries,
-            latest: HashMap::new(),
+            latest: HashMap::default(),
             given: BTreeMap::new(),
             next_stack: max_stack.saturating_add(1),
             marker: max_frame.saturating_add(1),

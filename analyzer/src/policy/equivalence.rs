@@ -13,18 +13,38 @@ use super::pytorch::{self, Config, Effective};
 use super::{BuildContext, PolicyError, PolicySpec, options_of, rejected};
 use crate::model::{RequestKind, RequestStream};
 
-/// The distinct sizes `stream` asks its allocator for (allocations and attempts), ascending.
-/// Requests larger than [`MAX_REQUEST`] never reach a policy (the engine refuses them).
-pub fn request_sizes(stream: &RequestStream) -> Vec<u64> {
-    let mut sizes: Vec<u64> = stream
-        .requests
-        .iter()
-        .filter(|r| r.kind != RequestKind::Free && r.size <= MAX_REQUEST)
-        .map(|r| r.size)
-        .collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    sizes
+/// What of a request stream decides the class of a spec on it, read from the stream once for
+/// all the specs of a search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamFacts {
+    /// The distinct sizes the stream asks its allocator for (allocations and attempts),
+    /// ascending. Requests larger than [`MAX_REQUEST`] never reach a policy (the engine refuses
+    /// them).
+    sizes: Vec<u64>,
+    /// Whether the program sets a memory fraction below 1 itself (a request of the stream),
+    /// which turns garbage collection on as a configured one does.
+    program_caps: bool,
+}
+
+impl StreamFacts {
+    pub fn of(stream: &RequestStream) -> StreamFacts {
+        let mut sizes: Vec<u64> = stream
+            .requests
+            .iter()
+            .filter(|r| r.kind != RequestKind::Free && r.size <= MAX_REQUEST)
+            .map(|r| r.size)
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let program_caps = stream
+            .requests
+            .iter()
+            .any(|r| r.kind == RequestKind::MemoryFraction && r.fraction() < 1.0);
+        StreamFacts {
+            sizes,
+            program_caps,
+        }
+    }
 }
 
 /// What a replay of one stream can see of a spec: equal classes, equal replays.
@@ -36,31 +56,36 @@ pub enum ReplayClass {
     Spec(PolicySpec),
 }
 
-/// The class of `spec` on the stream of `ctx`, whose [`request_sizes`] are `sizes`; the error
+/// The class of `spec` on the stream of `ctx`, whose [`StreamFacts`] are `facts`; the error
 /// [`crate::policy::build`] gives for a spec it cannot build.
 pub fn replay_class(
     spec: &PolicySpec,
     ctx: &BuildContext,
-    sizes: &[u64],
+    facts: &StreamFacts,
 ) -> Result<ReplayClass, PolicyError> {
+    Ok(match caching_config(spec, ctx)? {
+        Some(cfg) => ReplayClass::PyTorch(cfg.effective(&facts.sizes, facts.program_caps)),
+        None => ReplayClass::Spec(spec.clone()),
+    })
+}
+
+/// The configuration [`crate::policy::build`] gives PyTorch's caching allocator for `spec` on
+/// the stream of `ctx`; `None` for a spec of another policy.
+pub fn caching_config(
+    spec: &PolicySpec,
+    ctx: &BuildContext,
+) -> Result<Option<Config>, PolicyError> {
     let (info, options) = options_of(spec)?;
     let expandable = if info.name == pytorch::INFO.name {
         false
     } else if info.name == pytorch::EXPANDABLE_INFO.name {
         true
     } else {
-        return Ok(ReplayClass::Spec(spec.clone()));
+        return Ok(None);
     };
-    let cfg = Config::from_options(&options, expandable, ctx.device_memory())
-        .map_err(|e| rejected(spec, e))?;
-    // A fraction below 1 the program sets itself (a request of its stream) turns garbage
-    // collection on as a configured one does.
-    let program_caps = ctx
-        .stream
-        .requests
-        .iter()
-        .any(|r| r.kind == crate::model::RequestKind::MemoryFraction && r.fraction() < 1.0);
-    Ok(ReplayClass::PyTorch(cfg.effective(sizes, program_caps)))
+    Config::from_options(&options, expandable, ctx.device_memory())
+        .map(Some)
+        .map_err(|e| rejected(spec, e))
 }
 
 #[cfg(test)]
@@ -89,7 +114,7 @@ mod tests {
             stream: s,
             capacity: 80 << 30,
         };
-        replay_class(spec, &ctx, &request_sizes(s)).unwrap()
+        replay_class(spec, &ctx, &StreamFacts::of(s)).unwrap()
     }
 
     #[test]
@@ -242,7 +267,7 @@ mod tests {
             capacity: u64::MAX,
         };
         let expected = crate::policy::build(bad, &ctx).err().unwrap().to_string();
-        let got = replay_class(bad, &ctx, &request_sizes(&s)).unwrap_err();
+        let got = replay_class(bad, &ctx, &StreamFacts::of(&s)).unwrap_err();
         assert_eq!(got.to_string(), expected);
     }
 }

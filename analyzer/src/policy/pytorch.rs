@@ -401,6 +401,84 @@ impl Effective {
     }
 }
 
+impl Effective {
+    /// The class with the two size thresholds (`max_split_size_mb`, `max_non_split_rounding_mb`)
+    /// set aside: classes equal here differ in those alone, and one replay's [`Thresholds`]
+    /// tell which of them replay as it did.
+    pub fn without_thresholds(&self) -> Effective {
+        Effective {
+            cfg: Config {
+                max_split_size: 0,
+                max_non_split_rounding: 0,
+                ..self.cfg.clone()
+            },
+            rounded: self.rounded.clone(),
+        }
+    }
+}
+
+/// The values of a size threshold that decide every comparison a replay made with it as its own
+/// value did: those above `low` and at most `high`. A threshold is read only as `x < threshold`
+/// (its negation `x >= threshold` included), and each such comparison that came out true bounds
+/// the values from below by `x`, each that came out false from above; a read that is no
+/// comparison admits the value itself only ([`Agreeing::exact`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Agreeing {
+    low: u64,
+    high: u64,
+}
+
+impl Default for Agreeing {
+    /// Before any read: every value agrees (thresholds are never 0).
+    fn default() -> Agreeing {
+        Agreeing {
+            low: 0,
+            high: u64::MAX,
+        }
+    }
+}
+
+impl Agreeing {
+    /// `x < threshold`, recorded.
+    fn less(&mut self, x: u64, threshold: u64) -> bool {
+        let below = x < threshold;
+        if below {
+            self.low = self.low.max(x);
+        } else {
+            self.high = self.high.min(x);
+        }
+        below
+    }
+
+    /// A read that only `threshold` itself answers alike.
+    fn exact(&mut self, threshold: u64) {
+        self.low = threshold - 1;
+        self.high = threshold;
+    }
+
+    /// Whether `value` answers every recorded comparison as the replay's own value did.
+    pub fn admits(&self, value: u64) -> bool {
+        self.low < value && value <= self.high
+    }
+}
+
+/// What a replay's branches say of its two size thresholds. With every other option alike (equal
+/// [`Effective::without_thresholds`]), a configuration whose `max_split_size` and
+/// `max_non_split_rounding` both agree takes every branch this replay took, so it makes the same
+/// driver calls in the same order and gives the same figures: `tune` replays it no more.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Thresholds {
+    pub split: Agreeing,
+    pub rounding: Agreeing,
+}
+
+impl Thresholds {
+    /// Whether the configuration `cfg` takes every branch the replay took.
+    pub fn admit(&self, cfg: &Config) -> bool {
+        self.split.admits(cfg.max_split_size) && self.rounding.admits(cfg.max_non_split_rounding)
+    }
+}
+
 /// `roundup_power2_next_division`: the next of `divisions` equal steps between the powers of
 /// two around `size` (1200 with 4 divisions → 1280).
 fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
@@ -476,6 +554,8 @@ pub struct PyTorchCaching {
     /// `total_allocated_memory`: bytes held from the driver.
     total_allocated_memory: u64,
     segments: Vec<ExpandableSegment>,
+    /// Every read of the two size thresholds so far.
+    thresholds: Thresholds,
 }
 
 impl PyTorchCaching {
@@ -490,7 +570,13 @@ impl PyTorchCaching {
             allocated: 0,
             total_allocated_memory: 0,
             segments: Vec::new(),
+            thresholds: Thresholds::default(),
         }
+    }
+
+    /// The values of the two size thresholds that would have taken every branch taken so far.
+    pub fn thresholds(&self) -> Thresholds {
+        self.thresholds
     }
 
     fn gc_enabled(&self) -> bool {
@@ -595,13 +681,15 @@ impl PyTorchCaching {
             }
         }
         let block_size = self.b(found).size;
-        let max_split = self.cfg.max_split_size;
+        let (max_split, rounding) = (self.cfg.max_split_size, self.cfg.max_non_split_rounding);
         // Oversize blocks are not handed to small requests, nor to large ones they exceed by
-        // too much.
-        if size < max_split && block_size >= max_split {
-            return None;
-        }
-        if size >= max_split && block_size >= size.saturating_add(self.cfg.max_non_split_rounding) {
+        // too much (`block_size >= size + rounding`; the block is at least `size`).
+        let t = &mut self.thresholds;
+        if t.split.less(size, max_split) {
+            if !t.split.less(block_size, max_split) {
+                return None;
+            }
+        } else if !t.rounding.less(block_size - size, rounding) {
             return None;
         }
         self.remove_from_blocks(found);
@@ -609,12 +697,13 @@ impl PyTorchCaching {
     }
 
     /// `should_split`.
-    fn should_split(&self, id: u32, size: u64) -> bool {
+    fn should_split(&mut self, id: u32, size: u64) -> bool {
         let remaining = self.b(id).size - size;
         if self.b(id).small || self.cfg.expandable_segments {
             remaining >= K_MIN_BLOCK_SIZE
         } else {
-            size < self.cfg.max_split_size && remaining > K_SMALL_SIZE
+            // The split size decides only where the rest is worth keeping: read it there.
+            remaining > K_SMALL_SIZE && self.thresholds.split.less(size, self.cfg.max_split_size)
         }
     }
 
@@ -672,6 +761,8 @@ impl PyTorchCaching {
         driver: &mut Device,
     ) -> bool {
         let max_split = self.cfg.max_split_size;
+        // Unset, nothing is released; set, what is depends on its value.
+        self.thresholds.split.exact(max_split);
         if max_split == u64::MAX {
             return false;
         }
@@ -1429,5 +1520,48 @@ mod tests {
         // first; at 1 nothing is collected, and nothing caps.
         assert!(run(1.0 - f64::EPSILON) <= 64 * MIB);
         assert_eq!(run(1.0), 60 * MIB + 34 * MIB);
+    }
+
+    /// 40 MiB, freed, then 20 MiB (from the cached 40 MiB block, split) and 50 MiB: the replay
+    /// with `max_split_size` of `split_mb` (MiB) and the split rounding `rounding_mb`; its
+    /// reserved bytes and thresholds.
+    fn thresholds_of(split_mb: Option<u64>, rounding_mb: u64) -> (u64, Thresholds) {
+        let cfg = Config {
+            max_split_size: split_mb.map_or(u64::MAX, |m| m * MIB),
+            max_non_split_rounding: rounding_mb * MIB,
+            ..Config::default()
+        };
+        let (mut p, mut d) = (
+            PyTorchCaching::new(cfg),
+            Driver::new(DriverModel::default()),
+        );
+        alloc_all(&mut p, &mut d, 0, &[40 * MIB]);
+        free_all(&mut p, &mut d, 0, 1);
+        alloc_all(&mut p, &mut d, 1, &[20 * MIB, 50 * MIB]);
+        (d.reserved(), p.thresholds())
+    }
+
+    #[test]
+    fn thresholds_that_a_replay_admits_replay_as_it_did_and_the_others_do_not() {
+        // Unset: every size compared with it (the 20 MiB request and the 40 MiB block it
+        // took; no block is split when the rest is under 1 MiB, and 50 MiB found no block) is
+        // below it, so any split size above 40 MiB takes the same branches.
+        let (reserved, t) = thresholds_of(None, 20);
+        let admitted = |m: u64, r: u64| {
+            t.admit(&Config {
+                max_split_size: m * MIB,
+                max_non_split_rounding: r * MIB,
+                ..Config::default()
+            })
+        };
+        assert!(admitted(41, 20) && admitted(1024, 256));
+        assert_eq!(thresholds_of(Some(41), 256).0, reserved);
+        // At 40 MiB the cached block is oversize for a 20 MiB request: a new segment.
+        assert!(!admitted(40, 20));
+        assert_ne!(thresholds_of(Some(40), 20).0, reserved);
+        // A 30 MiB split size refuses the 40 MiB block to the 20 MiB request, as any split
+        // size above 20 MiB and at most 40 MiB does.
+        let (_, t30) = thresholds_of(Some(30), 20);
+        assert!(t30.split.admits(21 * MIB) && !t30.split.admits(41 * MIB));
     }
 }

@@ -18,7 +18,8 @@ pub use engine::{
 };
 pub use input::{CapacitySource, ReplayInput};
 pub use parallel::{
-    FitResult, Progress, RunResult, fit_all, fit_one, replay_all, replay_all_with, run, run_with,
+    FitResult, Progress, RunResult, fit_all, fit_one, replay_all, replay_all_with, run,
+    run_caching, run_with,
 };
 pub use pool_range::{PoolRange, pool_note, pool_range};
 pub use prepare::{Limits, capacity, driver, prepare};

@@ -6,7 +6,7 @@ use super::engine::{Outcome, replay_on};
 use super::prepare::driver;
 use crate::model::RequestStream;
 use crate::policy::driver::H200_TOTAL_MEMORY;
-use crate::policy::pytorch::fraction_for_cap;
+use crate::policy::pytorch::{Config, PyTorchCaching, Thresholds, fraction_for_cap};
 use crate::policy::{AddressOrder, BOUNDS, BuildContext, PolicyError, PolicySpec, build};
 use rayon::prelude::*;
 
@@ -79,6 +79,22 @@ pub fn run_with(
         &mut (),
     )
     .0)
+}
+
+/// [`run_with`] of PyTorch's caching allocator configured as `cfg` (what
+/// [`crate::policy::build`] gives its spec: [`crate::policy::equivalence::caching_config`]),
+/// with the values of its size thresholds that take the branches this replay took.
+pub fn run_caching(
+    stream: &RequestStream,
+    cfg: Config,
+    capacity: u64,
+    order: AddressOrder,
+) -> (Outcome, Thresholds) {
+    let mut policy = PyTorchCaching::new(cfg);
+    let driver = driver(stream, capacity, order);
+    let requests = stream.requests.iter().copied();
+    let (outcome, _) = replay_on(&mut policy, requests, driver, None, &mut ());
+    (outcome, policy.thresholds())
 }
 
 /// The smallest capacity at which a policy serves a stream without OOM.

@@ -3,11 +3,16 @@
 //! given to each of them. A class with PyTorch's garbage collection whose class without it
 //! (without its memory fraction too, else) is replayed too waits for that replay, and takes its
 //! outcome when it peaked low enough for neither ever to decide a branch ([`crate::policy::pytorch::Effective::without_collection`]).
+//! Classes of PyTorch's allocator that differ only in the two size thresholds
+//! ([`crate::policy::pytorch::Effective::without_thresholds`]) replay one at a time: the first
+//! replayed, each other whose thresholds take every branch that replay took
+//! ([`crate::policy::pytorch::Thresholds`]) takes its outcome; the rest wait for the next round.
 
 use crate::model::RequestStream;
-use crate::policy::equivalence::{ReplayClass, replay_class, request_sizes};
+use crate::policy::equivalence::{ReplayClass, StreamFacts, caching_config, replay_class};
+use crate::policy::pytorch::{Config, Effective, Thresholds};
 use crate::policy::{AddressOrder, BuildContext, PolicyError, PolicySpec};
-use crate::replay::{Outcome, RunResult, run_with};
+use crate::replay::{Outcome, RunResult, run_caching, run_with};
 use rayon::prelude::*;
 
 /// One class of candidates on one stream.
@@ -18,6 +23,20 @@ struct Class {
     /// The class without garbage collection (an index into the same list) and the peak up to
     /// which its outcome is this one's.
     uncollected: Option<(usize, u64)>,
+    /// PyTorch's allocator: the configuration `spec` builds, and the class with the size
+    /// thresholds set aside.
+    caching: Option<(Config, Effective)>,
+}
+
+impl Class {
+    /// Whether `self` and `other` are classes of one stream that differ in the size thresholds
+    /// alone.
+    fn sibling(&self, other: &Class) -> bool {
+        match (&self.caching, &other.caching) {
+            (Some((_, a)), Some((_, b))) => self.stream == other.stream && a == b,
+            _ => false,
+        }
+    }
 }
 
 /// What [`crate::replay::replay_all_with`] returns for the same arguments, results in
@@ -32,7 +51,7 @@ pub fn replay_distinct(
     // Per stream, the class (an index into `all`) of each spec.
     let mut class_of: Vec<Vec<usize>> = Vec::with_capacity(streams.len());
     for (s, stream) in streams.iter().enumerate() {
-        let sizes = request_sizes(stream);
+        let facts = StreamFacts::of(stream);
         let ctx = BuildContext {
             stream,
             capacity: capacities[s],
@@ -41,15 +60,22 @@ pub fn replay_distinct(
         let mut seen: Vec<ReplayClass> = Vec::new();
         let mut of = Vec::with_capacity(specs.len());
         for (p, spec) in specs.iter().enumerate() {
-            let class = replay_class(spec, &ctx, &sizes)?;
+            let class = replay_class(spec, &ctx, &facts)?;
             let at = match seen.iter().position(|c| *c == class) {
                 Some(at) => at,
                 None => {
+                    let caching = match &class {
+                        ReplayClass::PyTorch(e) => {
+                            caching_config(spec, &ctx)?.map(|cfg| (cfg, e.without_thresholds()))
+                        }
+                        ReplayClass::Spec(_) => None,
+                    };
                     seen.push(class);
                     all.push(Class {
                         stream: s,
                         spec: p,
                         uncollected: None,
+                        caching,
                     });
                     seen.len() - 1
                 }
@@ -68,13 +94,15 @@ pub fn replay_distinct(
         }
         class_of.push(of);
     }
-    let run = |c: &Class| {
-        run_with(
-            &streams[c.stream],
-            &specs[c.spec],
-            capacities[c.stream],
-            order,
-        )
+    let run = |c: &Class| -> Result<(Outcome, Option<Thresholds>), PolicyError> {
+        let (stream, capacity) = (&streams[c.stream], capacities[c.stream]);
+        Ok(match &c.caching {
+            Some((cfg, _)) => {
+                let (o, t) = run_caching(stream, cfg.clone(), capacity, order);
+                (o, Some(t))
+            }
+            None => (run_with(stream, &specs[c.spec], capacity, order)?, None),
+        })
     };
     let replay = |which: &[usize]| {
         which
@@ -83,11 +111,33 @@ pub fn replay_distinct(
             .collect::<Result<Vec<_>, _>>()
     };
     let mut outcomes: Vec<Option<Outcome>> = vec![None; all.len()];
-    let direct: Vec<usize> = (0..all.len())
+    let mut replays = 0;
+    let mut waiting: Vec<usize> = (0..all.len())
         .filter(|&i| all[i].uncollected.is_none())
         .collect();
-    for (&i, o) in direct.iter().zip(replay(&direct)?) {
-        outcomes[i] = Some(o);
+    while !waiting.is_empty() {
+        // The first waiting class of each group of siblings, and every other class.
+        let mut first: Vec<usize> = Vec::new();
+        for &i in &waiting {
+            if !first.iter().any(|&f| all[f].sibling(&all[i])) {
+                first.push(i);
+            }
+        }
+        for (&f, (o, thresholds)) in first.iter().zip(replay(&first)?) {
+            if let Some(t) = thresholds {
+                for &i in &waiting {
+                    if i != f
+                        && all[f].sibling(&all[i])
+                        && all[i].caching.as_ref().is_some_and(|(cfg, _)| t.admit(cfg))
+                    {
+                        outcomes[i] = Some(o.clone());
+                    }
+                }
+            }
+            outcomes[f] = Some(o);
+        }
+        replays += first.len();
+        waiting.retain(|&i| outcomes[i].is_none());
     }
     let mut again = Vec::new();
     for (i, c) in all.iter().enumerate() {
@@ -102,7 +152,7 @@ pub fn replay_distinct(
             }
         }
     }
-    for (&i, o) in again.iter().zip(replay(&again)?) {
+    for (&i, (o, _)) in again.iter().zip(replay(&again)?) {
         outcomes[i] = Some(o);
     }
     let results = class_of
@@ -117,5 +167,5 @@ pub fn replay_distinct(
             })
         })
         .collect();
-    Ok((results, direct.len() + again.len()))
+    Ok((results, replays + again.len()))
 }
