@@ -36,18 +36,25 @@ static VOCABULARIES: OnceLock<[Vocabulary; 3]> = OnceLock::new();
 /// Buffers the event batches of one trace and writes them as `events` rows.
 pub struct EventColumns {
     trace_id: ByteArray,
+    /// `trace_id` repeated, as long as the longest row group so far: cloned once per trace,
+    /// not once per row group (a shared byte array's clone and drop update its count).
+    trace_ids: Vec<ByteArray>,
     /// Whether an allocation's `size` is what the program asked for (a request-level trace).
     sizes_are_requests: bool,
     /// `api`, `action` and `memory_kind`.
     vocabularies: &'static [Vocabulary; 3],
-    /// The stored values of the buffered rows, per storage column.
-    columns: [Vec<u64>; COLUMNS],
+    /// The stored values of the buffered rows, per storage column, as the signed integers
+    /// with the same bits that the tables hold: the 64-bit columns are written as they are.
+    columns: [Vec<i64>; COLUMNS],
+    /// One string column's values, its allocation reused for every string column.
+    strings: Vec<ByteArray>,
 }
 
 impl EventColumns {
     pub fn new(trace_id: &str, sizes_are_requests: bool) -> EventColumns {
         EventColumns {
             trace_id: ByteArray::from(trace_id),
+            trace_ids: Vec::new(),
             sizes_are_requests,
             vocabularies: VOCABULARIES.get_or_init(|| {
                 [
@@ -57,6 +64,7 @@ impl EventColumns {
                 ]
             }),
             columns: Default::default(),
+            strings: Vec::new(),
         }
     }
 
@@ -76,40 +84,47 @@ impl EventColumns {
     /// Writes the buffered rows as one row group and empties the buffer.
     pub fn write<W: Write + Send>(&mut self, g: &mut RowGroup<'_, W>) -> Result<(), ParquetError> {
         let n = self.len();
-        let col = |i: usize| self.columns[i].iter().copied();
-        let i64s = |i: usize| col(i).map(|v| v as i64);
-        let i32s = |i: usize| col(i).map(|v| v as i32);
-        let api_ids: Vec<u16> = col(c::API).map(|v| v as u16).collect();
-        let sizes = &self.columns[c::SIZE];
-        let flags = &self.columns[c::FLAGS];
-        g.byte_arrays(&vec![self.trace_id.clone(); n])?;
-        g.i64s(i64s(c::SEQ))?;
-        g.i64s(i64s(c::TIME))?;
-        g.i64s(i64s(c::DURATION))?;
+        if self.trace_ids.len() < n {
+            self.trace_ids.resize(n, self.trace_id.clone());
+        }
+        let col = |i: usize| self.columns[i].as_slice();
+        let i32s = |i: usize| col(i).iter().map(|&v| v as i32);
+        let api_ids: Vec<u16> = col(c::API).iter().map(|&v| v as u16).collect();
+        let sizes = col(c::SIZE);
+        let flags = col(c::FLAGS);
+        g.byte_arrays(&self.trace_ids[..n])?;
+        g.i64_slice(col(c::SEQ))?;
+        g.i64_slice(col(c::TIME))?;
+        g.i64_slice(col(c::DURATION))?;
         g.i32s(i32s(c::PID))?;
         g.i32s(i32s(c::TID))?;
-        g.opt_i32s(col(c::DEVICE).map(|v| {
-            let d = unzigzag(v) as i32;
+        g.opt_i32s(col(c::DEVICE).iter().map(|&v| {
+            let d = unzigzag(v as u64) as i32;
             (d != NO_DEVICE).then_some(d)
         }))?;
-        g.i64s(i64s(c::STREAM))?;
+        g.i64_slice(col(c::STREAM))?;
         for v in self.vocabularies {
-            g.byte_arrays(&v.column(&api_ids))?;
+            v.column(&api_ids, &mut self.strings);
+            g.byte_arrays(&self.strings)?;
         }
-        g.i64s(i64s(c::ADDRESS))?;
-        g.i64s(i64s(c::SIZE))?;
+        g.i64_slice(col(c::ADDRESS))?;
+        g.i64_slice(sizes)?;
         g.opt_i64s((0..n).map(|i| {
             let api = Api::from_id(api_ids[i]).expect("api ids are validated at decode");
             let request = self.sizes_are_requests
                 && api.op() == Op::Alloc
-                && flags[i] & ALLOCATOR_SEGMENT == 0;
-            request.then_some(sizes[i] as i64)
+                && flags[i] as u64 & ALLOCATOR_SEGMENT == 0;
+            request.then_some(sizes[i])
         }))?;
-        g.i64s(i64s(c::HANDLE))?;
-        g.i64s(i64s(c::AUX))?;
-        g.i64s(i64s(c::FLAGS))?;
-        g.i64s(i64s(c::POOL))?;
-        g.opt_i64s(col(c::STACK).map(|v| (v != u64::from(NO_STACK)).then_some(v as i64)))?;
+        g.i64_slice(col(c::HANDLE))?;
+        g.i64_slice(col(c::AUX))?;
+        g.i64_slice(flags)?;
+        g.i64_slice(col(c::POOL))?;
+        g.opt_i64s(
+            col(c::STACK)
+                .iter()
+                .map(|&v| (v as u64 != u64::from(NO_STACK)).then_some(v)),
+        )?;
         g.i32s(i32s(c::RESULT))?;
         for c in &mut self.columns {
             c.clear();
@@ -118,12 +133,11 @@ impl EventColumns {
     }
 }
 
-fn extend(out: &mut Vec<u64>, col: &Column, n: usize) {
+fn extend(out: &mut Vec<i64>, col: &Column, n: usize) {
     match col {
-        Column::Linear { start, step } => {
-            out.extend((0..n as u64).map(|i| start.wrapping_add(i.wrapping_mul(*step as u64))))
-        }
-        Column::Values(v) => out.extend_from_slice(v),
-        Column::Narrow(v) => out.extend(v.iter().map(|&x| u64::from(x))),
+        Column::Linear { start, step } => out
+            .extend((0..n as u64).map(|i| start.wrapping_add(i.wrapping_mul(*step as u64)) as i64)),
+        Column::Values(v) => out.extend(v.iter().map(|&x| x as i64)),
+        Column::Narrow(v) => out.extend(v.iter().map(|&x| i64::from(x))),
     }
 }

@@ -40,12 +40,15 @@ impl Vocabulary {
         }
     }
 
-    /// The column for events with these API ids (ids known to [`Self::new`]): shared byte
-    /// arrays, which the writer's dictionary encoder turns into keys.
-    pub fn column(&self, ids: &[u16]) -> Vec<ByteArray> {
-        ids.iter()
-            .map(|&id| self.values[self.key_of_id[usize::from(id)]].clone())
-            .collect()
+    /// The column for events with these API ids (ids known to [`Self::new`]), into `out`
+    /// (emptied first): shared byte arrays, which the writer's dictionary encoder turns into
+    /// keys.
+    pub fn column(&self, ids: &[u16], out: &mut Vec<ByteArray>) {
+        out.clear();
+        out.extend(
+            ids.iter()
+                .map(|&id| self.values[self.key_of_id[usize::from(id)]].clone()),
+        );
     }
 }
 

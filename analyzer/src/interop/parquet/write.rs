@@ -40,7 +40,12 @@ impl<W: Write + Send> RowGroup<'_, W> {
     }
 
     pub fn i64s(&mut self, v: impl IntoIterator<Item = i64>) -> Result {
-        self.column::<Int64Type>(&v.into_iter().collect::<Vec<_>>(), None, None)
+        self.i64_slice(&v.into_iter().collect::<Vec<_>>())
+    }
+
+    /// [`Self::i64s`] of values already in a slice, written without a copy.
+    pub fn i64_slice(&mut self, v: &[i64]) -> Result {
+        self.column::<Int64Type>(v, None, None)
     }
 
     pub fn opt_i64s(&mut self, v: impl IntoIterator<Item = Option<i64>>) -> Result {
