@@ -3,7 +3,7 @@
 //!
 //! Sans-IO: [`Summary::of`] takes a decoded trace and returns data. No allocator is modelled:
 //! *requested* and *reserved* here are what the recorded program and driver did
-//! //! (docs/architecture.md, "Definitions"), not a policy's prediction. It reads the trace's
+//! (docs/architecture.md, "Definitions"), not a policy's prediction. It reads the trace's
 //! allocation table ([`AllocationTable`]), as `diff`, the failure sites and the exporters do;
 //! stacks are named and ranked by `symbolize`.
 
