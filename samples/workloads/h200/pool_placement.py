@@ -90,7 +90,7 @@ class Free:
     @staticmethod
     def union(lo, hi):
         return dict(lo, end=hi["end"], id=max(lo["id"], hi["id"]), ts=max(lo["ts"], hi["ts"]),
-                    done=lo["done"] and hi["done"])
+                    done=lo["done"] and hi["done"], synced=lo["synced"] and hi["synced"])
 
     def join(self, x):
         """Merges the range at x with its neighbours where `joins` allows."""
@@ -104,7 +104,8 @@ class Free:
                 self.r[k] = self.union(self.r[k], self.r.pop(x))
 
     def add(self, x, n, fid, ts, stream, done=False):
-        self.r[x] = {"end": x + n, "id": fid, "ts": ts, "done": done, "stream": stream}
+        self.r[x] = {"end": x + n, "id": fid, "ts": ts, "done": done, "synced": done,
+                     "stream": stream}
         self.join(x)
 
     def progress(self, pending, lag, now):
@@ -121,6 +122,8 @@ class Free:
 
     def complete(self):
         """Marks every incomplete range complete (a synchronization) and merges them."""
+        for v in self.r.values():
+            v["synced"] = True
         for k in [k for k, v in self.r.items() if not v["done"]]:
             if k in self.r:
                 self.r[k]["done"] = True
@@ -203,12 +206,16 @@ def by_size(t):
     return (t[1]["end"] - t[0], t[1]["id"], t[0])
 
 
+def by_size_high(t):
+    return (t[1]["end"] - t[0], -t[0])
+
+
 def first(items):
     return items[:1]
 
 
-def best(items):
-    return [min(items, key=by_size)] if items else []
+def best(items, key=by_size):
+    return [min(items, key=key)] if items else []
 
 
 def recent(items):
@@ -244,9 +251,12 @@ def placement(events, lag):
     return [c[name] / c["n"] for name in RULES]
 
 
-def peak(events, lag):
-    """Reserved peak (MiB) of the split model: a stream's incomplete frees first (best fit, ties
-    to the earliest), then complete ones (best fit), else the arena grows in 32 MiB steps."""
+def peak(events, lag, tier="done", key=by_size):
+    """Reserved peak (MiB) of the split model: a stream's own frees of the first tier first (best
+    fit, `key` breaks ties), then the others' (best fit), else the arena grows in 32 MiB steps.
+    Ranges merge as `split_joins` says (by GPU completion); the tier is completion (`done`) or
+    the host's synchronizations (`synced`: frees since the stream's last synchronization first,
+    as ordered_pool.rs)."""
     free = Free(split_joins)
     live, reserved, high, fid = {}, 0, 0, 0
     pending = deque()
@@ -255,8 +265,8 @@ def peak(events, lag):
         if act == "alloc":
             n = rounded(size)
             fits = [(k, v) for k, v in free.r.items() if v["end"] - k >= n]
-            own = [t for t in fits if not t[1]["done"] and t[1]["stream"] == stream]
-            pick = best(own) or best([t for t in fits if t[1]["done"]])
+            own = [t for t in fits if not t[1][tier] and t[1]["stream"] == stream]
+            pick = best(own, key) or best([t for t in fits if t[1][tier]], key)
             if pick:
                 x = pick[0][0]
                 free.take(x, n)
@@ -265,7 +275,7 @@ def peak(events, lag):
                 if free.r:
                     k = free.r.keys()[-1]
                     v = free.r[k]
-                    if v["end"] == reserved and (v["done"] or v["stream"] == stream):
+                    if v["end"] == reserved and (v[tier] or v["stream"] == stream):
                         x = k
                 grown = -(-(x + n - reserved) // CHUNK) * CHUNK
                 if x < reserved:
@@ -336,6 +346,20 @@ def main():
             lo, hi = min(p), max(p)
             print(f"| {w} | {c} | {real[w]:,} | {cells} | {lo:,}–{hi:,} "
                   f"({100 * (hi - lo) / lo:.0f}% wide) |")
+    variants = [("completion", "earliest", "done", by_size),
+                ("completion", "highest address", "done", by_size_high),
+                ("synchronization", "earliest", "synced", by_size)]
+    lags = (1e6, 3e6, 1e7)
+    print("\n## 5. Peaks (MiB, the cudaMallocAsync traces) of variants: the tier a request tries "
+          "first, ties among equal sizes\n")
+    print("| workload | real | " + " | ".join(
+        f"{t}, {k}, LAG {lag / 1e6:g} ms" for t, k, _, _ in variants for lag in lags) + " |")
+    print("|---|---:|" + "---:|" * (len(variants) * len(lags)))
+    for w in WORKLOADS:
+        cells = [peak(ev[w, "async"], lag, tier, key) for _, _, tier, key in variants
+                 for lag in lags]
+        print(f"| {w} | {real[w]:,} | " + " | ".join(
+            f"{v:,} ({100 * (v - real[w]) / real[w]:+.1f}%)" for v in cells) + " |")
 
 
 main()
