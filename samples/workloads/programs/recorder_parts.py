@@ -25,11 +25,11 @@ import torch
 from pyframes_train import build_mlp, gpt2_step, mlp_step
 
 # recorder/src/bench.rs's switches.
-CLOCK, TSC, STACK, WALK, INTERN, NODE, PUSH, RECORD = (1 << i for i in range(8))
+CLOCK, VDSO, STACK, WALK, INTERN, NODE, PUSH, RECORD = (1 << i for i in range(8))
 VARIANTS = {
     "paused": None,
     "full": 0,
-    "tsc_clock": TSC,
+    "vdso_clock": VDSO,
     "no_clock": CLOCK,
     "no_stack": STACK,
     "no_walk": WALK,
