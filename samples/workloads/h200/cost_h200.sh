@@ -16,7 +16,8 @@
 # Each DIR holds a stripped release libvramtrace_preload.so: BENCH's built with
 # `--features bench` (recorder/src/bench.rs), A and B the builds compared (this branch, main).
 # About 25 s a process of `parts` with both models, 25 s a process of `ab`, 8 s of `proc`.
-# Results: $OUT/cost.tar.gz (json/, logs/, machine.txt, summary.txt; packed after each phase).
+# Results: $OUT/cost.tar.gz (json/, logs/, traces/ (proc's first recorded MLP run of each build),
+# machine.txt, summary.txt; packed after each phase).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 W=$(cd "$HERE/../programs" && pwd)
@@ -94,6 +95,9 @@ if phase proc; then
                     python3 "$W/pyframes_train.py" "$f" --models mlp ;;
             esac >>"$R/logs/proc.log" 2>&1
             echo "proc $s $i rc=$?" >>"$R/logs/rc.txt"
+            # One trace of each build comes back, to check its times offline.
+            [ "$i" = 1 ] && [ -f /tmp/cost-mlp.vramtrace ] && mkdir -p "$R/traces" &&
+                mv /tmp/cost-mlp.vramtrace "$R/traces/mlp-$s.vramtrace"
             rm -f /tmp/cost-mlp.vramtrace
         done
         pack
