@@ -33,6 +33,7 @@
 compile_error!("the recorder supports x86-64 Linux only (the dlsym trampoline is x86-64 code)");
 
 mod autograd;
+mod bench;
 mod clock;
 mod config;
 mod context;

@@ -39,6 +39,7 @@
 //! snapshot once no block announces it.
 
 use crate::autograd;
+use crate::bench;
 use crate::clock;
 use crate::config::{Kind, Mode};
 use crate::hot::HOT;
@@ -252,7 +253,7 @@ pub fn capture(api: Option<Api>) -> u32 {
     // The caller started recording first (`session::start_if_needed`): a program linked with
     // -lcuda makes its first call without a lookup before it, and its first event has a stack too.
     let mode = HOT.stack_mode.load(Ordering::Acquire);
-    if mode == OFF {
+    if mode == OFF || bench::skips(bench::STACK) {
         return NO_STACK;
     }
     let caller = mode == PYTHON && names_caller(api);
@@ -352,10 +353,15 @@ fn capture_in(block: &Block, mode: u8, caller: bool) -> u32 {
         block.hazard.store(std::ptr::null_mut(), Ordering::Release);
     }
     if mode == PYTHON || mode == MIXED {
-        let walked = python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth);
+        let walked = if bench::skips(bench::WALK) {
+            0
+        } else {
+            python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth)
+        };
         // No Python frame: on an autograd engine thread, the node it evaluates names the
         // allocation (a backward pass's gradients).
         if walked == 0
+            && !bench::skips(bench::NODE | bench::WALK)
             && let Some(node) = autograd::node_word()
             && let Some(slot) = frames.get_mut(n)
         {
@@ -364,11 +370,12 @@ fn capture_in(block: &Block, mode: u8, caller: bool) -> u32 {
         }
         n += walked;
     }
-    let id = match n {
-        0 => NO_STACK,
+    let id = if n == 0 || bench::skips(bench::INTERN) {
+        NO_STACK
+    } else {
         // The recent stacks' key is a stack's first words: a native stack's are the
         // allocator's own frames, the same in every stack of a PyTorch program.
-        _ => intern(state, frames.get(..n).unwrap_or(&[]), mode == PYTHON),
+        intern(state, frames.get(..n).unwrap_or(&[]), mode == PYTHON)
     };
     state.words = words;
     id

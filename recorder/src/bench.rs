@@ -1,0 +1,54 @@
+//! Bench builds only (`cargo build --release -p vramtrace-recorder --features bench`): switches
+//! that take one part of the hook path out at a time, so that a benchmark can alternate the
+//! variants in blocks of one process and measure what each part costs in the real program's
+//! cold caches (`samples/workloads/programs/recorder_parts.py`, recorder/BENCHMARKS.md "Where a
+//! tensor's recording time goes"). A variant's trace is wrong by design (no times, no stacks,
+//! no events): a measurement aid, never a recording. Without the feature every switch is a
+//! constant `false` and compiles away.
+//!
+//! From Python: `ctypes.CDLL(None).vramtrace_bench_skip(MASK)`, which returns the previous mask.
+
+/// The record times are 0 (`clock::stamp`).
+pub const CLOCK: u32 = 1;
+/// The record times are read from the vDSO's `CLOCK_MONOTONIC` where they would be counter
+/// ticks: what the counter saves (their values are then wrong).
+pub const VDSO: u32 = 2;
+/// No stack at all (`stacks::capture` returns at once, as with `--stacks none`).
+pub const STACK: u32 = 4;
+/// The thread's stack block is taken, but no Python frame is walked (so nothing is interned).
+pub const WALK: u32 = 8;
+/// The Python frames are walked, but not interned (the event gets no stack).
+pub const INTERN: u32 = 16;
+/// The autograd node of an engine thread's capture is not read.
+pub const NODE: u32 = 32;
+/// The record is built but not written into the journal (`ring::push` returns at once).
+pub const PUSH: u32 = 64;
+/// A tracker entry is decoded, and then nothing else is done (no clock, stack or record).
+pub const RECORD: u32 = 128;
+
+/// Whether the running variant leaves `part` out.
+#[inline(always)]
+pub fn skips(part: u32) -> bool {
+    #[cfg(feature = "bench")]
+    {
+        crate::hot::HOT
+            .bench_skip
+            .load(std::sync::atomic::Ordering::Relaxed)
+            & part
+            != 0
+    }
+    #[cfg(not(feature = "bench"))]
+    {
+        let _ = part;
+        false
+    }
+}
+
+/// Sets the parts left out (an or of the constants above); returns the previous mask.
+#[cfg(feature = "bench")]
+#[unsafe(no_mangle)]
+pub extern "C" fn vramtrace_bench_skip(mask: u32) -> u32 {
+    crate::hot::HOT
+        .bench_skip
+        .swap(mask, std::sync::atomic::Ordering::Relaxed)
+}

@@ -1,0 +1,128 @@
+"""The tables of samples/workloads/h200/cost_h200.sh's results (recorder/BENCHMARKS.md "Where a
+tensor's recording time goes").
+
+    python3 samples/workloads/h200/cost_compare.py RESULTS
+
+RESULTS is the unpacked `cost/` folder (json/, logs/). Prints: per model, each bench variant's
+cost over paused (median of the processes, then each process) in % of the step and in µs per
+allocation, and what each part costs (full minus the variant without it); the `perf stat`
+counts per allocation where they exist; the A/B in-process medians; the between-process MLP
+medians against the unrecorded run.
+"""
+
+import csv
+import glob
+import json
+import os
+import statistics
+import sys
+
+
+def load(pattern):
+    return {os.path.basename(f)[:-5]: json.load(open(f)) for f in sorted(glob.glob(pattern))}
+
+
+def spread(v, fmt):
+    return f"{fmt.format(statistics.median(v))} ({', '.join(fmt.format(x) for x in v)})"
+
+
+def parts(r):
+    runs = load(os.path.join(r, "json", "parts-*.json"))
+    if not runs:
+        return
+    models = sorted({m for d in runs.values() for m in d})
+    for m in models:
+        ds = [d[m] for d in runs.values() if m in d]
+        print(f"## {m}: {len(ds)} processes, allocations a step "
+              f"{statistics.median(d['allocations_per_step'] for d in ds):.0f}, paused step "
+              f"{spread([d['paused_ms'] for d in ds], '{:.3f}')} ms")
+        print(f"{'variant':12} {'over paused, % of step':40} {'µs per allocation':40}")
+        variants = [k for k in ds[0] if isinstance(ds[0][k], dict)]
+        for v in variants:
+            pct = [d[v]["over_paused_pct"] for d in ds]
+            us = [d[v]["over_paused_us_per_alloc"] for d in ds]
+            print(f"{v:12} {spread(pct, '{:+.2f}'):40} {spread(us, '{:+.3f}'):40}")
+        print("what a part costs: full minus the variant without it, per process, then the median")
+        for v in variants:
+            if v in ("paused", "full"):
+                continue
+            pct = [d["full"]["over_paused_pct"] - d[v]["over_paused_pct"] for d in ds]
+            us = [d["full"]["over_paused_us_per_alloc"] - d[v]["over_paused_us_per_alloc"]
+                  for d in ds]
+            print(f"  {v:12} {spread(pct, '{:+.2f}'):40} {spread(us, '{:+.3f}'):40}")
+        print()
+
+
+def perf(r):
+    files = sorted(glob.glob(os.path.join(r, "logs", "perf-*.csv")))
+    if not files:
+        probe = os.path.join(r, "logs", "perf-probe.txt")
+        if os.path.exists(probe):
+            print("perf stat: refused:", open(probe).read().strip().splitlines()[-1:])
+        return
+    print("## perf stat, whole MLP processes (one variant in every block)")
+    rows = {}
+    for f in files:
+        v = os.path.basename(f)[len("perf-"):-4]
+        j = os.path.join(r, "json", f"perf-{v}.json")
+        steps_allocs = None
+        if os.path.exists(j):
+            d = json.load(open(j))["mlp"]
+            steps_allocs = d["allocations_per_step"]
+        counts = {}
+        for row in csv.reader(line for line in open(f) if line.strip() and line[0] != "#"):
+            if len(row) > 2 and row[0].replace(".", "").isdigit():
+                counts[row[2]] = float(row[0])
+        rows[v] = (counts, steps_allocs)
+        print(f"  {v:12} " + "  ".join(f"{k} {c:,.0f}" for k, c in counts.items()))
+    if "paused" in rows and "full" in rows:
+        (p, _), (f, a) = rows["paused"], rows["full"]
+        # recorder_parts.py: 20 warm-up steps, rounds x variants x 10 steps, 5 counted steps.
+        print("  full minus paused:", "  ".join(f"{k} {f[k] - p.get(k, 0):+,.0f}" for k in f))
+    print()
+
+
+def ab(r):
+    runs = load(os.path.join(r, "json", "ab-*.json"))
+    if not runs:
+        return
+    rows = {}
+    for name, d in runs.items():
+        _, build, _ = name.split("-")
+        for m, v in d.items():
+            if isinstance(v, dict) and "recorded" in v:
+                rec, pau = v["recorded"]["median_ms"], v["paused"]["median_ms"]
+                rows.setdefault((m, build), []).append(100 * (rec / pau - 1))
+                print(f"{name:8} {m:5} recorded {rec:8.3f} ms  paused {pau:8.3f} ms  "
+                      f"({100 * (rec / pau - 1):+6.2f}%)")
+    print("## in one process, recorded against paused, median of the processes (each process)")
+    for (m, build), v in sorted(rows.items()):
+        print(f"  {m:5} {build}  {spread(v, '{:+.2f}')}%")
+    print()
+
+
+def proc(r):
+    runs = load(os.path.join(r, "json", "proc-*.json"))
+    if not runs:
+        return
+    by = {}
+    for name, d in runs.items():
+        _, setting, _ = name.split("-")
+        by.setdefault(setting, []).append(d["mlp"]["median_ms"])
+    print("## between processes, MLP: median step (ms) of the processes' medians")
+    base = statistics.median(by["plain"]) if "plain" in by else None
+    for s, v in by.items():
+        rel = f"{100 * (statistics.median(v) / base - 1):+.1f}%" if base else ""
+        print(f"  {s:8} {spread(v, '{:.3f}'):40} {rel}")
+
+
+def main():
+    r = sys.argv[1]
+    parts(r)
+    perf(r)
+    ab(r)
+    proc(r)
+
+
+if __name__ == "__main__":
+    main()
