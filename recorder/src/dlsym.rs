@@ -250,7 +250,6 @@ pub fn next_dlsym() -> Option<DlsymFn> {
 
 extern "C" fn on_load() {
     find_dlsyms();
-    clock::decide();
     // Tells `vramtrace record` that the preload was loaded at all (a process that never makes
     // a CUDA lookup leaves only this mark).
     if let Some(dir) = std::env::var_os(env::HEARTBEAT) {

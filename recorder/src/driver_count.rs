@@ -33,7 +33,7 @@ static PRIMARY_SEEN: [AtomicBool; 64] = [const { AtomicBool::new(false) }; 64];
 
 /// A `driver.process_memory` record of `bytes` on `device` taken `when`.
 fn record(device: i32, bytes: u64, when: u64, context: u64) -> vramtrace_format::journal::Record {
-    let now = crate::clock::stamp();
+    let now = crate::clock::now();
     let mut rec = ring::record_of(Some(Api::DriverProcessMemory), now, now, 0);
     rec.device = device;
     rec.size = bytes;

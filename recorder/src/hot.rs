@@ -30,8 +30,6 @@ pub struct Hot {
     pub stack_mode: AtomicU8,
     /// Frames a stack keeps, at most (`stacks`).
     pub max_depth: AtomicU16,
-    /// Record times are time-stamp-counter ticks, not nanoseconds (`clock`).
-    pub tsc: AtomicBool,
     /// The parts a bench build's variant leaves out (`bench`).
     #[cfg(feature = "bench")]
     pub bench_skip: AtomicU32,
@@ -48,7 +46,6 @@ pub static HOT: Hot = Hot {
     paused: AtomicBool::new(false),
     stack_mode: AtomicU8::new(0),
     max_depth: AtomicU16::new(0),
-    tsc: AtomicBool::new(false),
     #[cfg(feature = "bench")]
     bench_skip: AtomicU32::new(0),
 };

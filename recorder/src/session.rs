@@ -15,15 +15,12 @@ use crate::writer::{self, Job};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use vramtrace_format::chunk::MAGIC;
 use vramtrace_format::conventions::{
     Heartbeat, heartbeat_name, process_trace_name, trace_heartbeat_name, trace_stem,
 };
-use vramtrace_format::journal::{
-    self, HEADER_FIELDS_LEN, HEADER_LEN, Header, RECORD_LEN, TimeRule,
-};
+use vramtrace_format::journal::{self, HEADER_FIELDS_LEN, HEADER_LEN, Header, RECORD_LEN};
 use vramtrace_format::{ALLOCATOR_ENV_VARS, Metadata, Process, TraceWriter, WriterOptions};
 
 /// Starts recording if it may still start (not started, or starting on another thread, whose
@@ -228,16 +225,7 @@ fn create_journal(path: &Path, slots: u64, pid: u32) -> std::io::Result<*mut u8>
         let _ = std::fs::remove_file(path);
         return Err(std::io::Error::from_raw_os_error(r));
     }
-    let header = Header {
-        clock: clock::unit(),
-        ..Header::new(pid, slots)
-    };
-    (&f).write_all(&header.to_bytes())?;
-    // The first line from ticks to nanoseconds (slot 0, current), for a reader after a crash
-    // before the writer thread wrote its own.
-    if let Some(rule) = clock::rule() {
-        f.write_all_at(&rule.to_bytes(), TimeRule::offset(0) as u64)?;
-    }
+    (&f).write_all(&Header::new(pid, slots).to_bytes())?;
     // SAFETY: a fresh shared read-write mapping of `len` bytes of a file this function
     // allocated; it is never unmapped (hooks may hold its address until the process ends).
     let p = unsafe {

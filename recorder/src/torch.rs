@@ -139,7 +139,7 @@ unsafe extern "C" fn invoke(_functor: *const [usize; 2], entry: *const u8) {
         }
         ring::push(&mut held);
     }
-    let now = crate::clock::stamp();
+    let now = crate::clock::now();
     let mut rec = ring::record_of(Some(e.api), now, now, e.result);
     rec.device = e.device;
     rec.address = e.address;

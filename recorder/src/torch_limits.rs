@@ -53,7 +53,7 @@ fn write(api: Api, device: i32, fill: impl FnOnce(&mut vramtrace_format::journal
     }
     session::start_if_needed();
     release_held();
-    let now = crate::clock::stamp();
+    let now = crate::clock::now();
     let mut rec = ring::record_of(Some(api), now, now, 0);
     rec.device = device;
     fill(&mut rec);

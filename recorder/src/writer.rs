@@ -4,7 +4,6 @@
 //! It frees journal slots only after the chunk holding their events was written (`flush`), which
 //! is what makes the journal a complete crash record (see `ring`).
 
-use crate::clock;
 use crate::context;
 use crate::driver_count::Sampler;
 use crate::filesize;
@@ -18,10 +17,10 @@ use crate::tracefile::{self, TraceFile};
 use std::collections::HashSet;
 use std::io::BufWriter;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering, compiler_fence};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use vramtrace_format::conventions::{Heartbeat, heartbeat_name};
-use vramtrace_format::journal::{RULE_OFFSET, Record, TimeRule};
+use vramtrace_format::journal::Record;
 use vramtrace_format::{
     Api, Device, Event, MemoryKind, Metadata, Op, Pool, Stream, Thread, TraceWriter,
 };
@@ -53,9 +52,6 @@ pub struct Job {
     stacks: TableWriter,
     driver_counts: Sampler,
     broken: bool,
-    /// The current line from the records' counter ticks to nanoseconds, and its slot in the
-    /// journal's header; `None` when the records' times are nanoseconds (`clock`).
-    rule: Option<(TimeRule, u64)>,
 }
 
 impl Job {
@@ -84,8 +80,6 @@ impl Job {
             stacks: TableWriter::new(pid),
             driver_counts: Sampler::default(),
             broken: false,
-            // The session wrote its first line into slot 0.
-            rule: clock::rule().map(|r| (r, 0)),
         }
     }
 }
@@ -168,7 +162,6 @@ impl Job {
     /// the first slot not yet published, or when half the ring is pending); returns the new
     /// cursor.
     fn drain(&mut self, mut cursor: u64, end: u64) -> u64 {
-        self.refresh_rule();
         let flushed_limit = cursor + self.capacity / 2;
         while cursor < end && cursor < flushed_limit {
             // SAFETY: the slot's record is stable once its seq is published, until `drained`
@@ -181,39 +174,12 @@ impl Job {
                 std::ptr::read(rec)
             };
             cursor += 1;
-            if let Some(mut e) = rec.to_event() {
-                if let Some((rule, _)) = &self.rule {
-                    rule.apply(&mut e);
-                }
+            if let Some(e) = rec.to_event() {
                 self.learn(&e);
                 self.write(|t| t.push(&e));
             }
         }
         cursor
-    }
-
-    /// Takes a new line from ticks to nanoseconds for the records about to be drained, and
-    /// makes it the journal's current one: written into the slot that is not current, then the
-    /// slot's index, so that a reader after a kill always finds a whole line.
-    fn refresh_rule(&mut self) {
-        let (Some((_, slot)), Some(rule)) = (self.rule, clock::rule()) else {
-            return;
-        };
-        let next = slot ^ 1;
-        let bytes = rule.to_bytes();
-        // SAFETY: the rule slots and their index lie in the journal's header, which only this
-        // thread writes after the session created it; the mapping stays mapped. The index is an
-        // aligned u64 (RULE_OFFSET is a multiple of 8).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.base.0.add(TimeRule::offset(next)),
-                bytes.len(),
-            );
-            compiler_fence(Ordering::SeqCst);
-            (*(self.base.0.add(RULE_OFFSET) as *const AtomicU64)).store(next, Ordering::Release);
-        }
-        self.rule = Some((rule, next));
     }
 
     /// Adds the table entries an event refers to that the trace does not have yet.

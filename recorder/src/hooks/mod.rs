@@ -40,11 +40,11 @@ macro_rules! hook_one {
             // this name, whose ABI this wrapper's signature copies from cuda.h.
             let real = unsafe { std::mem::transmute::<usize, Real>(real) };
             let wanted = $crate::ring::wanted();
-            let t0 = if wanted { $crate::clock::stamp() } else { 0 };
+            let t0 = if wanted { $crate::clock::now() } else { 0 };
             // SAFETY: the arguments are the caller's, passed through unchanged.
             let $r = unsafe { real($($arg),*) };
             if wanted {
-                let t1 = $crate::clock::stamp();
+                let t1 = $crate::clock::now();
                 $crate::session::start_if_needed();
                 let mut $e = $crate::ring::record(hook, t0, t1, $r);
                 #[allow(unused_unsafe)]

@@ -31,7 +31,7 @@ macro_rules! ordering_hook {
             // SAFETY: the arguments are the caller's, passed through unchanged.
             let $r = unsafe { real($($arg),*) };
             if $crate::ring::wanted() {
-                let t = $crate::clock::stamp();
+                let t = $crate::clock::now();
                 $crate::session::start_if_needed();
                 let api = $crate::table::APIS[hook as usize];
                 let mut $e = $crate::ring::record_of(api, t, t, $r);

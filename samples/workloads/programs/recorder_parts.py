@@ -25,11 +25,11 @@ import torch
 from pyframes_train import build_mlp, gpt2_step, mlp_step
 
 # recorder/src/bench.rs's switches.
-CLOCK, VDSO, STACK, WALK, INTERN, NODE, PUSH, RECORD = (1 << i for i in range(8))
+CLOCK, TSC, STACK, WALK, INTERN, NODE, PUSH, RECORD = (1 << i for i in range(8))
 VARIANTS = {
     "paused": None,
     "full": 0,
-    "vdso_clock": VDSO,
+    "tsc_clock": TSC,
     "no_clock": CLOCK,
     "no_stack": STACK,
     "no_walk": WALK,
