@@ -3,12 +3,15 @@
 
     python3 analyzer/benches/tune_vs_report.py TRACE [--reps 5] [--bin NAME=PATH ...]
     python3 analyzer/benches/tune_vs_report.py --command 'tune --json DIR' [--command ...] ...
+        [--peer 'NAME=PROGRAM ARGS']
 
 Each repetition runs, one after the other, for every binary given (default: the release build),
 `tune TRACE --json`, `report TRACE --policy pytorch` (the header's search and one replay) and
 `report TRACE` (the default policies), or instead the commands given with `--command` (the
 arguments as written, split at spaces); it prints wall and CPU (user + system of the child)
-medians with min-max, and the peak RSS.
+medians with min-max, and the peak RSS. A `--peer` (another program doing the same job, e.g.
+`trace_plot=python3 -m torch.cuda._memory_viz trace_plot snap.pickle -o tp.html`) runs as
+written once per repetition, before the binaries, and gets its own row.
 """
 import argparse
 import os
@@ -23,6 +26,7 @@ parser.add_argument("trace", nargs="?")
 parser.add_argument("--reps", type=int, default=5)
 parser.add_argument("--bin", action="append", default=[], metavar="NAME=PATH")
 parser.add_argument("--command", action="append", default=[], metavar="ARGS")
+parser.add_argument("--peer", action="append", default=[], metavar="NAME=PROGRAM ARGS")
 args = parser.parse_args()
 if not args.command and args.trace is None:
     parser.error("give a TRACE or at least one --command")
@@ -49,7 +53,10 @@ def run(argv):
 
 
 results = {}
+peers = [p.split("=", 1) for p in args.peer]
 for rep in range(args.reps):
+    for name, line in peers:
+        results.setdefault((name, line), []).append(run(line.split()))
     for name, path in bins:
         for label, argv in commands:
             results.setdefault((name, label), []).append(run([path] + argv))

@@ -4,7 +4,7 @@ use crate::model::{Capture, CaptureLevel, LevelStats, allocator_as_run, detect_l
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
-use vramtrace_format::{Api, CUDA_SUCCESS, Column, EventBatch, TraceHead};
+use vramtrace_format::{Api, CUDA_SUCCESS, Column, EventBatch, MemoryKind, Op, TraceHead};
 
 /// The facts `info` prints. Field names are a contract (docs/architecture.md, "Output contracts").
 #[derive(Debug, Clone, Serialize)]
@@ -119,13 +119,20 @@ impl EventTally {
             batch.column_named("size"),
             batch.column_named("flags"),
         );
+        // What each api id of the batch does, looked up once per id rather than per event.
+        let calls: Vec<Option<(Op, MemoryKind)>> = (0..t.by_api.len())
+            .map(|id| {
+                let a = u16::try_from(id).ok().and_then(Api::from_id)?;
+                Some((a.op(), a.kind()))
+            })
+            .collect();
         for i in 0..n {
             // The calls the model takes as requests: successful, not an imported record.
-            let Some(a) = u16::try_from(api.get(i)).ok().and_then(Api::from_id) else {
+            let Some(&Some((op, kind))) = calls.get(api.get(i) as usize) else {
                 continue;
             };
             if result.get(i) == u64::from(CUDA_SUCCESS) && flags.get(i) & ALLOCATOR_SEGMENT == 0 {
-                t.level.see_call(a.op(), a.kind(), size.get(i));
+                t.level.see_call(op, kind, size.get(i));
             }
         }
         let mut i = 0;

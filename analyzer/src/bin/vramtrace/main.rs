@@ -48,6 +48,25 @@ Examples:
   vramtrace export traces/*.vramtrace --to parquet -o fleet/
   vramtrace replay traces/job-42/     # a directory: one job's per-rank traces";
 
+/// Keeps the memory of decoded event chunks in the process between chunks.
+///
+/// Every streamed command decodes a trace chunk by chunk, each column of a default chunk
+/// (65,536 events, `formats/src/writer.rs`) a vector of up to 512 KiB freed before the next.
+/// glibc's defaults (mallopt(3): `M_MMAP_THRESHOLD` 128 KiB, adjusted upwards as such blocks
+/// are freed, and `M_TRIM_THRESHOLD` twice that) hand those pages back to the kernel after
+/// each chunk, so the next one faults them in and clears them again: 128,000 page faults and a
+/// third of the CPU of `info` on a 10 M-event trace (analyzer/BENCHMARKS.md, "At the limit").
+/// Fixed thresholds keep blocks below 1 MiB on the heap and up to 16 MiB of freed heap
+/// unreturned; larger vectors still get their own mappings (and `mremap` as they grow).
+fn keep_freed_chunks() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets the allocator's parameters, called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 16 << 20);
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     Record(record::Args),
@@ -63,6 +82,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    keep_freed_chunks();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
