@@ -424,7 +424,6 @@ pub struct LiveStack {
     /// Frame names, outermost (`main`) first; empty when the trace has no stack for it.
     pub frames: Vec<String>,
     pub bytes: u64,
-    pub objects: u64,
 }
 
 /// Allocations stacked over time, as PyTorch's memory_viz "active memory timeline" draws them.
