@@ -19,7 +19,7 @@
 //! | 2 | `model`, `interop`, `backward`, `driver_count` | request streams and the allocation table every view reads; other tools' formats; autograd's allocations named; the driver's count of a process's memory against what the trace names |
 //! | 3 | `policy` | the allocator models |
 //! | 4 | `replay`, `tune`, `device_replay` | replays of the models |
-//! | 5 | `info`, `failures`, `summary`, `diff`, `answers`, `oom_story`, `report` | the views |
+//! | 5 | `info`, `failures`, `summary`, `diff`, `answers`, `oom_story`, `report` | the views; the report as data sections computed once, which its page and its charts only read |
 
 pub mod answers;
 pub mod backward;

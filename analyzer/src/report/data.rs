@@ -295,6 +295,9 @@ pub struct PolicyResult {
     pub color: usize,
     pub reserved: Series,
     pub allocated: Series,
+    /// Per bucket, the share of reserved bytes no live block uses at its end, in percent
+    /// (1 − allocated / reserved); `None` where nothing was reserved.
+    pub fragmentation: Vec<Option<f64>>,
     /// Reserved bytes over the section's [`Section::focus`] buckets.
     pub reserved_focus: Series,
     /// Its address space request by request over the section's [`Section::windows`].
@@ -421,7 +424,6 @@ pub struct LiveStack {
     /// Frame names, outermost (`main`) first; empty when the trace has no stack for it.
     pub frames: Vec<String>,
     pub bytes: u64,
-    pub objects: u64,
 }
 
 /// Allocations stacked over time, as PyTorch's memory_viz "active memory timeline" draws them.
@@ -431,6 +433,9 @@ pub struct Timeline {
     pub times_ns: Vec<u64>,
     /// The drawn allocations, each a band stacked on those born before it.
     pub bands: Vec<Band>,
+    /// Per sample, the top edge: the highest live total of its slice of time, or what the
+    /// bands live at the sample add up to when that is more.
+    pub top: Vec<u64>,
     /// Per sample, the highest live total of its slice of time less what the bands show (too
     /// small or too short to see, or a peak between samples), drawn on top as one grey band.
     pub rest: Vec<u64>,

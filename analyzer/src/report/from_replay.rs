@@ -1,6 +1,6 @@
-//! The adapter from the replay engine to chart data: replays a request stream through each
-//! policy, sampling reserved and allocated bytes into the report's time buckets as it goes (no
-//! per-request timeline is kept), takes the policy's address map where reserved peaked, and logs
+//! The adapter from the replay engine to the sections' policy data: replays a request stream
+//! through each policy, sampling reserved and allocated bytes (and so fragmentation) into the
+//! report's time buckets as it goes (no per-request timeline is kept), takes the policy's address map where reserved peaked, and logs
 //! its address space request by request over the section's [`EventWindow`]s ([`windows`]): the
 //! state before each window and every request's changes ([`StateChange`], the difference of the
 //! policy's address maps before and after it), so the page can step through the states event by
@@ -9,7 +9,7 @@
 
 use super::data::{
     AddressLayout, Buckets, EventFacts, EventWindow, OomFacts, Peak, PolicyResult, SegmentLayout,
-    SeriesBuilder, StateChange, WindowLog,
+    Series, SeriesBuilder, StateChange, WindowLog,
 };
 use crate::model::{Request, RequestKind, RequestStream};
 use crate::policy::{
@@ -522,6 +522,7 @@ fn replay_one(
         name: spec.to_string(),
         index,
         color: index,
+        fragmentation: fragmentation(&reserved, &allocated),
         reserved,
         allocated,
         reserved_focus,
@@ -623,6 +624,17 @@ pub fn layout(map: &AddressMap, owners: &[(u32, u32)]) -> AddressLayout {
             })
             .collect(),
     }
+}
+
+/// Per bucket, 1 − allocated / reserved at its end in percent; `None` where nothing was
+/// reserved.
+pub fn fragmentation(reserved: &Series, allocated: &Series) -> Vec<Option<f64>> {
+    reserved
+        .last
+        .iter()
+        .zip(&allocated.last)
+        .map(|(&r, &a)| (r > 0).then(|| 100.0 * (1.0 - a.min(r) as f64 / r as f64)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -822,5 +834,21 @@ mod tests {
             assert!(!r.address_map.segments.is_empty());
             assert_eq!(r.log[0].changes.len(), 3);
         }
+    }
+
+    #[test]
+    fn fragmentation_is_the_unallocated_share_of_reserved() {
+        let reserved = Series {
+            max: vec![0, 100, 200],
+            last: vec![0, 100, 200],
+        };
+        let allocated = Series {
+            max: vec![0, 100, 50],
+            last: vec![0, 75, 50],
+        };
+        assert_eq!(
+            fragmentation(&reserved, &allocated),
+            vec![None, Some(25.0), Some(75.0)]
+        );
     }
 }

@@ -3,14 +3,12 @@
 //! here (symbolization reads the traced program's binaries, nothing else is touched).
 
 use super::charts::{REGISTRY, Rendered, render_all};
-use super::data::Headline;
-use super::data::{ProcessFacts, ReportData, TraceFacts};
+use super::data::ReportData;
 use super::job::JobRank;
 use super::page::{self, Mode, PageRun};
 use super::page_data::{self, Run};
+use super::sections::{self, facts, from_summary, policies};
 use super::trace::TracePass;
-use super::{build, from_replay};
-use crate::answers::Answers;
 use crate::model::Model;
 use crate::model::device::CUDA_CONTEXT_BYTES;
 use crate::model::table::AllocationTable;
@@ -20,7 +18,7 @@ use crate::summary::Summary;
 use crate::symbolize::TOP_STACKS;
 use crate::symbolize::{ModuleFiles, NoFiles, Symbolizer};
 use crate::tune::{Grid, Recorded, Tune, loaded, tune_model};
-use crate::units::{bytes, count};
+use crate::units::count;
 use vramtrace_format::Trace;
 
 /// What `vramtrace report` was asked for.
@@ -117,28 +115,8 @@ pub fn generate(
         rest.map(|(data, summary, symbolizer)| (data, summary, symbolizer, tuned))
     })?;
 
-    for section in &mut data.sections {
-        if let Some(g) = summary
-            .groups
-            .iter()
-            .find(|g| (g.pid, g.device) == (section.pid, section.device))
-        {
-            section.outside_by_library = g.outside_by_library.clone();
-            section.driver_count = g.driver_count.clone();
-        }
-    }
-    data.answers = tuned?.map(|(tune, grid)| Headline {
-        answers: Answers::of(&summary, &tune),
-        tried: tune.tried,
-        grid,
-    });
-    for section in &mut data.sections {
-        for p in &mut section.policies {
-            if let Some(oom) = &mut p.oom {
-                oom.stack = symbolizer.stack(oom.stack_id);
-            }
-        }
-    }
+    from_summary::groups(&mut data, &summary);
+    data.answers = tuned?.map(|(tune, grid)| from_summary::headline(&summary, &tune, grid));
     // The symbolizer holds the program's files for the page; the story names Python lines,
     // and native frames as module+offset.
     let mut no_files = NoFiles;
@@ -178,7 +156,7 @@ fn trace_side<'t, 'f>(
         count(pass.events),
         count(pass.allocations())
     ));
-    let facts = facts(o, trace, &pass, model);
+    let facts = facts::of(&o.file, o.symbolize, trace, &pass, model);
     // As `vramtrace replay` prepares it: the given capacity, else the traced device's memory
     // under the recorded limit, else none.
     let capacity = |_pid: u32, device: i32| match capacity(&trace.tables.devices, device, limits) {
@@ -196,7 +174,7 @@ fn trace_side<'t, 'f>(
             .is_none()
             .then(|| Summary::with_table(trace, table, model, TOP_STACKS, &mut *files));
         let mut symbolizer = Symbolizer::new(&trace.tables, files);
-        let mut data = build(&pass, facts, &capacity, &mut |stack| {
+        let mut data = sections::build(&pass, facts, &capacity, &mut |stack| {
             symbolizer.stack(stack)
         });
         drop(pass);
@@ -210,7 +188,9 @@ fn trace_side<'t, 'f>(
                     .join(", ")
             ));
         }
-        let replayed = replay_sections(&mut data, model, &o.policies);
+        let replayed = policies::replay(&mut data, model, &o.policies, &mut |stack| {
+            symbolizer.stack(stack)
+        });
         let summary = here.unwrap_or_else(|| {
             beside
                 .expect("made beside when not here")
@@ -261,71 +241,4 @@ fn search(
         grid,
     )?;
     Ok(tune.map(|t| (t, grid)))
-}
-
-/// Fills each section's policy results from the replay of its request stream.
-fn replay_sections(
-    data: &mut ReportData,
-    model: &Model,
-    specs: &[PolicySpec],
-) -> Result<(), PolicyError> {
-    data.policy_names = specs.iter().map(ToString::to_string).collect();
-    let Some(buckets) = data.buckets else {
-        return Ok(());
-    };
-    for section in &mut data.sections {
-        let Some(stream) = model.streams.iter().find(|s| {
-            s.key
-                .is_some_and(|k| k.pid == section.pid && k.device == section.device)
-        }) else {
-            continue;
-        };
-        let capacity = section.capacity.unwrap_or(u64::MAX);
-        // However many policies, the page's logs stay within STATE_CHANGES in all.
-        let events = from_replay::WINDOW_EVENTS
-            .min(from_replay::STATE_CHANGES / specs.len().max(1))
-            .max(1);
-        section.windows = from_replay::windows(stream, section.focus, section.peak.time_ns, events);
-        section.policies = from_replay::replay_policies(
-            stream,
-            specs,
-            capacity,
-            (buckets, section.focus),
-            &section.windows,
-        )?;
-    }
-    Ok(())
-}
-
-fn facts(o: &Options, trace: &Trace, pass: &TracePass, model: &Model) -> TraceFacts {
-    let m = &trace.metadata;
-    TraceFacts {
-        file: o.file.clone(),
-        events: pass.events,
-        failed_calls: pass.failed_calls,
-        duration_ns: pass.last_ns.saturating_sub(pass.first_ns),
-        complete: trace.layout.complete,
-        level: model.level.shown(),
-        level_warning: model.level.warning.clone(),
-        processes: trace
-            .tables
-            .processes
-            .iter()
-            .map(|p| ProcessFacts {
-                pid: p.pid,
-                command_line: p.command_line.join(" "),
-            })
-            .collect(),
-        devices: trace
-            .tables
-            .devices
-            .iter()
-            .map(|d| format!("GPU {}: {} ({})", d.ordinal, d.name, bytes(d.total_memory)))
-            .collect(),
-        writer: m.writer.clone(),
-        host: m.host.clone(),
-        allocations: pass.allocations(),
-        unmatched_frees: pass.unmatched_frees,
-        symbolized: o.symbolize,
-    }
 }

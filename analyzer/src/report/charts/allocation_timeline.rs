@@ -3,22 +3,22 @@
 //! the live requested bytes and a band's height is its size. The bands are collected by
 //! `report::sections::timeline`; this only draws them.
 
-use super::style::{self, ByteUnit, LegendEntry, Mark, MemoryAxes, TimeUnit};
+use super::style::{self, ByteUnit, LegendEntry, Mark, TimeAxis};
 use super::{Svg, svg};
 use crate::report::data::{Band, Timeline};
 use crate::units::{bytes, count};
 use plotters::prelude::*;
 
 /// The outline of a band: along its bottom at each sample, back along its top.
-fn outline(b: &Band, times: &[u64], tu: TimeUnit, bu: ByteUnit) -> Vec<(f64, f64)> {
+fn outline(b: &Band, times: &[u64], time: TimeAxis, bu: ByteUnit) -> Vec<(f64, f64)> {
     let mut bottom: Vec<(f64, f64)> = Vec::with_capacity(b.offsets.len() + 2);
     let first = b.offsets[0];
     let last = *b.offsets.last().expect("a band spans a sample");
-    bottom.push((tu.of(b.birth_ns), bu.of(first)));
+    bottom.push((time.x(b.birth_ns), bu.of(first)));
     for (k, &off) in b.offsets.iter().enumerate() {
-        bottom.push((tu.of(times[b.first_sample + k]), bu.of(off)));
+        bottom.push((time.x(times[b.first_sample + k]), bu.of(off)));
     }
-    bottom.push((tu.of(b.death_ns), bu.of(last)));
+    bottom.push((time.x(b.death_ns), bu.of(last)));
     let bottom = simplify(bottom);
     let size = bu.of(b.size);
     let mut points = bottom.clone();
@@ -60,41 +60,25 @@ impl super::Chart for AllocationTimeline {
 }
 
 pub fn render(title: &str, t: &Timeline) -> Svg {
-    let from = t.times_ns.first().copied().unwrap_or(0);
-    let to = t.times_ns.last().copied().unwrap_or(1);
-    let half_step = (to - from) / (2 * t.times_ns.len().max(2) as u64 - 2).max(1);
-    let (x0, x1) = (from.saturating_sub(half_step), to + half_step);
-    let tops: Vec<u64> = (0..t.times_ns.len())
-        .map(|j| {
-            t.rest[j]
-                + t.bands
-                    .iter()
-                    .filter(|b| j >= b.first_sample && j < b.first_sample + b.offsets.len())
-                    .map(|b| b.size)
-                    .sum::<u64>()
-        })
-        .collect();
-    let max = tops.iter().copied().max().unwrap_or(1).max(1);
-    let axes = MemoryAxes::new(x1, max);
-    let (tu, bu) = (axes.time, axes.bytes);
+    let max = t.top.iter().copied().max().unwrap_or(1).max(1);
+    let (time, bu) = (TimeAxis::around(&t.times_ns), ByteUnit::for_max(max));
     svg((style::WIDTH, style::HEIGHT), |root| {
         let (plot, legend) = root.split_horizontally(style::WIDTH - style::LEGEND_WIDTH);
-        let mut chart = axes.chart(&plot, title, x0, x1, bu.of(max) * 1.05, "live memory")?;
+        let mut chart = time.memory_chart(&plot, title, bu, bu.of(max) * 1.05, "live memory")?;
         for (i, b) in t.bands.iter().enumerate() {
             chart.draw_series(std::iter::once(Polygon::new(
-                outline(b, &t.times_ns, tu, bu),
+                outline(b, &t.times_ns, time, bu),
                 style::band_color(i).filled(),
             )))?;
         }
         // Everything else live, on top of the drawn bands.
         if t.rest.iter().any(|&r| r > 0) {
             let mut points: Vec<(f64, f64)> = Vec::new();
-            let base: Vec<u64> = tops.iter().zip(&t.rest).map(|(a, r)| a - r).collect();
-            for (j, &time) in t.times_ns.iter().enumerate() {
-                points.push((tu.of(time), bu.of(base[j])));
+            for (j, &ns) in t.times_ns.iter().enumerate() {
+                points.push((time.x(ns), bu.of(t.top[j] - t.rest[j])));
             }
-            for (j, &time) in t.times_ns.iter().enumerate().rev() {
-                points.push((tu.of(time), bu.of(tops[j])));
+            for (j, &ns) in t.times_ns.iter().enumerate().rev() {
+                points.push((time.x(ns), bu.of(t.top[j])));
             }
             chart.draw_series(std::iter::once(Polygon::new(points, style::REST.filled())))?;
         }

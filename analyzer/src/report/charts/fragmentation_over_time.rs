@@ -1,20 +1,10 @@
 //! Fragmentation over time per policy: 1 − allocated / reserved, the share of what the
 //! policy holds from the driver that no live block uses.
 
-use super::style::{self, LegendEntry, Mark, TimeUnit};
+use super::style::{self, LegendEntry, Mark, TimeAxis};
 use super::{Svg, svg};
-use crate::report::data::{Buckets, PolicyResult, Section};
+use crate::report::data::{Buckets, Section};
 use plotters::prelude::*;
-
-/// Fragmentation in percent at the end of each bucket; `None` where nothing was reserved.
-pub fn percent(p: &PolicyResult) -> Vec<Option<f64>> {
-    p.reserved
-        .last
-        .iter()
-        .zip(&p.allocated.last)
-        .map(|(&r, &a)| (r > 0).then(|| 100.0 * (1.0 - a.min(r) as f64 / r as f64)))
-        .collect()
-}
 
 pub struct FragmentationOverTime;
 
@@ -37,18 +27,15 @@ impl super::Chart for FragmentationOverTime {
 }
 
 pub fn render(section: &Section, buckets: Buckets) -> Svg {
-    let tu = TimeUnit::for_span(buckets.span_ns);
+    let time = TimeAxis::over(buckets);
     let title = format!("Fragmentation over time: {}", section.label());
     let height = style::height_for_legend(section.policies.len().max(1));
     svg((style::WIDTH, height), |root| {
         let (plot, legend) = root.split_horizontally(style::WIDTH - style::LEGEND_WIDTH);
-        let x_max = tu.of(buckets.span_ns);
-        let mut chart = style::time_chart(
+        let mut chart = time.chart(
             &plot,
             &title,
-            0f64..x_max,
             0f64..100f64,
-            tu.name,
             "reserved but not allocated (%)",
         )?;
         let mut entries = Vec::new();
@@ -56,9 +43,8 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
             let color = style::policy_color(p.color);
             // Gaps (nothing reserved) split the line rather than drawing a false zero.
             let mut run: Vec<(f64, f64)> = Vec::new();
-            let values = percent(p);
-            for (i, v) in values.iter().enumerate() {
-                let x = tu.of(buckets.mid_ns(i));
+            for (i, v) in p.fragmentation.iter().enumerate() {
+                let x = time.bucket(buckets, i);
                 match v {
                     Some(v) => run.push((x, *v)),
                     None if !run.is_empty() => {
@@ -93,26 +79,4 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
         style::draw_legend(&legend, style::LEGEND_TOP, &entries)?;
         Ok(())
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::data::Series;
-
-    #[test]
-    fn fragmentation_is_the_unallocated_share_of_reserved() {
-        let p = PolicyResult {
-            reserved: Series {
-                max: vec![0, 100, 200],
-                last: vec![0, 100, 200],
-            },
-            allocated: Series {
-                max: vec![0, 100, 50],
-                last: vec![0, 75, 50],
-            },
-            ..PolicyResult::default()
-        };
-        assert_eq!(percent(&p), vec![None, Some(25.0), Some(75.0)]);
-    }
 }

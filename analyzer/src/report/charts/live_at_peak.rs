@@ -212,7 +212,6 @@ mod tests {
         LiveStack {
             frames: frames.iter().map(|s| s.to_string()).collect(),
             bytes,
-            objects: 1,
         }
     }
 

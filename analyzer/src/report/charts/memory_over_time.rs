@@ -1,27 +1,24 @@
 //! Memory over time: live requested bytes and each policy's reserved bytes, their
 //! peaks marked, the lower bound, and the capacity when one was given.
 
-use super::style::{self, ByteUnit, LegendEntry, Mark, MemoryAxes, TimeUnit};
+use super::style::{self, ByteUnit, LegendEntry, Mark, TimeAxis};
 use super::{Svg, svg};
 use crate::report::data::{Buckets, Section};
 use crate::units::bytes;
 use plotters::prelude::*;
 
 /// Points of a downsampled series, one per bucket at its middle, held at most at `top`.
-pub(super) fn points(
+fn points(
     series: &[u64],
     buckets: Buckets,
-    tu: TimeUnit,
+    time: TimeAxis,
     bu: ByteUnit,
     top: u64,
 ) -> Vec<(f64, f64)> {
     series
         .iter()
         .enumerate()
-        .map(|(i, &v)| {
-            let mid = buckets.mid_ns(i);
-            (tu.of(mid), bu.of(v.min(top)))
-        })
+        .map(|(i, &v)| (time.bucket(buckets, i), bu.of(v.min(top))))
         .collect()
 }
 
@@ -56,8 +53,7 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
     // Lines above the axis run along its top; their legend line says so.
     let y_top = (y_max as f64 * 1.08) as u64;
     let off = |peak: u64| if peak > y_top { " (off chart)" } else { "" };
-    let axes = MemoryAxes::new(buckets.span_ns, y_max);
-    let (tu, bu) = (axes.time, axes.bytes);
+    let (time, bu) = (TimeAxis::over(buckets), ByteUnit::for_max(y_max));
     let title = format!("Memory over time: {}", section.label());
     let policies = section.policies.len();
     let ooms = section.policies.iter().filter(|p| p.oom.is_some()).count();
@@ -67,8 +63,8 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
         (style::WIDTH, style::height_for_legend(legend_lines)),
         |root| {
             let (plot, legend) = root.split_horizontally(style::WIDTH - style::LEGEND_WIDTH);
-            let x_max = tu.of(buckets.span_ns);
-            let mut chart = axes.chart(&plot, &title, 0, buckets.span_ns, bu.of(y_top), "memory")?;
+            let x_max = time.end();
+            let mut chart = time.memory_chart(&plot, &title, bu, bu.of(y_top), "memory")?;
             let mut entries = Vec::new();
             if !section.policies.is_empty() {
                 entries.push(LegendEntry::new("reserved by policy:", WHITE, Mark::Box));
@@ -76,7 +72,7 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
             for p in &section.policies {
                 let color = style::policy_color(p.color);
                 chart.draw_series(LineSeries::new(
-                    points(&p.reserved.max, buckets, tu, bu, y_top),
+                    points(&p.reserved.max, buckets, time, bu, y_top),
                     color.stroke_width(2),
                 ))?;
                 entries.push(LegendEntry::new(
@@ -91,7 +87,7 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
                 ));
             }
             chart.draw_series(LineSeries::new(
-                points(&section.requested.max, buckets, tu, bu, y_top),
+                points(&section.requested.max, buckets, time, bu, y_top),
                 style::REQUESTED.stroke_width(2),
             ))?;
             entries.push(LegendEntry::new(
@@ -141,7 +137,7 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
             );
             for (peak, color) in marks.into_iter().filter(|m| m.0.bytes <= y_top) {
                 let at = (
-                    tu.of(peak.time_ns.saturating_sub(buckets.start_ns)),
+                    time.x(peak.time_ns.saturating_sub(buckets.start_ns)),
                     bu.of(peak.bytes),
                 );
                 chart.draw_series(std::iter::once(Circle::new(at, 5, color.filled())))?;
@@ -149,7 +145,7 @@ pub fn render(section: &Section, buckets: Buckets) -> Svg {
             entries.push(LegendEntry::new("peak", style::REQUESTED, Mark::Dot));
             for p in &section.policies {
                 if let Some(oom) = &p.oom {
-                    let x = tu.of(oom.time_ns.saturating_sub(buckets.start_ns));
+                    let x = time.x(oom.time_ns.saturating_sub(buckets.start_ns));
                     chart.draw_series(std::iter::once(Cross::new(
                         (x, bu.of(oom.reserved.min(y_top))),
                         8,

@@ -6,8 +6,10 @@
 //! [`REGISTRY`]; nothing else names it. The registry is a slice of trait objects, as the
 //! allocator policies' registry (`policy::REGISTRY`) and ripgrep's `Flag` list are.
 //!
-//! Charts are drawn with plotters' SVG backend from [`ReportData`], which is already
-//! aggregated, so a chart's size does not grow with the trace.
+//! A chart draws, with plotters' SVG backend, the data sections that [`super::sections`]
+//! computed, which the page reads too ([`Target`]: the report, one section, one policy of it);
+//! it computes no figure of its own. The sections are already aggregated, so a chart's size
+//! does not grow with the trace.
 
 pub mod histogram;
 pub mod style;

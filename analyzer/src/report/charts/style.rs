@@ -1,6 +1,7 @@
 //! What every chart shares: sizes, fonts, one colour per policy, byte and time axis units, and
 //! the legend, which is drawn beside the plot so it never covers data.
 
+use crate::report::data::Buckets;
 use crate::report::escape::clean;
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
@@ -274,7 +275,6 @@ pub fn draw_legend<DB: DrawingBackend>(
 /// A chart with time on x and a number on y.
 pub type TimeChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
-/// A chart over time, as memory, fragmentation and timeline charts draw it: titled, time on x
 /// The mesh of a horizontal bar chart: vertical grid lines only, no y labels, `x_labels` labels
 /// made by `format` on the x axis, described by `x_desc`.
 pub fn draw_bar_mesh<DB: DrawingBackend>(
@@ -294,68 +294,93 @@ pub fn draw_bar_mesh<DB: DrawingBackend>(
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
 }
-/// (`time_unit`), `y_desc` on y, light grid, ticks without trailing zeros.
-pub fn time_chart<'a, DB: DrawingBackend>(
-    area: &'a DrawingArea<DB, Shift>,
-    title: &str,
-    x: Range<f64>,
-    y: Range<f64>,
-    time_unit: &str,
-    y_desc: &str,
-) -> Result<TimeChart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
-    let mut chart = ChartBuilder::on(area)
-        .caption(title, (FONT, TITLE_SIZE))
-        .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        .build_cartesian_2d(x, y)?;
-    chart
-        .configure_mesh()
-        .x_desc(format!("time since the first event ({time_unit})"))
-        .y_desc(y_desc)
-        .x_label_formatter(&|v| tick(*v))
-        .y_label_formatter(&|v| tick(*v))
-        .axis_desc_style((FONT, LABEL_SIZE))
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()?;
-    Ok(chart)
-}
 
-/// The axes of a chart of memory over time: time in the unit that suits a span up to `end_ns`,
-/// memory in the unit that suits `max_bytes` (the memory chart and the allocation timeline).
+/// The time axis of the charts over time (memory, fragmentation, the allocation timelines):
+/// from `from_ns` to `to_ns` since the first event, in the unit that suits `to_ns`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MemoryAxes {
-    pub time: TimeUnit,
-    pub bytes: ByteUnit,
+pub struct TimeAxis {
+    pub unit: TimeUnit,
+    pub from_ns: u64,
+    pub to_ns: u64,
 }
 
-impl MemoryAxes {
-    pub fn new(end_ns: u64, max_bytes: u64) -> MemoryAxes {
-        MemoryAxes {
-            time: TimeUnit::for_span(end_ns),
-            bytes: ByteUnit::for_max(max_bytes),
+impl TimeAxis {
+    /// The whole span of `buckets`, each drawn at its middle ([`TimeAxis::bucket`]).
+    pub fn over(buckets: Buckets) -> TimeAxis {
+        TimeAxis {
+            unit: TimeUnit::for_span(buckets.span_ns),
+            from_ns: 0,
+            to_ns: buckets.span_ns,
         }
     }
 
-    /// The [`time_chart`] on `area` from `from_ns` to `to_ns`, memory from 0 to `top` (in
-    /// [`MemoryAxes::bytes`]), the y axis described as `what (unit)`.
+    /// The span of sample instants `times_ns` (increasing), widened by half the interval
+    /// between samples either side, so the first and the last sample's slices show whole.
+    pub fn around(times_ns: &[u64]) -> TimeAxis {
+        let from = times_ns.first().copied().unwrap_or(0);
+        let to = times_ns.last().copied().unwrap_or(1);
+        let half_step = (to - from) / (2 * times_ns.len().max(2) as u64 - 2).max(1);
+        let to_ns = to + half_step;
+        TimeAxis {
+            unit: TimeUnit::for_span(to_ns),
+            from_ns: from.saturating_sub(half_step),
+            to_ns,
+        }
+    }
+
+    /// Where `ns` since the first event is on the axis.
+    pub fn x(&self, ns: u64) -> f64 {
+        self.unit.of(ns)
+    }
+
+    /// Where the middle of bucket `i` of `buckets` is.
+    pub fn bucket(&self, buckets: Buckets, i: usize) -> f64 {
+        self.x(buckets.mid_ns(i))
+    }
+
+    /// The axis's end.
+    pub fn end(&self) -> f64 {
+        self.x(self.to_ns)
+    }
+
+    /// A chart over this axis on `area`: titled, time on x, `y` described as `y_desc` on y,
+    /// light grid, ticks without trailing zeros.
     pub fn chart<'a, DB: DrawingBackend>(
         &self,
         area: &'a DrawingArea<DB, Shift>,
         title: &str,
-        from_ns: u64,
-        to_ns: u64,
+        y: Range<f64>,
+        y_desc: &str,
+    ) -> Result<TimeChart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, (FONT, TITLE_SIZE))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(self.x(self.from_ns)..self.end(), y)?;
+        chart
+            .configure_mesh()
+            .x_desc(format!("time since the first event ({})", self.unit.name))
+            .y_desc(y_desc)
+            .x_label_formatter(&|v| tick(*v))
+            .y_label_formatter(&|v| tick(*v))
+            .axis_desc_style((FONT, LABEL_SIZE))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()?;
+        Ok(chart)
+    }
+
+    /// A chart of memory over this axis: from 0 to `top` in `bytes` on y, described as
+    /// `what (unit)`.
+    pub fn memory_chart<'a, DB: DrawingBackend>(
+        &self,
+        area: &'a DrawingArea<DB, Shift>,
+        title: &str,
+        bytes: ByteUnit,
         top: f64,
         what: &str,
     ) -> Result<TimeChart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
-        time_chart(
-            area,
-            title,
-            self.time.of(from_ns)..self.time.of(to_ns),
-            0f64..top,
-            self.time.name,
-            &format!("{what} ({})", self.bytes.name),
-        )
+        self.chart(area, title, 0f64..top, &format!("{what} ({})", bytes.name))
     }
 }
 

@@ -19,24 +19,21 @@ pub fn collect(
         return LiveAtPeak::default();
     };
     let p = p as u32;
-    let mut by_stack: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut by_stack: HashMap<u32, u64> = HashMap::new();
     for a in &instance.allocations {
         if a.birth_step <= p && a.death_step > p {
             let e = by_stack.entry(a.stack).or_default();
-            e.0 = e.0.saturating_add(a.size);
-            e.1 += 1;
+            *e = e.saturating_add(a.size);
         }
     }
-    let mut sums: Vec<(u32, u64, u64)> =
-        by_stack.into_iter().map(|(s, (b, n))| (s, b, n)).collect();
+    let mut sums: Vec<(u32, u64)> = by_stack.into_iter().collect();
     sums.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut stacks: Vec<LiveStack> = sums
         .iter()
         .take(MAX_STACKS)
-        .map(|&(stack, bytes, objects)| LiveStack {
+        .map(|&(stack, bytes)| LiveStack {
             frames: frames(stack),
             bytes,
-            objects,
         })
         .collect();
     if sums.len() > MAX_STACKS {
@@ -44,7 +41,6 @@ pub fn collect(
         stacks.push(LiveStack {
             frames: vec![format!("({} smaller stacks)", rest.len())],
             bytes: rest.iter().map(|r| r.1).saturating_sum(),
-            objects: rest.iter().map(|r| r.2).sum(),
         });
     }
     LiveAtPeak { peak, stacks }

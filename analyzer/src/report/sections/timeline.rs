@@ -98,6 +98,7 @@ pub fn collect(instance: &Instance, origin_ns: u64, from_ns: u64, to_ns: u64) ->
             .zip(&stacked)
             .map(|(t, s)| t.saturating_sub(*s))
             .collect(),
+        top: total.iter().zip(&stacked).map(|(t, s)| *t.max(s)).collect(),
         bands,
         allocations,
     }
@@ -135,5 +136,6 @@ mod tests {
         assert_eq!(*second.offsets.last().unwrap(), 0);
         // Only the slice in which the first one ends had more live than its sample shows.
         assert_eq!(t.rest.iter().filter(|&&r| r > 0).count(), 1);
+        assert_eq!((t.top[0], *t.top.last().unwrap()), (150, 50));
     }
 }
