@@ -20,7 +20,7 @@ pub use search::{Grid, Tune, TuneOptions, Unjudged, tune};
 
 use crate::model::device::pool_capacity;
 use crate::model::table::{AllocationTable, load_with};
-use crate::model::{Model, ModelBuilder};
+use crate::model::Model;
 use crate::policy::PolicyError;
 use crate::replay::Limits;
 use vramtrace_format::Trace;
@@ -35,14 +35,8 @@ pub fn recorded_of(trace: &Trace) -> Recorded {
 /// The trace's model ([`Model::from_events`]) and its recorded configuration
 /// ([`recorded_of`]), in one pass over the events.
 pub fn model_and_recorded(trace: &Trace) -> (Model, Recorded) {
-    let mut builder = ModelBuilder::default();
-    let mut calls = Calls::default();
-    trace.events().for_each(|e| {
-        calls.see(&e);
-        builder.push(&e);
-    });
-    let model = builder.finish(&trace.metadata);
-    (model, recorded(&trace.metadata, &trace.tables, calls))
+    let (model, _, recorded) = loaded(trace);
+    (model, recorded)
 }
 
 /// [`model_and_recorded`] with the trace's allocation table ([`crate::model::table::load`]),

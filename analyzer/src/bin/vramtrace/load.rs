@@ -8,7 +8,8 @@ use vramtrace::backward::{BackwardNamer, name_backward};
 use vramtrace::completeness::Incomplete;
 use vramtrace::interop::import_snapshot;
 use vramtrace::job::{Rank, rank_of, ranks};
-use vramtrace::model::{Model, ModelBuilder};
+use vramtrace::model::Model;
+use vramtrace::model::table::TableBuilder;
 use vramtrace::replay::{Limits, ReplayInput, prepare};
 use vramtrace::tune::{Calls, Recorded, recorded, recorded_of};
 use vramtrace_format::{
@@ -164,13 +165,13 @@ pub fn replay_input_and_recorded(
     path: &Path,
     capacity: Option<u64>,
 ) -> Result<(Option<ReplayInput>, Recorded, Tables, Layout)> {
-    let mut builder = ModelBuilder::default();
+    let mut table = TableBuilder::default();
     let mut calls = Calls::default();
     let head = stream_named_events(path, false, |e| {
         calls.see(e);
-        builder.push(e);
+        table.push(e);
     })?;
-    let model = builder.finish(&head.metadata);
+    let model = Model::of(&table.finish(), &head.metadata);
     let recorded = recorded(&head.metadata, &head.tables, calls);
     let limits = Limits {
         given: capacity,
