@@ -6,8 +6,8 @@
 use crate::util::{only_stream, repo};
 use std::path::PathBuf;
 use vramtrace::interop::rmm_log;
-use vramtrace::model::{Model, RequestStream};
 use vramtrace::model::table::AllocationTable;
+use vramtrace::model::{Model, RequestStream};
 use vramtrace::policy::{BuildContext, Driver, DriverModel, build, parse_specs};
 use vramtrace::replay::{Outcome, replay_on, run};
 

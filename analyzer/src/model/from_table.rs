@@ -112,7 +112,9 @@ impl Model {
                         continue;
                     }
                     let key = key_of(table, r);
-                    let b = builders.get_mut(&key).expect("a live request has a builder");
+                    let b = builders
+                        .get_mut(&key)
+                        .expect("a live request has a builder");
                     b.slots.give_back(slot);
                     let call = Call {
                         time_ns: table.end_ns[r],

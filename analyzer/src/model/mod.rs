@@ -17,7 +17,7 @@ pub mod table;
 pub use capture::{Capture, CaptureLevel};
 pub use from_table::Model;
 pub use level::{
-    LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level, pytorch_alloc_conf,
+    Calls, LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level, pytorch_alloc_conf,
 };
 pub use modules::ModuleIndex;
 pub use request::{NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, StreamKey};

@@ -12,7 +12,7 @@
 //! answers under the shape the pass found.
 
 use super::Model;
-use super::level::{LevelFacts, LevelStats};
+use super::level::{Calls, LevelFacts, LevelStats};
 use super::lifetimes::{Matched, Matcher};
 use super::ordering::order_of;
 use std::collections::{BTreeSet, HashMap};
@@ -207,6 +207,9 @@ pub struct AllocationTable {
     /// What the calls the replay takes as requests show of the capture level
     /// ([`super::detect_level`]).
     pub level_facts: LevelFacts,
+    /// What the calls show of the allocator the program ran under, beside the recorded
+    /// configuration in the metadata (`tune::recorded`).
+    pub calls: Calls,
     pub(super) pid: Vec<u32>,
     /// The device of the row's call, as recorded (host memory's too).
     pub(super) device: Vec<i32>,
@@ -266,6 +269,7 @@ impl TableBuilder {
         }
         t.events += 1;
         t.pids.insert(e.pid);
+        t.calls.see(e);
         let (tracker, snapshot) = Shape::shown_by(e);
         self.tracker |= tracker;
         self.snapshot |= snapshot;
@@ -320,17 +324,7 @@ impl TableBuilder {
 /// The trace's allocation table, from one pass over its events, and the request model built
 /// from its rows ([`Model::of`]).
 pub fn load(trace: &Trace) -> (Model, AllocationTable) {
-    load_with(trace, |_| {})
-}
-
-/// [`load`], showing each event to `also` in the same pass.
-pub fn load_with(trace: &Trace, mut also: impl FnMut(&Event)) -> (Model, AllocationTable) {
-    let mut b = TableBuilder::default();
-    trace.events().for_each(|e| {
-        also(&e);
-        b.push(&e);
-    });
-    let table = b.finish();
+    let table = AllocationTable::of(trace);
     (Model::of(&table, &trace.metadata), table)
 }
 
@@ -353,9 +347,8 @@ impl AllocationTable {
         self.device.push(e.device);
         self.api.push(e.api);
         let flagged = e.flags & ALLOCATOR_SEGMENT != 0;
-        let recorded = flagged
-            && e.api == Api::CuMemAlloc_v2
-            && e.flags & (BEFORE_HISTORY | REMAINDER) == 0;
+        let recorded =
+            flagged && e.api == Api::CuMemAlloc_v2 && e.flags & (BEFORE_HISTORY | REMAINDER) == 0;
         let flags = if e.api.from_framework() { FRAMEWORK } else { 0 }
             | if flagged { FLAGGED } else { 0 }
             | if recorded { RECORDED_SEGMENT } else { 0 };

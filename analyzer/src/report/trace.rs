@@ -6,8 +6,8 @@
 //! shows the same lower bound (`model/from_events.rs` decides what is device memory, how frees are
 //! matched and what failed calls and unmatched frees do).
 
-use crate::model::{Model, Outside, RequestKind, RequestStream};
 use crate::model::table::AllocationTable;
+use crate::model::{Model, Outside, RequestKind, RequestStream};
 use vramtrace_format::Trace;
 
 /// `death_ns` of an allocation still live when the trace ends.
