@@ -142,6 +142,13 @@ impl Model {
     }
 }
 
+/// The trace's allocation table, from one pass over its events, and the request model built
+/// from its rows ([`Model::of`]).
+pub fn load(trace: &vramtrace_format::Trace) -> (Model, AllocationTable) {
+    let table = AllocationTable::of(trace);
+    (Model::of(&table, &trace.metadata), table)
+}
+
 /// The stream key of row `r`.
 fn key_of(table: &AllocationTable, r: usize) -> StreamKey {
     StreamKey {

@@ -11,7 +11,6 @@
 //! event list shows: rows keep the facts it is decided from and [`AllocationTable::object`]
 //! answers under the shape the pass found.
 
-use super::Model;
 use super::level::{Calls, LevelFacts, LevelStats};
 use super::lifetimes::{Matched, Matcher};
 use super::ordering::order_of;
@@ -319,13 +318,6 @@ impl TableBuilder {
             ..self.table
         }
     }
-}
-
-/// The trace's allocation table, from one pass over its events, and the request model built
-/// from its rows ([`Model::of`]).
-pub fn load(trace: &Trace) -> (Model, AllocationTable) {
-    let table = AllocationTable::of(trace);
-    (Model::of(&table, &trace.metadata), table)
 }
 
 impl AllocationTable {

@@ -19,7 +19,8 @@ pub use row::{AddressSpread, Row};
 pub use search::{Grid, Tune, TuneOptions, Unjudged, tune};
 
 use crate::model::device::pool_capacity;
-use crate::model::table::{AllocationTable, load};
+use crate::model::load;
+use crate::model::table::AllocationTable;
 use crate::model::{Calls, Model};
 use crate::policy::PolicyError;
 use crate::replay::Limits;
@@ -40,7 +41,7 @@ pub fn model_and_recorded(trace: &Trace) -> (Model, Recorded) {
     (model, recorded)
 }
 
-/// [`model_and_recorded`] with the trace's allocation table ([`crate::model::table::load`]),
+/// [`model_and_recorded`] with the trace's allocation table ([`crate::model::load`]),
 /// from the same pass: what the report reads.
 pub fn loaded(trace: &Trace) -> (Model, AllocationTable, Recorded) {
     let (model, table) = load(trace);
