@@ -15,7 +15,7 @@ torch.cuda.memory_stats) turn the differences into time per allocation.
 
 `--variants` picks the variants run (all by default; `paused` always runs). The `stamped`
 variant records in full and times the tracker path's parts (recorder/src/stamps.rs): each block's per-part sums
-(`vramtrace_bench_parts`, every thread) are turned into ns per allocation with the
+(`vramtrace_bench_parts`, every thread, read between two steps) are turned into ns per allocation with the
 time-stamp counter's frequency measured against CLOCK_MONOTONIC over the run, and what the
 block's steps cost beyond the paused block's and beyond those parts is `indirect`: time the
 program pays outside the callback (recorder/BENCHMARKS.md "Where the time goes, by the
@@ -67,7 +67,8 @@ def allocated():
 
 def alternated(step, warmup, rounds, per_block, only, names):
     """Per variant, per round: the block's median and mean step (s), and for a stamped
-    variant its allocations and per-part tick and run sums."""
+    variant its allocations, its median step's ticks per part and in all, and its runs per
+    part (the sums are read between two steps, outside the timed part)."""
     lib = ctypes.CDLL(None)
     lib.vramtrace_bench_parts.restype = ctypes.c_size_t
     pause, skip = lib.vramtrace_set_paused, lib.vramtrace_bench_skip
@@ -82,31 +83,42 @@ def alternated(step, warmup, rounds, per_block, only, names):
             mask = VARIANTS[only or name]
             pause(1 if mask is None else 0)
             skip(mask or 0)
+            stamped = (mask or 0) & STAMPS
             a0, p0 = allocated(), sums(lib)
-            times = []
+            times, ticks, at = [], [], p0
             for _ in range(per_block):
                 t0 = time.perf_counter()
                 step()
                 torch.cuda.synchronize()
                 times.append(time.perf_counter() - t0)
+                if stamped:
+                    now = sums(lib)
+                    ticks.append([b - a for a, b in zip(at[2:2 + len(PARTS)], now[2:])])
+                    at = now
             skip(0)
             a1, p1 = allocated(), sums(lib)
             block = {"median": statistics.median(times), "mean": statistics.fmean(times)}
-            if (mask or 0) & STAMPS:
+            if stamped:
                 block["allocations"] = a1 - a0
-                block["ticks"] = [b - a for a, b in zip(p0[2:2 + len(PARTS)], p1[2:2 + len(PARTS)])]
+                # Per part, the median step's ticks; and the median step's sum of the parts.
+                block["ticks"] = [statistics.median(t[i] for t in ticks) for i in range(len(PARTS))]
+                block["total_ticks"] = statistics.median(sum(t[:-1]) for t in ticks)
                 block["runs"] = [b - a for a, b in zip(p0[2 + len(PARTS):], p1[2 + len(PARTS):])]
             blocks[name].append(block)
     pause(0)
     skip(0)
     end = sums(lib)
-    lib.vramtrace_bench_stamp_cost(100000)
-    after = sums(lib)
     ns_per_tick = (end[1] - start[1]) / (end[0] - start[0])
+    # One empty stamp, hot: the median of 200 batches of 1,000 (robust to a preemption).
     e = PARTS.index("empty")
-    empty_ns = ((after[2 + e] - end[2 + e]) * ns_per_tick
-                / max(1, after[2 + len(PARTS) + e] - end[2 + len(PARTS) + e]))
-    return blocks, ns_per_tick, empty_ns
+    empty = []
+    for _ in range(200):
+        before = sums(lib)
+        lib.vramtrace_bench_stamp_cost(1000)
+        after = sums(lib)
+        runs = after[2 + len(PARTS) + e] - before[2 + len(PARTS) + e]
+        empty.append((after[2 + e] - before[2 + e]) * ns_per_tick / max(1, runs))
+    return blocks, ns_per_tick, statistics.median(empty)
 
 
 def allocations_per_step(step, steps=5):
@@ -135,20 +147,20 @@ def summarize(blocks, allocs, ns_per_tick, empty_ns):
             "rounds": len(v),
         }
         if "ticks" in bs[0]:
-            # ns per allocation of each part, per round (the block's sums over its allocations).
-            per = [[t * ns_per_tick / max(1, b["allocations"]) for t in b["ticks"]] for b in bs]
-            total = [sum(p[:-1]) for p in per]
+            # ns per allocation of each part, per round (the block's median step).
+            per = [[t * ns_per_tick / allocs for t in b["ticks"]] for b in bs]
+            total = [b["total_ticks"] * ns_per_tick / allocs for b in bs]
             row["parts_ns_per_alloc"] = {
                 n: statistics.median(p[i] for p in per) for i, n in enumerate(PARTS[:-1])}
             row["runs_per_alloc"] = {
                 n: statistics.median(b["runs"][i] / max(1, b["allocations"]) for b in bs)
                 for i, n in enumerate(PARTS[:-1])}
             row["parts_sum_ns_per_alloc"] = statistics.median(total)
-            # What the block's steps cost beyond the paused block's and beyond the parts.
+            # What the block's median step costs beyond the paused block's and beyond the parts.
             row["indirect_ns_per_alloc"] = statistics.median(
-                d * 1e9 / allocs - t for d, t in zip(mean_diffs, total))
-            row["per_round"] = [{"parts_ns_per_alloc": p, "mean_over_paused_ns_per_alloc":
-                                 d * 1e9 / allocs} for p, d in zip(per, mean_diffs)]
+                d * 1e9 / allocs - t for d, t in zip(diffs, total))
+            row["per_round"] = [{"parts_ns_per_alloc": p, "over_paused_ns_per_alloc":
+                                 d * 1e9 / allocs} for p, d in zip(per, diffs)]
         out[name] = row
     return out
 
