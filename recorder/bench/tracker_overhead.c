@@ -28,7 +28,8 @@
  *
  * Under a bench build of the recorder (`--features bench`), MASK (a number, default 0) is the
  * variant passed to `vramtrace_bench_skip` (recorder/src/bench.rs); with its STAMPS bit (256)
- * the recorder times its parts (recorder/src/stamps.rs), and the program prints, per part, the
+ * the recorder times its parts (recorder/src/stamps.rs; with WHOLE, 512, too, the whole
+ * callback alone), and the program prints, per part, the
  * ns a hot entry and a cold tensor spent in it and how many times it ran a tensor, then the
  * cost of one empty stamp (`part empty`).
  *
@@ -55,10 +56,10 @@ static int batches, tensors;
 static unsigned char *cold;
 /* A bench build's per-part sums (recorder/src/stamps.rs): the counter and CLOCK_MONOTONIC,
  * then PARTS tick sums, then PARTS run counts. */
-#define PARTS 12
+#define PARTS 13
 #define WORDS (2 + 2 * PARTS)
 static const char *part_names[PARTS] = {"decode", "held",   "clock", "ids",  "stack", "walk",
-                                        "node",   "intern", "record", "push", "exit",  "empty"};
+                                        "node",   "intern", "record", "push", "exit",  "whole", "empty"};
 static unsigned long (*bench_parts)(unsigned long long *, unsigned long);
 static unsigned long long hot_parts[WORDS], tensor_parts[WORDS];
 

@@ -7,7 +7,7 @@
 //! constant `false` and compiles away.
 //!
 //! From Python: `ctypes.CDLL(None).vramtrace_bench_skip(MASK)`, which returns the previous mask.
-//! The same mask switches the per-part timing of `stamps` on ([`STAMPS`]).
+//! The same mask switches the per-part timing of `stamps` on ([`STAMPS`], [`WHOLE`]).
 
 /// The clock reads give 0 (`clock::now`).
 pub const CLOCK: u32 = 1;
@@ -29,8 +29,12 @@ pub const RECORD: u32 = 128;
 /// Not a part left out but timing added: the tracker path's parts are timed (`stamps`).
 #[cfg(feature = "bench")]
 pub const STAMPS: u32 = 256;
+/// With [`STAMPS`]: only the callback's start and end are stamped, its whole time charged to
+/// one part (`stamps::Part::Whole`): the parts' sum checked with the fewest stamps.
+#[cfg(feature = "bench")]
+pub const WHOLE: u32 = 512;
 
-/// Whether the running variant sets `flag` (a part left out, or [`STAMPS`]).
+/// Whether the running variant sets `flag` (a part left out, or [`STAMPS`], [`WHOLE`]).
 #[inline(always)]
 pub fn has(flag: u32) -> bool {
     #[cfg(feature = "bench")]

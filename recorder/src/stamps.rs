@@ -6,7 +6,8 @@
 //!
 //! A thread's path is a run of parts: [`begin`] starts the first, [`enter`] ends the running
 //! one and starts another, returning the one it ended so that a callee can hand the time back
-//! to its caller's part ([`enter`] again), and [`end`] ends the last. A thread outside a begun
+//! to its caller's part ([`enter`] again), and [`end`] ends the last ([`bench::WHOLE`]: only
+//! [`begin`] and [`end`] stamp, into [`Part::Whole`]). A thread outside a begun
 //! path (a driver hook) times nothing. Each boundary is one `rdtscp`, which waits until the
 //! instructions before it have executed and their loads completed, so a load's miss is charged
 //! to the part that made it. Stores retire into the store buffer and complete later: their
@@ -50,6 +51,10 @@ pub enum Part {
     Push,
     /// From the push's return to the callback's return.
     Exit,
+    /// The whole path, from [`Part::Decode`]'s start to [`Part::Exit`]'s end, with
+    /// [`bench::WHOLE`] (no stamp in between).
+    #[cfg(feature = "bench")]
+    Whole,
     /// Nothing: the cost of a stamp itself (`vramtrace_bench_stamp_cost`).
     #[cfg(feature = "bench")]
     Empty,
@@ -64,6 +69,11 @@ const PARTS: usize = Part::Empty as usize;
 pub fn begin(part: Part) {
     #[cfg(feature = "bench")]
     if bench::has(bench::STAMPS) {
+        let part = if bench::has(bench::WHOLE) {
+            Part::Whole
+        } else {
+            part
+        };
         let t = thread::this();
         t.stamp_at.set(tick());
         t.stamp_part.set(part as u8);
@@ -77,7 +87,7 @@ pub fn begin(part: Part) {
 #[inline(always)]
 pub fn enter(part: Part) -> Part {
     #[cfg(feature = "bench")]
-    if bench::has(bench::STAMPS) {
+    if bench::has(bench::STAMPS) && !bench::has(bench::WHOLE) {
         return switch(part);
     }
     let _ = part;
@@ -136,6 +146,7 @@ mod on {
         Part::Record,
         Part::Push,
         Part::Exit,
+        Part::Whole,
         Part::Empty,
     ];
 

@@ -101,7 +101,7 @@ def stamps(r):
         print(f"{'part':8} {'runs/alloc':>10} {'ns/alloc, raw: median (processes)':52} "
               f"{'less the stamps':>15}")
         corrected_sums = [0.0] * len(ds)
-        for part in st[0]["parts_ns_per_alloc"]:
+        for part in [p for p in st[0]["parts_ns_per_alloc"] if p != "whole"]:
             raw = [x["parts_ns_per_alloc"][part] for x in st]
             n = statistics.median(x["runs_per_alloc"][part] for x in st)
             net = [x["parts_ns_per_alloc"][part] - x["runs_per_alloc"][part] * e
@@ -124,6 +124,20 @@ def stamps(r):
             ("full over paused, block means", [d["full"]["mean_over_paused_ns_per_alloc"]
                                                for d in ds]),
         ]
+        if all("whole" in d for d in ds):
+            wh = [d["whole"] for d in ds]
+            net = [x["parts_ns_per_alloc"]["whole"] - x["runs_per_alloc"]["whole"] * e
+                   for x, e in zip(wh, empty)]
+            rows += [
+                ("whole callback (2 stamps an entry)", [x["parts_ns_per_alloc"]["whole"]
+                                                        for x in wh]),
+                ("whole callback, less its stamps", net),
+                ("whole over paused", [1000 * x["over_paused_us_per_alloc"] for x in wh]),
+                ("indirect, whole: over paused less the callback, per round",
+                 [x["indirect_ns_per_alloc"] for x in wh]),
+                ("indirect, full: over paused less the whole callback less its stamps",
+                 [1000 * d["full"]["over_paused_us_per_alloc"] - n for d, n in zip(ds, net)]),
+            ]
         for name, v in rows:
             print(f"  {name:68} {spread(v, '{:.0f}')}")
         print(f"  {'full over paused, % of the step':68} "

@@ -4,7 +4,7 @@
 #   parts: recorder_parts.py (MODELS; blocks of steps under each variant of a bench build, one
 #          process, rotated; PARTS_REPS processes), then, where `perf` works, `perf stat` of one
 #          MLP process per variant in PERF_VARIANTS (whole process, that variant in every block);
-#   stamps: recorder_parts.py --variants full,stamped (MODELS; the bench build's per-part
+#   stamps: recorder_parts.py --variants "${STAMPS_VARIANTS:-full,stamped,whole}" (MODELS; the bench build's per-part
 #          counters, recorder/src/stamps.rs, in blocks rotated with full and paused ones;
 #          STAMPS_REPS processes, STAMPS_ROUNDS rounds each);
 #   ab:    pyframes_train.py --alternate (recorded against paused blocks, one process, the
@@ -76,7 +76,7 @@ if phase stamps; then
     for i in $(seq "${STAMPS_REPS:-5}"); do
         LD_PRELOAD=$(lib "$BENCH") VRAMTRACE_OUTPUT=/tmp/cost-stamps.vramtrace timeout 150 \
             python3 "$W/recorder_parts.py" "$R/json/stamps-$i.json" --models "$MODELS" \
-            --variants full,stamped --rounds "${STAMPS_ROUNDS:-30}" >>"$R/logs/stamps.log" 2>&1
+            --variants "${STAMPS_VARIANTS:-full,stamped,whole}" --rounds "${STAMPS_ROUNDS:-30}" >>"$R/logs/stamps.log" 2>&1
         echo "stamps $i rc=$?" >>"$R/logs/rc.txt"
         rm -f /tmp/cost-stamps.vramtrace
         pack

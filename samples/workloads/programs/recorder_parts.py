@@ -14,7 +14,8 @@ of whole processes). The allocations a step makes (`allocation.all.allocated` of
 torch.cuda.memory_stats) turn the differences into time per allocation.
 
 `--variants` picks the variants run (all by default; `paused` always runs). The `stamped`
-variant records in full and times the tracker path's parts (recorder/src/stamps.rs): each block's per-part sums
+variant records in full and times the tracker path's parts (recorder/src/stamps.rs), the
+`whole` variant only the whole callback (two stamps an entry): each block's per-part sums
 (`vramtrace_bench_parts`, every thread, read between two steps) are turned into ns per allocation with the
 time-stamp counter's frequency measured against CLOCK_MONOTONIC over the run, and what the
 block's steps cost beyond the paused block's and beyond those parts is `indirect`: time the
@@ -33,10 +34,10 @@ import torch
 from pyframes_train import build_mlp, gpt2_step, mlp_step
 
 # recorder/src/bench.rs's switches.
-CLOCK, TSC, STACK, WALK, INTERN, NODE, PUSH, RECORD, STAMPS = (1 << i for i in range(9))
+CLOCK, TSC, STACK, WALK, INTERN, NODE, PUSH, RECORD, STAMPS, WHOLE = (1 << i for i in range(10))
 # recorder/src/stamps.rs's parts, in its order.
 PARTS = ["decode", "held", "clock", "ids", "stack", "walk", "node", "intern", "record", "push",
-         "exit", "empty"]
+         "exit", "whole", "empty"]
 VARIANTS = {
     "paused": None,
     "full": 0,
@@ -49,6 +50,7 @@ VARIANTS = {
     "no_push": PUSH,
     "decode_only": RECORD,
     "stamped": STAMPS,
+    "whole": STAMPS | WHOLE,
 }
 WORDS = 2 + 2 * len(PARTS)
 
