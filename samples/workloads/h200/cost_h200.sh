@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Issue 25 item 3, the recorder's cost (recorder/BENCHMARKS.md "Where a tensor's recording time
-# goes"), on the H200 in one call:
+# goes", "Where the time goes, by the counters"), on the H200 in one call:
 #   parts: recorder_parts.py (MODELS; blocks of steps under each variant of a bench build, one
 #          process, rotated; PARTS_REPS processes), then, where `perf` works, `perf stat` of one
 #          MLP process per variant in PERF_VARIANTS (whole process, that variant in every block);
-#   stamps: recorder_parts.py --variants "${STAMPS_VARIANTS:-full,stamped,whole}" (MODELS; the bench build's per-part
-#          counters, recorder/src/stamps.rs, in blocks rotated with full and paused ones;
-#          STAMPS_REPS processes, STAMPS_ROUNDS rounds each);
+#   stamps: recorder_parts.py --variants STAMPS_VARIANTS (default full,stamped,whole; MODELS):
+#          the bench build's per-part counters (recorder/src/stamps.rs) in blocks rotated with
+#          full and paused ones; STAMPS_REPS processes, STAMPS_ROUNDS rounds each;
 #   ab:    pyframes_train.py --alternate (recorded against paused blocks, one process, the
 #          defaults), AB_REPS processes of each build, A then B each time;
 #   proc:  between processes, MLP: unrecorded, A's defaults, B's defaults and PyTorch's
@@ -14,8 +14,8 @@
 #          order rotated.
 #
 #   BENCH=DIR A=DIR [B=DIR] [PHASES="parts ab proc"] [MODELS=mlp,gpt2] [PARTS_REPS=5] \
-#       [STAMPS_REPS=5] [STAMPS_ROUNDS=30] [AB_REPS=3] [PROC_REPS=3] \
-#       [PERF_VARIANTS="paused full"] bash samples/workloads/h200/cost_h200.sh
+#       [STAMPS_REPS=5] [STAMPS_ROUNDS=30] [STAMPS_VARIANTS=full,stamped,whole] [AB_REPS=3] \
+#       [PROC_REPS=3] [PERF_VARIANTS="paused full"] bash samples/workloads/h200/cost_h200.sh
 #
 # Each DIR holds a stripped release libvramtrace_preload.so: BENCH's built with
 # `--features bench` (recorder/src/bench.rs), A and B the builds compared (this branch, main).
