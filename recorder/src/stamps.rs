@@ -14,7 +14,7 @@
 //! misses are charged where the buffer drains: the next locked instruction (the journal
 //! cursor's `fetch_add`), or after the callback returned (the allocator's unlock).
 //!
-//! Each thread sums into its own slot of [`SLOTS`] (claimed on its first stamp; only that
+//! Each thread sums into its own slot of `on::SLOTS` (claimed on its first stamp; only that
 //! thread writes it, with plain loads and stores, no locked instruction), and
 //! `vramtrace_bench_parts` adds the slots up for the driver.
 
