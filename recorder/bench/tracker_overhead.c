@@ -22,9 +22,18 @@
  *   cache, as a training step's work between two tensors does, so the recorder finds its
  *   data, its journal slots and the entries cold, as in a real program (0: no such writes).
  *
- * Prints the median, the 90th percentile and the interquartile mean per entry of each hot kind,
- * and per call of each tensor kind (`tensor_alloc`, `tensor_free` = both entries of the free),
- * in ns.
+ * Prints the median, the 90th percentile, the interquartile mean and the mean per entry of each
+ * hot kind, and per call of each tensor kind (`tensor_alloc`, `tensor_free` = both entries of
+ * the free), in ns.
+ *
+ * Under a bench build of the recorder (`--features bench`), MASK (a number, default 0) is the
+ * variant passed to `vramtrace_bench_skip` (recorder/src/bench.rs); with its STAMPS bit (256)
+ * the recorder times its parts (recorder/src/stamps.rs; with WHOLE, 512, too, the whole
+ * callback alone), and the program prints, per part, the
+ * ns a hot entry and a cold tensor spent in it and how many times it ran a tensor, then the
+ * cost of one empty stamp (`part empty`).
+ *
+ *   tracker_overhead LIBC10_CUDA DEPTH ROUNDS [COLD_KIB [MASK]]
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -45,6 +54,23 @@ static double alloc_ns[MAX_ROUNDS * ENTRIES / BATCH], free_ns[MAX_ROUNDS * ENTRI
 static double tensor_alloc_ns[MAX_ROUNDS * TENSORS], tensor_free_ns[MAX_ROUNDS * TENSORS];
 static int batches, tensors;
 static unsigned char *cold;
+/* A bench build's per-part sums (recorder/src/stamps.rs): the counter and CLOCK_MONOTONIC,
+ * then PARTS tick sums, then PARTS run counts. */
+#define PARTS 13
+#define WORDS (2 + 2 * PARTS)
+static const char *part_names[PARTS] = {"decode", "held",   "clock", "ids",  "stack", "walk",
+                                        "node",   "intern", "record", "push", "exit",  "whole", "empty"};
+static unsigned long (*bench_parts)(unsigned long long *, unsigned long);
+static unsigned long long hot_parts[WORDS], tensor_parts[WORDS];
+
+/* Adds the sums' growth since `*at` to `into`, and moves `*at` on. */
+static void parts_since(unsigned long long *at, unsigned long long *into) {
+    unsigned long long now[WORDS];
+    if (!bench_parts) return;
+    bench_parts(now, WORDS);
+    for (int i = 2; i < WORDS; i++) into[i] += now[i] - at[i];
+    memcpy(at, now, sizeof now);
+}
 static size_t cold_len, cold_at;
 /* The other memory: 64 MiB, more than the last-level cache, written COLD_KIB at a time. */
 #define COLD_AREA (64ul << 20)
@@ -78,6 +104,8 @@ __attribute__((noinline)) static void other_work(unsigned round) {
 }
 
 __attribute__((noinline)) static void round_of_entries(unsigned round) {
+    unsigned long long at[WORDS];
+    parts_since(at, at);
     for (int b = 0; b < ENTRIES / BATCH; b++) {
         unsigned long long t0 = now();
         for (int i = 0; i < BATCH; i++) entry(0, 0x7f0000000000ul + 512ul * i, 512);
@@ -88,6 +116,7 @@ __attribute__((noinline)) static void round_of_entries(unsigned round) {
         free_ns[batches] = (double)(t2 - t1) / BATCH;
         batches++;
     }
+    parts_since(at, hot_parts);
     for (int i = 0; i < TENSORS; i++) {
         unsigned long addr = 0x7f1000000000ul + 4096ul * (i + TENSORS * (round & 15));
         other_work(round);
@@ -103,6 +132,7 @@ __attribute__((noinline)) static void round_of_entries(unsigned round) {
         tensor_free_ns[tensors] = (double)(t3 - t2);
         tensors++;
     }
+    parts_since(at, tensor_parts);
 }
 
 __attribute__((noinline)) static void at_depth(int depth, int rounds) {
@@ -125,15 +155,16 @@ __attribute__((noinline)) static void at_depth(int depth, int rounds) {
  * where the clock ticks coarsely). */
 static void report(const char *what, double *v, int n) {
     qsort(v, n, sizeof *v, cmp);
-    double sum = 0;
+    double sum = 0, all = 0;
     for (int i = n / 4; i < n * 3 / 4; i++) sum += v[i];
-    printf("%s median %.1f p90 %.1f iqm %.1f\n", what, v[n / 2], v[n * 9 / 10],
-           sum / (n * 3 / 4 - n / 4));
+    for (int i = 0; i < n; i++) all += v[i];
+    printf("%s median %.1f p90 %.1f iqm %.1f mean %.1f\n", what, v[n / 2], v[n * 9 / 10],
+           sum / (n * 3 / 4 - n / 4), all / n);
 }
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: tracker_overhead LIBC10_CUDA DEPTH ROUNDS [COLD_KIB]\n");
+        fprintf(stderr, "usage: tracker_overhead LIBC10_CUDA DEPTH ROUNDS [COLD_KIB [MASK]]\n");
         return 2;
     }
     int depth = atoi(argv[2]), rounds = atoi(argv[3]);
@@ -157,6 +188,13 @@ int main(int argc, char **argv) {
     if (!init || !alloc || !entry) { fprintf(stderr, "not a fake c10\n"); return 1; }
     init();
     alloc(1000, 0, 0, 0);
+    unsigned (*bench_skip)(unsigned) = (unsigned (*)(unsigned))dlsym(RTLD_DEFAULT, "vramtrace_bench_skip");
+    if (argc > 5) {
+        if (!bench_skip) { fprintf(stderr, "MASK: not a bench build of the recorder\n"); return 1; }
+        bench_skip((unsigned)atoi(argv[5]));
+        bench_parts = (unsigned long (*)(unsigned long long *, unsigned long))dlsym(
+            RTLD_DEFAULT, "vramtrace_bench_parts");
+    }
     unsigned long long c0 = now(), k0 = ticks();
     at_depth(depth, rounds);
     double ns_per_tick = (double)(now() - c0) / (double)(ticks() - k0);
@@ -168,5 +206,19 @@ int main(int argc, char **argv) {
     report("free_completed", free_ns, batches);
     report("tensor_alloc", tensor_alloc_ns, tensors);
     report("tensor_free", tensor_free_ns, tensors);
+    if (bench_parts) {
+        void (*stamp_cost)(unsigned) = (void (*)(unsigned))dlsym(RTLD_DEFAULT, "vramtrace_bench_stamp_cost");
+        unsigned long long at[WORDS], empty[WORDS] = {0};
+        parts_since(at, at);
+        if (stamp_cost) stamp_cost(100000);
+        parts_since(at, empty);
+        for (int p = 0; p < PARTS - 1; p++)
+            printf("part %s hot %.1f tensor %.1f runs %.2f\n", part_names[p],
+                   hot_parts[2 + p] * ns_per_tick / (batches * 2.0 * BATCH),
+                   tensor_parts[2 + p] * ns_per_tick / tensors,
+                   (double)tensor_parts[2 + PARTS + p] / tensors);
+        unsigned long long runs = empty[2 + 2 * PARTS - 1];
+        printf("part empty %.1f\n", runs ? empty[2 + PARTS - 1] * ns_per_tick / runs : 0.0);
+    }
     return 0;
 }

@@ -7,6 +7,7 @@
 //! constant `false` and compiles away.
 //!
 //! From Python: `ctypes.CDLL(None).vramtrace_bench_skip(MASK)`, which returns the previous mask.
+//! The same mask switches the per-part timing of `stamps` on ([`STAMPS`], [`WHOLE`]).
 
 /// The clock reads give 0 (`clock::now`).
 pub const CLOCK: u32 = 1;
@@ -25,26 +26,33 @@ pub const NODE: u32 = 32;
 pub const PUSH: u32 = 64;
 /// A tracker entry is decoded, and then nothing else is done (no clock, stack or record).
 pub const RECORD: u32 = 128;
+/// Not a part left out but timing added: the tracker path's parts are timed (`stamps`).
+#[cfg(feature = "bench")]
+pub const STAMPS: u32 = 256;
+/// With [`STAMPS`]: only the callback's start and end are stamped, its whole time charged to
+/// one part (`stamps::Part::Whole`): the parts' sum checked with the fewest stamps.
+#[cfg(feature = "bench")]
+pub const WHOLE: u32 = 512;
 
-/// Whether the running variant leaves `part` out.
+/// Whether the running variant sets `flag` (a part left out, or [`STAMPS`], [`WHOLE`]).
 #[inline(always)]
-pub fn skips(part: u32) -> bool {
+pub fn has(flag: u32) -> bool {
     #[cfg(feature = "bench")]
     {
         crate::hot::HOT
             .bench_skip
             .load(std::sync::atomic::Ordering::Relaxed)
-            & part
+            & flag
             != 0
     }
     #[cfg(not(feature = "bench"))]
     {
-        let _ = part;
+        let _ = flag;
         false
     }
 }
 
-/// Sets the parts left out (an or of the constants above); returns the previous mask.
+/// Sets the variant (an or of the constants above); returns the previous mask.
 #[cfg(feature = "bench")]
 #[unsafe(no_mangle)]
 pub extern "C" fn vramtrace_bench_skip(mask: u32) -> u32 {

@@ -57,6 +57,7 @@ mod real;
 mod ring;
 mod session;
 mod stacks;
+mod stamps;
 mod table;
 mod thread;
 mod threadnames;

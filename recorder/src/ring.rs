@@ -14,6 +14,7 @@ use crate::context;
 use crate::hot::HOT;
 use crate::lifecycle;
 use crate::pause;
+use crate::stamps::{self, Part};
 use crate::table::{APIS, Hook};
 use std::sync::atomic::{AtomicU64, Ordering, compiler_fence};
 use vramtrace_format::Api;
@@ -78,14 +79,19 @@ pub fn record(hook: Hook, t0: u64, t1: u64, result: u32) -> Record {
 /// A record of an event of `api` (the device left to the caller), with its stack.
 #[inline]
 pub fn record_of(api: Option<Api>, t0: u64, t1: u64, result: u32) -> Record {
+    let outer = stamps::enter(Part::Ids);
+    let (pid, tid) = (clock::pid(), clock::tid());
+    stamps::enter(Part::Stack);
+    let stack = crate::stacks::capture(api);
+    stamps::enter(outer);
     Record {
         time_ns: t0,
         duration_ns: t1.wrapping_sub(t0),
-        pid: clock::pid(),
-        tid: clock::tid(),
+        pid,
+        tid,
         result,
         api: api.map_or(0, |a| a.id()),
-        stack: crate::stacks::capture(api),
+        stack,
         ..Record::default()
     }
 }
@@ -93,7 +99,14 @@ pub fn record_of(api: Option<Api>, t0: u64, t1: u64, result: u32) -> Record {
 /// Appends `rec` to the journal, giving it the next `seq`.
 #[inline]
 pub fn push(rec: &mut Record) {
-    if crate::bench::skips(crate::bench::PUSH) {
+    let outer = stamps::enter(Part::Push);
+    push_now(rec);
+    stamps::enter(outer);
+}
+
+#[inline]
+fn push_now(rec: &mut Record) {
+    if crate::bench::has(crate::bench::PUSH) {
         return;
     }
     // The caller asked `session` to start recording first; without a journal, the event is lost.

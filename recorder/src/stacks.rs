@@ -46,6 +46,7 @@ use crate::hot::HOT;
 use crate::lifecycle;
 use crate::modules::{self, Loaded};
 use crate::python;
+use crate::stamps::{self, Part};
 use crate::thread;
 use crate::unwind::{self, Bounds, Cache, Snapshot};
 use std::cell::UnsafeCell;
@@ -253,7 +254,7 @@ pub fn capture(api: Option<Api>) -> u32 {
     // The caller started recording first (`session::start_if_needed`): a program linked with
     // -lcuda makes its first call without a lookup before it, and its first event has a stack too.
     let mode = HOT.stack_mode.load(Ordering::Acquire);
-    if mode == OFF || bench::skips(bench::STACK) {
+    if mode == OFF || bench::has(bench::STACK) {
         return NO_STACK;
     }
     let caller = mode == PYTHON && names_caller(api);
@@ -353,15 +354,17 @@ fn capture_in(block: &Block, mode: u8, caller: bool) -> u32 {
         block.hazard.store(std::ptr::null_mut(), Ordering::Release);
     }
     if mode == PYTHON || mode == MIXED {
-        let walked = if bench::skips(bench::WALK) {
+        let outer = stamps::enter(Part::Walk);
+        let walked = if bench::has(bench::WALK) {
             0
         } else {
             python::walk(frames.get_mut(n..).unwrap_or(&mut []), depth)
         };
+        stamps::enter(Part::Node);
         // No Python frame: on an autograd engine thread, the node it evaluates names the
         // allocation (a backward pass's gradients).
         if walked == 0
-            && !bench::skips(bench::NODE | bench::WALK)
+            && !bench::has(bench::NODE | bench::WALK)
             && let Some(node) = autograd::node_word()
             && let Some(slot) = frames.get_mut(n)
         {
@@ -369,14 +372,17 @@ fn capture_in(block: &Block, mode: u8, caller: bool) -> u32 {
             n += 1;
         }
         n += walked;
+        stamps::enter(outer);
     }
-    let id = if n == 0 || bench::skips(bench::INTERN) {
+    let outer = stamps::enter(Part::Intern);
+    let id = if n == 0 || bench::has(bench::INTERN) {
         NO_STACK
     } else {
         // The recent stacks' key is a stack's first words: a native stack's are the
         // allocator's own frames, the same in every stack of a PyTorch program.
         intern(state, frames.get(..n).unwrap_or(&[]), mode == PYTHON)
     };
+    stamps::enter(outer);
     state.words = words;
     id
 }

@@ -1,6 +1,7 @@
 //! The calling thread's own state on the hook path (its id, its stack-capture block, the
-//! tracker's held record, whether it is an autograd engine thread), in one static TLS block read
-//! with the initial-exec model: one `%fs`-relative address computation and no call.
+//! tracker's held record, whether it is an autograd engine thread; in a bench build, its part
+//! timing's cursor), in one static TLS block read with the initial-exec model: one
+//! `%fs`-relative address computation and no call.
 //!
 //! Rust's `thread_local!` in a `cdylib` compiles to the general-dynamic model: every access
 //! calls `__tls_get_addr`, which reads the thread's dtv and the loader's generation counter.
@@ -35,6 +36,16 @@ pub struct PerThread {
     pub stack_block: Cell<*const u8>,
     /// The tracker's held `free_requested` record (`torch`).
     pub held: Cell<Record>,
+    /// Bench builds: the time-stamp counter at the running part's start (`stamps`).
+    #[cfg(feature = "bench")]
+    pub stamp_at: Cell<u64>,
+    /// Bench builds: the thread's sums, null until it claimed a slot (`stamps`, which alone
+    /// knows their type).
+    #[cfg(feature = "bench")]
+    pub stamp_slot: Cell<*const u8>,
+    /// Bench builds: the part running, 0 outside a stamped path (`stamps`).
+    #[cfg(feature = "bench")]
+    pub stamp_part: Cell<u8>,
 }
 
 const _: () = assert!(std::mem::size_of::<PerThread>() == 192);

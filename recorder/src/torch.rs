@@ -50,6 +50,7 @@
 
 use crate::held::take_held;
 use crate::hot::HOT;
+use crate::stamps::{self, Part};
 use crate::{config, elfsym, modules, ring, session, thread};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -119,27 +120,34 @@ unsafe extern "C" fn invoke(_functor: *const [usize; 2], entry: *const u8) {
     if entry.is_null() || !ring::wanted() {
         return;
     }
+    stamps::begin(Part::Decode);
     session::start_if_needed();
     let layout = EntryLayout::from_word(HOT.torch_entry.load(Ordering::Relaxed));
     // SAFETY: the allocator passes a live `TraceEntry`, `size_of` bytes for this version (0
     // before a version was found: an empty slice, which decodes to nothing).
     let bytes = unsafe { std::slice::from_raw_parts(entry, usize::from(layout.size_of)) };
     let Some(e) = layout.decode(bytes) else {
+        stamps::end();
         return;
     };
-    if crate::bench::skips(crate::bench::RECORD) {
+    if crate::bench::has(crate::bench::RECORD) {
+        stamps::end();
         return;
     }
+    stamps::enter(Part::Held);
     if let Some(mut held) = take_held() {
         if e.api == Api::TorchFreeCompleted && same_block(&held, &e) {
             held.api = e.api.id();
             held.flags |= WITH_FREE_REQUEST;
             ring::push(&mut held);
+            stamps::end();
             return;
         }
         ring::push(&mut held);
     }
+    stamps::enter(Part::Clock);
     let now = crate::clock::now();
+    stamps::enter(Part::Record);
     let mut rec = ring::record_of(Some(e.api), now, now, e.result);
     rec.device = e.device;
     rec.address = e.address;
@@ -154,10 +162,12 @@ unsafe extern "C" fn invoke(_functor: *const [usize; 2], entry: *const u8) {
         t.has_held.set(true);
     } else {
         ring::push(&mut rec);
+        stamps::enter(Part::Exit);
         if e.result != 0 {
             crate::torch_limits::after_oom();
         }
     }
+    stamps::end();
 }
 
 /// Whether entry `e` is about the block of the held `free_requested` record.

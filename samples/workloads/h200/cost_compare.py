@@ -6,7 +6,8 @@ tensor's recording time goes").
 RESULTS is the unpacked `cost/` folder (json/, logs/). Prints: per model, each bench variant's
 cost over paused (median of the processes, then each process) in % of the step and in µs per
 allocation, and what each part costs (full minus the variant without it); the `perf stat`
-counts per allocation where they exist; the A/B in-process medians; the between-process MLP
+counts per allocation where they exist; the per-part counters of `stamps` (recorder/BENCHMARKS.md
+"Where the time goes, by the counters"); the A/B in-process medians; the between-process MLP
 medians against the unrecorded run.
 """
 
@@ -82,6 +83,68 @@ def perf(r):
     print()
 
 
+def stamps(r):
+    """Per model: each part's ns per allocation in the stamped blocks (raw, and less one empty
+    stamp's hot cost per run), their sum, and the blocks' cost over paused beyond them."""
+    runs = load(os.path.join(r, "json", "stamps-*.json"))
+    if not runs:
+        return
+    for m in sorted({m for d in runs.values() for m in d}):
+        ds = [d[m] for d in runs.values() if m in d]
+        st = [d["stamped"] for d in ds]
+        empty = [d["empty_stamp_ns"] for d in ds]
+        print(f"## {m}, counters: {len(ds)} processes, {ds[0]['stamped']['rounds']} rounds, "
+              f"allocations a step {statistics.median(d['allocations_per_step'] for d in ds):.0f}, "
+              f"paused step {spread([d['paused_ms'] for d in ds], '{:.3f}')} ms, "
+              f"TSC {statistics.median(d['tsc_ghz'] for d in ds):.4f} GHz, "
+              f"empty stamp {spread(empty, '{:.1f}')} ns")
+        print(f"{'part':8} {'runs/alloc':>10} {'ns/alloc, raw: median (processes)':52} "
+              f"{'less the stamps':>15}")
+        corrected_sums = [0.0] * len(ds)
+        for part in [p for p in st[0]["parts_ns_per_alloc"] if p != "whole"]:
+            raw = [x["parts_ns_per_alloc"][part] for x in st]
+            n = statistics.median(x["runs_per_alloc"][part] for x in st)
+            net = [x["parts_ns_per_alloc"][part] - x["runs_per_alloc"][part] * e
+                   for x, e in zip(st, empty)]
+            corrected_sums = [c + v for c, v in zip(corrected_sums, net)]
+            print(f"{part:8} {n:10.2f} {spread(raw, '{:.1f}'):52} {statistics.median(net):15.1f}")
+        rows = [
+            ("sum of the parts", [x["parts_sum_ns_per_alloc"] for x in st]),
+            ("sum, less the stamps", corrected_sums),
+            ("stamped over paused", [1000 * x["over_paused_us_per_alloc"] for x in st]),
+            ("indirect, stamped: over paused less the parts, per round",
+             [x["indirect_ns_per_alloc"] for x in st]),
+            ("full over paused", [1000 * d["full"]["over_paused_us_per_alloc"] for d in ds]),
+            ("indirect, full: over paused less the parts less the stamps",
+             [1000 * d["full"]["over_paused_us_per_alloc"] - c
+              for d, c in zip(ds, corrected_sums)]),
+            ("the stamps' cost: stamped less full",
+             [1000 * (x["over_paused_us_per_alloc"] - d["full"]["over_paused_us_per_alloc"])
+              for x, d in zip(st, ds)]),
+            ("full over paused, block means", [d["full"]["mean_over_paused_ns_per_alloc"]
+                                               for d in ds]),
+        ]
+        if all("whole" in d for d in ds):
+            wh = [d["whole"] for d in ds]
+            net = [x["parts_ns_per_alloc"]["whole"] - x["runs_per_alloc"]["whole"] * e
+                   for x, e in zip(wh, empty)]
+            rows += [
+                ("whole callback (2 stamps an entry)", [x["parts_ns_per_alloc"]["whole"]
+                                                        for x in wh]),
+                ("whole callback, less its stamps", net),
+                ("whole over paused", [1000 * x["over_paused_us_per_alloc"] for x in wh]),
+                ("indirect, whole: over paused less the callback, per round",
+                 [x["indirect_ns_per_alloc"] for x in wh]),
+                ("indirect, full: over paused less the whole callback less its stamps",
+                 [1000 * d["full"]["over_paused_us_per_alloc"] - n for d, n in zip(ds, net)]),
+            ]
+        for name, v in rows:
+            print(f"  {name:68} {spread(v, '{:.0f}')}")
+        print(f"  {'full over paused, % of the step':68} "
+              f"{spread([d['full']['over_paused_pct'] for d in ds], '{:+.2f}')}")
+        print()
+
+
 def ab(r):
     runs = load(os.path.join(r, "json", "ab-*.json"))
     if not runs:
@@ -120,6 +183,7 @@ def main():
     r = sys.argv[1]
     parts(r)
     perf(r)
+    stamps(r)
     ab(r)
     proc(r)
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Issue 25 item 3, the recorder's cost (recorder/BENCHMARKS.md "Where a tensor's recording time
-# goes"), on the H200 in one call:
+# goes", "Where the time goes, by the counters"), on the H200 in one call:
 #   parts: recorder_parts.py (MODELS; blocks of steps under each variant of a bench build, one
 #          process, rotated; PARTS_REPS processes), then, where `perf` works, `perf stat` of one
 #          MLP process per variant in PERF_VARIANTS (whole process, that variant in every block);
+#   stamps: recorder_parts.py --variants STAMPS_VARIANTS (default full,stamped,whole; MODELS):
+#          the bench build's per-part counters (recorder/src/stamps.rs) in blocks rotated with
+#          full and paused ones; STAMPS_REPS processes, STAMPS_ROUNDS rounds each;
 #   ab:    pyframes_train.py --alternate (recorded against paused blocks, one process, the
 #          defaults), AB_REPS processes of each build, A then B each time;
 #   proc:  between processes, MLP: unrecorded, A's defaults, B's defaults and PyTorch's
@@ -11,11 +14,13 @@
 #          order rotated.
 #
 #   BENCH=DIR A=DIR [B=DIR] [PHASES="parts ab proc"] [MODELS=mlp,gpt2] [PARTS_REPS=5] \
-#       [AB_REPS=3] [PROC_REPS=3] [PERF_VARIANTS="paused full"] bash samples/workloads/h200/cost_h200.sh
+#       [STAMPS_REPS=5] [STAMPS_ROUNDS=30] [STAMPS_VARIANTS=full,stamped,whole] [AB_REPS=3] \
+#       [PROC_REPS=3] [PERF_VARIANTS="paused full"] bash samples/workloads/h200/cost_h200.sh
 #
 # Each DIR holds a stripped release libvramtrace_preload.so: BENCH's built with
 # `--features bench` (recorder/src/bench.rs), A and B the builds compared (this branch, main).
-# About 25 s a process of `parts` with both models, 25 s a process of `ab`, 8 s of `proc`.
+# About 25 s a process of `parts` with both models, 30 s of `stamps`, 25 s of `ab`, 8 s of
+# `proc`. A is needed by `ab` and `proc` only.
 # Results: $OUT/cost.tar.gz (json/, logs/, traces/ (proc's first recorded MLP run of each build),
 # machine.txt, summary.txt; packed after each phase).
 set -u
@@ -41,7 +46,7 @@ libof() { if [ "$1" = A ]; then lib "$A"; else lib "$B"; fi; }
     cat /sys/devices/system/clocksource/clocksource0/current_clocksource
     grep -o -w -m1 -e constant_tsc -e nonstop_tsc /proc/cpuinfo | sort -u | tr '\n' ' '; echo
     [ -n "${BENCH:-}" ] && echo "bench $(sha256sum "$(lib "$BENCH")")"
-    for b in $builds; do echo "$b $(sha256sum "$(libof $b)")"; done
+    if [ -n "${A:-}" ]; then for b in $builds; do echo "$b $(sha256sum "$(libof $b)")"; done; fi
 } >"$R/machine.txt" 2>&1
 
 if phase parts; then
@@ -65,6 +70,17 @@ if phase parts; then
         done
     fi
     pack
+fi
+
+if phase stamps; then
+    for i in $(seq "${STAMPS_REPS:-5}"); do
+        LD_PRELOAD=$(lib "$BENCH") VRAMTRACE_OUTPUT=/tmp/cost-stamps.vramtrace timeout 150 \
+            python3 "$W/recorder_parts.py" "$R/json/stamps-$i.json" --models "$MODELS" \
+            --variants "${STAMPS_VARIANTS:-full,stamped,whole}" --rounds "${STAMPS_ROUNDS:-30}" >>"$R/logs/stamps.log" 2>&1
+        echo "stamps $i rc=$?" >>"$R/logs/rc.txt"
+        rm -f /tmp/cost-stamps.vramtrace
+        pack
+    done
 fi
 
 if phase ab; then

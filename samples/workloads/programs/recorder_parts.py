@@ -4,7 +4,7 @@ recorder/src/bench.rs), whose variants each take one part of the hook path out, 
 blocks of steps in one process (recorder/BENCHMARKS.md, "Where a tensor's recording time goes").
 
     LD_PRELOAD=.../libvramtrace_preload.so python recorder_parts.py OUT.json \
-        [--models mlp,gpt2] [--rounds N] [--only VARIANT]
+        [--models mlp,gpt2] [--rounds N] [--only VARIANT] [--variants paused,full,...]
 
 A round runs one block of every variant, the order rotated by one from round to round; each
 block's median step is compared with the `paused` block of its round (the recorder paused:
@@ -12,6 +12,15 @@ PyTorch still calls the tracker, which returns at once), and the variant's figur
 of its rounds' differences. `--only VARIANT` runs that variant in every block (for `perf stat`
 of whole processes). The allocations a step makes (`allocation.all.allocated` of
 torch.cuda.memory_stats) turn the differences into time per allocation.
+
+`--variants` picks the variants run (all by default; `paused` always runs). The `stamped`
+variant records in full and times the tracker path's parts (recorder/src/stamps.rs), the
+`whole` variant only the whole callback (two stamps an entry): each block's per-part sums
+(`vramtrace_bench_parts`, every thread, read between two steps) are turned into ns per allocation with the
+time-stamp counter's frequency measured against CLOCK_MONOTONIC over the run, and what the
+block's steps cost beyond the paused block's and beyond those parts is `indirect`: time the
+program pays outside the callback (recorder/BENCHMARKS.md "Where the time goes, by the
+counters").
 """
 
 import argparse
@@ -25,7 +34,10 @@ import torch
 from pyframes_train import build_mlp, gpt2_step, mlp_step
 
 # recorder/src/bench.rs's switches.
-CLOCK, TSC, STACK, WALK, INTERN, NODE, PUSH, RECORD = (1 << i for i in range(8))
+CLOCK, TSC, STACK, WALK, INTERN, NODE, PUSH, RECORD, STAMPS, WHOLE = (1 << i for i in range(10))
+# recorder/src/stamps.rs's parts, in its order.
+PARTS = ["decode", "held", "clock", "ids", "stack", "walk", "node", "intern", "record", "push",
+         "exit", "whole", "empty"]
 VARIANTS = {
     "paused": None,
     "full": 0,
@@ -37,33 +49,78 @@ VARIANTS = {
     "no_node": NODE,
     "no_push": PUSH,
     "decode_only": RECORD,
+    "stamped": STAMPS,
+    "whole": STAMPS | WHOLE,
 }
+WORDS = 2 + 2 * len(PARTS)
 
 
-def alternated(step, warmup, rounds, per_block, only):
+def sums(lib):
+    """vramtrace_bench_parts: [counter, CLOCK_MONOTONIC ns, ticks per part, runs per part]."""
+    out = (ctypes.c_uint64 * WORDS)()
+    if lib.vramtrace_bench_parts(out, WORDS) != WORDS:
+        raise SystemExit("recorder_parts.py: this recorder's parts differ from PARTS")
+    return list(out)
+
+
+def allocated():
+    return torch.cuda.memory_stats()["allocation.all.allocated"]
+
+
+def alternated(step, warmup, rounds, per_block, only, names):
+    """Per variant, per round: the block's median and mean step (s), and for a stamped
+    variant its allocations, its median step's ticks per part and in all, and its runs per
+    part (the sums are read between two steps, outside the timed part)."""
     lib = ctypes.CDLL(None)
+    lib.vramtrace_bench_parts.restype = ctypes.c_size_t
     pause, skip = lib.vramtrace_set_paused, lib.vramtrace_bench_skip
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
-    names = list(VARIANTS)
-    blocks = {n: [] for n in names}  # per round, the block's median step (s)
+    blocks = {n: [] for n in names}
+    start = sums(lib)
     for r in range(rounds):
         order = names[r % len(names):] + names[: r % len(names)]
         for name in order:
             mask = VARIANTS[only or name]
             pause(1 if mask is None else 0)
             skip(mask or 0)
-            times = []
+            stamped = (mask or 0) & STAMPS
+            a0, p0 = allocated(), sums(lib)
+            times, ticks, at = [], [], p0
             for _ in range(per_block):
                 t0 = time.perf_counter()
                 step()
                 torch.cuda.synchronize()
                 times.append(time.perf_counter() - t0)
-            blocks[name].append(statistics.median(times))
+                if stamped:
+                    now = sums(lib)
+                    ticks.append([b - a for a, b in zip(at[2:2 + len(PARTS)], now[2:])])
+                    at = now
+            skip(0)
+            a1, p1 = allocated(), sums(lib)
+            block = {"median": statistics.median(times), "mean": statistics.fmean(times)}
+            if stamped:
+                block["allocations"] = a1 - a0
+                # Per part, the median step's ticks; and the median step's sum of the parts.
+                block["ticks"] = [statistics.median(t[i] for t in ticks) for i in range(len(PARTS))]
+                block["total_ticks"] = statistics.median(sum(t[:-1]) for t in ticks)
+                block["runs"] = [b - a for a, b in zip(p0[2 + len(PARTS):], p1[2 + len(PARTS):])]
+            blocks[name].append(block)
     pause(0)
     skip(0)
-    return blocks
+    end = sums(lib)
+    ns_per_tick = (end[1] - start[1]) / (end[0] - start[0])
+    # One empty stamp, hot: the median of 200 batches of 1,000 (robust to a preemption).
+    e = PARTS.index("empty")
+    empty = []
+    for _ in range(200):
+        before = sums(lib)
+        lib.vramtrace_bench_stamp_cost(1000)
+        after = sums(lib)
+        runs = after[2 + len(PARTS) + e] - before[2 + len(PARTS) + e]
+        empty.append((after[2 + e] - before[2 + e]) * ns_per_tick / max(1, runs))
+    return blocks, ns_per_tick, statistics.median(empty)
 
 
 def allocations_per_step(step, steps=5):
@@ -75,17 +132,38 @@ def allocations_per_step(step, steps=5):
     return (torch.cuda.memory_stats()["allocation.all.allocated"] - before) / steps
 
 
-def summarize(blocks, allocs):
-    paused = blocks["paused"]
-    out = {"allocations_per_step": allocs, "paused_ms": statistics.median(paused) * 1e3}
-    for name, v in blocks.items():
+def summarize(blocks, allocs, ns_per_tick, empty_ns):
+    paused = [b["median"] for b in blocks["paused"]]
+    paused_mean = [b["mean"] for b in blocks["paused"]]
+    out = {"allocations_per_step": allocs, "paused_ms": statistics.median(paused) * 1e3,
+           "tsc_ghz": 1 / ns_per_tick, "empty_stamp_ns": empty_ns}
+    for name, bs in blocks.items():
+        v = [b["median"] for b in bs]
         diffs = [b - p for b, p in zip(v, paused)]
-        out[name] = {
+        mean_diffs = [b["mean"] - p for b, p in zip(bs, paused_mean)]
+        row = {
             "median_ms": statistics.median(v) * 1e3,
             "over_paused_pct": 100 * statistics.median(d / p for d, p in zip(diffs, paused)),
             "over_paused_us_per_alloc": statistics.median(diffs) * 1e6 / allocs,
+            "mean_over_paused_ns_per_alloc": statistics.median(mean_diffs) * 1e9 / allocs,
             "rounds": len(v),
         }
+        if "ticks" in bs[0]:
+            # ns per allocation of each part, per round (the block's median step).
+            per = [[t * ns_per_tick / allocs for t in b["ticks"]] for b in bs]
+            total = [b["total_ticks"] * ns_per_tick / allocs for b in bs]
+            row["parts_ns_per_alloc"] = {
+                n: statistics.median(p[i] for p in per) for i, n in enumerate(PARTS[:-1])}
+            row["runs_per_alloc"] = {
+                n: statistics.median(b["runs"][i] / max(1, b["allocations"]) for b in bs)
+                for i, n in enumerate(PARTS[:-1])}
+            row["parts_sum_ns_per_alloc"] = statistics.median(total)
+            # What the block's median step costs beyond the paused block's and beyond the parts.
+            row["indirect_ns_per_alloc"] = statistics.median(
+                d * 1e9 / allocs - t for d, t in zip(diffs, total))
+            row["per_round"] = [{"parts_ns_per_alloc": p, "over_paused_ns_per_alloc":
+                                 d * 1e9 / allocs} for p, d in zip(per, diffs)]
+        out[name] = row
     return out
 
 
@@ -95,7 +173,12 @@ def main():
     parser.add_argument("--models", default="mlp,gpt2")
     parser.add_argument("--rounds", type=int, default=0)
     parser.add_argument("--only", choices=list(VARIANTS))
+    parser.add_argument("--variants", default=",".join(v for v in VARIANTS if v != "paused"))
     args = parser.parse_args()
+    names = ["paused"] + [v for v in args.variants.split(",") if v != "paused"]
+    unknown = set(names) - set(VARIANTS)
+    if unknown:
+        raise SystemExit(f"recorder_parts.py: unknown variants {sorted(unknown)}")
     torch.manual_seed(0)
     result = {}
     for name in args.models.split(","):
@@ -112,8 +195,9 @@ def main():
             ids = torch.randint(0, 50257, (8, 256), device="cuda")
             step = lambda: gpt2_step(model, opt, ids)  # noqa: E731
             warmup, rounds, per_block = 5, args.rounds or 6, 3
-        blocks = alternated(step, warmup, rounds, per_block, args.only)
-        result[name] = summarize(blocks, allocations_per_step(step))
+        blocks, ns_per_tick, empty_ns = alternated(
+            step, warmup, rounds, per_block, args.only, names)
+        result[name] = summarize(blocks, allocations_per_step(step), ns_per_tick, empty_ns)
         del model, opt
         torch.cuda.empty_cache()
     with open(args.out, "w") as f:
