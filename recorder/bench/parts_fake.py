@@ -7,7 +7,7 @@ really run. A check of the driver and of `cost_compare.py`'s tables on the devel
 not a training step's.
 
     LD_LIBRARY_PATH=C LD_PRELOAD=BENCH.so VRAMTRACE_OUTPUT=/tmp/tb/ \
-        python3 recorder/bench/parts_fake.py LIBC10_CUDA OUT.json [VARIANTS]
+        python3 recorder/bench/parts_fake.py LIBC10_CUDA OUT.json [VARIANTS [PIN]]
 """
 
 import ctypes
@@ -53,5 +53,7 @@ sys.modules["pyframes_train"] = train
 here = os.path.dirname(os.path.abspath(__file__))
 driver = os.path.join(here, "..", "..", "samples", "workloads", "programs", "recorder_parts.py")
 variants = sys.argv[3] if len(sys.argv) > 3 else "full,stamped,whole"
-sys.argv = [driver, sys.argv[2], "--models", "mlp", "--variants", variants, "--rounds", "10"]
+pin = sys.argv[4] if len(sys.argv) > 4 else "none"
+sys.argv = [driver, sys.argv[2], "--models", "mlp", "--variants", variants, "--rounds", "10",
+            "--pin", pin]
 runpy.run_path(driver, run_name="__main__")

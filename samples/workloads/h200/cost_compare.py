@@ -145,6 +145,31 @@ def stamps(r):
         print()
 
 
+def pin(r):
+    """Per model and pin mode: full over paused, the whole callback less its stamps, and the
+    indirect rest, per allocation (median of the processes, each process in brackets)."""
+    runs = load(os.path.join(r, "json", "pin-*.json"))
+    if not runs:
+        return
+    by = {}
+    for name, d in runs.items():
+        mode = d["pin"]["mode"]
+        for m, v in d.items():
+            if m != "pin":
+                by.setdefault((m, mode), []).append((v, d["pin"]))
+    print("## where the writer thread runs: ns an allocation, median (processes)")
+    for (m, mode), rows in sorted(by.items()):
+        full = [1000 * v["full"]["over_paused_us_per_alloc"] for v, _ in rows]
+        net = [v["whole"]["parts_ns_per_alloc"]["whole"]
+               - v["whole"]["runs_per_alloc"]["whole"] * v["empty_stamp_ns"] for v, _ in rows]
+        pct = [v["full"]["over_paused_pct"] for v, _ in rows]
+        cpus = sorted({(p["main_cpu"], p["writer_cpu"]) for _, p in rows}, key=str)
+        print(f"  {m:5} {mode:8} full over paused {spread(full, '{:.0f}')}  "
+              f"({spread(pct, '{:+.2f}')}%)  callback {spread(net, '{:.0f}')}  "
+              f"indirect {spread([f - n for f, n in zip(full, net)], '{:.0f}')}  cpus {cpus}")
+    print()
+
+
 def ab(r):
     runs = load(os.path.join(r, "json", "ab-*.json"))
     if not runs:
@@ -184,6 +209,7 @@ def main():
     parts(r)
     perf(r)
     stamps(r)
+    pin(r)
     ab(r)
     proc(r)
 

@@ -7,6 +7,10 @@
 #   stamps: recorder_parts.py --variants STAMPS_VARIANTS (default full,stamped,whole; MODELS):
 #          the bench build's per-part counters (recorder/src/stamps.rs) in blocks rotated with
 #          full and paused ones; STAMPS_REPS processes, STAMPS_ROUNDS rounds each;
+#   pin:   recorder_parts.py --variants full,whole --pin MODE for each MODE of PIN_MODES (default
+#          "none apart same sibling"), rotated, PIN_REPS processes of each (default 3),
+#          PIN_ROUNDS rounds (default 16): the writer thread beside, apart from or on the main
+#          thread's CPU (recorder/BENCHMARKS.md "Where the indirect cost goes");
 #   ab:    pyframes_train.py --alternate (recorded against paused blocks, one process, the
 #          defaults), AB_REPS processes of each build, A then B each time;
 #   proc:  between processes, MLP: unrecorded, A's defaults, B's defaults and PyTorch's
@@ -14,7 +18,8 @@
 #          order rotated.
 #
 #   BENCH=DIR A=DIR [B=DIR] [PHASES="parts ab proc"] [MODELS=mlp,gpt2] [PARTS_REPS=5] \
-#       [STAMPS_REPS=5] [STAMPS_ROUNDS=30] [STAMPS_VARIANTS=full,stamped,whole] [AB_REPS=3] \
+#       [STAMPS_REPS=5] [STAMPS_ROUNDS=30] [STAMPS_VARIANTS=full,stamped,whole] [PIN_REPS=3] \
+#       [PIN_ROUNDS=16] [PIN_MODES="none apart same sibling"] [AB_REPS=3] \
 #       [PROC_REPS=3] [PERF_VARIANTS="paused full"] bash samples/workloads/h200/cost_h200.sh
 #
 # Each DIR holds a stripped release libvramtrace_preload.so: BENCH's built with
@@ -81,6 +86,22 @@ if phase stamps; then
         rm -f /tmp/cost-stamps.vramtrace
         pack
     done
+fi
+
+if phase pin; then
+    for i in $(seq "${PIN_REPS:-3}"); do
+        for m in ${PIN_MODES:-none apart same sibling}; do
+            LD_PRELOAD=$(lib "$BENCH") VRAMTRACE_OUTPUT=/tmp/cost-pin.vramtrace timeout 150 \
+                python3 "$W/recorder_parts.py" "$R/json/pin-$m-$i.json" --models "$MODELS" \
+                --variants full,whole --rounds "${PIN_ROUNDS:-16}" --pin "$m" \
+                >>"$R/logs/pin.log" 2>&1
+            echo "pin $m $i rc=$?" >>"$R/logs/rc.txt"
+            rm -f /tmp/cost-pin.vramtrace
+            pack
+        done
+    done
+    { lscpu; for c in 0 1 2 3; do echo "cpu$c siblings $(cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list)"; done; } >"$R/topology.txt" 2>&1
+    pack
 fi
 
 if phase ab; then

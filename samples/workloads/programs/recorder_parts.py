@@ -21,12 +21,21 @@ time-stamp counter's frequency measured against CLOCK_MONOTONIC over the run, an
 block's steps cost beyond the paused block's and beyond those parts is `indirect`: time the
 program pays outside the callback (recorder/BENCHMARKS.md "Where the time goes, by the
 counters").
+
+`--pin MODE` places the program's main thread and the recorder's writer thread
+(`vramtrace-writer`, recorder/src/writer.rs) before the timed rounds: `none` leaves them to the
+scheduler, `same` puts both on the main thread's CPU, `sibling` the writer on that CPU's other
+hyperthread (where the machine shows one), `apart` the writer on another core. What moves
+between the modes is the part of the indirect cost that the writer's work causes
+(recorder/BENCHMARKS.md "Where the indirect cost goes").
 """
 
 import argparse
 import ctypes
 import json
+import os
 import statistics
+import threading
 import time
 
 import torch
@@ -63,20 +72,66 @@ def sums(lib):
     return list(out)
 
 
+def cpu_list(text):
+    """A /sys CPU list ("0-3,8") as a sorted list."""
+    cpus = []
+    for part in text.strip().split(","):
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def writer_tid():
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            # The kernel keeps 15 bytes of a thread's name.
+            if f.read().strip() == "vramtrace-writer"[:15]:
+                return int(tid)
+    raise SystemExit("recorder_parts.py --pin: no vramtrace-writer thread (is the recorder loaded?)")
+
+
+def pin(mode):
+    """Pins the main thread and the writer for `mode`; returns (main's CPU, writer's CPU or
+    None)."""
+    if mode == "none":
+        return None, None
+    here = min(os.sched_getaffinity(0))
+    with open(f"/sys/devices/system/cpu/cpu{here}/topology/thread_siblings_list") as f:
+        siblings = cpu_list(f.read())
+    allowed = sorted(os.sched_getaffinity(0))
+    if mode == "same":
+        there = here
+    elif mode == "sibling":
+        others = [c for c in siblings if c != here and c in allowed]
+        if not others:
+            raise SystemExit(f"recorder_parts.py --pin sibling: CPU {here} shows no sibling")
+        there = others[0]
+    else:
+        others = [c for c in allowed if c not in siblings]
+        if not others:
+            raise SystemExit("recorder_parts.py --pin apart: one core only")
+        there = others[0]
+    os.sched_setaffinity(threading.get_native_id(), {here})
+    os.sched_setaffinity(writer_tid(), {there})
+    return here, there
+
+
 def allocated():
     return torch.cuda.memory_stats()["allocation.all.allocated"]
 
 
-def alternated(step, warmup, rounds, per_block, only, names):
+def alternated(step, warmup, rounds, per_block, only, names, pin_mode):
     """Per variant, per round: the block's median and mean step (s), and for a stamped
     variant its allocations, its median step's ticks per part and in all, and its runs per
-    part (the sums are read between two steps, outside the timed part)."""
+    part (the sums are read between two steps, outside the timed part); the threads pinned
+    for `pin_mode` after the warm-up (the recorder's writer starts with the first allocation)."""
     lib = ctypes.CDLL(None)
     lib.vramtrace_bench_parts.restype = ctypes.c_size_t
     pause, skip = lib.vramtrace_set_paused, lib.vramtrace_bench_skip
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
+    main_cpu, writer_cpu = pin(pin_mode)
     blocks = {n: [] for n in names}
     start = sums(lib)
     for r in range(rounds):
@@ -120,7 +175,8 @@ def alternated(step, warmup, rounds, per_block, only, names):
         after = sums(lib)
         runs = after[2 + len(PARTS) + e] - before[2 + len(PARTS) + e]
         empty.append((after[2 + e] - before[2 + e]) * ns_per_tick / max(1, runs))
-    return blocks, ns_per_tick, statistics.median(empty)
+    cpus = {"mode": pin_mode, "main_cpu": main_cpu, "writer_cpu": writer_cpu}
+    return blocks, ns_per_tick, statistics.median(empty), cpus
 
 
 def allocations_per_step(step, steps=5):
@@ -174,6 +230,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=0)
     parser.add_argument("--only", choices=list(VARIANTS))
     parser.add_argument("--variants", default=",".join(v for v in VARIANTS if v != "paused"))
+    parser.add_argument("--pin", choices=["none", "same", "sibling", "apart"], default="none")
     args = parser.parse_args()
     names = ["paused"] + [v for v in args.variants.split(",") if v != "paused"]
     unknown = set(names) - set(VARIANTS)
@@ -195,8 +252,8 @@ def main():
             ids = torch.randint(0, 50257, (8, 256), device="cuda")
             step = lambda: gpt2_step(model, opt, ids)  # noqa: E731
             warmup, rounds, per_block = 5, args.rounds or 6, 3
-        blocks, ns_per_tick, empty_ns = alternated(
-            step, warmup, rounds, per_block, args.only, names)
+        blocks, ns_per_tick, empty_ns, result["pin"] = alternated(
+            step, warmup, rounds, per_block, args.only, names, args.pin)
         result[name] = summarize(blocks, allocations_per_step(step), ns_per_tick, empty_ns)
         del model, opt
         torch.cuda.empty_cache()
