@@ -7,10 +7,11 @@
 #   stamps: recorder_parts.py --variants STAMPS_VARIANTS (default full,stamped,whole; MODELS):
 #          the bench build's per-part counters (recorder/src/stamps.rs) in blocks rotated with
 #          full and paused ones; STAMPS_REPS processes, STAMPS_ROUNDS rounds each;
-#   pin:   recorder_parts.py --variants full,whole --pin MODE for each MODE of PIN_MODES (default
-#          "none apart same sibling"), rotated, PIN_REPS processes of each (default 3),
-#          PIN_ROUNDS rounds (default 16): the writer thread beside, apart from or on the main
-#          thread's CPU (recorder/BENCHMARKS.md "Where the indirect cost goes");
+#   pin:   recorder_parts.py --variants full,whole --pin MODE for each MODE of PIN_MODES
+#          (default "none apart same"; "sibling" where the CPUs show hyperthreads), rotated,
+#          PIN_REPS processes of each (default 3), PIN_ROUNDS rounds (default 16): the writer
+#          thread beside, apart from or on the main thread's CPU (recorder/BENCHMARKS.md
+#          "Where the indirect cost goes");
 #   ab:    pyframes_train.py --alternate (recorded against paused blocks, one process, the
 #          defaults), AB_REPS processes of each build, A then B each time;
 #   proc:  between processes, MLP: unrecorded, A's defaults, B's defaults and PyTorch's
@@ -19,7 +20,7 @@
 #
 #   BENCH=DIR A=DIR [B=DIR] [PHASES="parts ab proc"] [MODELS=mlp,gpt2] [PARTS_REPS=5] \
 #       [STAMPS_REPS=5] [STAMPS_ROUNDS=30] [STAMPS_VARIANTS=full,stamped,whole] [PIN_REPS=3] \
-#       [PIN_ROUNDS=16] [PIN_MODES="none apart same sibling"] [AB_REPS=3] \
+#       [PIN_ROUNDS=16] [PIN_MODES="none apart same"] [AB_REPS=3] \
 #       [PROC_REPS=3] [PERF_VARIANTS="paused full"] bash samples/workloads/h200/cost_h200.sh
 #
 # Each DIR holds a stripped release libvramtrace_preload.so: BENCH's built with
@@ -90,7 +91,7 @@ fi
 
 if phase pin; then
     for i in $(seq "${PIN_REPS:-3}"); do
-        for m in ${PIN_MODES:-none apart same sibling}; do
+        for m in ${PIN_MODES:-none apart same}; do
             LD_PRELOAD=$(lib "$BENCH") VRAMTRACE_OUTPUT=/tmp/cost-pin.vramtrace timeout 150 \
                 python3 "$W/recorder_parts.py" "$R/json/pin-$m-$i.json" --models "$MODELS" \
                 --variants full,whole --rounds "${PIN_ROUNDS:-16}" --pin "$m" \

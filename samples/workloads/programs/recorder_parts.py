@@ -90,24 +90,28 @@ def writer_tid():
     raise SystemExit("recorder_parts.py --pin: no vramtrace-writer thread (is the recorder loaded?)")
 
 
+# The CPUs the process may use, before any thread is pinned (a pinned thread's own set is
+# its one CPU).
+ALLOWED = sorted(os.sched_getaffinity(0))
+
+
 def pin(mode):
     """Pins the main thread and the writer for `mode`; returns (main's CPU, writer's CPU or
-    None)."""
+    None). Called once per model: the same CPUs each time."""
     if mode == "none":
         return None, None
-    here = min(os.sched_getaffinity(0))
+    here = ALLOWED[0]
     with open(f"/sys/devices/system/cpu/cpu{here}/topology/thread_siblings_list") as f:
         siblings = cpu_list(f.read())
-    allowed = sorted(os.sched_getaffinity(0))
     if mode == "same":
         there = here
     elif mode == "sibling":
-        others = [c for c in siblings if c != here and c in allowed]
+        others = [c for c in siblings if c != here and c in ALLOWED]
         if not others:
             raise SystemExit(f"recorder_parts.py --pin sibling: CPU {here} shows no sibling")
         there = others[0]
     else:
-        others = [c for c in allowed if c not in siblings]
+        others = [c for c in ALLOWED if c not in siblings]
         if not others:
             raise SystemExit("recorder_parts.py --pin apart: one core only")
         there = others[0]
