@@ -11,10 +11,11 @@
 //! event list shows: rows keep the facts it is decided from and [`AllocationTable::object`]
 //! answers under the shape the pass found.
 
+use super::level::{Calls, LevelFacts, LevelStats};
 use super::lifetimes::{Matched, Matcher};
-use super::{Model, ModelBuilder};
+use super::ordering::order_of;
 use std::collections::{BTreeSet, HashMap};
-use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
+use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER};
 use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, Op, Trace};
 
 /// The hasher of the running totals (one lookup per step): fast, and seeded at random as the
@@ -25,10 +26,13 @@ type Hasher = foldhash::fast::RandomState;
 const LIVE: u64 = u64::MAX;
 
 /// A row's flags: its call came from a framework's tracker; its event carried
-/// [`ALLOCATOR_SEGMENT`]; it ended because its address was handed out again without a free.
+/// [`ALLOCATOR_SEGMENT`]; it ended because its address was handed out again without a free;
+/// it is one of the `cudaMalloc`s an imported snapshot recorded the real caching allocator
+/// making, whose address a replay reuses ([`crate::model::RequestStream::recorded_segments`]).
 const FRAMEWORK: u8 = 1;
-const FLAGGED: u8 = 2;
-const REPLACED: u8 = 4;
+pub(super) const FLAGGED: u8 = 2;
+pub(super) const REPLACED: u8 = 4;
+pub(super) const RECORDED_SEGMENT: u8 = 8;
 
 /// One allocation object, as the views read it.
 ///
@@ -156,6 +160,28 @@ pub struct DriverCountEvent {
     pub event: Event,
 }
 
+/// An event that changes no row but that the replay's requests follow: a §4.3 limit
+/// (formats/SPEC.md: a device's total, a memory fraction, an `empty_cache`, a pool trimmed to
+/// nothing), an ordering call that orders something (§4.4), or PyTorch's word on its segments
+/// (`torch.segment_*`), with its index among the trace's events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Mark {
+    pub index: u64,
+    pub event: Event,
+}
+
+impl Mark {
+    /// Whether the replay's requests follow `e`, an event of no [`ALLOCATOR_SEGMENT`] flag.
+    fn is(e: &Event) -> bool {
+        match e.api.kind() {
+            MemoryKind::Limits => e.api != Api::DriverProcessMemory,
+            MemoryKind::Ordering => order_of(e).is_some(),
+            MemoryKind::TorchSegment => true,
+            _ => e.api == Api::CuMemPoolTrimTo && e.aux == 0 && e.succeeded(),
+        }
+    }
+}
+
 /// One pass's table of a trace's allocations.
 #[derive(Debug, Clone, Default)]
 pub struct AllocationTable {
@@ -171,24 +197,55 @@ pub struct AllocationTable {
     pub unmatched_frees: u64,
     /// The failed allocation calls, in call order.
     pub failures: Vec<Failure>,
+    /// The program's calls of any kind that returned an error (not counting limits, ordering
+    /// calls, PyTorch's word on its segments or an imported snapshot's records).
+    pub failed_calls: u64,
     /// The driver's counts of a process's memory (`driver.process_memory`, formats/SPEC.md
     /// §4.3), in call order.
     pub driver_counts: Vec<DriverCountEvent>,
-    pid: Vec<u32>,
-    device: Vec<i32>,
-    api: Vec<Api>,
-    flags: Vec<u8>,
-    address: Vec<u64>,
-    size: Vec<u64>,
-    stack: Vec<u32>,
-    stream: Vec<u64>,
+    /// What the calls the replay takes as requests show of the capture level
+    /// ([`super::detect_level`]).
+    pub level_facts: LevelFacts,
+    /// What the calls show of the allocator the program ran under, beside the recorded
+    /// configuration in the metadata (`tune::recorded`).
+    pub calls: Calls,
+    pub(super) pid: Vec<u32>,
+    /// The device of the row's call, as recorded (host memory's too).
+    pub(super) device: Vec<i32>,
+    pub(super) api: Vec<Api>,
+    pub(super) flags: Vec<u8>,
+    pub(super) address: Vec<u64>,
+    pub(super) size: Vec<u64>,
+    pub(super) stack: Vec<u32>,
+    pub(super) stream: Vec<u64>,
+    /// The rows whose allocation is served on a lane other than its CUDA stream ([`lane`]),
+    /// with that lane, in row order.
+    pub(super) lanes: Vec<(u32, u64)>,
     birth: Vec<u64>,
-    birth_ns: Vec<u64>,
+    pub(super) birth_ns: Vec<u64>,
     /// The index of the event that ended the row, or [`LIVE`].
     end: Vec<u64>,
-    end_ns: Vec<u64>,
+    pub(super) end_ns: Vec<u64>,
+    /// The stack and the [`lane`] of the call that ended the row (of the allocation that took
+    /// its address, for a row replaced without a free).
+    pub(super) end_stack: Vec<u32>,
+    pub(super) end_lane: Vec<u64>,
     /// Rows in the order they ended.
     ends: Vec<u32>,
+    /// The events the replay's requests follow beside the rows, in call order.
+    pub(super) marks: Vec<Mark>,
+}
+
+/// The lane a request of `e` is served on: its CUDA stream, except that a block of one of
+/// PyTorch's private memory pools (a CUDA graph capture, `torch.cuda.MemPool`) counts as a
+/// stream of its own: PyTorch never hands a block of one pool to a request of another, just
+/// as it never shares blocks between streams.
+pub(super) fn lane(e: &Event) -> u64 {
+    if e.api.kind() != MemoryKind::TorchBlock || (e.pool == 0 && e.handle == 0) {
+        return e.stream;
+    }
+    let pool = e.pool.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ e.handle.rotate_left(32);
+    e.stream ^ pool | 1 << 63
 }
 
 /// Builds an [`AllocationTable`] from events pushed one at a time in file order.
@@ -196,6 +253,7 @@ pub struct AllocationTable {
 pub struct TableBuilder {
     table: AllocationTable,
     live: Matcher<u32>,
+    level: LevelStats,
     tracker: bool,
     snapshot: bool,
 }
@@ -210,11 +268,29 @@ impl TableBuilder {
         }
         t.events += 1;
         t.pids.insert(e.pid);
+        t.calls.see(e);
         let (tracker, snapshot) = Shape::shown_by(e);
         self.tracker |= tracker;
         self.snapshot |= snapshot;
         if e.api == Api::DriverProcessMemory {
             t.driver_counts.push(DriverCountEvent { index, event: *e });
+        }
+        if e.flags & ALLOCATOR_SEGMENT == 0 {
+            // An imported snapshot's record of what the real caching allocator did is no call
+            // of the program's.
+            let (op, kind) = (e.api.op(), e.api.kind());
+            if Mark::is(e) {
+                t.marks.push(Mark { index, event: *e });
+            } else if e.succeeded() {
+                self.level.see_call(op, kind, e.size);
+            } else if op != Op::FreeRequested
+                && !matches!(
+                    kind,
+                    MemoryKind::Limits | MemoryKind::Ordering | MemoryKind::TorchSegment
+                )
+            {
+                t.failed_calls += 1;
+            }
         }
         let row = t.pid.len() as u32;
         match self.live.apply(e, || row) {
@@ -224,12 +300,12 @@ impl TableBuilder {
                 if let Some(old) = replaced {
                     // The address (or handle) was handed out again without a free we saw: the
                     // old object is gone.
-                    t.end_row(old, index, e.time_ns);
+                    t.end_row(old, index, e);
                     t.flags[old as usize] |= REPLACED;
                 }
                 t.push_row(e, index);
             }
-            Matched::Ended(row) => t.end_row(row, index, e.time_ns),
+            Matched::Ended(row) => t.end_row(row, index, e),
             Matched::Unmatched => t.unmatched_frees += 1,
         }
     }
@@ -238,32 +314,22 @@ impl TableBuilder {
     pub fn finish(self) -> AllocationTable {
         AllocationTable {
             shape: Shape::of(self.tracker, self.snapshot),
+            level_facts: self.level.into_facts(),
             ..self.table
         }
     }
 }
 
-/// The trace's request model and its allocation table, from one pass over its events.
-pub fn load(trace: &Trace) -> (Model, AllocationTable) {
-    load_with(trace, |_| {})
-}
-
-/// [`load`], showing each event to `also` in the same pass.
-pub fn load_with(trace: &Trace, mut also: impl FnMut(&Event)) -> (Model, AllocationTable) {
-    let (mut model, mut table) = (ModelBuilder::default(), TableBuilder::default());
-    trace.events().for_each(|e| {
-        also(&e);
-        model.push(&e);
-        table.push(&e);
-    });
-    (model.finish(&trace.metadata), table.finish())
-}
-
 impl AllocationTable {
     /// The table of `trace`, in one pass over its events.
     pub fn of(trace: &Trace) -> AllocationTable {
+        AllocationTable::from_events(trace.events())
+    }
+
+    /// The table of events in file order.
+    pub fn from_events(events: impl IntoIterator<Item = Event>) -> AllocationTable {
         let mut b = TableBuilder::default();
-        trace.events().for_each(|e| b.push(&e));
+        events.into_iter().for_each(|e| b.push(&e));
         b.finish()
     }
 
@@ -272,13 +338,17 @@ impl AllocationTable {
         self.pid.push(e.pid);
         self.device.push(e.device);
         self.api.push(e.api);
+        let flagged = e.flags & ALLOCATOR_SEGMENT != 0;
+        let recorded =
+            flagged && e.api == Api::CuMemAlloc_v2 && e.flags & (BEFORE_HISTORY | REMAINDER) == 0;
         let flags = if e.api.from_framework() { FRAMEWORK } else { 0 }
-            | if e.flags & ALLOCATOR_SEGMENT != 0 {
-                FLAGGED
-            } else {
-                0
-            };
+            | if flagged { FLAGGED } else { 0 }
+            | if recorded { RECORDED_SEGMENT } else { 0 };
         self.flags.push(flags);
+        let lane = lane(e);
+        if lane != e.stream {
+            self.lanes.push((self.pid.len() as u32 - 1, lane));
+        }
         self.address
             .push(if by_handle { e.handle } else { e.address });
         self.size.push(e.size);
@@ -288,11 +358,16 @@ impl AllocationTable {
         self.birth_ns.push(e.time_ns);
         self.end.push(LIVE);
         self.end_ns.push(LIVE);
+        self.end_stack.push(0);
+        self.end_lane.push(0);
     }
 
-    fn end_row(&mut self, row: u32, index: u64, time_ns: u64) {
-        self.end[row as usize] = index;
-        self.end_ns[row as usize] = time_ns;
+    fn end_row(&mut self, row: u32, index: u64, e: &Event) {
+        let r = row as usize;
+        self.end[r] = index;
+        self.end_ns[r] = e.time_ns;
+        self.end_stack[r] = e.stack;
+        self.end_lane[r] = lane(e);
         self.ends.push(row);
     }
 
@@ -362,11 +437,83 @@ impl AllocationTable {
     pub fn steps(&self) -> Steps<'_> {
         Steps {
             table: self,
-            born: 0,
-            ended: 0,
-            failed: 0,
+            cursor: Cursor::default(),
             totals: HashMap::default(),
         }
+    }
+
+    /// Every change the table records, with the marks, in call order.
+    pub(super) fn changes(&self) -> impl Iterator<Item = Change<'_>> {
+        let mut cursor = Cursor {
+            marks: true,
+            ..Cursor::default()
+        };
+        std::iter::from_fn(move || cursor.next(self))
+    }
+}
+
+/// One change the table records, in call order ([`AllocationTable::changes`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Change<'t> {
+    /// Row `0` was born.
+    Born(usize),
+    /// Row `0` ended (freed, or replaced: its flags say which).
+    Ended(usize),
+    Failed(&'t Failure),
+    Marked(&'t Mark),
+}
+
+/// A walk through the table's births, ends and failures (and its marks, when `marks`) merged
+/// in call order.
+#[derive(Debug, Default)]
+struct Cursor {
+    born: usize,
+    ended: usize,
+    failed: usize,
+    marked: usize,
+    marks: bool,
+}
+
+impl Cursor {
+    /// The event indices of the next birth, end, failure and mark, [`LIVE`] past the last.
+    fn heads(&self, t: &AllocationTable) -> [u64; 4] {
+        let mark = match t.marks.get(self.marked) {
+            Some(m) if self.marks => m.index,
+            _ => LIVE,
+        };
+        [
+            t.birth.get(self.born).copied().unwrap_or(LIVE),
+            t.ends.get(self.ended).map_or(LIVE, |&r| t.end[r as usize]),
+            t.failures.get(self.failed).map_or(LIVE, |f| f.index),
+            mark,
+        ]
+    }
+
+    /// The index of the next change's event, [`LIVE`] after the last.
+    fn next_index(&self, t: &AllocationTable) -> u64 {
+        self.heads(t).into_iter().min().unwrap_or(LIVE)
+    }
+
+    fn next<'t>(&mut self, t: &'t AllocationTable) -> Option<Change<'t>> {
+        let [birth, end, fail, mark] = self.heads(t);
+        // An end at a birth's index is the object that birth replaced: it goes first. A
+        // failure or a mark is an event of its own.
+        if end != LIVE && end <= birth && end < fail && end < mark {
+            let r = t.ends[self.ended] as usize;
+            self.ended += 1;
+            return Some(Change::Ended(r));
+        }
+        if birth < fail && birth < mark {
+            self.born += 1;
+            return Some(Change::Born(self.born - 1));
+        }
+        if fail < mark {
+            self.failed += 1;
+            return Some(Change::Failed(&t.failures[self.failed - 1]));
+        }
+        let m = t.marks.get(self.marked).filter(|_| mark != LIVE)?;
+        self.marked += 1;
+        Some(Change::Marked(m))
     }
 }
 
@@ -417,9 +564,7 @@ impl Step<'_> {
 /// device) totals of live bytes.
 pub struct Steps<'t> {
     table: &'t AllocationTable,
-    born: usize,
-    ended: usize,
-    failed: usize,
+    cursor: Cursor,
     totals: HashMap<(u32, i32), Totals, Hasher>,
 }
 
@@ -433,7 +578,7 @@ impl<'t> Steps<'t> {
     /// the events beside the steps (a replaced object's end is passed over).
     pub fn at(&mut self, index: u64) -> Option<Step<'t>> {
         let mut change = None;
-        while self.next_index() == index {
+        while self.cursor.next_index(self.table) == index {
             change = self.next().filter(|s| !matches!(s, Step::Replaced { .. }));
         }
         change
@@ -442,18 +587,9 @@ impl<'t> Steps<'t> {
     /// Takes every step up to and including the event of index `index`, for a caller that
     /// reads the totals after an event that changed nothing (a driver's count).
     pub fn through(&mut self, index: u64) {
-        while self.next_index() <= index {
+        while self.cursor.next_index(self.table) <= index {
             self.next();
         }
-    }
-
-    /// The index of the next step's event, [`LIVE`] after the last.
-    fn next_index(&self) -> u64 {
-        let t = self.table;
-        let birth = t.birth.get(self.born).copied().unwrap_or(LIVE);
-        let end = t.ends.get(self.ended).map_or(LIVE, |&r| t.end[r as usize]);
-        let fail = t.failures.get(self.failed).map_or(LIVE, |f| f.index);
-        birth.min(end).min(fail)
     }
 
     fn account(&mut self, o: &Object, add: bool) {
@@ -477,42 +613,39 @@ impl<'t> Iterator for Steps<'t> {
 
     fn next(&mut self) -> Option<Step<'t>> {
         let t = self.table;
-        let birth = t.birth.get(self.born).copied().unwrap_or(LIVE);
-        let end_row = t.ends.get(self.ended).map(|&r| r as usize);
-        let end = end_row.map_or(LIVE, |r| t.end[r]);
-        let failure = t.failures.get(self.failed);
-        let fail = failure.map_or(LIVE, |f| f.index);
-        // An end at a birth's index is the object that birth replaced: it goes first.
-        if let Some(r) = end_row.filter(|_| end <= birth && end < fail) {
-            self.ended += 1;
-            let object = t.object(r);
-            self.account(&object, false);
-            return Some(if t.flags[r] & REPLACED != 0 {
-                Step::Replaced {
-                    object,
-                    time_ns: t.end_ns[r],
-                    index: end,
+        loop {
+            return Some(match self.cursor.next(t)? {
+                Change::Ended(r) => {
+                    let object = t.object(r);
+                    self.account(&object, false);
+                    let (time_ns, index) = (t.end_ns[r], t.end[r]);
+                    if t.flags[r] & REPLACED != 0 {
+                        Step::Replaced {
+                            object,
+                            time_ns,
+                            index,
+                        }
+                    } else {
+                        Step::Free {
+                            object,
+                            time_ns,
+                            index,
+                        }
+                    }
                 }
-            } else {
-                Step::Free {
-                    object,
-                    time_ns: t.end_ns[r],
-                    index: end,
+                Change::Born(r) => {
+                    let object = t.object(r);
+                    self.account(&object, true);
+                    Step::Alloc {
+                        object,
+                        index: t.birth[r],
+                    }
                 }
+                Change::Failed(f) => Step::Failed(f),
+                // The steps' cursor walks no marks.
+                Change::Marked(_) => continue,
             });
         }
-        if birth < fail {
-            let object = t.object(self.born);
-            self.born += 1;
-            self.account(&object, true);
-            return Some(Step::Alloc {
-                object,
-                index: birth,
-            });
-        }
-        let f = failure?;
-        self.failed += 1;
-        Some(Step::Failed(f))
     }
 }
 

@@ -8,9 +8,10 @@ use vramtrace::backward::{BackwardNamer, name_backward};
 use vramtrace::completeness::Incomplete;
 use vramtrace::interop::import_snapshot;
 use vramtrace::job::{Rank, rank_of, ranks};
-use vramtrace::model::{Model, ModelBuilder};
+use vramtrace::model::Model;
+use vramtrace::model::table::TableBuilder;
 use vramtrace::replay::{Limits, ReplayInput, prepare};
-use vramtrace::tune::{Calls, Recorded, recorded, recorded_of};
+use vramtrace::tune::{Recorded, model_and_recorded, recorded};
 use vramtrace_format::{
     Event, EventBatch, Layout, MappedFile, ReadOptions, Tables, Trace, TraceHead, journal, pickle,
 };
@@ -164,14 +165,12 @@ pub fn replay_input_and_recorded(
     path: &Path,
     capacity: Option<u64>,
 ) -> Result<(Option<ReplayInput>, Recorded, Tables, Layout)> {
-    let mut builder = ModelBuilder::default();
-    let mut calls = Calls::default();
-    let head = stream_named_events(path, false, |e| {
-        calls.see(e);
-        builder.push(e);
-    })?;
-    let model = builder.finish(&head.metadata);
-    let recorded = recorded(&head.metadata, &head.tables, calls);
+    let mut table = TableBuilder::default();
+    let head = stream_named_events(path, false, |e| table.push(e))?;
+    let table = table.finish();
+    let model = Model::of(&table, &head.metadata);
+    let recorded = recorded(&head.metadata, &head.tables, table.calls);
+    drop(table);
     let limits = Limits {
         given: capacity,
         memory_fraction: recorded.memory_fraction,
@@ -183,10 +182,10 @@ pub fn replay_input_and_recorded(
 /// The request streams of `trace`, already loaded from `path`, prepared as
 /// [`replay_input_and_recorded`] prepares them.
 pub fn streams_of(path: &Path, trace: &Trace, capacity: Option<u64>) -> Result<ReplayInput> {
-    let model = Model::from_events(trace.events(), &trace.metadata);
+    let (model, recorded) = model_and_recorded(trace);
     let limits = Limits {
         given: capacity,
-        memory_fraction: recorded_of(trace).memory_fraction,
+        memory_fraction: recorded.memory_fraction,
     };
     prepare(model, &trace.metadata, &trace.tables.devices, limits)
         .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
