@@ -1,20 +1,23 @@
-//! The model of a trace: per (process, device) the request stream of its device memory, a
-//! function of the allocation table's rows and marks ([`AllocationTable`]) walked in call
-//! order, so that the replays read the same matched frees as every other view.
+//! The model of a trace: per (process, device) the request stream of its device memory, built
+//! as a [`Follow`]er of the allocation table's pass ([`TableBuilder`]), from the same matched
+//! frees and in the same pass as the table's rows, so that the replays read what every other
+//! view reads. A caller that replays only keeps no row ([`Loader::requests_only`]).
 
 use super::level::{LevelReport, detect_level};
 use super::ordering::{has_event, has_stream, order_of};
 use super::request::{
     NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, Slots, StreamKey,
 };
-use super::table::{AllocationTable, Change, FLAGGED, Mark, RECORDED_SEGMENT, REPLACED, lane};
+use super::table::{AllocationTable, Follow, TableBuilder, lane};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The hasher of the model's maps: a fast one (SipHash was a fifth of the load time), seeded
 /// at random so that a crafted trace cannot aim at collisions.
 type Hasher = foldhash::fast::RandomState;
-use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, memory_fraction};
-use vramtrace_format::{Api, Event, MemoryKind, Metadata, Op};
+use vramtrace_format::conventions::{
+    ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER, memory_fraction,
+};
+use vramtrace_format::{Api, Event, MemoryKind, Metadata, Op, Trace};
 
 /// Everything the replay and the reports derive from a trace's events.
 #[derive(Debug, Clone, Default)]
@@ -28,9 +31,6 @@ pub struct Model {
 
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
-
-/// The slot of a row that made no request.
-const NO_SLOT: u32 = u32::MAX;
 
 struct Builder {
     key: StreamKey,
@@ -75,62 +75,98 @@ struct Call {
     stack: u32,
 }
 
-impl Model {
-    /// Builds the model from events in call order (through their [`AllocationTable`]).
-    pub fn from_events(events: impl IntoIterator<Item = Event>, metadata: &Metadata) -> Model {
-        Model::of(&AllocationTable::from_events(events), metadata)
+impl Call {
+    /// The call `e`, of `size` bytes (a free's are its allocation's).
+    fn of(e: &Event, size: u64) -> Call {
+        Call {
+            time_ns: e.time_ns,
+            size,
+            lane: lane(e),
+            stack: e.stack,
+        }
+    }
+}
+
+/// What the model keeps of a live object that made a request: its free gives `slot` back
+/// and repeats its stream, kind and bytes.
+#[derive(Debug)]
+struct LiveRequest {
+    key: StreamKey,
+    size: u64,
+    slot: u32,
+    kind: MemoryKind,
+}
+
+/// The request streams, as the pass's changes build them ([`Follow`]).
+///
+/// An object of device memory (driver, pool, VMM or PyTorch block) that no
+/// [`ALLOCATOR_SEGMENT`] flag marks is a request, and its free (not its replacement without a
+/// free: that object stays live, its free was not recorded) gives its slot back; a refused
+/// allocation is an attempt; the marks are the limit, ordering and PyTorch segment requests.
+#[derive(Default)]
+struct Requests {
+    builders: BTreeMap<StreamKey, Builder>,
+}
+
+impl Follow for Requests {
+    type Live = Option<LiveRequest>;
+
+    fn born(&mut self, e: &Event) -> Option<LiveRequest> {
+        if e.flags & ALLOCATOR_SEGMENT != 0 {
+            // An imported snapshot's record of what the real caching allocator did: the
+            // replay predicts these, it must not replay them as requests. The addresses of
+            // its `cudaMalloc`s are the real driver's, which the replay reuses.
+            if e.api == Api::CuMemAlloc_v2 && e.flags & (BEFORE_HISTORY | REMAINDER) == 0 {
+                let b = Builder::of(&mut self.builders, stream_key(e));
+                b.segments.push((e.address, e.size));
+            }
+            return None;
+        }
+        let kind = e.api.kind();
+        if !matches!(
+            kind,
+            MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm | MemoryKind::TorchBlock
+        ) {
+            return None;
+        }
+        let key = stream_key(e);
+        let b = Builder::of(&mut self.builders, key);
+        let slot = b.slots.take();
+        b.push(kind, e.address, &Call::of(e, e.size), slot, RequestKind::Alloc);
+        Some(LiveRequest {
+            key,
+            size: e.size,
+            slot,
+            kind,
+        })
     }
 
-    /// The model of `table`'s rows and marks; `metadata` is the trace's, for its capture level.
-    ///
-    /// A row of device memory (driver, pool, VMM or PyTorch block) that no
-    /// [`vramtrace_format::conventions::ALLOCATOR_SEGMENT`] flag marks is a request, and its
-    /// free (not its replacement without a free: that object stays live) gives its slot back;
-    /// a refused allocation is an attempt; the marks are the limit, ordering and PyTorch
-    /// segment requests.
-    pub fn of(table: &AllocationTable, metadata: &Metadata) -> Model {
-        let mut builders = BTreeMap::new();
-        let mut slot_of = vec![NO_SLOT; table.len()];
-        let mut lanes = table.lanes.iter().peekable();
-        for change in table.changes() {
-            match change {
-                Change::Born(r) => {
-                    let lane = match lanes.peek() {
-                        Some(&&(row, lane)) if row as usize == r => {
-                            lanes.next();
-                            lane
-                        }
-                        _ => table.stream[r],
-                    };
-                    born(&mut builders, table, r, lane, &mut slot_of[r]);
-                }
-                Change::Ended(r) => {
-                    let slot = std::mem::replace(&mut slot_of[r], NO_SLOT);
-                    if slot == NO_SLOT || table.flags[r] & REPLACED != 0 {
-                        // An object whose address was handed out again without a free we saw
-                        // stays live: the free was not recorded.
-                        continue;
-                    }
-                    let key = key_of(table, r);
-                    let b = builders
-                        .get_mut(&key)
-                        .expect("a live request has a builder");
-                    b.slots.give_back(slot);
-                    let call = Call {
-                        time_ns: table.end_ns[r],
-                        size: table.size[r],
-                        lane: table.end_lane[r],
-                        stack: table.end_stack[r],
-                    };
-                    let kind = table.api[r].kind();
-                    b.push(kind, table.address[r], &call, slot, RequestKind::Free);
-                }
-                Change::Failed(f) => attempt(&mut builders, &f.event),
-                Change::Marked(m) => see_mark(&mut builders, m),
-            }
-        }
+    fn ended(&mut self, born: Option<LiveRequest>, e: &Event) {
+        let Some(l) = born else { return };
+        let b = self
+            .builders
+            .get_mut(&l.key)
+            .expect("a live request has a builder");
+        b.slots.give_back(l.slot);
+        b.push(l.kind, e.address, &Call::of(e, l.size), l.slot, RequestKind::Free);
+    }
+
+    fn failed(&mut self, e: &Event) {
+        attempt(&mut self.builders, e);
+    }
+
+    fn marked(&mut self, e: &Event) {
+        see_mark(&mut self.builders, e);
+    }
+}
+
+impl Requests {
+    /// The model of the streams built; `table` is the pass's, `metadata` the trace's, for its
+    /// capture level.
+    fn finish(self, table: &AllocationTable, metadata: &Metadata) -> Model {
         Model {
-            streams: builders
+            streams: self
+                .builders
                 .into_values()
                 // A stream of recorded segments alone (no request) is nothing to replay.
                 .filter(|b| !b.requests.is_empty() || b.segments.is_empty())
@@ -142,55 +178,49 @@ impl Model {
     }
 }
 
-/// The trace's allocation table, from one pass over its events, and the request model built
-/// from its rows ([`Model::of`]).
-pub fn load(trace: &vramtrace_format::Trace) -> (Model, AllocationTable) {
-    let table = AllocationTable::of(trace);
-    (Model::of(&table, &trace.metadata), table)
+/// The one loading path: one pass over a trace's events, in file order, builds its allocation
+/// table and its request model from the same matched frees.
+pub struct Loader(TableBuilder<Requests>);
+
+impl Loader {
+    /// A pass that keeps the table's rows, for a caller with views of the recorded trace.
+    pub fn with_rows() -> Loader {
+        Loader(TableBuilder::new(Requests::default(), true))
+    }
+
+    /// A pass that keeps no row (the table has its totals and lists, [`AllocationTable::len`]
+    /// is 0): for a caller that replays only, which then holds no more than the requests.
+    pub fn requests_only() -> Loader {
+        Loader(TableBuilder::new(Requests::default(), false))
+    }
+
+    /// Takes the next event in file order.
+    pub fn push(&mut self, e: &Event) {
+        self.0.push(e);
+    }
+
+    /// The model and the table of every event pushed; `metadata` is the trace's.
+    pub fn finish(self, metadata: &Metadata) -> (Model, AllocationTable) {
+        let (table, requests) = self.0.finish();
+        (requests.finish(&table, metadata), table)
+    }
 }
 
-/// The stream key of row `r`.
-fn key_of(table: &AllocationTable, r: usize) -> StreamKey {
-    StreamKey {
-        pid: table.pid[r],
-        device: table.device[r],
+impl Model {
+    /// Builds the model from events in call order ([`Loader::requests_only`]).
+    pub fn from_events(events: impl IntoIterator<Item = Event>, metadata: &Metadata) -> Model {
+        let mut loader = Loader::requests_only();
+        events.into_iter().for_each(|e| loader.push(&e));
+        loader.finish(metadata).0
     }
 }
 
-/// Row `r` was born on `lane`: an imported snapshot's record of a real `cudaMalloc` (the
-/// replay predicts these and must not replay them, but reuses their addresses), or a request
-/// when it is device memory of the program's, whose slot goes in `slot`.
-fn born(
-    builders: &mut BTreeMap<StreamKey, Builder>,
-    table: &AllocationTable,
-    r: usize,
-    lane: u64,
-    slot: &mut u32,
-) {
-    let flags = table.flags[r];
-    if flags & FLAGGED != 0 {
-        if flags & RECORDED_SEGMENT != 0 {
-            let b = Builder::of(builders, key_of(table, r));
-            b.segments.push((table.address[r], table.size[r]));
-        }
-        return;
-    }
-    let kind = table.api[r].kind();
-    if !matches!(
-        kind,
-        MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm | MemoryKind::TorchBlock
-    ) {
-        return;
-    }
-    let b = Builder::of(builders, key_of(table, r));
-    *slot = b.slots.take();
-    let call = Call {
-        time_ns: table.birth_ns[r],
-        size: table.size[r],
-        lane,
-        stack: table.stack[r],
-    };
-    b.push(kind, table.address[r], &call, *slot, RequestKind::Alloc);
+/// The trace's request model and its allocation table, rows and all, from one pass over its
+/// events ([`Loader::with_rows`]).
+pub fn load(trace: &Trace) -> (Model, AllocationTable) {
+    let mut loader = Loader::with_rows();
+    trace.events().for_each(|e| loader.push(&e));
+    loader.finish(&trace.metadata)
 }
 
 /// A failed call `e`: a refused allocation of device memory is an attempt (its slot free again
@@ -210,18 +240,11 @@ fn attempt(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
     let b = Builder::of(builders, stream_key(e));
     let slot = b.slots.take();
     b.slots.give_back(slot);
-    let call = Call {
-        time_ns: e.time_ns,
-        size: e.size,
-        lane: lane(e),
-        stack: e.stack,
-    };
-    b.push(kind, e.address, &call, slot, RequestKind::Attempt);
+    b.push(kind, e.address, &Call::of(e, e.size), slot, RequestKind::Attempt);
 }
 
 /// A mark: a limit, an ordering call or PyTorch's word on a segment.
-fn see_mark(builders: &mut BTreeMap<StreamKey, Builder>, m: &Mark) {
-    let e = &m.event;
+fn see_mark(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
     let key = stream_key(e);
     match e.api.kind() {
         MemoryKind::Limits => see_limit(builders, e),
@@ -620,9 +643,10 @@ mod tests {
         let mut invalid = ev(Api::CuMemAllocAsync, 1, 0, 64, 0);
         invalid.result = 1;
         let events = vec![refused, invalid, ev(Api::CuMemFreeAsync, 1, 0xdead, 0, 0)];
-        let table = AllocationTable::from_events(events);
+        let mut loader = Loader::requests_only();
+        events.iter().for_each(|e| loader.push(e));
+        let (m, table) = loader.finish(&Metadata::default());
         assert_eq!((table.failed_calls, table.unmatched_frees), (2, 1));
-        let m = Model::of(&table, &Metadata::default());
         let r = &m.streams[0].requests;
         assert_eq!(r.len(), 1);
         assert_eq!((r[0].kind, r[0].size), (RequestKind::Attempt, 1 << 30));

@@ -15,7 +15,7 @@ mod request;
 pub mod table;
 
 pub use capture::{Capture, CaptureLevel};
-pub use from_table::{Model, load};
+pub use from_table::{Loader, Model, load};
 pub use level::{
     Calls, LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level, pytorch_alloc_conf,
 };

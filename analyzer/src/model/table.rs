@@ -15,7 +15,7 @@ use super::level::{Calls, LevelFacts, LevelStats};
 use super::lifetimes::{Matched, Matcher};
 use super::ordering::order_of;
 use std::collections::{BTreeSet, HashMap};
-use vramtrace_format::conventions::{ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER};
+use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, Op, Trace};
 
 /// The hasher of the running totals (one lookup per step): fast, and seeded at random as the
@@ -26,13 +26,10 @@ type Hasher = foldhash::fast::RandomState;
 const LIVE: u64 = u64::MAX;
 
 /// A row's flags: its call came from a framework's tracker; its event carried
-/// [`ALLOCATOR_SEGMENT`]; it ended because its address was handed out again without a free;
-/// it is one of the `cudaMalloc`s an imported snapshot recorded the real caching allocator
-/// making, whose address a replay reuses ([`crate::model::RequestStream::recorded_segments`]).
+/// [`ALLOCATOR_SEGMENT`]; it ended because its address was handed out again without a free.
 const FRAMEWORK: u8 = 1;
-pub(super) const FLAGGED: u8 = 2;
-pub(super) const REPLACED: u8 = 4;
-pub(super) const RECORDED_SEGMENT: u8 = 8;
+const FLAGGED: u8 = 2;
+const REPLACED: u8 = 4;
 
 /// One allocation object, as the views read it.
 ///
@@ -160,26 +157,43 @@ pub struct DriverCountEvent {
     pub event: Event,
 }
 
-/// An event that changes no row but that the replay's requests follow: a §4.3 limit
-/// (formats/SPEC.md: a device's total, a memory fraction, an `empty_cache`, a pool trimmed to
-/// nothing), an ordering call that orders something (§4.4), or PyTorch's word on its segments
-/// (`torch.segment_*`), with its index among the trace's events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Mark {
-    pub index: u64,
-    pub event: Event,
+/// Whether the replay's requests follow `e`, an event of no [`ALLOCATOR_SEGMENT`] flag that
+/// changes no row: a §4.3 limit (formats/SPEC.md: a device's total, a memory fraction, an
+/// `empty_cache`, a pool trimmed to nothing), an ordering call that orders something (§4.4), or
+/// PyTorch's word on its segments (`torch.segment_*`). These are a [`Follow`]er's marks.
+fn is_mark(e: &Event) -> bool {
+    match e.api.kind() {
+        MemoryKind::Limits => e.api != Api::DriverProcessMemory,
+        MemoryKind::Ordering => order_of(e).is_some(),
+        MemoryKind::TorchSegment => true,
+        _ => e.api == Api::CuMemPoolTrimTo && e.aux == 0 && e.succeeded(),
+    }
 }
 
-impl Mark {
-    /// Whether the replay's requests follow `e`, an event of no [`ALLOCATOR_SEGMENT`] flag.
-    fn is(e: &Event) -> bool {
-        match e.api.kind() {
-            MemoryKind::Limits => e.api != Api::DriverProcessMemory,
-            MemoryKind::Ordering => order_of(e).is_some(),
-            MemoryKind::TorchSegment => true,
-            _ => e.api == Api::CuMemPoolTrimTo && e.aux == 0 && e.succeeded(),
-        }
-    }
+/// What follows the pass's changes as [`TableBuilder`] makes them, in call order, from the
+/// same matched frees as the rows: the replay's request model is built this way
+/// ([`super::Loader`]), in the pass that builds the table, with or without its rows.
+pub trait Follow {
+    /// What the follower keeps of a live object, handed back at its end.
+    type Live;
+    /// An object was born at `e`.
+    fn born(&mut self, e: &Event) -> Self::Live;
+    /// The object `born` was freed by `e` (not an object replaced without a free: the pass
+    /// drops that one's `Live` unseen).
+    fn ended(&mut self, born: Self::Live, e: &Event);
+    /// An allocation call that failed ([`AllocationTable::failures`]).
+    fn failed(&mut self, e: &Event);
+    /// A mark: a limit, an ordering call or PyTorch's word on a segment ([`is_mark`]).
+    fn marked(&mut self, e: &Event);
+}
+
+/// Following nothing: the table alone.
+impl Follow for () {
+    type Live = ();
+    fn born(&mut self, _: &Event) {}
+    fn ended(&mut self, _: (), _: &Event) {}
+    fn failed(&mut self, _: &Event) {}
+    fn marked(&mut self, _: &Event) {}
 }
 
 /// One pass's table of a trace's allocations.
@@ -209,31 +223,22 @@ pub struct AllocationTable {
     /// What the calls show of the allocator the program ran under, beside the recorded
     /// configuration in the metadata (`tune::recorded`).
     pub calls: Calls,
-    pub(super) pid: Vec<u32>,
+    pid: Vec<u32>,
     /// The device of the row's call, as recorded (host memory's too).
-    pub(super) device: Vec<i32>,
-    pub(super) api: Vec<Api>,
-    pub(super) flags: Vec<u8>,
-    pub(super) address: Vec<u64>,
-    pub(super) size: Vec<u64>,
-    pub(super) stack: Vec<u32>,
-    pub(super) stream: Vec<u64>,
-    /// The rows whose allocation is served on a lane other than its CUDA stream ([`lane`]),
-    /// with that lane, in row order.
-    pub(super) lanes: Vec<(u32, u64)>,
+    device: Vec<i32>,
+    api: Vec<Api>,
+    flags: Vec<u8>,
+    address: Vec<u64>,
+    size: Vec<u64>,
+    stack: Vec<u32>,
+    stream: Vec<u64>,
     birth: Vec<u64>,
-    pub(super) birth_ns: Vec<u64>,
+    birth_ns: Vec<u64>,
     /// The index of the event that ended the row, or [`LIVE`].
     end: Vec<u64>,
-    pub(super) end_ns: Vec<u64>,
-    /// The stack and the [`lane`] of the call that ended the row (of the allocation that took
-    /// its address, for a row replaced without a free).
-    pub(super) end_stack: Vec<u32>,
-    pub(super) end_lane: Vec<u64>,
+    end_ns: Vec<u64>,
     /// Rows in the order they ended.
     ends: Vec<u32>,
-    /// The events the replay's requests follow beside the rows, in call order.
-    pub(super) marks: Vec<Mark>,
 }
 
 /// The lane a request of `e` is served on: its CUDA stream, except that a block of one of
@@ -248,17 +253,42 @@ pub(super) fn lane(e: &Event) -> u64 {
     e.stream ^ pool | 1 << 63
 }
 
-/// Builds an [`AllocationTable`] from events pushed one at a time in file order.
-#[derive(Debug, Default)]
-pub struct TableBuilder {
+/// Builds an [`AllocationTable`] from events pushed one at a time in file order, showing each
+/// change to a [`Follow`]er as it makes it.
+#[derive(Debug)]
+pub struct TableBuilder<F: Follow = ()> {
     table: AllocationTable,
-    live: Matcher<u32>,
+    /// Each live object's row and what the follower keeps of it.
+    live: Matcher<(u32, F::Live)>,
     level: LevelStats,
     tracker: bool,
     snapshot: bool,
+    follow: F,
+    /// Whether the rows are kept (else only the totals and lists: a caller that needs only
+    /// what `follow` builds holds no row).
+    rows: bool,
 }
 
-impl TableBuilder {
+impl Default for TableBuilder {
+    fn default() -> TableBuilder {
+        TableBuilder::new((), true)
+    }
+}
+
+impl<F: Follow> TableBuilder<F> {
+    /// A builder showing its changes to `follow`, keeping the rows when `rows`.
+    pub fn new(follow: F, rows: bool) -> TableBuilder<F> {
+        TableBuilder {
+            table: AllocationTable::default(),
+            live: Matcher::default(),
+            level: LevelStats::default(),
+            tracker: false,
+            snapshot: false,
+            follow,
+            rows,
+        }
+    }
+
     /// Takes the next event in file order.
     pub fn push(&mut self, e: &Event) {
         let t = &mut self.table;
@@ -275,13 +305,13 @@ impl TableBuilder {
         if e.api == Api::DriverProcessMemory {
             t.driver_counts.push(DriverCountEvent { index, event: *e });
         }
-        if e.flags & ALLOCATOR_SEGMENT == 0 {
-            // An imported snapshot's record of what the real caching allocator did is no call
-            // of the program's.
+        // An imported snapshot's record of what the real caching allocator did is no call of
+        // the program's, nor a mark.
+        let program = e.flags & ALLOCATOR_SEGMENT == 0;
+        let mark = program && is_mark(e);
+        if program && !mark {
             let (op, kind) = (e.api.op(), e.api.kind());
-            if Mark::is(e) {
-                t.marks.push(Mark { index, event: *e });
-            } else if e.succeeded() {
+            if e.succeeded() {
                 self.level.see_call(op, kind, e.size);
             } else if op != Op::FreeRequested
                 && !matches!(
@@ -293,30 +323,45 @@ impl TableBuilder {
             }
         }
         let row = t.pid.len() as u32;
-        match self.live.apply(e, || row) {
+        let follow = &mut self.follow;
+        match self.live.apply(e, || (row, follow.born(e))) {
             Matched::Neither => {}
-            Matched::Failed => t.failures.push(Failure { index, event: *e }),
-            Matched::Born { replaced } => {
-                if let Some(old) = replaced {
+            Matched::Failed => {
+                t.failures.push(Failure { index, event: *e });
+                follow.failed(e);
+            }
+            Matched::Born { replaced } if self.rows => {
+                if let Some((old, _)) = replaced {
                     // The address (or handle) was handed out again without a free we saw: the
                     // old object is gone.
-                    t.end_row(old, index, e);
+                    t.end_row(old, index, e.time_ns);
                     t.flags[old as usize] |= REPLACED;
                 }
                 t.push_row(e, index);
             }
-            Matched::Ended(row) => t.end_row(row, index, e),
+            Matched::Born { .. } => {}
+            Matched::Ended((row, live)) => {
+                follow.ended(live, e);
+                if self.rows {
+                    t.end_row(row, index, e.time_ns);
+                }
+            }
             Matched::Unmatched => t.unmatched_frees += 1,
+        }
+        // After the event's change, as a walk of the table in call order would meet it.
+        if mark {
+            follow.marked(e);
         }
     }
 
-    /// The table of every event pushed.
-    pub fn finish(self) -> AllocationTable {
-        AllocationTable {
+    /// The table of every event pushed, and the follower.
+    pub fn finish(self) -> (AllocationTable, F) {
+        let table = AllocationTable {
             shape: Shape::of(self.tracker, self.snapshot),
             level_facts: self.level.into_facts(),
             ..self.table
-        }
+        };
+        (table, self.follow)
     }
 }
 
@@ -330,7 +375,7 @@ impl AllocationTable {
     pub fn from_events(events: impl IntoIterator<Item = Event>) -> AllocationTable {
         let mut b = TableBuilder::default();
         events.into_iter().for_each(|e| b.push(&e));
-        b.finish()
+        b.finish().0
     }
 
     fn push_row(&mut self, e: &Event, index: u64) {
@@ -338,17 +383,13 @@ impl AllocationTable {
         self.pid.push(e.pid);
         self.device.push(e.device);
         self.api.push(e.api);
-        let flagged = e.flags & ALLOCATOR_SEGMENT != 0;
-        let recorded =
-            flagged && e.api == Api::CuMemAlloc_v2 && e.flags & (BEFORE_HISTORY | REMAINDER) == 0;
         let flags = if e.api.from_framework() { FRAMEWORK } else { 0 }
-            | if flagged { FLAGGED } else { 0 }
-            | if recorded { RECORDED_SEGMENT } else { 0 };
+            | if e.flags & ALLOCATOR_SEGMENT != 0 {
+                FLAGGED
+            } else {
+                0
+            };
         self.flags.push(flags);
-        let lane = lane(e);
-        if lane != e.stream {
-            self.lanes.push((self.pid.len() as u32 - 1, lane));
-        }
         self.address
             .push(if by_handle { e.handle } else { e.address });
         self.size.push(e.size);
@@ -358,16 +399,11 @@ impl AllocationTable {
         self.birth_ns.push(e.time_ns);
         self.end.push(LIVE);
         self.end_ns.push(LIVE);
-        self.end_stack.push(0);
-        self.end_lane.push(0);
     }
 
-    fn end_row(&mut self, row: u32, index: u64, e: &Event) {
-        let r = row as usize;
-        self.end[r] = index;
-        self.end_ns[r] = e.time_ns;
-        self.end_stack[r] = e.stack;
-        self.end_lane[r] = lane(e);
+    fn end_row(&mut self, row: u32, index: u64, time_ns: u64) {
+        self.end[row as usize] = index;
+        self.end_ns[row as usize] = time_ns;
         self.ends.push(row);
     }
 
@@ -437,83 +473,11 @@ impl AllocationTable {
     pub fn steps(&self) -> Steps<'_> {
         Steps {
             table: self,
-            cursor: Cursor::default(),
+            born: 0,
+            ended: 0,
+            failed: 0,
             totals: HashMap::default(),
         }
-    }
-
-    /// Every change the table records, with the marks, in call order.
-    pub(super) fn changes(&self) -> impl Iterator<Item = Change<'_>> {
-        let mut cursor = Cursor {
-            marks: true,
-            ..Cursor::default()
-        };
-        std::iter::from_fn(move || cursor.next(self))
-    }
-}
-
-/// One change the table records, in call order ([`AllocationTable::changes`]).
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Change<'t> {
-    /// Row `0` was born.
-    Born(usize),
-    /// Row `0` ended (freed, or replaced: its flags say which).
-    Ended(usize),
-    Failed(&'t Failure),
-    Marked(&'t Mark),
-}
-
-/// A walk through the table's births, ends and failures (and its marks, when `marks`) merged
-/// in call order.
-#[derive(Debug, Default)]
-struct Cursor {
-    born: usize,
-    ended: usize,
-    failed: usize,
-    marked: usize,
-    marks: bool,
-}
-
-impl Cursor {
-    /// The event indices of the next birth, end, failure and mark, [`LIVE`] past the last.
-    fn heads(&self, t: &AllocationTable) -> [u64; 4] {
-        let mark = match t.marks.get(self.marked) {
-            Some(m) if self.marks => m.index,
-            _ => LIVE,
-        };
-        [
-            t.birth.get(self.born).copied().unwrap_or(LIVE),
-            t.ends.get(self.ended).map_or(LIVE, |&r| t.end[r as usize]),
-            t.failures.get(self.failed).map_or(LIVE, |f| f.index),
-            mark,
-        ]
-    }
-
-    /// The index of the next change's event, [`LIVE`] after the last.
-    fn next_index(&self, t: &AllocationTable) -> u64 {
-        self.heads(t).into_iter().min().unwrap_or(LIVE)
-    }
-
-    fn next<'t>(&mut self, t: &'t AllocationTable) -> Option<Change<'t>> {
-        let [birth, end, fail, mark] = self.heads(t);
-        // An end at a birth's index is the object that birth replaced: it goes first. A
-        // failure or a mark is an event of its own.
-        if end != LIVE && end <= birth && end < fail && end < mark {
-            let r = t.ends[self.ended] as usize;
-            self.ended += 1;
-            return Some(Change::Ended(r));
-        }
-        if birth < fail && birth < mark {
-            self.born += 1;
-            return Some(Change::Born(self.born - 1));
-        }
-        if fail < mark {
-            self.failed += 1;
-            return Some(Change::Failed(&t.failures[self.failed - 1]));
-        }
-        let m = t.marks.get(self.marked).filter(|_| mark != LIVE)?;
-        self.marked += 1;
-        Some(Change::Marked(m))
     }
 }
 
@@ -564,7 +528,9 @@ impl Step<'_> {
 /// device) totals of live bytes.
 pub struct Steps<'t> {
     table: &'t AllocationTable,
-    cursor: Cursor,
+    born: usize,
+    ended: usize,
+    failed: usize,
     totals: HashMap<(u32, i32), Totals, Hasher>,
 }
 
@@ -578,7 +544,7 @@ impl<'t> Steps<'t> {
     /// the events beside the steps (a replaced object's end is passed over).
     pub fn at(&mut self, index: u64) -> Option<Step<'t>> {
         let mut change = None;
-        while self.cursor.next_index(self.table) == index {
+        while self.next_index() == index {
             change = self.next().filter(|s| !matches!(s, Step::Replaced { .. }));
         }
         change
@@ -587,9 +553,18 @@ impl<'t> Steps<'t> {
     /// Takes every step up to and including the event of index `index`, for a caller that
     /// reads the totals after an event that changed nothing (a driver's count).
     pub fn through(&mut self, index: u64) {
-        while self.cursor.next_index(self.table) <= index {
+        while self.next_index() <= index {
             self.next();
         }
+    }
+
+    /// The index of the next step's event, [`LIVE`] after the last.
+    fn next_index(&self) -> u64 {
+        let t = self.table;
+        let birth = t.birth.get(self.born).copied().unwrap_or(LIVE);
+        let end = t.ends.get(self.ended).map_or(LIVE, |&r| t.end[r as usize]);
+        let fail = t.failures.get(self.failed).map_or(LIVE, |f| f.index);
+        birth.min(end).min(fail)
     }
 
     fn account(&mut self, o: &Object, add: bool) {
@@ -613,39 +588,42 @@ impl<'t> Iterator for Steps<'t> {
 
     fn next(&mut self) -> Option<Step<'t>> {
         let t = self.table;
-        loop {
-            return Some(match self.cursor.next(t)? {
-                Change::Ended(r) => {
-                    let object = t.object(r);
-                    self.account(&object, false);
-                    let (time_ns, index) = (t.end_ns[r], t.end[r]);
-                    if t.flags[r] & REPLACED != 0 {
-                        Step::Replaced {
-                            object,
-                            time_ns,
-                            index,
-                        }
-                    } else {
-                        Step::Free {
-                            object,
-                            time_ns,
-                            index,
-                        }
-                    }
+        let birth = t.birth.get(self.born).copied().unwrap_or(LIVE);
+        let end_row = t.ends.get(self.ended).map(|&r| r as usize);
+        let end = end_row.map_or(LIVE, |r| t.end[r]);
+        let failure = t.failures.get(self.failed);
+        let fail = failure.map_or(LIVE, |f| f.index);
+        // An end at a birth's index is the object that birth replaced: it goes first.
+        if let Some(r) = end_row.filter(|_| end <= birth && end < fail) {
+            self.ended += 1;
+            let object = t.object(r);
+            self.account(&object, false);
+            return Some(if t.flags[r] & REPLACED != 0 {
+                Step::Replaced {
+                    object,
+                    time_ns: t.end_ns[r],
+                    index: end,
                 }
-                Change::Born(r) => {
-                    let object = t.object(r);
-                    self.account(&object, true);
-                    Step::Alloc {
-                        object,
-                        index: t.birth[r],
-                    }
+            } else {
+                Step::Free {
+                    object,
+                    time_ns: t.end_ns[r],
+                    index: end,
                 }
-                Change::Failed(f) => Step::Failed(f),
-                // The steps' cursor walks no marks.
-                Change::Marked(_) => continue,
             });
         }
+        if birth < fail {
+            let object = t.object(self.born);
+            self.born += 1;
+            self.account(&object, true);
+            return Some(Step::Alloc {
+                object,
+                index: birth,
+            });
+        }
+        let f = failure?;
+        self.failed += 1;
+        Some(Step::Failed(f))
     }
 }
 
@@ -667,7 +645,7 @@ mod tests {
     fn table(events: &[Event]) -> AllocationTable {
         let mut b = TableBuilder::default();
         events.iter().for_each(|e| b.push(e));
-        b.finish()
+        b.finish().0
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! matched and what failed calls and unmatched frees do).
 
 use crate::model::table::AllocationTable;
-use crate::model::{Model, Outside, RequestKind, RequestStream};
+use crate::model::{Loader, Model, Outside, RequestKind, RequestStream};
 use vramtrace_format::Trace;
 
 /// `death_ns` of an allocation still live when the trace ends.
@@ -104,8 +104,9 @@ impl TracePass {
         let first_ns = events.iter().map(|e| e.time_ns).min().unwrap_or(0);
         let last_ns = events.iter().map(|e| e.time_ns).max().unwrap_or(0);
         let n = events.len() as u64;
-        let table = AllocationTable::from_events(events);
-        let model = Model::of(&table, &vramtrace_format::Metadata::default());
+        let mut loader = Loader::requests_only();
+        events.iter().for_each(|e| loader.push(e));
+        let (model, table) = loader.finish(&vramtrace_format::Metadata::default());
         TracePass {
             instances: model.streams.iter().map(instance).collect(),
             first_ns,

@@ -21,7 +21,7 @@ pub use search::{Grid, Tune, TuneOptions, Unjudged, tune};
 use crate::model::device::pool_capacity;
 use crate::model::load;
 use crate::model::table::AllocationTable;
-use crate::model::{Calls, Model};
+use crate::model::{Calls, Loader, Model};
 use crate::policy::PolicyError;
 use crate::replay::Limits;
 use vramtrace_format::Trace;
@@ -34,11 +34,13 @@ pub fn recorded_of(trace: &Trace) -> Recorded {
     recorded(&trace.metadata, &trace.tables, calls)
 }
 
-/// The trace's model ([`Model::of`] its allocation table) and its recorded configuration
-/// ([`recorded_of`]), in one pass over the events.
+/// The trace's model and its recorded configuration ([`recorded_of`]), in one pass over the
+/// events that keeps no row of the table ([`Loader::requests_only`]).
 pub fn model_and_recorded(trace: &Trace) -> (Model, Recorded) {
-    let (model, _, recorded) = loaded(trace);
-    (model, recorded)
+    let mut loader = Loader::requests_only();
+    trace.events().for_each(|e| loader.push(&e));
+    let (model, table) = loader.finish(&trace.metadata);
+    (model, recorded(&trace.metadata, &trace.tables, table.calls))
 }
 
 /// [`model_and_recorded`] with the trace's allocation table ([`crate::model::load`]),
