@@ -132,7 +132,13 @@ impl Follow for Requests {
         let key = stream_key(e);
         let b = Builder::of(&mut self.builders, key);
         let slot = b.slots.take();
-        b.push(kind, e.address, &Call::of(e, e.size), slot, RequestKind::Alloc);
+        b.push(
+            kind,
+            e.address,
+            &Call::of(e, e.size),
+            slot,
+            RequestKind::Alloc,
+        );
         Some(LiveRequest {
             key,
             size: e.size,
@@ -148,7 +154,13 @@ impl Follow for Requests {
             .get_mut(&l.key)
             .expect("a live request has a builder");
         b.slots.give_back(l.slot);
-        b.push(l.kind, e.address, &Call::of(e, l.size), l.slot, RequestKind::Free);
+        b.push(
+            l.kind,
+            e.address,
+            &Call::of(e, l.size),
+            l.slot,
+            RequestKind::Free,
+        );
     }
 
     fn failed(&mut self, e: &Event) {
@@ -240,7 +252,13 @@ fn attempt(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
     let b = Builder::of(builders, stream_key(e));
     let slot = b.slots.take();
     b.slots.give_back(slot);
-    b.push(kind, e.address, &Call::of(e, e.size), slot, RequestKind::Attempt);
+    b.push(
+        kind,
+        e.address,
+        &Call::of(e, e.size),
+        slot,
+        RequestKind::Attempt,
+    );
 }
 
 /// A mark: a limit, an ordering call or PyTorch's word on a segment.

@@ -12,8 +12,8 @@ use vramtrace::model::{Loader, Model};
 use vramtrace::replay::{Limits, ReplayInput, prepare};
 use vramtrace::tune::{Recorded, model_and_recorded, recorded};
 use vramtrace_format::{
-    Event, EventBatch, Layout, MappedFile, Metadata, ReadOptions, Tables, Trace, TraceHead, journal,
-    pickle,
+    Event, EventBatch, Layout, MappedFile, Metadata, ReadOptions, Tables, Trace, TraceHead,
+    journal, pickle,
 };
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
