@@ -660,7 +660,7 @@ mod tests {
         refused.result = CUDA_ERROR_OUT_OF_MEMORY;
         let mut invalid = ev(Api::CuMemAllocAsync, 1, 0, 64, 0);
         invalid.result = 1;
-        let events = vec![refused, invalid, ev(Api::CuMemFreeAsync, 1, 0xdead, 0, 0)];
+        let events = [refused, invalid, ev(Api::CuMemFreeAsync, 1, 0xdead, 0, 0)];
         let mut loader = Loader::requests_only();
         events.iter().for_each(|e| loader.push(e));
         let (m, table) = loader.finish(&Metadata::default());
