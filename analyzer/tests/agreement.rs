@@ -234,6 +234,11 @@ fn fit_tune_and_diff_agree_with_the_replays_set_up_on_every_bundled_trace() {
         )
         .unwrap()
         .unwrap();
+        // The configuration replay leads with, where the trace holds what it reserved, is
+        // the one tune calls recorded.
+        if let Some(r) = &input.recorded_policy {
+            assert_eq!(r.to_string(), tuned.recorded.setting, "{name}");
+        }
         let caps = capacities(&trace, &model, None, None, CUDA_CONTEXT_BYTES);
         let at_tune = at_capacities(&input, caps);
         let spec = recorded.spec.clone();
