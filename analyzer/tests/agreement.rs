@@ -300,7 +300,10 @@ fn same_streams(a: &[RequestStream], b: &[RequestStream], name: &str) {
     for (x, y) in a.iter().zip(b) {
         let at = x.requests.iter().zip(&y.requests).position(|(p, q)| p != q);
         if let Some(i) = at {
-            panic!("{name}: request {i}: {:?} against {:?}", x.requests[i], y.requests[i]);
+            panic!(
+                "{name}: request {i}: {:?} against {:?}",
+                x.requests[i], y.requests[i]
+            );
         }
         // The rest: the lengths, the set-aside memory, the recorded segments and totals.
         assert_eq!(format!("{x:?}"), format!("{y:?}"), "{name}");

@@ -197,6 +197,9 @@ impl Follow for () {
 }
 
 /// One pass's table of a trace's allocations.
+///
+/// A pass that keeps no row ([`TableBuilder::new`], for a caller that needs only what its
+/// follower builds) leaves the totals and lists here and no row: [`AllocationTable::len`] is 0.
 #[derive(Debug, Clone, Default)]
 pub struct AllocationTable {
     /// Every event of the trace, counted.
