@@ -55,8 +55,8 @@ fn open(path: &Path) -> Trace {
 }
 
 /// Every command's figures come from the one allocation table and the one replay set-up: on
-/// every bundled trace and snapshot, the replay input built from the table's rows (what `tune`,
-/// `fit` and the report load, [`vramtrace::tune::loaded`]) gives the `vramtrace replay`
+/// every bundled trace and snapshot, the replay input built in the table's pass (what the report
+/// loads, [`vramtrace::tune::loaded`]) gives the `vramtrace replay`
 /// command's whole JSON (which streams the file through its own loader), and the report's
 /// replays of each stream give the same peaks and the same out-of-memory verdicts per policy.
 /// A view that built its requests, its limits or its segment addresses its own way would
