@@ -5,7 +5,6 @@ use crate::util::{repo, vramtrace_in_repo};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use vramtrace::diff::Diff;
-use vramtrace::model::Model;
 use vramtrace::model::device::CUDA_CONTEXT_BYTES;
 use vramtrace::model::table::AllocationTable;
 use vramtrace::model::{RequestKind, RequestStream};
@@ -16,7 +15,7 @@ use vramtrace::report::data::Buckets;
 use vramtrace::report::from_replay::{replay_policies, windows};
 use vramtrace::summary::Summary;
 use vramtrace::symbolize::NoFiles;
-use vramtrace::tune::{Grid, capacities, loaded, model_and_recorded, recorded_of, tune_model};
+use vramtrace::tune::{Grid, capacities, loaded, model_and_recorded, tune_model};
 use vramtrace_format::{ReadOptions, Trace, pickle};
 
 /// Every bundled trace (samples/traces and the workloads' probes) and snapshot
@@ -532,11 +531,11 @@ fn tune_ranks_by_figure_only_beyond_both_models_bands() {
 fn tune_and_the_reports_headline_count_the_same_settings_tried() {
     let v = json_of(&["tune", MLP, "--json"]);
     let trace = open(&repo(MLP));
-    let model = Model::from_events(trace.events(), &trace.metadata);
+    let (model, recorded) = model_and_recorded(&trace);
     let report = vramtrace::tune::tune_model(
         &trace,
         &model,
-        &recorded_of(&trace),
+        &recorded,
         None,
         None,
         vramtrace::model::device::CUDA_CONTEXT_BYTES,

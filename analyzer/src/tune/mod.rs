@@ -21,21 +21,13 @@ pub use search::{Grid, Tune, TuneOptions, Unjudged, tune};
 use crate::model::device::pool_capacity;
 use crate::model::load;
 use crate::model::table::AllocationTable;
-use crate::model::{Calls, Loader, Model};
+use crate::model::{Loader, Model};
 use crate::policy::PolicyError;
 use crate::replay::Limits;
 use vramtrace_format::Trace;
 
-/// The recorded configuration of a trace, for a caller that holds no allocation table (the
-/// table's [`AllocationTable::calls`] are these calls).
-pub fn recorded_of(trace: &Trace) -> Recorded {
-    let mut calls = Calls::default();
-    trace.events().for_each(|e| calls.see(&e));
-    recorded(&trace.metadata, &trace.tables, calls)
-}
-
-/// The trace's model and its recorded configuration ([`recorded_of`]), in one pass over the
-/// events that keeps no row of the table ([`Loader::requests_only`]).
+/// The trace's model and its recorded configuration (from the table's [`AllocationTable::calls`]),
+/// in one pass over the events that keeps no row of the table ([`Loader::requests_only`]).
 pub fn model_and_recorded(trace: &Trace) -> (Model, Recorded) {
     let mut loader = Loader::requests_only();
     trace.events().for_each(|e| loader.push(&e));
@@ -66,7 +58,7 @@ pub fn tune_trace(
 }
 
 /// [`tune_trace`] on the trace's `model`, already built, from its `recorded` configuration
-/// ([`recorded_of`]), trying `grid`.
+/// ([`model_and_recorded`]), trying `grid`.
 pub fn tune_model(
     trace: &Trace,
     model: &Model,
