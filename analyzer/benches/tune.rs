@@ -10,8 +10,8 @@
 
 use std::path::Path;
 use std::time::Instant;
-use vramtrace::model::{LevelReport, Model, RequestStream};
-use vramtrace::tune::{TuneOptions, recorded_of, tune};
+use vramtrace::model::{LevelReport, RequestStream};
+use vramtrace::tune::{TuneOptions, model_and_recorded, tune};
 use vramtrace_format::{ReadOptions, Trace};
 
 /// User + system CPU seconds of this process so far (`/proc/self/stat`, 1/100 s ticks).
@@ -52,9 +52,8 @@ fn main() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../samples/traces/h200-torch/transformer_varlen.native.vramtrace");
     let trace = Trace::open(&path, ReadOptions::default()).expect("the bundled trace");
-    let model = Model::from_events(trace.events(), &trace.metadata);
+    let (model, recorded) = model_and_recorded(&trace);
     let stream = doubled(&model.streams[0]);
-    let recorded = recorded_of(&trace);
     let options = TuneOptions {
         capacities: vec![150_109_880_320],
         gpu_bytes: None,

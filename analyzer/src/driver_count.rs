@@ -150,7 +150,7 @@ mod tests {
     fn check(events: &[Event]) -> BTreeMap<(u32, i32), DriverCount> {
         let mut b = TableBuilder::default();
         events.iter().for_each(|e| b.push(e));
-        driver_counts(&b.finish())
+        driver_counts(&b.finish().0)
     }
 
     #[test]

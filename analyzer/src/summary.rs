@@ -9,7 +9,8 @@
 
 use crate::driver_count::{CUDA_CONTEXT, DriverCount, driver_counts};
 use crate::failures::{FailureSite, device_of, failure_sites};
-use crate::model::table::{AllocationTable, Object, Step, Totals, load};
+use crate::model::load;
+use crate::model::table::{AllocationTable, Object, Step, Totals};
 use crate::model::{CaptureLevel, Model, RequestKind, RequestStream, StreamKey};
 use crate::sums::SaturatingSum;
 use crate::symbolize::{

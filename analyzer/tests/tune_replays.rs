@@ -5,13 +5,13 @@
 
 use crate::util::repo;
 use vramtrace::interop::import_snapshot::import;
+use vramtrace::model::CaptureLevel;
 use vramtrace::model::device::CUDA_CONTEXT_BYTES;
-use vramtrace::model::{CaptureLevel, Model};
 use vramtrace::policy::{AddressOrder, PolicySpec};
 use vramtrace::replay::replay_all_with;
 use vramtrace::tune::distinct::replay_distinct;
 use vramtrace::tune::search::candidates;
-use vramtrace::tune::{Grid, capacities, recorded_of};
+use vramtrace::tune::{Grid, capacities, model_and_recorded};
 use vramtrace_format::{ReadOptions, Trace, pickle};
 
 /// A trace file, or a PyTorch snapshot imported in memory as `report` reads it.
@@ -35,9 +35,8 @@ fn collapsed_equals_every_replay(path: &str) -> (usize, usize) {
 /// (every PyTorch setting of the grid then keeps it).
 fn collapsed_equals_every_replay_with(path: &str, fraction: Option<f64>) -> (usize, usize) {
     let trace = open(path);
-    let model = Model::from_events(trace.events(), &trace.metadata);
+    let (model, mut recorded) = model_and_recorded(&trace);
     let judged = model.level.level != CaptureLevel::Segment;
-    let mut recorded = recorded_of(&trace);
     recorded.memory_fraction = fraction.or(recorded.memory_fraction);
     let specs: Vec<PolicySpec> = candidates(&model.streams, judged, &recorded, Grid::Full)
         .into_iter()

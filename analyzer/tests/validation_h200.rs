@@ -6,7 +6,7 @@
 use crate::util::{only_stream, repo};
 use std::path::PathBuf;
 use vramtrace::interop::rmm_log;
-use vramtrace::model::{Model, RequestStream};
+use vramtrace::model::{Loader, Model, RequestStream};
 use vramtrace::policy::{BuildContext, Driver, DriverModel, build, parse_specs};
 use vramtrace::replay::{Outcome, replay_on, run};
 
@@ -190,9 +190,11 @@ fn a_log_written_by_real_rmm_imports() {
     assert!(rmm_log::looks_like(text.as_bytes()));
     let log = rmm_log::read(&text).unwrap();
     assert_eq!((log.allocations, log.frees, log.failures), (345, 345, 0));
-    let model = Model::from_events(log.events, &log.metadata);
+    let mut loader = Loader::requests_only();
+    log.events.iter().for_each(|e| loader.push(e));
+    let (model, table) = loader.finish(&log.metadata);
+    assert_eq!(table.unmatched_frees, 0);
     assert_eq!(model.streams.len(), 1);
-    assert_eq!(model.unmatched_frees, 0);
     let s = &model.streams[0];
     assert!(s.requests.iter().all(|r| r.size > 0));
 }

@@ -194,6 +194,25 @@ impl LevelStats {
     }
 }
 
+/// What a trace's calls say about the allocator it ran under, gathered event by event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Calls {
+    /// The process's requests went through the stream-ordered pool (a successful
+    /// `cuMemAllocAsync`-family call) rather than plain `cuMemAlloc`.
+    pub pool: bool,
+    /// PyTorch's caching allocator reported to the recorder through its trace tracker (the
+    /// recorder attached to it): the program ran PyTorch.
+    pub torch_tracker: bool,
+}
+
+impl Calls {
+    pub fn see(&mut self, e: &Event) {
+        let kind = e.api.kind();
+        self.pool |= e.succeeded() && kind == MemoryKind::Pool;
+        self.torch_tracker |= matches!(kind, MemoryKind::TorchBlock | MemoryKind::TorchSegment);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

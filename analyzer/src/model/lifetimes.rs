@@ -1,7 +1,7 @@
 //! How a free finds the allocation it ends: one key and one [`Matcher`] for every pass over a
-//! trace (the allocation table's, which the views read, the device peak's and the replays'
-//! [`super::ModelBuilder`]'s), so that all match the same frees and count the same unmatched
-//! ones (docs/definitions.md, "Unmatched frees").
+//! trace (the allocation table's, which the views read and whose changes the replays' request
+//! model follows, and the device peak's), so that all match the same frees and count the same
+//! unmatched ones (docs/definitions.md, "Unmatched frees").
 
 use std::collections::HashMap;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;

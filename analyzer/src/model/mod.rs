@@ -5,7 +5,7 @@
 
 mod capture;
 pub mod device;
-mod from_events;
+mod from_table;
 mod level;
 mod lifetimes;
 pub mod live;
@@ -15,9 +15,9 @@ mod request;
 pub mod table;
 
 pub use capture::{Capture, CaptureLevel};
-pub use from_events::{Model, ModelBuilder};
+pub use from_table::{Loader, Model, load};
 pub use level::{
-    LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level, pytorch_alloc_conf,
+    Calls, LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level, pytorch_alloc_conf,
 };
 pub use modules::ModuleIndex;
 pub use request::{NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, StreamKey};

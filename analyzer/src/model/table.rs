@@ -11,8 +11,9 @@
 //! event list shows: rows keep the facts it is decided from and [`AllocationTable::object`]
 //! answers under the shape the pass found.
 
+use super::level::{Calls, LevelFacts, LevelStats};
 use super::lifetimes::{Matched, Matcher};
-use super::{Model, ModelBuilder};
+use super::ordering::order_of;
 use std::collections::{BTreeSet, HashMap};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, Op, Trace};
@@ -156,7 +157,49 @@ pub struct DriverCountEvent {
     pub event: Event,
 }
 
+/// Whether the replay's requests follow `e`, an event of no [`ALLOCATOR_SEGMENT`] flag that
+/// changes no row: a §4.3 limit (formats/SPEC.md: a device's total, a memory fraction, an
+/// `empty_cache`, a pool trimmed to nothing), an ordering call that orders something (§4.4), or
+/// PyTorch's word on its segments (`torch.segment_*`). These are a [`Follow`]er's marks.
+fn is_mark(e: &Event) -> bool {
+    match e.api.kind() {
+        MemoryKind::Limits => e.api != Api::DriverProcessMemory,
+        MemoryKind::Ordering => order_of(e).is_some(),
+        MemoryKind::TorchSegment => true,
+        _ => e.api == Api::CuMemPoolTrimTo && e.aux == 0 && e.succeeded(),
+    }
+}
+
+/// What follows the pass's changes as [`TableBuilder`] makes them, in call order, from the
+/// same matched frees as the rows: the replay's request model is built this way
+/// ([`super::Loader`]), in the pass that builds the table, with or without its rows.
+pub trait Follow {
+    /// What the follower keeps of a live object, handed back at its end.
+    type Live;
+    /// An object was born at `e`.
+    fn born(&mut self, e: &Event) -> Self::Live;
+    /// The object `born` was freed by `e` (not an object replaced without a free: the pass
+    /// drops that one's `Live` unseen).
+    fn ended(&mut self, born: Self::Live, e: &Event);
+    /// An allocation call that failed ([`AllocationTable::failures`]).
+    fn failed(&mut self, e: &Event);
+    /// A mark: a limit, an ordering call or PyTorch's word on a segment ([`is_mark`]).
+    fn marked(&mut self, e: &Event);
+}
+
+/// Following nothing: the table alone.
+impl Follow for () {
+    type Live = ();
+    fn born(&mut self, _: &Event) {}
+    fn ended(&mut self, _: (), _: &Event) {}
+    fn failed(&mut self, _: &Event) {}
+    fn marked(&mut self, _: &Event) {}
+}
+
 /// One pass's table of a trace's allocations.
+///
+/// A pass that keeps no row ([`TableBuilder::new`], for a caller that needs only what its
+/// follower builds) leaves the totals and lists here and no row: [`AllocationTable::len`] is 0.
 #[derive(Debug, Clone, Default)]
 pub struct AllocationTable {
     /// Every event of the trace, counted.
@@ -171,10 +214,20 @@ pub struct AllocationTable {
     pub unmatched_frees: u64,
     /// The failed allocation calls, in call order.
     pub failures: Vec<Failure>,
+    /// The program's calls of any kind that returned an error (not counting limits, ordering
+    /// calls, PyTorch's word on its segments or an imported snapshot's records).
+    pub failed_calls: u64,
     /// The driver's counts of a process's memory (`driver.process_memory`, formats/SPEC.md
     /// §4.3), in call order.
     pub driver_counts: Vec<DriverCountEvent>,
+    /// What the calls the replay takes as requests show of the capture level
+    /// ([`super::detect_level`]).
+    pub level_facts: LevelFacts,
+    /// What the calls show of the allocator the program ran under, beside the recorded
+    /// configuration in the metadata (`tune::recorded`).
+    pub calls: Calls,
     pid: Vec<u32>,
+    /// The device of the row's call, as recorded (host memory's too).
     device: Vec<i32>,
     api: Vec<Api>,
     flags: Vec<u8>,
@@ -191,16 +244,54 @@ pub struct AllocationTable {
     ends: Vec<u32>,
 }
 
-/// Builds an [`AllocationTable`] from events pushed one at a time in file order.
-#[derive(Debug, Default)]
-pub struct TableBuilder {
-    table: AllocationTable,
-    live: Matcher<u32>,
-    tracker: bool,
-    snapshot: bool,
+/// The lane a request of `e` is served on: its CUDA stream, except that a block of one of
+/// PyTorch's private memory pools (a CUDA graph capture, `torch.cuda.MemPool`) counts as a
+/// stream of its own: PyTorch never hands a block of one pool to a request of another, just
+/// as it never shares blocks between streams.
+pub(super) fn lane(e: &Event) -> u64 {
+    if e.api.kind() != MemoryKind::TorchBlock || (e.pool == 0 && e.handle == 0) {
+        return e.stream;
+    }
+    let pool = e.pool.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ e.handle.rotate_left(32);
+    e.stream ^ pool | 1 << 63
 }
 
-impl TableBuilder {
+/// Builds an [`AllocationTable`] from events pushed one at a time in file order, showing each
+/// change to a [`Follow`]er as it makes it.
+#[derive(Debug)]
+pub struct TableBuilder<F: Follow = ()> {
+    table: AllocationTable,
+    /// Each live object's row and what the follower keeps of it.
+    live: Matcher<(u32, F::Live)>,
+    level: LevelStats,
+    tracker: bool,
+    snapshot: bool,
+    follow: F,
+    /// Whether the rows are kept (else only the totals and lists: a caller that needs only
+    /// what `follow` builds holds no row).
+    rows: bool,
+}
+
+impl Default for TableBuilder {
+    fn default() -> TableBuilder {
+        TableBuilder::new((), true)
+    }
+}
+
+impl<F: Follow> TableBuilder<F> {
+    /// A builder showing its changes to `follow`, keeping the rows when `rows`.
+    pub fn new(follow: F, rows: bool) -> TableBuilder<F> {
+        TableBuilder {
+            table: AllocationTable::default(),
+            live: Matcher::default(),
+            level: LevelStats::default(),
+            tracker: false,
+            snapshot: false,
+            follow,
+            rows,
+        }
+    }
+
     /// Takes the next event in file order.
     pub fn push(&mut self, e: &Event) {
         let t = &mut self.table;
@@ -210,18 +301,40 @@ impl TableBuilder {
         }
         t.events += 1;
         t.pids.insert(e.pid);
+        t.calls.see(e);
         let (tracker, snapshot) = Shape::shown_by(e);
         self.tracker |= tracker;
         self.snapshot |= snapshot;
         if e.api == Api::DriverProcessMemory {
             t.driver_counts.push(DriverCountEvent { index, event: *e });
         }
+        // An imported snapshot's record of what the real caching allocator did is no call of
+        // the program's, nor a mark.
+        let program = e.flags & ALLOCATOR_SEGMENT == 0;
+        let mark = program && is_mark(e);
+        if program && !mark {
+            let (op, kind) = (e.api.op(), e.api.kind());
+            if e.succeeded() {
+                self.level.see_call(op, kind, e.size);
+            } else if op != Op::FreeRequested
+                && !matches!(
+                    kind,
+                    MemoryKind::Limits | MemoryKind::Ordering | MemoryKind::TorchSegment
+                )
+            {
+                t.failed_calls += 1;
+            }
+        }
         let row = t.pid.len() as u32;
-        match self.live.apply(e, || row) {
+        let follow = &mut self.follow;
+        match self.live.apply(e, || (row, follow.born(e))) {
             Matched::Neither => {}
-            Matched::Failed => t.failures.push(Failure { index, event: *e }),
-            Matched::Born { replaced } => {
-                if let Some(old) = replaced {
+            Matched::Failed => {
+                t.failures.push(Failure { index, event: *e });
+                follow.failed(e);
+            }
+            Matched::Born { replaced } if self.rows => {
+                if let Some((old, _)) = replaced {
                     // The address (or handle) was handed out again without a free we saw: the
                     // old object is gone.
                     t.end_row(old, index, e.time_ns);
@@ -229,42 +342,43 @@ impl TableBuilder {
                 }
                 t.push_row(e, index);
             }
-            Matched::Ended(row) => t.end_row(row, index, e.time_ns),
+            Matched::Born { .. } => {}
+            Matched::Ended((row, live)) => {
+                follow.ended(live, e);
+                if self.rows {
+                    t.end_row(row, index, e.time_ns);
+                }
+            }
             Matched::Unmatched => t.unmatched_frees += 1,
         }
-    }
-
-    /// The table of every event pushed.
-    pub fn finish(self) -> AllocationTable {
-        AllocationTable {
-            shape: Shape::of(self.tracker, self.snapshot),
-            ..self.table
+        // After the event's change, as a walk of the table in call order would meet it.
+        if mark {
+            follow.marked(e);
         }
     }
-}
 
-/// The trace's request model and its allocation table, from one pass over its events.
-pub fn load(trace: &Trace) -> (Model, AllocationTable) {
-    load_with(trace, |_| {})
-}
-
-/// [`load`], showing each event to `also` in the same pass.
-pub fn load_with(trace: &Trace, mut also: impl FnMut(&Event)) -> (Model, AllocationTable) {
-    let (mut model, mut table) = (ModelBuilder::default(), TableBuilder::default());
-    trace.events().for_each(|e| {
-        also(&e);
-        model.push(&e);
-        table.push(&e);
-    });
-    (model.finish(&trace.metadata), table.finish())
+    /// The table of every event pushed, and the follower.
+    pub fn finish(self) -> (AllocationTable, F) {
+        let table = AllocationTable {
+            shape: Shape::of(self.tracker, self.snapshot),
+            level_facts: self.level.into_facts(),
+            ..self.table
+        };
+        (table, self.follow)
+    }
 }
 
 impl AllocationTable {
     /// The table of `trace`, in one pass over its events.
     pub fn of(trace: &Trace) -> AllocationTable {
+        AllocationTable::from_events(trace.events())
+    }
+
+    /// The table of events in file order.
+    pub fn from_events(events: impl IntoIterator<Item = Event>) -> AllocationTable {
         let mut b = TableBuilder::default();
-        trace.events().for_each(|e| b.push(&e));
-        b.finish()
+        events.into_iter().for_each(|e| b.push(&e));
+        b.finish().0
     }
 
     fn push_row(&mut self, e: &Event, index: u64) {
@@ -534,7 +648,7 @@ mod tests {
     fn table(events: &[Event]) -> AllocationTable {
         let mut b = TableBuilder::default();
         events.iter().for_each(|e| b.push(e));
-        b.finish()
+        b.finish().0
     }
 
     #[test]

@@ -150,7 +150,7 @@ fn trace_side<'t, 'f>(
     files: &'f mut dyn ModuleFiles,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(ReportData, Summary, Symbolizer<'t, 'f>), ReportError> {
-    let pass = TracePass::new(trace, model);
+    let pass = TracePass::new(trace, model, table);
     progress(&format!(
         "{} events, {} device allocations",
         count(pass.events),

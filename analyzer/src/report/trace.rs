@@ -6,7 +6,8 @@
 //! shows the same lower bound (`model/from_events.rs` decides what is device memory, how frees are
 //! matched and what failed calls and unmatched frees do).
 
-use crate::model::{Model, Outside, RequestKind, RequestStream};
+use crate::model::table::AllocationTable;
+use crate::model::{Loader, Model, Outside, RequestKind, RequestStream};
 use vramtrace_format::Trace;
 
 /// `death_ns` of an allocation still live when the trace ends.
@@ -82,8 +83,9 @@ pub struct TracePass {
 }
 
 impl TracePass {
-    /// The instances of `model`'s request streams, timed by `trace`'s chunk index.
-    pub fn new(trace: &Trace, model: &Model) -> TracePass {
+    /// The instances of `model`'s request streams, timed by `trace`'s chunk index, with the
+    /// failed calls and unmatched frees of its allocation table.
+    pub fn new(trace: &Trace, model: &Model, table: &AllocationTable) -> TracePass {
         let chunks = trace.layout.chunks.iter().filter(|c| c.event_count > 0);
         let first_ns = chunks.clone().map(|c| c.first_time_ns).min().unwrap_or(0);
         let last_ns = chunks.map(|c| c.last_time_ns).max().unwrap_or(0);
@@ -92,8 +94,8 @@ impl TracePass {
             first_ns,
             last_ns: last_ns.max(first_ns),
             events: trace.event_count(),
-            failed_calls: model.failed_calls,
-            unmatched_frees: model.unmatched_frees,
+            failed_calls: table.failed_calls,
+            unmatched_frees: table.unmatched_frees,
         }
     }
 
@@ -102,14 +104,16 @@ impl TracePass {
         let first_ns = events.iter().map(|e| e.time_ns).min().unwrap_or(0);
         let last_ns = events.iter().map(|e| e.time_ns).max().unwrap_or(0);
         let n = events.len() as u64;
-        let model = Model::from_events(events, &vramtrace_format::Metadata::default());
+        let mut loader = Loader::requests_only();
+        events.iter().for_each(|e| loader.push(e));
+        let (model, table) = loader.finish(&vramtrace_format::Metadata::default());
         TracePass {
             instances: model.streams.iter().map(instance).collect(),
             first_ns,
             last_ns,
             events: n,
-            failed_calls: model.failed_calls,
-            unmatched_frees: model.unmatched_frees,
+            failed_calls: table.failed_calls,
+            unmatched_frees: table.unmatched_frees,
         }
     }
 

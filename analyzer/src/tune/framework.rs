@@ -10,29 +10,11 @@
 //! the launcher's, not the user's: the launcher's `backend:cudaMallocAsync` (always put first)
 //! is taken off the PyTorch value, and the XLA and TensorFlow switches are dropped.
 
+use crate::model::Calls;
 use crate::policy::PolicySpec;
 use crate::policy::alloc_conf::spec_from_alloc_conf;
 use serde::Serialize;
-use vramtrace_format::{Event, MemoryKind, Metadata, Tables};
-
-/// What a trace's calls say about the allocator it ran under, gathered event by event.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Calls {
-    /// The process's requests went through the stream-ordered pool (a successful
-    /// `cuMemAllocAsync`-family call) rather than plain `cuMemAlloc`.
-    pub pool: bool,
-    /// PyTorch's caching allocator reported to the recorder through its trace tracker (the
-    /// recorder attached to it): the program ran PyTorch.
-    pub torch_tracker: bool,
-}
-
-impl Calls {
-    pub fn see(&mut self, e: &Event) {
-        let kind = e.api.kind();
-        self.pool |= e.succeeded() && kind == MemoryKind::Pool;
-        self.torch_tracker |= matches!(kind, MemoryKind::TorchBlock | MemoryKind::TorchSegment);
-    }
-}
+use vramtrace_format::{Metadata, Tables};
 
 /// A family of allocator settings a user selects in one place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -13,48 +13,34 @@ pub mod pressure;
 pub mod row;
 pub mod search;
 
-pub use framework::{Calls, Framework, Recorded, recorded};
+pub use framework::{Framework, Recorded, recorded};
 pub use grid::{Candidate, Role};
 pub use row::{AddressSpread, Row};
 pub use search::{Grid, Tune, TuneOptions, Unjudged, tune};
 
 use crate::model::device::pool_capacity;
-use crate::model::table::{AllocationTable, load_with};
-use crate::model::{Model, ModelBuilder};
+use crate::model::load;
+use crate::model::table::AllocationTable;
+use crate::model::{Loader, Model};
 use crate::policy::PolicyError;
 use crate::replay::Limits;
 use vramtrace_format::Trace;
 
-/// The recorded configuration of a trace.
-pub fn recorded_of(trace: &Trace) -> Recorded {
-    let mut calls = Calls::default();
-    trace.events().for_each(|e| calls.see(&e));
-    recorded(&trace.metadata, &trace.tables, calls)
-}
-
-/// The trace's model ([`Model::from_events`]) and its recorded configuration
-/// ([`recorded_of`]), in one pass over the events.
+/// The trace's model and its recorded configuration (from the table's [`AllocationTable::calls`]),
+/// in one pass over the events that keeps no row of the table ([`Loader::requests_only`]).
 pub fn model_and_recorded(trace: &Trace) -> (Model, Recorded) {
-    let mut builder = ModelBuilder::default();
-    let mut calls = Calls::default();
-    trace.events().for_each(|e| {
-        calls.see(&e);
-        builder.push(&e);
-    });
-    let model = builder.finish(&trace.metadata);
-    (model, recorded(&trace.metadata, &trace.tables, calls))
+    let mut loader = Loader::requests_only();
+    trace.events().for_each(|e| loader.push(&e));
+    let (model, table) = loader.finish(&trace.metadata);
+    (model, recorded(&trace.metadata, &trace.tables, table.calls))
 }
 
-/// [`model_and_recorded`] with the trace's allocation table ([`crate::model::table::load`]),
-/// in the same pass: what the report reads.
+/// [`model_and_recorded`] with the trace's allocation table ([`crate::model::load`]),
+/// from the same pass: what the report reads.
 pub fn loaded(trace: &Trace) -> (Model, AllocationTable, Recorded) {
-    let mut calls = Calls::default();
-    let (model, table) = load_with(trace, |e| calls.see(e));
-    (
-        model,
-        table,
-        recorded(&trace.metadata, &trace.tables, calls),
-    )
+    let (model, table) = load(trace);
+    let recorded = recorded(&trace.metadata, &trace.tables, table.calls);
+    (model, table, recorded)
 }
 
 /// Tunes a whole trace: its request streams replayed at `capacity` (exact), else on a GPU of
@@ -72,7 +58,7 @@ pub fn tune_trace(
 }
 
 /// [`tune_trace`] on the trace's `model`, already built, from its `recorded` configuration
-/// ([`recorded_of`]), trying `grid`.
+/// ([`model_and_recorded`]), trying `grid`.
 pub fn tune_model(
     trace: &Trace,
     model: &Model,

@@ -8,11 +8,12 @@ use vramtrace::backward::{BackwardNamer, name_backward};
 use vramtrace::completeness::Incomplete;
 use vramtrace::interop::import_snapshot;
 use vramtrace::job::{Rank, rank_of, ranks};
-use vramtrace::model::{Model, ModelBuilder};
+use vramtrace::model::{Loader, Model};
 use vramtrace::replay::{Limits, ReplayInput, prepare};
-use vramtrace::tune::{Calls, Recorded, recorded, recorded_of};
+use vramtrace::tune::{Recorded, model_and_recorded, recorded};
 use vramtrace_format::{
-    Event, EventBatch, Layout, MappedFile, ReadOptions, Tables, Trace, TraceHead, journal, pickle,
+    Event, EventBatch, Layout, MappedFile, Metadata, ReadOptions, Tables, Trace, TraceHead,
+    journal, pickle,
 };
 
 /// Maps and decodes `path`; an error names the file and what is wrong with it.
@@ -164,32 +165,36 @@ pub fn replay_input_and_recorded(
     path: &Path,
     capacity: Option<u64>,
 ) -> Result<(Option<ReplayInput>, Recorded, Tables, Layout)> {
-    let mut builder = ModelBuilder::default();
-    let mut calls = Calls::default();
-    let head = stream_named_events(path, false, |e| {
-        calls.see(e);
-        builder.push(e);
-    })?;
-    let model = builder.finish(&head.metadata);
-    let recorded = recorded(&head.metadata, &head.tables, calls);
-    let limits = Limits {
-        given: capacity,
-        memory_fraction: recorded.memory_fraction,
-    };
-    let input = prepare(model, &head.metadata, &head.tables.devices, limits);
+    let mut loader = Loader::requests_only();
+    let head = stream_named_events(path, false, |e| loader.push(e))?;
+    let (model, table) = loader.finish(&head.metadata);
+    let recorded = recorded(&head.metadata, &head.tables, table.calls);
+    let input = prepared(model, &recorded, &head.metadata, &head.tables, capacity);
     Ok((input, recorded, head.tables, head.layout))
 }
 
 /// The request streams of `trace`, already loaded from `path`, prepared as
 /// [`replay_input_and_recorded`] prepares them.
 pub fn streams_of(path: &Path, trace: &Trace, capacity: Option<u64>) -> Result<ReplayInput> {
-    let model = Model::from_events(trace.events(), &trace.metadata);
+    let (model, recorded) = model_and_recorded(trace);
+    prepared(model, &recorded, &trace.metadata, &trace.tables, capacity)
+        .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
+}
+
+/// The replay's set-up of `model`: its devices' memory, unless `capacity` overrides it, and the
+/// memory limit the process `recorded`.
+fn prepared(
+    model: Model,
+    recorded: &Recorded,
+    metadata: &Metadata,
+    tables: &Tables,
+    capacity: Option<u64>,
+) -> Option<ReplayInput> {
     let limits = Limits {
         given: capacity,
-        memory_fraction: recorded_of(trace).memory_fraction,
+        memory_fraction: recorded.memory_fraction,
     };
-    prepare(model, &trace.metadata, &trace.tables.devices, limits)
-        .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))
+    prepare(model, metadata, &tables.devices, limits)
 }
 
 /// The `.vramtrace` files directly in `dir` ([`crate::listing::job_files`]: regular files

@@ -11,13 +11,12 @@ use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::failures::FailureSite;
 use vramtrace::limits::ProcessLimit;
-use vramtrace::model::table::load;
 use vramtrace::oom_story::{self, OomStory};
 use vramtrace::summary::{GroupSummary, Summary};
 use vramtrace::symbolize::{
     NO_STACK_WHY, StackBytes, StackNames, TOP_STACKS, short_frame, shown_rows,
 };
-use vramtrace::tune::recorded_of;
+use vramtrace::tune::loaded;
 use vramtrace::units::{bytes, count, duration};
 
 /// Peaks, counts, size classes, the stacks holding memory at the peak, leaks and failed
@@ -55,13 +54,13 @@ impl Args {
             return self.run_job();
         }
         let trace = load_trace(&v.trace, v.salvage)?;
-        let (model, table) = load(&trace);
+        let (model, table, recorded) = loaded(&trace);
         // Native frames named from the modules' files, as `report` names them.
         let mut files = ElfFiles::new();
         let summary = Summary::with_table(&trace, &table, &model, self.top, &mut files);
         drop(table);
         let names = StackNames::new(&trace.tables, &mut files);
-        let stories = oom_story::stories(&trace, &model, &recorded_of(&trace), &names)?;
+        let stories = oom_story::stories(&trace, &model, &recorded, &names)?;
         drop(names);
         let first = trace.events().next().map_or(0, |e| e.time_ns);
         let depth = self.depth;

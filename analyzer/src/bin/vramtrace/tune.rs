@@ -12,7 +12,7 @@ use vramtrace::job::imbalance_text;
 use vramtrace::model::device::CUDA_CONTEXT_BYTES;
 use vramtrace::policy::validated::capture_line;
 use vramtrace::tune::job::JobTune;
-use vramtrace::tune::{Row, Tune, recorded_of, tune_trace};
+use vramtrace::tune::{Grid, Row, Tune, model_and_recorded, tune_model, tune_trace};
 use vramtrace::units::{bytes, count, parse_gpu_size, parse_size_arg};
 
 /// The allocator setting to run with: every selectable setting of the trace's framework
@@ -61,15 +61,24 @@ impl Args {
         let trace = load_trace(path, false)?;
         let context = self.context.unwrap_or(CUDA_CONTEXT_BYTES);
         let started = Instant::now();
+        let (model, recorded) = model_and_recorded(&trace);
         if std::io::stderr().is_terminal() && !self.json {
             eprintln!(
                 "vramtrace: replaying {} events under every {} setting...",
                 count(trace.event_count()),
-                recorded_of(&trace).framework.name()
+                recorded.framework.name()
             );
         }
-        let t = tune_trace(&trace, self.capacity, self.gpu, context)?
-            .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
+        let t = tune_model(
+            &trace,
+            &model,
+            &recorded,
+            self.capacity,
+            self.gpu,
+            context,
+            Grid::Full,
+        )?
+        .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
         let took = started.elapsed().as_secs_f64();
         let flagged = Flagged::new(&t, &[(path.as_path(), &trace.layout)]);
         if self.json {

@@ -1,12 +1,14 @@
-//! The model of a trace: per (process, device) the request stream of its device memory, from
-//! the events in call order.
+//! The model of a trace: per (process, device) the request stream of its device memory, built
+//! as a [`Follow`]er of the allocation table's pass ([`TableBuilder`]), from the same matched
+//! frees and in the same pass as the table's rows, so that the replays read what every other
+//! view reads. A caller that replays only keeps no row ([`Loader::requests_only`]).
 
-use super::level::{LevelReport, LevelStats, detect_level};
-use super::lifetimes::{Matched, Matcher};
+use super::level::{LevelReport, detect_level};
 use super::ordering::{has_event, has_stream, order_of};
 use super::request::{
     NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, Slots, StreamKey,
 };
+use super::table::{AllocationTable, Follow, TableBuilder, lane};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The hasher of the model's maps: a fast one (SipHash was a fifth of the load time), seeded
@@ -15,7 +17,7 @@ type Hasher = foldhash::fast::RandomState;
 use vramtrace_format::conventions::{
     ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER, memory_fraction,
 };
-use vramtrace_format::{Api, Event, MemoryKind, Metadata, Op};
+use vramtrace_format::{Api, Event, MemoryKind, Metadata, Op, Trace};
 
 /// Everything the replay and the reports derive from a trace's events.
 #[derive(Debug, Clone, Default)]
@@ -23,38 +25,27 @@ pub struct Model {
     /// One stream per (process, device) that allocated device memory, in key order.
     pub streams: Vec<RequestStream>,
     pub level: LevelReport,
-    /// Frees of addresses never seen allocated (allocated before recording began).
-    pub unmatched_frees: u64,
-    pub failed_calls: u64,
-    /// The time of the trace's first event: every time a command shows is taken from it
-    /// (docs/definitions.md, "Time").
+    /// The time of the trace's first event ([`AllocationTable::start_ns`]).
     pub start_ns: u64,
 }
 
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
 
-/// A live allocation: its stream and size, and its request's slot when it made one.
-struct Live {
-    key: StreamKey,
-    size: u64,
-    kind: MemoryKind,
-    request: Option<u32>,
-}
-
 struct Builder {
     key: StreamKey,
     requests: Vec<Request>,
-    /// CUDA stream handles (see [`stream_of`]) in the order first seen; a request's `stream`
-    /// indexes this until [`finish`] renumbers them in handle order.
+    /// CUDA stream handles (see [`super::table::lane`]) in the order first seen; a request's
+    /// `stream` indexes this until [`finish`] renumbers them in handle order.
     handles: Vec<u64>,
     stream_ids: HashMap<u64, u32, Hasher>,
     /// The last handle seen and its index: requests come in runs on one stream.
     last_handle: Option<(u64, u32)>,
     /// The memory kind of each request's call, to set aside what bypassed the allocator.
     kinds: Vec<MemoryKind>,
-    /// The address each driver call (`cuMemAlloc*`, VMM) among the requests named, in order:
-    /// only those can be PyTorch's segments.
+    /// The address each `cuMemAlloc*` among the requests named, in order: those are PyTorch's
+    /// segments when its tracker reported one there (VMM memory, found by its handle, is
+    /// PyTorch's when the tracker reported mappings).
     driver_addresses: Vec<u64>,
     /// Segments PyTorch's tracker reported (their driver calls are no requests).
     torch_segments: HashSet<u64, Hasher>,
@@ -76,157 +67,219 @@ struct Builder {
     events: HashMap<u64, u32, Hasher>,
 }
 
-impl Model {
-    /// Builds the model from events in call order.
-    pub fn from_events(events: impl IntoIterator<Item = Event>, metadata: &Metadata) -> Model {
-        let mut b = ModelBuilder::default();
-        for e in events {
-            b.push(&e);
+/// What one request is, beside its slot and its kind: the call's time, bytes, lane and stack.
+struct Call {
+    time_ns: u64,
+    size: u64,
+    lane: u64,
+    stack: u32,
+}
+
+impl Call {
+    /// The call `e`, of `size` bytes (a free's are its allocation's).
+    fn of(e: &Event, size: u64) -> Call {
+        Call {
+            time_ns: e.time_ns,
+            size,
+            lane: lane(e),
+            stack: e.stack,
         }
-        b.finish(metadata)
     }
 }
 
-/// Builds a [`Model`] from events pushed one at a time in call order, for callers that stream
-/// the events ([`Model::from_events`] when they are at hand).
-#[derive(Default)]
-pub struct ModelBuilder {
-    model: Model,
-    live: Matcher<Live>,
-    builders: BTreeMap<StreamKey, Builder>,
-    stats: LevelStats,
-    /// Whether an event was pushed: the first one's time is the trace's start.
-    started: bool,
+/// What the model keeps of a live object that made a request: its free gives `slot` back
+/// and repeats its stream, kind and bytes.
+#[derive(Debug)]
+struct LiveRequest {
+    key: StreamKey,
+    size: u64,
+    slot: u32,
+    kind: MemoryKind,
 }
 
-impl ModelBuilder {
-    /// Takes the next event in call order.
-    pub fn push(&mut self, e: &Event) {
-        let Self {
-            model,
-            live,
-            builders,
-            stats,
-            started,
-        } = self;
-        if !std::mem::replace(started, true) {
-            model.start_ns = e.time_ns;
-        }
+/// The request streams, as the pass's changes build them ([`Follow`]).
+///
+/// An object of device memory (driver, pool, VMM or PyTorch block) that no
+/// [`ALLOCATOR_SEGMENT`] flag marks is a request, and its free (not its replacement without a
+/// free: that object stays live, its free was not recorded) gives its slot back; a refused
+/// allocation is an attempt; the marks are the limit, ordering and PyTorch segment requests.
+#[derive(Default)]
+struct Requests {
+    builders: BTreeMap<StreamKey, Builder>,
+}
+
+impl Follow for Requests {
+    type Live = Option<LiveRequest>;
+
+    fn born(&mut self, e: &Event) -> Option<LiveRequest> {
         if e.flags & ALLOCATOR_SEGMENT != 0 {
             // An imported snapshot's record of what the real caching allocator did: the
             // replay predicts these, it must not replay them as requests. The addresses of
             // its `cudaMalloc`s are the real driver's, which the replay reuses.
-            if e.api == Api::CuMemAlloc_v2
-                && e.succeeded()
-                && e.flags & (BEFORE_HISTORY | REMAINDER) == 0
-            {
-                Builder::of(builders, e).segments.push((e.address, e.size));
+            if e.api == Api::CuMemAlloc_v2 && e.flags & (BEFORE_HISTORY | REMAINDER) == 0 {
+                let b = Builder::of(&mut self.builders, stream_key(e));
+                b.segments.push((e.address, e.size));
             }
-            return;
+            return None;
         }
-        let op = e.api.op();
         let kind = e.api.kind();
-        if kind == MemoryKind::Limits {
-            see_limit(builders, e);
-            return;
+        if !matches!(
+            kind,
+            MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm | MemoryKind::TorchBlock
+        ) {
+            return None;
         }
-        if e.api == Api::CuMemPoolTrimTo && e.aux == 0 && e.succeeded() {
-            // PyTorch's `empty_cache` under backend:cudaMallocAsync: a device synchronize, then
-            // the pool trimmed to nothing.
-            let key = StreamKey {
-                pid: e.pid,
-                device: e.device,
-            };
+        let key = stream_key(e);
+        let b = Builder::of(&mut self.builders, key);
+        let slot = b.slots.take();
+        b.push(
+            kind,
+            e.address,
+            &Call::of(e, e.size),
+            slot,
+            RequestKind::Alloc,
+        );
+        Some(LiveRequest {
+            key,
+            size: e.size,
+            slot,
+            kind,
+        })
+    }
+
+    fn ended(&mut self, born: Option<LiveRequest>, e: &Event) {
+        let Some(l) = born else { return };
+        let b = self
+            .builders
+            .get_mut(&l.key)
+            .expect("a live request has a builder");
+        b.slots.give_back(l.slot);
+        b.push(
+            l.kind,
+            e.address,
+            &Call::of(e, l.size),
+            l.slot,
+            RequestKind::Free,
+        );
+    }
+
+    fn failed(&mut self, e: &Event) {
+        attempt(&mut self.builders, e);
+    }
+
+    fn marked(&mut self, e: &Event) {
+        see_mark(&mut self.builders, e);
+    }
+}
+
+impl Requests {
+    /// The model of the streams built; `table` is the pass's, `metadata` the trace's, for its
+    /// capture level.
+    fn finish(self, table: &AllocationTable, metadata: &Metadata) -> Model {
+        Model {
+            streams: self
+                .builders
+                .into_values()
+                // A stream of recorded segments alone (no request) is nothing to replay.
+                .filter(|b| !b.requests.is_empty() || b.segments.is_empty())
+                .map(finish)
+                .collect(),
+            level: detect_level(metadata, &table.level_facts),
+            start_ns: table.start_ns,
+        }
+    }
+}
+
+/// The one loading path: one pass over a trace's events, in file order, builds its allocation
+/// table and its request model from the same matched frees.
+pub struct Loader(TableBuilder<Requests>);
+
+impl Loader {
+    /// A pass that keeps the table's rows, for a caller with views of the recorded trace.
+    pub fn with_rows() -> Loader {
+        Loader(TableBuilder::new(Requests::default(), true))
+    }
+
+    /// A pass that keeps no row (the table has its totals and lists, [`AllocationTable::len`]
+    /// is 0): for a caller that replays only, which then holds no more than the requests.
+    pub fn requests_only() -> Loader {
+        Loader(TableBuilder::new(Requests::default(), false))
+    }
+
+    /// Takes the next event in file order.
+    pub fn push(&mut self, e: &Event) {
+        self.0.push(e);
+    }
+
+    /// The model and the table of every event pushed; `metadata` is the trace's.
+    pub fn finish(self, metadata: &Metadata) -> (Model, AllocationTable) {
+        let (table, requests) = self.0.finish();
+        (requests.finish(&table, metadata), table)
+    }
+}
+
+impl Model {
+    /// Builds the model from events in call order ([`Loader::requests_only`]).
+    pub fn from_events(events: impl IntoIterator<Item = Event>, metadata: &Metadata) -> Model {
+        let mut loader = Loader::requests_only();
+        events.into_iter().for_each(|e| loader.push(&e));
+        loader.finish(metadata).0
+    }
+}
+
+/// The trace's request model and its allocation table, rows and all, from one pass over its
+/// events ([`Loader::with_rows`]).
+pub fn load(trace: &Trace) -> (Model, AllocationTable) {
+    let mut loader = Loader::with_rows();
+    trace.events().for_each(|e| loader.push(&e));
+    loader.finish(&trace.metadata)
+}
+
+/// A failed call `e`: a refused allocation of device memory is an attempt (its slot free again
+/// at once).
+fn attempt(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
+    let kind = e.api.kind();
+    if e.flags & ALLOCATOR_SEGMENT != 0
+        || e.result != CUDA_ERROR_OUT_OF_MEMORY
+        || e.api.op() != Op::Alloc
+        || !matches!(
+            kind,
+            MemoryKind::Device | MemoryKind::Pool | MemoryKind::TorchBlock
+        )
+    {
+        return;
+    }
+    let b = Builder::of(builders, stream_key(e));
+    let slot = b.slots.take();
+    b.slots.give_back(slot);
+    b.push(
+        kind,
+        e.address,
+        &Call::of(e, e.size),
+        slot,
+        RequestKind::Attempt,
+    );
+}
+
+/// A mark: a limit, an ordering call or PyTorch's word on a segment.
+fn see_mark(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
+    let key = stream_key(e);
+    match e.api.kind() {
+        MemoryKind::Limits => see_limit(builders, e),
+        MemoryKind::Ordering => {
+            // Before any request of its (process, device) an ordering call orders no free.
+            if let (Some(order), Some(b)) = (order_of(e), builders.get_mut(&key)) {
+                b.push_order(e, order);
+            }
+        }
+        MemoryKind::TorchSegment => Builder::of(builders, key).see_torch_segment(e),
+        // PyTorch's `empty_cache` under backend:cudaMallocAsync: a device synchronize, then
+        // the pool trimmed to nothing.
+        _ => {
             if let Some(b) = builders.get_mut(&key) {
                 b.push_limit(e, RequestKind::EmptyCache, 0);
             }
         }
-        if kind == MemoryKind::Ordering {
-            // Before any request of its (process, device) an ordering call orders no free.
-            let key = StreamKey {
-                pid: e.pid,
-                device: e.device,
-            };
-            if let (Some(order), Some(b)) = (order_of(e), builders.get_mut(&key)) {
-                b.push_order(e, order);
-            }
-            return;
-        }
-        if kind == MemoryKind::TorchSegment || op == Op::FreeRequested {
-            // PyTorch's own word on its segments (what the replay predicts), or a free that
-            // takes effect at `torch.free_completed`.
-            if kind == MemoryKind::TorchSegment {
-                Builder::of(builders, e).see_torch_segment(e, op);
-            }
-            return;
-        }
-        if !e.succeeded() {
-            model.failed_calls += 1;
-            if e.result == CUDA_ERROR_OUT_OF_MEMORY
-                && op == Op::Alloc
-                && matches!(
-                    kind,
-                    MemoryKind::Device | MemoryKind::Pool | MemoryKind::TorchBlock
-                )
-            {
-                let b = Builder::of(builders, e);
-                let slot = b.slots.take();
-                b.slots.give_back(slot);
-                b.push(e, kind, e.size, slot, RequestKind::Attempt);
-            }
-            return;
-        }
-        stats.see(e, op, kind);
-        let device_memory = matches!(
-            kind,
-            MemoryKind::Device | MemoryKind::Pool | MemoryKind::Vmm | MemoryKind::TorchBlock
-        );
-        let born = || {
-            let request = device_memory.then(|| {
-                let b = Builder::of(builders, e);
-                let slot = b.slots.take();
-                b.push(e, kind, e.size, slot, RequestKind::Alloc);
-                slot
-            });
-            Live {
-                key: StreamKey {
-                    pid: e.pid,
-                    device: e.device,
-                },
-                size: e.size,
-                kind,
-                request,
-            }
-        };
-        // The same address born twice without a free: the first free was not recorded, and
-        // the first allocation is forgotten here.
-        match live.apply(e, born) {
-            Matched::Ended(object) => {
-                if let Some(slot) = object.request {
-                    let b = builders
-                        .get_mut(&object.key)
-                        .expect("a live request has a builder");
-                    b.slots.give_back(slot);
-                    b.push(e, object.kind, object.size, slot, RequestKind::Free);
-                }
-            }
-            Matched::Unmatched => model.unmatched_frees += 1,
-            Matched::Born { .. } | Matched::Neither | Matched::Failed => {}
-        }
-    }
-
-    /// The model of every event pushed; `metadata` is the trace's, for its capture level.
-    pub fn finish(self, metadata: &Metadata) -> Model {
-        let mut model = self.model;
-        model.streams = self
-            .builders
-            .into_values()
-            // A stream of recorded segments alone (no request) is nothing to replay.
-            .filter(|b| !b.requests.is_empty() || b.segments.is_empty())
-            .map(finish)
-            .collect();
-        model.level = detect_level(metadata, &self.stats.into_facts());
-        model
     }
 }
 
@@ -235,9 +288,11 @@ impl ModelBuilder {
 /// of the process: PyTorch empties the cache of every device).
 fn see_limit(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
     match e.api {
-        Api::DeviceMemory if e.device >= 0 => Builder::of(builders, e).device_total = Some(e.size),
+        Api::DeviceMemory if e.device >= 0 => {
+            Builder::of(builders, stream_key(e)).device_total = Some(e.size);
+        }
         Api::TorchSetMemoryFraction if e.device >= 0 && memory_fraction(e).is_some() => {
-            Builder::of(builders, e).push_limit(e, RequestKind::MemoryFraction, e.aux);
+            Builder::of(builders, stream_key(e)).push_limit(e, RequestKind::MemoryFraction, e.aux);
         }
         Api::TorchEmptyCache => {
             for b in builders.values_mut().filter(|b| b.key.pid == e.pid) {
@@ -312,7 +367,8 @@ impl Builder {
     /// and its bytes move what the process really reserved. A `torch.segment_alloc` is one of
     /// the real allocator's `cudaMalloc`s, whose address the replay reuses, as an imported
     /// snapshot's.
-    fn see_torch_segment(&mut self, e: &Event, op: Op) {
+    fn see_torch_segment(&mut self, e: &Event) {
+        let op = e.api.op();
         if op == Op::Alloc && e.succeeded() {
             self.segments.push((e.address, e.size));
         }
@@ -334,31 +390,27 @@ impl Builder {
         self.torch_peak_reserved = Some(peak);
     }
 
-    /// The builder of the stream `e` belongs to.
-    fn of<'b>(builders: &'b mut BTreeMap<StreamKey, Builder>, e: &Event) -> &'b mut Builder {
-        let key = StreamKey {
-            pid: e.pid,
-            device: e.device,
-        };
+    /// The builder of stream `key`.
+    fn of(builders: &mut BTreeMap<StreamKey, Builder>, key: StreamKey) -> &mut Builder {
         builders.entry(key).or_insert_with(|| Builder::new(key))
     }
 
-    /// Adds the request of `size` bytes in `slot` that `e`, a call of `kind`, made. Its stream
-    /// is numbered in first-seen order here; the final indices follow the handles' numeric
-    /// order (as PyTorch's block comparator orders streams by handle value), known only once
-    /// every handle has been seen.
-    fn push(&mut self, e: &Event, kind: MemoryKind, size: u64, slot: u32, what: RequestKind) {
-        let stream = self.stream_index(stream_of(e));
+    /// Adds the request in `slot` that `call`, of `kind` and at `address`, made. Its stream is
+    /// numbered in first-seen order here; the final indices follow the handles' numeric order
+    /// (as PyTorch's block comparator orders streams by handle value), known only once every
+    /// handle has been seen.
+    fn push(&mut self, kind: MemoryKind, address: u64, call: &Call, slot: u32, what: RequestKind) {
+        let stream = self.stream_index(call.lane);
         self.kinds.push(kind);
-        if is_driver(kind) {
-            self.driver_addresses.push(e.address);
+        if kind == MemoryKind::Device {
+            self.driver_addresses.push(address);
         }
         self.requests.push(Request {
-            time_ns: e.time_ns,
-            size,
+            time_ns: call.time_ns,
+            size: call.size,
             slot,
             stream,
-            stack: e.stack,
+            stack: call.stack,
             kind: what,
         });
     }
@@ -380,15 +432,12 @@ impl Builder {
     }
 }
 
-/// The stream a request is served on. A block of one of PyTorch's private memory pools (a CUDA
-/// graph capture, `torch.cuda.MemPool`) counts as a stream of its own: PyTorch never hands a
-/// block of one pool to a request of another, just as it never shares blocks between streams.
-fn stream_of(e: &Event) -> u64 {
-    if e.api.kind() != MemoryKind::TorchBlock || (e.pool == 0 && e.handle == 0) {
-        return e.stream;
+/// The stream key of `e`'s (process, device).
+fn stream_key(e: &Event) -> StreamKey {
+    StreamKey {
+        pid: e.pid,
+        device: e.device,
     }
-    let pool = e.pool.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ e.handle.rotate_left(32);
-    e.stream ^ pool | 1 << 63
 }
 
 /// Orders the stream's requests for replay.
@@ -436,7 +485,8 @@ fn finish(b: Builder) -> RequestStream {
     let mut addresses = driver_addresses.into_iter();
     requests.retain(|r| {
         let k = kinds.next().expect("one kind per request");
-        let address = is_driver(k).then(|| addresses.next().expect("one address per driver call"));
+        let address = (k == MemoryKind::Device)
+            .then(|| addresses.next().expect("one address per cuMemAlloc"));
         if matches!(k, MemoryKind::Limits | MemoryKind::Ordering) {
             return true;
         }
@@ -610,10 +660,11 @@ mod tests {
         refused.result = CUDA_ERROR_OUT_OF_MEMORY;
         let mut invalid = ev(Api::CuMemAllocAsync, 1, 0, 64, 0);
         invalid.result = 1;
-        let events = vec![refused, invalid, ev(Api::CuMemFreeAsync, 1, 0xdead, 0, 0)];
-        let m = Model::from_events(events, &Metadata::default());
-        assert_eq!(m.failed_calls, 2);
-        assert_eq!(m.unmatched_frees, 1);
+        let events = [refused, invalid, ev(Api::CuMemFreeAsync, 1, 0xdead, 0, 0)];
+        let mut loader = Loader::requests_only();
+        events.iter().for_each(|e| loader.push(e));
+        let (m, table) = loader.finish(&Metadata::default());
+        assert_eq!((table.failed_calls, table.unmatched_frees), (2, 1));
         let r = &m.streams[0].requests;
         assert_eq!(r.len(), 1);
         assert_eq!((r[0].kind, r[0].size), (RequestKind::Attempt, 1 << 30));
