@@ -60,23 +60,27 @@ pub fn detect_level(metadata: &Metadata, facts: &LevelFacts) -> LevelReport {
     }
 }
 
-/// The program's `PYTORCH_CUDA_ALLOC_CONF` and `PYTORCH_ALLOC_CONF`, joined, as recorded.
-pub fn pytorch_alloc_conf(metadata: &Metadata) -> String {
-    metadata
-        .environment
-        .iter()
-        .filter(|(k, _)| k == "PYTORCH_CUDA_ALLOC_CONF" || k == "PYTORCH_ALLOC_CONF")
-        .map(|(_, v)| v.as_str())
-        .filter(|v| !v.is_empty())
-        .collect::<Vec<_>>()
-        .join(",")
+/// The allocator configuration PyTorch reads, as recorded: `PYTORCH_ALLOC_CONF` where the
+/// program's environment has it (empty or not), else the older `PYTORCH_CUDA_ALLOC_CONF`
+/// (`AllocatorConfig::instance`, pytorch/pytorch `c10/core/AllocatorConfig.cpp`, 2.9 and later;
+/// earlier releases read only `PYTORCH_CUDA_ALLOC_CONF`); the first value of a name, as
+/// `getenv` finds it. `None` when neither is set.
+pub fn pytorch_alloc_conf(metadata: &Metadata) -> Option<&str> {
+    let var = |name: &str| {
+        metadata
+            .environment
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    var("PYTORCH_ALLOC_CONF").or_else(|| var("PYTORCH_CUDA_ALLOC_CONF"))
 }
 
 /// The allocator the program ran under, as far as the trace tells: `pytorch native` with its
 /// recorded configuration (`pytorch native expandable_segments:True`) when PyTorch's tracker
 /// reported its requests, `pytorch cudaMallocAsync` under that back-end; empty when unknown.
 pub fn allocator_as_run(metadata: &Metadata, torch_tracker: bool) -> String {
-    let conf = pytorch_alloc_conf(metadata);
+    let conf = pytorch_alloc_conf(metadata).unwrap_or_default();
     let name = if conf.contains("cudaMallocAsync") {
         "pytorch cudaMallocAsync"
     } else if torch_tracker {
@@ -97,7 +101,7 @@ pub fn allocator_as_run(metadata: &Metadata, torch_tracker: bool) -> String {
 }
 
 fn infer(metadata: &Metadata, facts: &LevelFacts) -> CaptureLevel {
-    let conf = pytorch_alloc_conf(metadata);
+    let conf = pytorch_alloc_conf(metadata).unwrap_or_default();
     if facts.torch_allocs > 0
         || conf.contains("cudaMallocAsync")
         || facts.pool_allocs > facts.device_allocs
@@ -216,6 +220,30 @@ impl Calls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pytorch_reads_its_new_variable_first_even_when_empty() {
+        let env = |vars: &[(&str, &str)]| Metadata {
+            environment: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Metadata::default()
+        };
+        let both = env(&[
+            ("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"),
+            ("PYTORCH_ALLOC_CONF", "expandable_segments:True"),
+        ]);
+        assert_eq!(pytorch_alloc_conf(&both), Some("expandable_segments:True"));
+        let old = env(&[("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128")]);
+        assert_eq!(pytorch_alloc_conf(&old), Some("max_split_size_mb:128"));
+        let empty_new = env(&[
+            ("PYTORCH_ALLOC_CONF", ""),
+            ("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"),
+        ]);
+        assert_eq!(pytorch_alloc_conf(&empty_new), Some(""));
+        assert_eq!(pytorch_alloc_conf(&env(&[("CUDA_VISIBLE_DEVICES", "0")])), None);
+    }
 
     #[test]
     fn a_declared_level_wins_over_the_events() {

@@ -164,7 +164,11 @@ pub fn stories(
     names: &StackNames,
 ) -> Result<Vec<OomStory>, PolicyError> {
     let limits = limits(trace.events());
-    let spec = spec_from_alloc_conf(&pytorch_alloc_conf(&trace.metadata), None).ok();
+    let spec = spec_from_alloc_conf(
+        pytorch_alloc_conf(&trace.metadata).unwrap_or_default(),
+        None,
+    )
+    .ok();
     let mut out = Vec::new();
     for stream in &model.streams {
         let Some(at) = stream

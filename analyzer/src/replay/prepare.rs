@@ -65,7 +65,7 @@ pub fn prepare(
         .streams
         .iter()
         .any(|s| s.recorded_peak_reserved.is_some())
-        .then(|| spec_from_alloc_conf(&pytorch_alloc_conf(metadata), None).ok())
+        .then(|| spec_from_alloc_conf(pytorch_alloc_conf(metadata).unwrap_or_default(), None).ok())
         .flatten();
     Some(ReplayInput {
         model,

@@ -10,7 +10,7 @@
 //! the launcher's, not the user's: the launcher's `backend:cudaMallocAsync` (always put first)
 //! is taken off the PyTorch value, and the XLA and TensorFlow switches are dropped.
 
-use crate::model::Calls;
+use crate::model::{Calls, pytorch_alloc_conf};
 use crate::policy::PolicySpec;
 use crate::policy::alloc_conf::spec_from_alloc_conf;
 use serde::Serialize;
@@ -98,8 +98,7 @@ fn loaded(tables: &Tables, libraries: &[&str]) -> Option<String> {
 pub fn recorded(metadata: &Metadata, tables: &Tables, calls: Calls) -> Recorded {
     let uses_pool = calls.pool;
     let launcher = launched_for_requests(metadata);
-    let torch_conf =
-        env(metadata, "PYTORCH_ALLOC_CONF").or(env(metadata, "PYTORCH_CUDA_ALLOC_CONF"));
+    let torch_conf = pytorch_alloc_conf(metadata);
     let xla = [
         "XLA_PYTHON_CLIENT_PREALLOCATE",
         "XLA_PYTHON_CLIENT_MEM_FRACTION",

@@ -22,7 +22,7 @@ pub use rows::{PolicyResult, TraceRow};
 
 use crate::job;
 use crate::model::live::DevicePeak;
-use crate::model::{CaptureLevel, LevelFacts, LevelStats, detect_level};
+use crate::model::{CaptureLevel, LevelFacts, LevelStats, detect_level, pytorch_alloc_conf};
 use events::EventColumns;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::errors::ParquetError;
@@ -267,12 +267,6 @@ impl Stats {
         let argv = first_process
             .map(|p| &p.command_line)
             .filter(|c| !c.is_empty());
-        let env = |name: &str| {
-            m.environment
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        };
         let environment: BTreeMap<&str, &str> = m
             .environment
             .iter()
@@ -299,7 +293,7 @@ impl Stats {
             device_total_memory: t.devices.first().map(|d| d.total_memory),
             capture_level: serde_name(level.level),
             capture_level_declared: level.declared,
-            allocator_config: env("PYTORCH_ALLOC_CONF").or_else(|| env("PYTORCH_CUDA_ALLOC_CONF")),
+            allocator_config: pytorch_alloc_conf(m).map(str::to_string),
             environment_json: serde_json::to_string(&environment).expect("a string map serializes"),
             start_time_unix_nano: first_process.map(|p| p.start_unix_ns).filter(|&t| t > 0),
             start_monotonic_ns: first_process
