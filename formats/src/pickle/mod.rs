@@ -69,7 +69,7 @@ mod value;
 mod writer;
 
 pub use reader::{Limits, MEMORY_BASE, MEMORY_PER_BYTE, memory_spent, read, read_with};
-pub use value::{Document, Id, StrId, Value};
+pub use value::{Document, Entries, Id, StrId, Value};
 pub use writer::write;
 
 /// Why a pickle could not be read or written.

@@ -8,7 +8,7 @@
 //! costs nothing).
 
 use super::opcode::{self as op, code_executing, unsupported};
-use super::value::{Document, Full, Id, Kind, Value};
+use super::value::{Document, Full, Id, Kind, Node, Value};
 use super::{Error, Result};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -76,7 +76,7 @@ pub fn read_with(bytes: &[u8], limits: Limits) -> Result<Document<'_>> {
 /// when it is made), a container, a memo or dict entry (a dict entry is two values already
 /// charged when pushed, so this is the vectors' slack), a string.
 const VALUE_COST: usize = std::mem::size_of::<Value>();
-const NODE_COST: usize = std::mem::size_of::<super::value::Node>();
+const NODE_COST: usize = std::mem::size_of::<Node>();
 const ENTRY_COST: usize = 2 * std::mem::size_of::<Value>();
 const MARK_COST: usize = 2 * std::mem::size_of::<usize>();
 const STRING_COST: usize = 4 * std::mem::size_of::<Cow<'static, str>>();

@@ -379,7 +379,7 @@ fn large_dicts_keep_one_entry_per_key_like_small_ones() {
         Some(100)
     );
     assert_eq!(
-        again.as_int(&again.entries(again.root()).unwrap()[40].1),
+        again.as_int(&again.entries(again.root()).unwrap().values()[40]),
         Some(7)
     );
 }
