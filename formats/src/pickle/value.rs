@@ -236,6 +236,8 @@ pub struct Document<'a> {
     /// Spans of the keys arena by the hash of their keys, to share equal ones (each of
     /// distinct keys).
     key_spans: HashMap<u64, (u32, u32), foldhash::fast::RandomState>,
+    /// The keys of the last new dict that took a span of them, tried before `key_spans`.
+    last_keys: (u32, u32),
     own_dicts: Vec<OwnDict>,
     ints: Vec<i64>,
     floats: Vec<f64>,
@@ -263,6 +265,7 @@ impl<'a> Document<'a> {
             own_items: Vec::new(),
             spans: HashMap::default(),
             key_spans: HashMap::default(),
+            last_keys: (0, 0),
             own_dicts: Vec::new(),
             ints: Vec::new(),
             floats: Vec::new(),
@@ -443,11 +446,14 @@ impl<'a> Document<'a> {
         if let Node::Items { len: 0, .. } = node
             && new.len() >= 2
         {
-            let hash = hash_of(new.iter(), new.len());
+            let hash = hash_of(new, 1);
             if let Some(&(start, len)) = self.spans.get(&hash)
                 && self.items[start as usize..][..len as usize] == *new
             {
-                let Node::Items { start: s, len: l, .. } = node else {
+                let Node::Items {
+                    start: s, len: l, ..
+                } = node
+                else {
                     unreachable!("matched above")
                 };
                 (*s, *l) = (start, len);
@@ -508,31 +514,34 @@ impl<'a> Document<'a> {
         let (keys_end, values_end) = (self.keys.len(), self.values.len());
         u32::try_from(keys_end + n).map_err(|_| Full)?;
         u32::try_from(values_end + n).map_err(|_| Full)?;
-        let new_keys = kv.iter().step_by(2);
-        let new_values = kv.iter().skip(1).step_by(2);
+        let pairs = kv.chunks_exact(2);
         if let Node::Entries { len: 0, .. } = node
             && (2..=SCAN_LIMIT).contains(&n)
         {
-            // A new dict: its keys are a span seen before, or, when distinct, a new one.
-            let hash = hash_of(new_keys.clone(), n);
-            let shared = match self.key_spans.get(&hash) {
-                Some(&(start, len))
-                    if len as usize == n
-                        && self.keys[start as usize..][..n].iter().eq(new_keys.clone()) =>
-                {
-                    Some(start)
-                }
-                _ => None,
+            // A new dict: its keys are a span seen before (most often the last new dict's), or,
+            // when distinct, a new one.
+            let same = |(start, len): (u32, u32)| {
+                let keys = &self.keys[start as usize..][..len as usize];
+                (keys.len() == n && keys.iter().zip(pairs.clone()).all(|(k, p)| *k == p[0]))
+                    .then_some(start)
             };
+            let mut hash = None;
+            let shared = same(self.last_keys).or_else(|| {
+                let h = *hash.insert(hash_of(kv, 2));
+                self.key_spans.get(&h).and_then(|&span| same(span))
+            });
             let distinct = || (1..n).all(|i| (0..i).all(|j| !t.same_key(&kv[2 * j], &kv[2 * i])));
             if let Some(keys) = shared.or_else(|| distinct().then_some(keys_end as u32)) {
                 if shared.is_none() {
-                    self.keys.extend(new_keys);
-                    if self.key_spans.len() < MAX_SHARED_SPANS {
-                        self.key_spans.insert(hash, (keys, n as u32));
+                    self.keys.extend(pairs.clone().map(|p| p[0]));
+                    if self.key_spans.len() < MAX_SHARED_SPANS
+                        && let Some(h) = hash
+                    {
+                        self.key_spans.insert(h, (keys, n as u32));
                     }
                 }
-                self.values.extend(new_values);
+                self.last_keys = (keys, n as u32);
+                self.values.extend(pairs.map(|p| p[1]));
                 *node = Node::Entries {
                     keys,
                     values: values_end as u32,
@@ -551,12 +560,12 @@ impl<'a> Document<'a> {
                     (*keys, *values) = (keys_end as u32, values_end as u32);
                 }
                 let (k0, v0) = (*keys as usize, *values as usize);
-                for (k, v) in new_keys.zip(new_values) {
-                    match self.keys[k0..].iter().position(|e| t.same_key(e, k)) {
-                        Some(i) => self.values[v0 + i] = *v,
+                for p in pairs {
+                    match self.keys[k0..].iter().position(|e| t.same_key(e, &p[0])) {
+                        Some(i) => self.values[v0 + i] = p[1],
                         None => {
-                            self.keys.push(*k);
-                            self.values.push(*v);
+                            self.keys.push(p[0]);
+                            self.values.push(p[1]);
                         }
                     }
                 }
@@ -577,8 +586,8 @@ impl<'a> Document<'a> {
             unreachable!("the reader sets items only in the dicts it made")
         };
         let own = &mut self.own_dicts[i as usize];
-        for (k, v) in new_keys.zip(new_values) {
-            own.insert(*k, *v, &t);
+        for p in pairs {
+            own.insert(p[0], p[1], &t);
         }
         Ok(copied)
     }
@@ -589,9 +598,7 @@ impl<'a> Document<'a> {
             return None;
         };
         match *self.nodes.get(id.index())? {
-            Node::Items { start, len, .. } => {
-                Some(&self.items[start as usize..][..len as usize])
-            }
+            Node::Items { start, len, .. } => Some(&self.items[start as usize..][..len as usize]),
             Node::OwnItems { index, .. } => Some(&self.own_items[index as usize]),
             Node::Entries { .. } | Node::OwnDict(_) => None,
         }
@@ -807,10 +814,20 @@ impl OwnDict {
     }
 }
 
-/// A hash of `n` values, to find a span of equal ones. Unseeded, but a crafted pickle gains
-/// nothing from collisions: a hash names one span, compared once.
-fn hash_of<'v>(values: impl Iterator<Item = &'v Value>, n: usize) -> u64 {
-    values.fold(n as u64, |h, v| {
-        (h.rotate_left(5) ^ v.bits()).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-    })
+/// A hash of every `stride`th value of `values` from the first, to find a span of equal ones.
+/// Unseeded, but a crafted pickle gains nothing from collisions: a hash names one span,
+/// compared once. Four lanes, so that the multiplications of one value do not wait for the
+/// previous value's.
+fn hash_of(values: &[Value], stride: usize) -> u64 {
+    let mix = |h: u64, v: &Value| (h.rotate_left(5) ^ v.bits()).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut chunks = values.chunks_exact(4 * stride);
+    let mut h = [values.len() as u64, 1, 2, 3];
+    for c in &mut chunks {
+        h[0] = mix(h[0], &c[0]);
+        h[1] = mix(h[1], &c[stride]);
+        h[2] = mix(h[2], &c[2 * stride]);
+        h[3] = mix(h[3], &c[3 * stride]);
+    }
+    let joined = h[0] ^ h[1].rotate_left(16) ^ h[2].rotate_left(32) ^ h[3].rotate_left(48);
+    chunks.remainder().iter().step_by(stride).fold(joined, mix)
 }
