@@ -284,12 +284,13 @@ impl<'a> Document<'a> {
         // A snapshot holds about one container per 50 bytes, one list item per 8, one dict
         // value per 11 and one wide int per 32 (the frame references and the trace entries'
         // fields; a real GPT-2 training snapshot of 215,000 entries: 18.9 MB, 360,000
-        // containers, 1.73 M dict entries), and few distinct keys. Reserving is cheap (pages
+        // containers, 1.73 M dict entries), and few distinct keys; a snapshot of shorter
+        // tracebacks is denser (7 bytes a dict value, 29 a wide int). Reserving is cheap (pages
         // untouched are never faulted in); growing past the reservation copies the arena.
         d.nodes.reserve(len / 48);
         d.items.reserve(len / 8);
-        d.values.reserve(len / 10);
-        d.ints.reserve(len / 32);
+        d.values.reserve(len / 6);
+        d.ints.reserve(len / 16);
         crate::huge_pages::advise_huge_pages(&mut d.nodes);
         crate::huge_pages::advise_huge_pages(&mut d.items);
         crate::huge_pages::advise_huge_pages(&mut d.values);
