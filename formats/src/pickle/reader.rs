@@ -8,7 +8,7 @@
 //! costs nothing).
 
 use super::opcode::{self as op, code_executing, unsupported};
-use super::value::{Document, Full, Id, Kind, Node, Value};
+use super::value::{Document, Full, Id, Kind, Node, StrId, Value};
 use super::{Error, Result};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -94,6 +94,11 @@ struct Reader<'a> {
     limits: Limits,
     /// Bytes of memory charged so far (see [`Limits::max_memory`]).
     spent: usize,
+    /// The last string read and its index: a snapshot writes one string again and again as
+    /// objects of their own, which Python's pickler does not share (every trace entry's
+    /// `compile_context`, `"N/A"`), and the same bytes need neither the UTF-8 check nor the
+    /// interning's hash again.
+    last_string: Option<(&'a [u8], StrId)>,
 }
 
 impl<'a> Reader<'a> {
@@ -111,6 +116,7 @@ impl<'a> Reader<'a> {
             sparse_memo: HashMap::new(),
             limits,
             spent: 0,
+            last_string: None,
         }
     }
 
@@ -450,6 +456,12 @@ impl<'a> Reader<'a> {
     #[inline(always)]
     fn unicode(&mut self, at: u64, n: usize) -> Result<()> {
         let b = self.take(n, "a string")?;
+        if let Some((last, id)) = self.last_string
+            && last == b
+        {
+            self.push(Value::Str(id));
+            return Ok(());
+        }
         let s = std::str::from_utf8(b)
             .map_err(|e| self.malformed(at, &format!("string is not UTF-8 ({e})")))?;
         let before = self.doc.strings();
@@ -457,6 +469,7 @@ impl<'a> Reader<'a> {
         if self.doc.strings() > before {
             self.spent += STRING_COST;
         }
+        self.last_string = Some((b, id));
         self.push(Value::Str(id));
         Ok(())
     }

@@ -525,3 +525,16 @@ fn a_container_of_another_kind_or_document_is_refused_not_panicked() {
     assert!(doc.insert(&dict, Value::None, Value::Small(1)));
     assert_eq!(doc.entries(&dict).unwrap().len(), 1);
 }
+
+#[test]
+fn a_string_repeated_as_new_objects_is_one_string_and_bad_bytes_still_fail() {
+    // ['N/A', 'N/A', 'x', 'N/A'], each a string object of its own (not memo references).
+    let doc = read(b"\x80\x04](\x8c\x03N/A\x8c\x03N/A\x8c\x01x\x8c\x03N/Ae.").unwrap();
+    let items = doc.items(doc.root()).unwrap();
+    assert_eq!(items[0], items[1]);
+    assert_eq!(items[0], items[3]);
+    assert_eq!(doc.as_str(&items[3]), Some("N/A"));
+    assert_eq!(doc.strings(), 2);
+    let err = read(b"\x80\x04](\x8c\x01x\x8c\x02\xff\xfee.").unwrap_err();
+    assert!(err.to_string().contains("not UTF-8"), "{err}");
+}
