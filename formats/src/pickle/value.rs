@@ -125,8 +125,8 @@ enum Key {
     Id(Id),
 }
 
-/// Spans remembered for sharing, at most, in each of the two maps (items, keys; about 32 MiB of map
-/// each), whatever the pickle.
+/// Spans remembered for sharing, at most, in each of the two maps (items and keys; about 32 MiB
+/// of map each), whatever the pickle.
 const MAX_SHARED_SPANS: usize = 1 << 20;
 
 /// Dicts up to this many entries are searched by a scan; larger ones get a hash index. A
