@@ -12,6 +12,10 @@ pickle.load(open(SNAPSHOT, 'rb'))"`, each as a child process timed by wall clock
 CPU time is the figure that does not depend on the load. Python's start-up (about 20 ms) is in
 its figures, as process start and exit are in vramtrace's. Prints every run, then medians,
 spread (min-max) and the ratios against `pickle.load`.
+
+`--unpickle OLD_UNPICKLE NEW_UNPICKLE` (the two builds' `unpickle` bench binaries, see
+formats/benches/unpickle.rs) adds `OLD_UNPICKLE SNAPSHOT 1` and `NEW_UNPICKLE SNAPSHOT 1` to each
+repetition: the unpickler alone, as analyzer/benches/snapshot_page.py times it.
 """
 import argparse
 import os
@@ -27,6 +31,7 @@ parser.add_argument("snapshot")
 parser.add_argument("old")
 parser.add_argument("new")
 parser.add_argument("--reps", type=int, default=5)
+parser.add_argument("--unpickle", nargs=2, metavar=("OLD_UNPICKLE", "NEW_UNPICKLE"))
 args = parser.parse_args()
 
 tmp = tempfile.mkdtemp()
@@ -41,6 +46,9 @@ commands = {
         f"import pickle; pickle.load(open({args.snapshot!r}, 'rb'))",
     ],
 }
+if args.unpickle:
+    commands["old unpickle"] = [args.unpickle[0], args.snapshot, "1"]
+    commands["new unpickle"] = [args.unpickle[1], args.snapshot, "1"]
 
 
 def timed(cmd):
@@ -72,7 +80,7 @@ for name, rs in runs.items():
 base_wall = statistics.median(w for w, _ in runs["pickle.load"])
 base_cpu = statistics.median(c for _, c in runs["pickle.load"])
 print()
-for name in ("old import", "new import"):
+for name in [n for n in runs if n != "pickle.load" and "report" not in n]:
     wall = statistics.median(w for w, _ in runs[name])
     cpu = statistics.median(c for _, c in runs[name])
     print(f"{name}: {base_wall / wall:.2f}x pickle.load by wall, {base_cpu / cpu:.2f}x by CPU")

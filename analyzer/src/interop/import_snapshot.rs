@@ -816,7 +816,7 @@ impl EntryKeys {
         };
         let (mut action, mut time) = (None, None);
         let int = |v: &Value| doc.as_u64(v);
-        for (k, v) in doc.entries(e).unwrap_or(&[]) {
+        for (k, v) in doc.entries(e).into_iter().flatten() {
             let Value::Str(k) = *k else { continue };
             let k = Some(k);
             if k == self.action {

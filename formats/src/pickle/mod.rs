@@ -39,8 +39,9 @@
 //! `FLOAT`, `STRING`, `UNICODE`, `LIST`, `DICT`) and sets (`EMPTY_SET`, `ADDITEMS`,
 //! `FROZENSET`) are refused as unsupported: `pickle.dump` writes none of them for a snapshot.
 //!
-//! The document is compact ([`Document`]: 8-byte values, containers as spans of two arenas,
-//! strings borrowed from the input and interned, equal lists sharing their items), which makes
+//! The document is compact ([`Document`]: 8-byte values, containers as spans of three arenas,
+//! strings borrowed from the input and interned, equal lists sharing their items and dicts of
+//! equal keys their keys), which makes
 //! reading several times faster than CPython's `pickle.load` of the same file
 //! (analyzer/BENCHMARKS.md, "Snapshot to page").
 //!
@@ -69,7 +70,7 @@ mod value;
 mod writer;
 
 pub use reader::{Limits, MEMORY_BASE, MEMORY_PER_BYTE, memory_spent, read, read_with};
-pub use value::{Document, Id, StrId, Value};
+pub use value::{Document, Entries, Id, StrId, Value};
 pub use writer::write;
 
 /// Why a pickle could not be read or written.

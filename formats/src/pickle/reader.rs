@@ -8,7 +8,7 @@
 //! costs nothing).
 
 use super::opcode::{self as op, code_executing, unsupported};
-use super::value::{Document, Full, Id, Kind, Value};
+use super::value::{Document, Full, Id, Kind, Node, StrId, Value};
 use super::{Error, Result};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -76,7 +76,7 @@ pub fn read_with(bytes: &[u8], limits: Limits) -> Result<Document<'_>> {
 /// when it is made), a container, a memo or dict entry (a dict entry is two values already
 /// charged when pushed, so this is the vectors' slack), a string.
 const VALUE_COST: usize = std::mem::size_of::<Value>();
-const NODE_COST: usize = std::mem::size_of::<super::value::Node>();
+const NODE_COST: usize = std::mem::size_of::<Node>();
 const ENTRY_COST: usize = 2 * std::mem::size_of::<Value>();
 const MARK_COST: usize = 2 * std::mem::size_of::<usize>();
 const STRING_COST: usize = 4 * std::mem::size_of::<Cow<'static, str>>();
@@ -94,12 +94,18 @@ struct Reader<'a> {
     limits: Limits,
     /// Bytes of memory charged so far (see [`Limits::max_memory`]).
     spent: usize,
+    /// The last string read and its index: a snapshot writes one string again and again as
+    /// objects of their own, which Python's pickler does not share (every trace entry's
+    /// `compile_context`, `"N/A"`), and the same bytes need neither the UTF-8 check nor the
+    /// interning's hash again.
+    last_string: Option<(&'a [u8], StrId)>,
 }
 
 impl<'a> Reader<'a> {
     fn new(bytes: &'a [u8], limits: Limits) -> Reader<'a> {
-        // A snapshot memoizes about one value per 32 bytes.
-        let mut memo = Vec::with_capacity(bytes.len() / 32);
+        // A snapshot memoizes about one value per 32 bytes (the GPT-2 training snapshot of
+        // analyzer/BENCHMARKS.md: 576,246 in 18.9 MB); past the reservation the memo is copied.
+        let mut memo = Vec::with_capacity(bytes.len() / 24);
         crate::huge_pages::advise_huge_pages(&mut memo);
         Reader {
             bytes,
@@ -111,6 +117,7 @@ impl<'a> Reader<'a> {
             sparse_memo: HashMap::new(),
             limits,
             spent: 0,
+            last_string: None,
         }
     }
 
@@ -450,6 +457,12 @@ impl<'a> Reader<'a> {
     #[inline(always)]
     fn unicode(&mut self, at: u64, n: usize) -> Result<()> {
         let b = self.take(n, "a string")?;
+        if let Some((last, id)) = self.last_string
+            && last == b
+        {
+            self.push(Value::Str(id));
+            return Ok(());
+        }
         let s = std::str::from_utf8(b)
             .map_err(|e| self.malformed(at, &format!("string is not UTF-8 ({e})")))?;
         let before = self.doc.strings();
@@ -457,6 +470,7 @@ impl<'a> Reader<'a> {
         if self.doc.strings() > before {
             self.spent += STRING_COST;
         }
+        self.last_string = Some((b, id));
         self.push(Value::Str(id));
         Ok(())
     }

@@ -379,7 +379,7 @@ fn large_dicts_keep_one_entry_per_key_like_small_ones() {
         Some(100)
     );
     assert_eq!(
-        again.as_int(&again.entries(again.root()).unwrap()[40].1),
+        again.as_int(&again.entries(again.root()).unwrap().values()[40]),
         Some(7)
     );
 }
@@ -452,4 +452,89 @@ fn equal_lists_share_items_until_one_of_them_grows() {
     assert_ne!(pair[0].id(), pair[1].id());
     assert_eq!(ints(&pair[0]), [1, 2, 3]);
     assert_eq!(ints(&pair[1]), [1, 2, 4]);
+}
+
+/// The entries of a dict as `(key, int)` pairs, in order.
+fn str_int_entries(doc: &Document, d: &Value) -> Vec<(String, i128)> {
+    doc.entries(d)
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (doc.as_str(k).unwrap().to_string(), doc.as_int(v).unwrap()))
+        .collect()
+}
+
+#[test]
+fn dicts_of_equal_keys_share_them_until_one_of_them_grows() {
+    // [{'a': 1, 'b': 2}, {'a': 3, 'b': 4}], as Python pickles it (the second dict's keys are
+    // memo references to the first's).
+    let two =
+        b"\x80\x04]\x94(}\x94(\x8c\x01a\x94K\x01\x8c\x01b\x94K\x02u}\x94(h\x02K\x03h\x03K\x04ue";
+    let whole = [&two[..], b"."].concat();
+    let doc = read(&whole).unwrap();
+    let dicts = doc.items(doc.root()).unwrap();
+    let keys = |d: &Value| doc.entries(d).unwrap().keys().as_ptr();
+    assert_eq!(keys(&dicts[0]), keys(&dicts[1]));
+    assert_eq!(
+        str_int_entries(&doc, &dicts[1]),
+        [("a".into(), 3), ("b".into(), 4)]
+    );
+    // Then, by hand through the memo, d2['c'] = 5 and d1['a'] = 6.
+    let grown = [&two[..], b"h\x04\x8c\x01cK\x05s0h\x01h\x02K\x06s0."].concat();
+    let doc = read(&grown).unwrap();
+    let dicts = doc.items(doc.root()).unwrap();
+    assert_eq!(
+        str_int_entries(&doc, &dicts[0]),
+        [("a".into(), 6), ("b".into(), 2)]
+    );
+    assert_eq!(
+        str_int_entries(&doc, &dicts[1]),
+        [("a".into(), 3), ("b".into(), 4), ("c".into(), 5)]
+    );
+    assert_eq!(doc.as_int(doc.get(&dicts[1], "c").unwrap()), Some(5));
+}
+
+#[test]
+fn a_key_repeated_in_one_setitems_keeps_its_first_place_and_takes_the_last_value() {
+    // Hand-made: {'a': 1, 'b': 2, 'a': 3} in one SETITEMS; Python reads {'a': 3, 'b': 2}. A
+    // dict of the same two keys after it reads as its own.
+    let doc =
+        read(b"\x80\x04}(\x8c\x01aK\x01\x8c\x01bK\x02\x8c\x01aK\x03u}(\x8c\x01aK\x04\x8c\x01bK\x05u\x86.")
+            .unwrap();
+    let pair = doc.items(doc.root()).unwrap();
+    assert_eq!(
+        str_int_entries(&doc, &pair[0]),
+        [("a".into(), 3), ("b".into(), 2)]
+    );
+    assert_eq!(
+        str_int_entries(&doc, &pair[1]),
+        [("a".into(), 4), ("b".into(), 5)]
+    );
+}
+
+#[test]
+fn a_container_of_another_kind_or_document_is_refused_not_panicked() {
+    let mut doc = Document::new();
+    let dict = doc.new_dict();
+    let mut other = Document::new();
+    let list = other.new_list();
+    let foreign_dict = other.new_dict();
+    // Container 0 of `doc` is a dict: a list value naming it is not a list of this document.
+    assert!(!doc.push(&list, Value::None));
+    assert!(!doc.insert(&foreign_dict, Value::None, Value::None));
+    assert_eq!(doc.items(&list), None);
+    assert!(doc.insert(&dict, Value::None, Value::Small(1)));
+    assert_eq!(doc.entries(&dict).unwrap().len(), 1);
+}
+
+#[test]
+fn a_string_repeated_as_new_objects_is_one_string_and_bad_bytes_still_fail() {
+    // ['N/A', 'N/A', 'x', 'N/A'], each a string object of its own (not memo references).
+    let doc = read(b"\x80\x04](\x8c\x03N/A\x8c\x03N/A\x8c\x01x\x8c\x03N/Ae.").unwrap();
+    let items = doc.items(doc.root()).unwrap();
+    assert_eq!(items[0], items[1]);
+    assert_eq!(items[0], items[3]);
+    assert_eq!(doc.as_str(&items[3]), Some("N/A"));
+    assert_eq!(doc.strings(), 2);
+    let err = read(b"\x80\x04](\x8c\x01x\x8c\x02\xff\xfee.").unwrap_err();
+    assert!(err.to_string().contains("not UTF-8"), "{err}");
 }

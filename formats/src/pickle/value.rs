@@ -1,4 +1,4 @@
-//! The unpickled value tree, compact: 16-byte values, containers as spans of shared arenas,
+//! The unpickled value tree, compact: 8-byte values, containers as spans of shared arenas,
 //! strings borrowed from the pickle and interned.
 //!
 //! A snapshot of 630,000 trace entries holds over a million dicts and lists. Giving each its own
@@ -6,13 +6,20 @@
 //! memory-bound (875 MB of RSS for a 79 MB pickle, a third of the time in page faults). Here a
 //! [`Value`] is 8 bytes and `Copy` (ints beyond 32 bits and floats are indexes into tables of
 //! their own, as strings are); the items of every list and tuple are one span of a single
-//! arena, the entries of every dict one span of another (a container that grows after another
-//! was made moves to a vector of its own, once); a string is an index into a table of strings
-//! borrowed from the input bytes, one per distinct content, so that comparing two keys is
-//! comparing two numbers. Lists and tuples of equal items share one span: each trace entry of a
-//! snapshot has a list of its own, and most of these lists repeat another's frames. (Sharing a
-//! span is safe because a span only ever grows in place at the end of the arena, past every
-//! span's items, and a dict's span, whose values change in place, is never shared.)
+//! arena, and a dict is a span of keys in one arena and a span of as many values in another (a
+//! container that grows after another was made moves to a vector of its own, once); a string is
+//! an index into a table of strings borrowed from the input bytes, one per distinct content, so
+//! that comparing two keys is comparing two numbers. Equal spans are shared: lists and tuples of
+//! equal items share their items (each trace entry of a snapshot has a list of its own, and
+//! most of these lists repeat another's frames), and dicts of equal keys share their keys
+//! (every trace entry has the same eight, so a dict entry costs its value alone: 8 bytes, not
+//! 16, which is a third of the memory a snapshot's document touches). Sharing a span is safe
+//! because a span only ever grows in place at the end of its arena, past every span's elements,
+//! and a dict's values, which change in place, are never shared.
+//!
+//! Dict keys are kept apart from values rather than in `(key, value)` pairs for that sharing,
+//! much as CPython shares one key table between the instance dicts of a class (PEP 412,
+//! "Key-Sharing Dictionary"; `Objects/dictobject.c`).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -118,21 +125,13 @@ enum Key {
     Id(Id),
 }
 
-/// Spans remembered for sharing, at most (about 32 MiB of map), whatever the pickle.
+/// Spans remembered for sharing, at most, in each of the two maps (items and keys; about 32 MiB
+/// of map each), whatever the pickle.
 const MAX_SHARED_SPANS: usize = 1 << 20;
 
 /// Dicts up to this many entries are searched by a scan; larger ones get a hash index. A
 /// snapshot holds a million small dicts, for which an index each would triple the memory.
 const SCAN_LIMIT: usize = 16;
-
-/// Where a container's items or entries are.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Place {
-    /// `len` elements of the shared arena from `start`.
-    Span { start: u32, len: u32 },
-    /// A vector of its own (index into the document's spilled lists or dicts).
-    Own(u32),
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -141,18 +140,76 @@ pub(crate) enum Kind {
     Dict,
 }
 
+/// Where a container's items or entries are.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Node {
-    pub(crate) kind: Kind,
-    pub(crate) place: Place,
+pub(crate) enum Node {
+    /// A list or tuple: `len` items of the items arena from `start`.
+    Items { kind: Kind, start: u32, len: u32 },
+    /// A list or tuple with a vector of its own (an index into the document's own items).
+    OwnItems { kind: Kind, index: u32 },
+    /// A dict: the keys of key span `keys` (an index into the document's key spans), as many
+    /// values of the values arena from `values`. Naming the span, not its start and length,
+    /// keeps a node 12 bytes: a snapshot has 360,000 of them.
+    Entries { keys: u32, values: u32 },
+    /// A dict with vectors of its own (an index into the document's own dicts).
+    OwnDict(u32),
+}
+
+impl Node {
+    pub(crate) fn kind(&self) -> Kind {
+        match *self {
+            Node::Items { kind, .. } | Node::OwnItems { kind, .. } => kind,
+            Node::Entries { .. } | Node::OwnDict(_) => Kind::Dict,
+        }
+    }
 }
 
 /// A dict that grew after other containers were made: its entries, and a hash index once it
 /// is large.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct OwnDict {
-    entries: Vec<(Value, Value)>,
+    keys: Vec<Value>,
+    values: Vec<Value>,
     index: Option<HashMap<Key, usize>>,
+}
+
+/// A dict's entries, in insertion order: its keys and, at the same positions, their values.
+#[derive(Debug, Clone, Copy)]
+pub struct Entries<'d> {
+    keys: &'d [Value],
+    values: &'d [Value],
+}
+
+impl<'d> Entries<'d> {
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    pub fn keys(&self) -> &'d [Value] {
+        self.keys
+    }
+
+    pub fn values(&self) -> &'d [Value] {
+        self.values
+    }
+
+    /// The `(key, value)` pairs.
+    pub fn iter(&self) -> std::iter::Zip<std::slice::Iter<'d, Value>, std::slice::Iter<'d, Value>> {
+        self.keys.iter().zip(self.values)
+    }
+}
+
+impl<'d> IntoIterator for Entries<'d> {
+    type Item = (&'d Value, &'d Value);
+    type IntoIter = std::iter::Zip<std::slice::Iter<'d, Value>, std::slice::Iter<'d, Value>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
 }
 
 /// Why an arena could not take more: it would pass 2^32 elements.
@@ -171,13 +228,20 @@ pub(crate) struct Full;
 pub struct Document<'a> {
     pub(crate) nodes: Vec<Node>,
     items: Vec<Value>,
-    pairs: Vec<(Value, Value)>,
+    /// Dict keys: spans shared by dicts of equal keys.
+    keys: Vec<Value>,
+    /// Dict values: one span per dict, never shared.
+    values: Vec<Value>,
     own_items: Vec<Vec<Value>>,
     /// Spans of the items arena by the hash of their items, to share equal ones.
     spans: HashMap<u64, (u32, u32), foldhash::fast::RandomState>,
+    /// The spans of the keys arena that dicts name, `(start, len)`; the first is empty.
+    key_spans: Vec<(u32, u32)>,
+    /// Spans of distinct keys by the hash of their keys, to share equal ones.
+    key_spans_by_hash: HashMap<u64, u32, foldhash::fast::RandomState>,
+    /// The key span of the last new dict, tried before `key_spans_by_hash`.
+    last_keys: u32,
     own_dicts: Vec<OwnDict>,
-    /// Per string, the dict that last took it as a key, for [`Document::insert_pairs`].
-    key_in: Vec<Option<Id>>,
     ints: Vec<i64>,
     floats: Vec<f64>,
     strs: Vec<Cow<'a, str>>,
@@ -199,11 +263,14 @@ impl<'a> Document<'a> {
         Document {
             nodes: Vec::new(),
             items: Vec::new(),
-            pairs: Vec::new(),
+            keys: Vec::new(),
+            values: Vec::new(),
             own_items: Vec::new(),
             spans: HashMap::default(),
+            key_spans: vec![(0, 0)],
+            key_spans_by_hash: HashMap::default(),
+            last_keys: 0,
             own_dicts: Vec::new(),
-            key_in: Vec::new(),
             ints: Vec::new(),
             floats: Vec::new(),
             strs: Vec::new(),
@@ -219,17 +286,18 @@ impl<'a> Document<'a> {
     pub(crate) fn with_capacity_for(len: usize) -> Document<'a> {
         let mut d = Document::new();
         // A snapshot holds about one container per 50 bytes, one list item per 8, one dict
-        // entry per 11 and one wide int per 32 (the frame references and the trace entries'
+        // value per 11 and one wide int per 32 (the frame references and the trace entries'
         // fields; a real GPT-2 training snapshot of 215,000 entries: 18.9 MB, 360,000
-        // containers, 1.73 M dict entries). Reserving is cheap (pages untouched are never
-        // faulted in); growing past the reservation copies the arena.
+        // containers, 1.73 M dict entries), and few distinct keys; a snapshot of shorter
+        // tracebacks is denser (7 bytes a dict value, 29 a wide int). Reserving is cheap (pages
+        // untouched are never faulted in); growing past the reservation copies the arena.
         d.nodes.reserve(len / 48);
         d.items.reserve(len / 8);
-        d.pairs.reserve(len / 10);
-        d.ints.reserve(len / 32);
+        d.values.reserve(len / 6);
+        d.ints.reserve(len / 16);
         crate::huge_pages::advise_huge_pages(&mut d.nodes);
         crate::huge_pages::advise_huge_pages(&mut d.items);
-        crate::huge_pages::advise_huge_pages(&mut d.pairs);
+        crate::huge_pages::advise_huge_pages(&mut d.values);
         crate::huge_pages::advise_huge_pages(&mut d.ints);
         d
     }
@@ -254,11 +322,20 @@ impl<'a> Document<'a> {
 
     fn add(&mut self, kind: Kind) -> Id {
         let id = Id(u32::try_from(self.nodes.len()).expect("fewer than 2^32 containers"));
-        self.nodes.push(Node {
-            kind,
-            place: Place::Span { start: 0, len: 0 },
+        self.nodes.push(match kind {
+            Kind::Dict => Node::Entries { keys: 0, values: 0 },
+            kind => Node::Items {
+                kind,
+                start: 0,
+                len: 0,
+            },
         });
         id
+    }
+
+    /// What container `id` is, if it is one of this document's.
+    fn kind_of(&self, id: Id) -> Option<Kind> {
+        self.nodes.get(id.index()).map(Node::kind)
     }
 
     pub(crate) fn add_node(&mut self, kind: Kind) -> Id {
@@ -327,7 +404,7 @@ impl<'a> Document<'a> {
     /// Appends to a list; false when `list` is not a list of this document.
     pub fn push(&mut self, list: &Value, item: Value) -> bool {
         match *list {
-            Value::List(id) if id.index() < self.nodes.len() => {
+            Value::List(id) if self.kind_of(id) == Some(Kind::List) => {
                 self.extend_items(id, &[item]).is_ok()
             }
             _ => false,
@@ -337,7 +414,7 @@ impl<'a> Document<'a> {
     /// Sets `dict[key] = value`; false when `dict` is not a dict of this document.
     pub fn insert(&mut self, dict: &Value, key: Value, value: Value) -> bool {
         match *dict {
-            Value::Dict(id) if id.index() < self.nodes.len() => {
+            Value::Dict(id) if self.kind_of(id) == Some(Kind::Dict) => {
                 self.insert_pairs(id, &[key, value]).is_ok()
             }
             _ => false,
@@ -367,18 +444,20 @@ impl<'a> Document<'a> {
     pub(crate) fn extend_items(&mut self, id: Id, new: &[Value]) -> Result<usize, Full> {
         let at = self.items.len();
         let node = &mut self.nodes[id.index()];
-        if let Place::Span { len: 0, .. } = node.place
+        if let Node::Items { len: 0, .. } = node
             && new.len() >= 2
         {
-            // Unseeded, but a crafted pickle gains nothing from collisions: a hash names one
-            // span, compared once.
-            let hash = new.iter().fold(new.len() as u64, |h, v| {
-                (h.rotate_left(5) ^ v.bits()).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            });
+            let hash = hash_of(new, 1);
             if let Some(&(start, len)) = self.spans.get(&hash)
                 && self.items[start as usize..][..len as usize] == *new
             {
-                node.place = Place::Span { start, len };
+                let Node::Items {
+                    start: s, len: l, ..
+                } = node
+                else {
+                    unreachable!("matched above")
+                };
+                (*s, *l) = (start, len);
                 return Ok(0);
             }
             if self.spans.len() < MAX_SHARED_SPANS
@@ -387,8 +466,10 @@ impl<'a> Document<'a> {
                 self.spans.insert(hash, (start, len));
             }
         }
-        match &mut node.place {
-            Place::Span { start, len } if *len == 0 || *start as usize + *len as usize == at => {
+        match node {
+            Node::Items { start, len, .. }
+                if *len == 0 || *start as usize + *len as usize == at =>
+            {
                 if *len == 0 {
                     *start = u32::try_from(at).map_err(|_| Full)?;
                 }
@@ -397,28 +478,33 @@ impl<'a> Document<'a> {
                 self.items.extend_from_slice(new);
                 Ok(0)
             }
-            Place::Span { start, len } => {
+            Node::Items { kind, start, len } => {
                 let copied = *len as usize;
                 let mut own = self.items[*start as usize..][..copied].to_vec();
                 own.extend_from_slice(new);
-                node.place = Place::Own(self.own_items.len() as u32);
+                *node = Node::OwnItems {
+                    kind: *kind,
+                    index: u32::try_from(self.own_items.len()).map_err(|_| Full)?,
+                };
                 self.own_items.push(own);
                 Ok(copied)
             }
-            Place::Own(i) => {
-                self.own_items[*i as usize].extend_from_slice(new);
+            Node::OwnItems { index, .. } => {
+                self.own_items[*index as usize].extend_from_slice(new);
                 Ok(0)
+            }
+            Node::Entries { .. } | Node::OwnDict(_) => {
+                unreachable!("the reader extends only the lists and tuples it made")
             }
         }
     }
 
     /// Sets the `(key, value)` pairs of the flat `kv` (key, value, key, value...) in dict `id`,
     /// in order: a key already there keeps its place and takes the new value, as in Python.
-    /// Returns how many entries already there were copied (when the dict moved to a vector of
+    /// Returns how many entries already there were copied (when the dict moved to vectors of
     /// its own).
     pub(crate) fn insert_pairs(&mut self, id: Id, kv: &[Value]) -> Result<usize, Full> {
-        let at = self.pairs.len();
-        let mut copied = 0;
+        let n = kv.len() / 2;
         let t = Tables {
             ints: &self.ints,
             wide: &self.wide,
@@ -426,52 +512,98 @@ impl<'a> Document<'a> {
             bytes: &self.bytes,
         };
         let node = &mut self.nodes[id.index()];
-        if let Place::Span { start, len } = &mut node.place {
-            let at_end = *len == 0 || *start as usize + *len as usize == at;
-            if at_end && *len as usize + kv.len() / 2 <= SCAN_LIMIT {
-                if *len == 0 {
-                    *start = u32::try_from(at).map_err(|_| Full)?;
-                }
-                u32::try_from(at + kv.len() / 2).map_err(|_| Full)?;
-                let first = *start as usize;
-                // A string key is in this dict only if `key_in` names it: the dict at the end
-                // of the arena is the last one given entries, and nothing else marked since.
-                self.key_in.resize(self.strs.len(), None);
-                for pair in kv.chunks_exact(2) {
-                    let (k, v) = (pair[0], pair[1]);
-                    let old = match k {
-                        Value::Str(s) if self.key_in[s.index()] != Some(id) => {
-                            self.key_in[s.index()] = Some(id);
-                            None
-                        }
-                        _ => self.pairs[first..]
-                            .iter()
-                            .position(|(e, _)| t.same_key(e, &k)),
-                    };
-                    match old {
-                        Some(i) => self.pairs[first + i].1 = v,
-                        None => self.pairs.push((k, v)),
+        let (keys_end, values_end) = (self.keys.len(), self.values.len());
+        u32::try_from(keys_end + n).map_err(|_| Full)?;
+        u32::try_from(values_end + n).map_err(|_| Full)?;
+        let pairs = kv.chunks_exact(2);
+        if let Node::Entries { keys: 0, .. } = node
+            && (2..=SCAN_LIMIT).contains(&n)
+        {
+            // A new dict: its keys are a span seen before (most often the last new dict's), or,
+            // when distinct, a new one.
+            let same = |span: u32| {
+                let (start, len) = self.key_spans[span as usize];
+                let keys = &self.keys[start as usize..][..len as usize];
+                (keys.len() == n && keys.iter().zip(pairs.clone()).all(|(k, p)| *k == p[0]))
+                    .then_some(span)
+            };
+            let mut hash = None;
+            let shared = same(self.last_keys).or_else(|| {
+                let h = *hash.insert(hash_of(kv, 2));
+                self.key_spans_by_hash.get(&h).and_then(|&span| same(span))
+            });
+            let distinct = || (1..n).all(|i| (0..i).all(|j| !t.same_key(&kv[2 * j], &kv[2 * i])));
+            let span = match shared {
+                Some(span) => Some(span),
+                None if distinct() => {
+                    let span = u32::try_from(self.key_spans.len()).map_err(|_| Full)?;
+                    self.key_spans.push((keys_end as u32, n as u32));
+                    self.keys.extend(pairs.clone().map(|p| p[0]));
+                    if self.key_spans_by_hash.len() < MAX_SHARED_SPANS
+                        && let Some(h) = hash
+                    {
+                        self.key_spans_by_hash.insert(h, span);
                     }
+                    Some(span)
                 }
-                *len = (self.pairs.len() - first) as u32;
+                None => None,
+            };
+            if let Some(span) = span {
+                self.last_keys = span;
+                self.values.extend(pairs.map(|p| p[1]));
+                *node = Node::Entries {
+                    keys: span,
+                    values: values_end as u32,
+                };
                 return Ok(0);
             }
-            copied = *len as usize;
-            let entries = self.pairs[*start as usize..][..copied].to_vec();
-            node.place = Place::Own(self.own_dicts.len() as u32);
+        }
+        let mut copied = 0;
+        if let Node::Entries { keys: span, values } = node {
+            let (start, len) = self.key_spans[*span as usize];
+            let at_end = len == 0
+                || (start as usize + len as usize == keys_end
+                    && *values as usize + len as usize == values_end);
+            if at_end && len as usize + n <= SCAN_LIMIT {
+                let (k0, v0) = match len {
+                    0 => (keys_end, values_end),
+                    _ => (start as usize, *values as usize),
+                };
+                for p in pairs {
+                    match self.keys[k0..].iter().position(|e| t.same_key(e, &p[0])) {
+                        Some(i) => self.values[v0 + i] = p[1],
+                        None => {
+                            self.keys.push(p[0]);
+                            self.values.push(p[1]);
+                        }
+                    }
+                }
+                // The span may be another dict's too: a longer one is a span of its own.
+                let grown = (self.keys.len() - k0) as u32;
+                if grown != len {
+                    *span = u32::try_from(self.key_spans.len()).map_err(|_| Full)?;
+                    self.key_spans.push((k0 as u32, grown));
+                    *values = v0 as u32;
+                }
+                return Ok(0);
+            }
+            let (keys, values) = (start, *values);
+            copied = len as usize;
             let mut own = OwnDict {
-                entries,
+                keys: self.keys[keys as usize..][..copied].to_vec(),
+                values: self.values[values as usize..][..copied].to_vec(),
                 index: None,
             };
             own.reindex(&t);
+            *node = Node::OwnDict(u32::try_from(self.own_dicts.len()).map_err(|_| Full)?);
             self.own_dicts.push(own);
         }
-        let Place::Own(i) = node.place else {
-            unreachable!("a dict's span moved to its own vector above")
+        let Node::OwnDict(i) = *node else {
+            unreachable!("the reader sets items only in the dicts it made")
         };
         let own = &mut self.own_dicts[i as usize];
-        for pair in kv.chunks_exact(2) {
-            own.insert(pair[0], pair[1], &t);
+        for p in pairs {
+            own.insert(p[0], p[1], &t);
         }
         Ok(copied)
     }
@@ -481,19 +613,33 @@ impl<'a> Document<'a> {
         let (Value::List(id) | Value::Tuple(id)) = *v else {
             return None;
         };
-        Some(match self.nodes.get(id.index())?.place {
-            Place::Span { start, len } => &self.items[start as usize..][..len as usize],
-            Place::Own(i) => &self.own_items[i as usize],
-        })
+        match *self.nodes.get(id.index())? {
+            Node::Items { start, len, .. } => Some(&self.items[start as usize..][..len as usize]),
+            Node::OwnItems { index, .. } => Some(&self.own_items[index as usize]),
+            Node::Entries { .. } | Node::OwnDict(_) => None,
+        }
     }
 
-    /// The `(key, value)` pairs of a dict, in insertion order.
-    pub fn entries(&self, v: &Value) -> Option<&[(Value, Value)]> {
+    /// The entries of a dict, in insertion order.
+    pub fn entries(&self, v: &Value) -> Option<Entries<'_>> {
         let Value::Dict(id) = *v else { return None };
-        Some(match self.nodes.get(id.index())?.place {
-            Place::Span { start, len } => &self.pairs[start as usize..][..len as usize],
-            Place::Own(i) => &self.own_dicts[i as usize].entries,
-        })
+        match *self.nodes.get(id.index())? {
+            Node::Entries { keys, values } => {
+                let (start, len) = self.key_spans[keys as usize];
+                Some(Entries {
+                    keys: &self.keys[start as usize..][..len as usize],
+                    values: &self.values[values as usize..][..len as usize],
+                })
+            }
+            Node::OwnDict(i) => {
+                let own = &self.own_dicts[i as usize];
+                Some(Entries {
+                    keys: &own.keys,
+                    values: &own.values,
+                })
+            }
+            Node::Items { .. } | Node::OwnItems { .. } => None,
+        }
     }
 
     /// The index of the string `s`, if the document holds it.
@@ -506,11 +652,12 @@ impl<'a> Document<'a> {
         let key = Value::Str(self.str_id(key)?);
         let entries = self.entries(v)?;
         if let (Value::Dict(id), true) = (*v, entries.len() > SCAN_LIMIT)
-            && let Place::Own(i) = self.nodes[id.index()].place
+            && let Node::OwnDict(i) = self.nodes[id.index()]
         {
             return self.own_dicts[i as usize].get(&key, &self.tables());
         }
-        entries.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+        let i = entries.keys.iter().position(|k| *k == key)?;
+        Some(&entries.values[i])
     }
 
     fn tables(&self) -> Tables<'_, 'a> {
@@ -649,11 +796,11 @@ impl Tables<'_, '_> {
 
 impl OwnDict {
     fn reindex(&mut self, t: &Tables) {
-        self.index = (self.entries.len() > SCAN_LIMIT).then(|| {
-            self.entries
+        self.index = (self.keys.len() > SCAN_LIMIT).then(|| {
+            self.keys
                 .iter()
                 .enumerate()
-                .map(|(i, (k, _))| (t.key(k), i))
+                .map(|(i, k)| (t.key(k), i))
                 .collect()
         });
     }
@@ -661,26 +808,45 @@ impl OwnDict {
     fn position(&self, key: &Value, t: &Tables) -> Option<usize> {
         match &self.index {
             Some(index) => index.get(&t.key(key)).copied(),
-            None => self.entries.iter().position(|(e, _)| t.same_key(e, key)),
+            None => self.keys.iter().position(|e| t.same_key(e, key)),
         }
     }
 
     /// Inserts or replaces, keeping first-insertion order as Python dicts do.
     fn insert(&mut self, key: Value, value: Value, t: &Tables) {
         if let Some(i) = self.position(&key, t) {
-            self.entries[i].1 = value;
+            self.values[i] = value;
             return;
         }
         if let Some(index) = &mut self.index {
-            index.insert(t.key(&key), self.entries.len());
+            index.insert(t.key(&key), self.keys.len());
         }
-        self.entries.push((key, value));
+        self.keys.push(key);
+        self.values.push(value);
         if self.index.is_none() {
             self.reindex(t);
         }
     }
 
     fn get(&self, key: &Value, t: &Tables) -> Option<&Value> {
-        self.position(key, t).map(|i| &self.entries[i].1)
+        self.position(key, t).map(|i| &self.values[i])
     }
+}
+
+/// A hash of every `stride`th value of `values` from the first, to find a span of equal ones.
+/// Unseeded, but a crafted pickle gains nothing from collisions: a hash names one span,
+/// compared once. Four lanes, so that the multiplications of one value do not wait for the
+/// previous value's.
+fn hash_of(values: &[Value], stride: usize) -> u64 {
+    let mix = |h: u64, v: &Value| (h.rotate_left(5) ^ v.bits()).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut chunks = values.chunks_exact(4 * stride);
+    let mut h = [values.len() as u64, 1, 2, 3];
+    for c in &mut chunks {
+        h[0] = mix(h[0], &c[0]);
+        h[1] = mix(h[1], &c[stride]);
+        h[2] = mix(h[2], &c[2 * stride]);
+        h[3] = mix(h[3], &c[3 * stride]);
+    }
+    let joined = h[0] ^ h[1].rotate_left(16) ^ h[2].rotate_left(32) ^ h[3].rotate_left(48);
+    chunks.remainder().iter().step_by(stride).fold(joined, mix)
 }

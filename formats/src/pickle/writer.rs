@@ -1,7 +1,7 @@
 //! The pickler: protocol 4, no framing, containers memoized so that sharing is kept.
 
 use super::opcode as op;
-use super::value::{Document, Id, Kind, StrId, Value};
+use super::value::{Document, Id, Kind, Node, StrId, Value};
 use super::{Error, Result};
 use std::collections::{HashMap, HashSet};
 
@@ -118,7 +118,7 @@ impl<'a> Writer<'a, '_> {
                     self.get(index);
                     return Ok(());
                 }
-                let kind = self.doc.nodes.get(id.index()).map(|n| n.kind);
+                let kind = self.doc.nodes.get(id.index()).map(Node::kind);
                 match (v, kind) {
                     (Value::List(_), Some(Kind::List)) => {
                         let items = self.doc.items(v).ok_or_else(missing)?;

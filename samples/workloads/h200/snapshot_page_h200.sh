@@ -13,7 +13,9 @@
 #
 #   BIN=.dev-snapfast bash samples/workloads/h200/snapshot_page_h200.sh
 #
-# BIN holds vramtrace and unpickle (the release binaries; no Rust there). Everything goes to
+# BIN holds vramtrace and unpickle (the release binaries; no Rust there). With BIN_B (another
+# build's two binaries, main's say), its `import` and unpickler are then alternated with BIN's
+# and `pickle.load` REPS times (analyzer/benches/snapshot_import.py --unpickle). Everything goes to
 # $OUT, packed into $OUT/snapshot_page.tar.gz after each phase (the snapshot included).
 set -u
 BIN=${BIN:-.dev-snapfast}
@@ -39,6 +41,12 @@ timeout $(( ${BUDGET_S:-240} - ($(date +%s) - start) - 25 )) \
     python3 "$HERE/../../../analyzer/benches/snapshot_page.py" "$R/snap.pickle" torch \
     --reps "$REPS" --bin "$BIN" --json "$R/snapshot_page.json" >"$R/snapshot_page.txt" 2>&1
 pack alternating
+if [ -n "${BIN_B:-}" ]; then
+    timeout 60 python3 "$HERE/../../../analyzer/benches/snapshot_import.py" "$R/snap.pickle" \
+        "$BIN_B/vramtrace" "$BIN/vramtrace" --unpickle "$BIN_B/unpickle" "$BIN/unpickle" \
+        --reps "$REPS" >"$R/import_ab.txt" 2>&1
+    pack import_ab
+fi
 TIMEFORMAT='%R s wall, %U s user, %S s system'
 for p in pytorch all; do
     [ $(( $(date +%s) - start )) -gt $(( ${BUDGET_S:-240} - 20 )) ] && break
