@@ -622,6 +622,43 @@ mod tests {
     }
 
     #[test]
+    fn an_address_handed_out_again_without_a_free_ends_its_old_object_in_every_pass() {
+        // The driver handed 0xa000 out twice: the free between was not seen.
+        let events = vec![
+            ev(Api::CuMemAlloc_v2, 1, 0xa000, 300, 0),
+            ev(Api::CuMemAlloc_v2, 1, 0xa000, 100, 0),
+            ev(Api::CuMemAlloc_v2, 1, 0xb000, 50, 0),
+            ev(Api::CuMemAlloc_v2, 1, 0xc000, 200, 0),
+        ];
+        let m = Model::from_events(events.clone(), &Metadata::default());
+        let kinds: Vec<_> = m.streams[0]
+            .requests
+            .iter()
+            .map(|r| (r.kind, r.size))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (RequestKind::Alloc, 300),
+                (RequestKind::Free, 300),
+                (RequestKind::Alloc, 100),
+                (RequestKind::Alloc, 50),
+                (RequestKind::Alloc, 200),
+            ]
+        );
+        // 100 + 50 + 200 live at the end, not 650.
+        assert_eq!(m.streams[0].lower_bound(), 350);
+        // The table and the streaming device peak end it at the same event.
+        let table = AllocationTable::from_events(events.clone());
+        let mut steps = table.steps();
+        steps.through(3);
+        assert_eq!(steps.totals(1, 0).reserved, 350);
+        let mut peak = crate::model::live::DevicePeak::default();
+        events.iter().for_each(|e| peak.see(e));
+        assert_eq!(peak.peak(), 350);
+    }
+
+    #[test]
     fn each_process_gets_its_own_stream_with_reused_slots() {
         let events = vec![
             ev(Api::CuMemAllocAsync, 1, 0xa000, 100, 7),

@@ -242,7 +242,10 @@ mod tests {
             ("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"),
         ]);
         assert_eq!(pytorch_alloc_conf(&empty_new), Some(""));
-        assert_eq!(pytorch_alloc_conf(&env(&[("CUDA_VISIBLE_DEVICES", "0")])), None);
+        assert_eq!(
+            pytorch_alloc_conf(&env(&[("CUDA_VISIBLE_DEVICES", "0")])),
+            None
+        );
     }
 
     #[test]

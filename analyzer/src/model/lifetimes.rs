@@ -4,6 +4,7 @@
 //! unmatched ones (docs/definitions.md, "Unmatched frees").
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Event, MemoryKind, Op};
 
@@ -72,10 +73,9 @@ impl Lifetime {
 pub(super) enum Matched<T> {
     Neither,
     Failed,
-    /// A new object, and the one whose address (or handle) it took without a free.
-    Born {
-        replaced: Option<T>,
-    },
+    /// A new object (the one whose address or handle it took without a free was handed to
+    /// `born` first).
+    Born,
     Ended(T),
     /// A free of an address (or handle) the trace never saw allocated.
     Unmatched,
@@ -103,14 +103,27 @@ impl<T> Default for Matcher<T> {
 }
 
 impl<T> Matcher<T> {
-    /// Matches the next event in file order; `born` makes the value of an object it creates.
-    pub(super) fn apply(&mut self, e: &Event, born: impl FnOnce() -> T) -> Matched<T> {
+    /// Matches the next event in file order; `born` makes the value of an object it creates,
+    /// given the value of the live object whose address (or handle) the new one took without a
+    /// free we saw: that object is gone (the driver hands out no address twice), and every
+    /// pass ends it there, before the new one is born.
+    pub(super) fn apply(&mut self, e: &Event, born: impl FnOnce(Option<T>) -> T) -> Matched<T> {
         match Lifetime::of(e) {
             Lifetime::Neither => Matched::Neither,
             Lifetime::Failed => Matched::Failed,
-            Lifetime::Birth => Matched::Born {
-                replaced: self.live.insert(ObjectKey::of(e), born()),
-            },
+            Lifetime::Birth => {
+                match self.live.entry(ObjectKey::of(e)) {
+                    Entry::Vacant(v) => {
+                        v.insert(born(None));
+                    }
+                    Entry::Occupied(o) => {
+                        // Rare (a free the trace missed): two lookups.
+                        let (key, old) = o.remove_entry();
+                        self.live.insert(key, born(Some(old)));
+                    }
+                }
+                Matched::Born
+            }
             Lifetime::End => self
                 .live
                 .remove(&ObjectKey::of(e))

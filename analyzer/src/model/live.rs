@@ -56,21 +56,22 @@ impl DevicePeak {
             device: !is_host(kind) && e.device != NO_DEVICE,
             size: e.size,
         };
-        // An object whose address was taken again without a free stays counted here, as it
-        // always was.
-        let (held, add) = match self.live.apply(e, || born) {
-            Matched::Born { .. } => (born, true),
-            Matched::Ended(h) => (h, false),
-            _ => return,
-        };
-        for (i, shape) in Shape::ALL.into_iter().enumerate() {
-            let now = &mut self.now[i];
-            match held.reserved_device_bytes(shape) {
-                Some(size) if add => now.add(size),
-                Some(size) => now.sub(size),
-                None => {}
+        let now = &mut self.now;
+        let matched = self.live.apply(e, |old| {
+            // An object whose address was taken again without a free is gone, as in the
+            // table.
+            if let Some(h) = old {
+                count(now, &h, false);
             }
-            self.peak[i] = self.peak[i].max(now.bytes());
+            born
+        });
+        match matched {
+            Matched::Born => count(now, &born, true),
+            Matched::Ended(h) => count(now, &h, false),
+            _ => return,
+        }
+        for (peak, live) in self.peak.iter_mut().zip(now.iter()) {
+            *peak = (*peak).max(live.bytes());
         }
     }
 
@@ -78,6 +79,18 @@ impl DevicePeak {
     pub fn peak(&self) -> u64 {
         // `Shape::ALL` lists the shapes in declaration order.
         self.peak[Shape::of(self.tracker, self.snapshot) as usize]
+    }
+}
+
+/// Adds (`add`) or takes away `held`'s bytes from the live totals of each shape it is reserved
+/// device memory under.
+fn count(now: &mut [Live; 3], held: &Held, add: bool) {
+    for (i, shape) in Shape::ALL.into_iter().enumerate() {
+        match held.reserved_device_bytes(shape) {
+            Some(size) if add => now[i].add(size),
+            Some(size) => now[i].sub(size),
+            None => {}
+        }
     }
 }
 

@@ -178,8 +178,8 @@ pub trait Follow {
     type Live;
     /// An object was born at `e`.
     fn born(&mut self, e: &Event) -> Self::Live;
-    /// The object `born` was freed by `e` (not an object replaced without a free: the pass
-    /// drops that one's `Live` unseen).
+    /// The object `born` ended at `e`: freed by it, or replaced by the allocation `e` made at
+    /// its address (or handle) without a free seen, shown before that allocation's `born`.
     fn ended(&mut self, born: Self::Live, e: &Event);
     /// An allocation call that failed ([`AllocationTable::failures`]).
     fn failed(&mut self, e: &Event);
@@ -327,22 +327,30 @@ impl<F: Follow> TableBuilder<F> {
         }
         let row = t.pid.len() as u32;
         let follow = &mut self.follow;
-        match self.live.apply(e, || (row, follow.born(e))) {
+        let mut replaced = None;
+        let matched = self.live.apply(e, |old| {
+            if let Some((old_row, live)) = old {
+                // The address (or handle) was handed out again without a free we saw: the old
+                // object is gone, and ends first.
+                follow.ended(live, e);
+                replaced = Some(old_row);
+            }
+            (row, follow.born(e))
+        });
+        match matched {
             Matched::Neither => {}
             Matched::Failed => {
                 t.failures.push(Failure { index, event: *e });
                 follow.failed(e);
             }
-            Matched::Born { replaced } if self.rows => {
-                if let Some((old, _)) = replaced {
-                    // The address (or handle) was handed out again without a free we saw: the
-                    // old object is gone.
+            Matched::Born if self.rows => {
+                if let Some(old) = replaced {
                     t.end_row(old, index, e.time_ns);
                     t.flags[old as usize] |= REPLACED;
                 }
                 t.push_row(e, index);
             }
-            Matched::Born { .. } => {}
+            Matched::Born => {}
             Matched::Ended((row, live)) => {
                 follow.ended(live, e);
                 if self.rows {
