@@ -37,7 +37,8 @@ pack snapshot
 [ -s "$R/snap.pickle" ] || exit 1
 timeout $(( ${BUDGET_S:-240} - ($(date +%s) - start) - 25 )) \
     python3 "$HERE/../../../analyzer/benches/snapshot_page.py" "$R/snap.pickle" torch \
-    --reps "$REPS" --bin "$BIN" --json "$R/snapshot_page.json" >"$R/snapshot_page.txt" 2>&1
+    --reps "$REPS" --bin "$BIN" ${BIN_B:+--bin-b "$BIN_B"} --json "$R/snapshot_page.json" \
+    >"$R/snapshot_page.txt" 2>&1
 pack alternating
 TIMEFORMAT='%R s wall, %U s user, %S s system'
 for p in pytorch all; do
