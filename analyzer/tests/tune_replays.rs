@@ -60,8 +60,7 @@ fn collapsed_equals_every_replay_with(path: &str, fraction: Option<f64>) -> (usi
         (&pressed, AddressOrder::Rising),
     ] {
         let every = replay_all_with(&model.streams, &specs, caps, order).unwrap();
-        let (collapsed, replays) =
-            replay_distinct(&model.streams, &specs, caps, order, 1).unwrap();
+        let (collapsed, replays) = replay_distinct(&model.streams, &specs, caps, order, 1).unwrap();
         // Rounds as wide as a 16-core pool's: siblings replayed beside the first of their group.
         let (wide, _) = replay_distinct(&model.streams, &specs, caps, order, 16).unwrap();
         assert_eq!(collapsed.len(), every.len(), "{path}");

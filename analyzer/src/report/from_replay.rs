@@ -225,7 +225,10 @@ impl Held {
                 self.by_slot.resize(s + 1, NO_BLOCK);
                 self.seen.resize(s + 1, 0);
             }
-            debug_assert_ne!(self.seen[s], self.reads, "two blocks handed out to slot {slot}");
+            debug_assert_ne!(
+                self.seen[s], self.reads,
+                "two blocks handed out to slot {slot}"
+            );
             self.seen[s] = self.reads;
             slots.push(slot);
             let was = self.by_slot[s];
