@@ -3,7 +3,7 @@
 the unpickler against CPython's `pickle.load`, alternately, REPS times each.
 
     python3 analyzer/benches/snapshot_page.py SNAPSHOT.pickle MEMORY_VIZ [--reps 5]
-        [--bin DIR] [--json OUT.json]
+        [--bin DIR] [--bin-b DIR_B] [--json OUT.json]
 
 MEMORY_VIZ is either `torch` (run `python3 -m torch.cuda._memory_viz trace_plot SNAPSHOT -o
 OUT.html`, what a PyTorch user types, `import torch` included) or the path of a copy of
@@ -17,7 +17,9 @@ it included, as `pickle.load` of an open file includes it). Each figure is given
 and as CPU time (user + system, of the child process or, for `pickle.load`, of this one): on a
 machine shared with other work the CPU time is the one that does not depend on the load. The
 script prints every run, then medians, spread (min-max), the ratios and the page sizes; `--json`
-writes them too.
+writes them too. With `--bin-b`, `DIR_B/vramtrace report` (another build's, main's say) runs
+right after DIR's in each repetition, and the script says whether the two pages are the same
+bytes.
 """
 import argparse
 import glob
@@ -38,8 +40,10 @@ parser.add_argument("snapshot")
 parser.add_argument("memory_viz", help="`torch`, or the path of a copy of _memory_viz.py")
 parser.add_argument("--reps", type=int, default=5)
 parser.add_argument("--bin", default=os.path.join(ROOT, "target", "release"))
+parser.add_argument("--bin-b", help="a second build's folder, its report alternated with --bin's")
 parser.add_argument("--json", help="also write the runs, medians and sizes here")
 args = parser.parse_args()
+vramtrace_b = args.bin_b and os.path.join(args.bin_b, "vramtrace")
 
 vramtrace = os.path.join(args.bin, "vramtrace")
 if not os.path.exists(vramtrace):
@@ -81,6 +85,8 @@ def pickle_load():
 
 
 results = {"trace_plot": [], "vramtrace report": [], "pickle.load": [], "unpickler": []}
+if vramtrace_b:
+    results["vramtrace report (B)"] = []
 sizes = {}
 with tempfile.TemporaryDirectory() as tmp:
     viz_out = os.path.join(tmp, "trace_plot.html")
@@ -88,11 +94,17 @@ with tempfile.TemporaryDirectory() as tmp:
     for rep in range(args.reps):
         results["trace_plot"].append(timed(viz + ["trace_plot", args.snapshot, "-o", viz_out]))
         results["vramtrace report"].append(timed([vramtrace, "report", args.snapshot, "-o", page_dir]))
+        if vramtrace_b:
+            results["vramtrace report (B)"].append(timed([vramtrace_b, "report", args.snapshot, "-o", page_dir + "-b"]))
         results["pickle.load"].append(pickle_load())
         results["unpickler"].append(timed([unpickle_bin, args.snapshot, "1"]))
         print(f"rep {rep + 1}: " + ", ".join(f"{k} {v[-1][0]:.3f} s wall / {v[-1][1]:.3f} s CPU" for k, v in results.items()), flush=True)
     sizes["trace_plot"] = os.path.getsize(viz_out)
     sizes["vramtrace report"] = os.path.getsize(os.path.join(page_dir, "index.html"))
+    if vramtrace_b:
+        with open(os.path.join(page_dir, "index.html"), "rb") as a, open(os.path.join(page_dir + "-b", "index.html"), "rb") as b:
+            same = a.read() == b.read()
+        print(f"pages of --bin and --bin-b: {'the same bytes' if same else 'DIFFER'}")
 
 summary = {"snapshot": args.snapshot, "snapshot_bytes": os.path.getsize(args.snapshot), "runs": results, "page_bytes": sizes}
 for which, name in ((0, "wall"), (1, "CPU")):
@@ -101,6 +113,8 @@ for which, name in ((0, "wall"), (1, "CPU")):
         xs = [x[which] for x in v]
         print(f"{name:4} {k:18} median {med[k]:7.3f} s  (min {min(xs):.3f}, max {max(xs):.3f}, {len(xs)} runs)")
     print(f"{name:4} snapshot to page: vramtrace {med['trace_plot'] / med['vramtrace report']:.1f}x faster than trace_plot")
+    if vramtrace_b:
+        print(f"{name:4} snapshot to page, --bin-b: {med['trace_plot'] / med['vramtrace report (B)']:.1f}x")
     print(f"{name:4} unpickler: {med['pickle.load'] / med['unpickler']:.1f}x faster than pickle.load")
     summary[f"median_{name.lower()}"] = med
 print(

@@ -59,14 +59,17 @@ fn collapsed_equals_every_replay_with(path: &str, fraction: Option<f64>) -> (usi
         (&pressed, AddressOrder::Rising),
     ] {
         let every = replay_all_with(&model.streams, &specs, caps, order).unwrap();
-        let (collapsed, replays) = replay_distinct(&model.streams, &specs, caps, order).unwrap();
+        let (collapsed, replays) = replay_distinct(&model.streams, &specs, caps, order, 1).unwrap();
+        // Rounds as wide as a 16-core pool's: siblings replayed beside the first of their group.
+        let (wide, _) = replay_distinct(&model.streams, &specs, caps, order, 16).unwrap();
         assert_eq!(collapsed.len(), every.len(), "{path}");
-        for (c, e) in collapsed.iter().zip(&every) {
+        for ((c, w), e) in collapsed.iter().zip(&wide).zip(&every) {
             assert_eq!(
                 c, e,
                 "{path} at {caps:?} ({order:?}): {} on stream {}",
                 specs[e.policy], e.stream
             );
+            assert_eq!(w, e, "{path} at {caps:?} ({order:?}), 16 wide");
         }
         ran += replays;
         asked += every.len();

@@ -98,9 +98,8 @@ impl Policy for BestFit {
         self.live.allocated()
     }
 
-    fn address_map(&self) -> AddressMap {
+    fn address_map_into(&self, map: &mut AddressMap) {
         let base = self.base.unwrap_or(0);
-        let mut map = AddressMap::default();
         if self.mapped > 0 {
             map.segments.push(Span {
                 address: base,
@@ -110,8 +109,6 @@ impl Policy for BestFit {
         map.blocks
             .extend(self.live.spans(|&(offset, _)| base + offset));
         map.blocks.extend(self.free.blocks(base));
-        map.blocks.sort_by_key(|b| b.address);
-        map
     }
 }
 

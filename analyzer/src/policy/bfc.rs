@@ -275,8 +275,7 @@ impl Policy for Bfc {
         self.live.allocated()
     }
 
-    fn address_map(&self) -> AddressMap {
-        let mut map = AddressMap::default();
+    fn address_map_into(&self, map: &mut AddressMap) {
         for r in self.regions.iter().filter(|r| r.live) {
             map.segments.push(Span {
                 address: r.addr,
@@ -285,9 +284,6 @@ impl Policy for Bfc {
         }
         map.blocks.extend(self.live.spans(|&(addr, _, _)| addr));
         map.blocks.extend(self.free.blocks(0));
-        map.segments.sort_by_key(|s| s.address);
-        map.blocks.sort_by_key(|b| b.address);
-        map
     }
 }
 

@@ -146,8 +146,7 @@ impl Policy for Buddy {
         self.live.allocated()
     }
 
-    fn address_map(&self) -> AddressMap {
-        let mut map = AddressMap::default();
+    fn address_map_into(&self, map: &mut AddressMap) {
         if self.mapped > 0 {
             map.segments.push(Span {
                 address: self.base,
@@ -169,8 +168,6 @@ impl Policy for Buddy {
                 }
             }
         }
-        map.blocks.sort_by_key(|b| b.address);
-        map
     }
 }
 

@@ -346,10 +346,10 @@ impl Policy for CudaAsync {
         self.live.allocated()
     }
 
-    fn address_map(&self) -> AddressMap {
+    fn address_map_into(&self, map: &mut AddressMap) {
         let base = self.base.unwrap_or(0);
         let free = self.free.iter().flat_map(|f| f.blocks(base));
-        arena_map(base, self.reserved, &self.live, free)
+        arena_map(map, base, self.reserved, &self.live, free);
     }
 }
 

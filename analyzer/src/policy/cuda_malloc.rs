@@ -46,8 +46,7 @@ impl Policy for CudaMalloc {
         self.live.allocated()
     }
 
-    fn address_map(&self) -> AddressMap {
-        let mut map = AddressMap::default();
+    fn address_map_into(&self, map: &mut AddressMap) {
         for (slot, &(address, size)) in self.live.iter() {
             if size == 0 {
                 continue;
@@ -72,10 +71,8 @@ impl Policy for CudaMalloc {
             };
             map.segments.push(span);
         }
-        map.blocks.sort_by_key(|b| b.address);
         map.segments.sort_by_key(|s| s.address);
         map.segments.dedup();
-        map
     }
 }
 

@@ -284,8 +284,7 @@ impl Policy for GmLake {
         self.live.allocated()
     }
 
-    fn address_map(&self) -> AddressMap {
-        let mut map = AddressMap::default();
+    fn address_map_into(&self, map: &mut AddressMap) {
         for s in self.segments.iter().filter(|s| s.live) {
             map.segments.push(Span {
                 address: s.addr,
@@ -296,9 +295,6 @@ impl Policy for GmLake {
         for list in self.free.iter().flatten() {
             map.blocks.extend(list.blocks(0));
         }
-        map.segments.sort_by_key(|s| s.address);
-        map.blocks.sort_by_key(|b| b.address);
-        map
     }
 }
 

@@ -474,8 +474,7 @@ impl Policy for GreedyBySize {
         self.allocated
     }
 
-    fn address_map(&self) -> AddressMap {
-        let mut map = AddressMap::default();
+    fn address_map_into(&self, map: &mut AddressMap) {
         if self.high_water > 0 {
             map.segments.push(Span {
                 address: self.base,
@@ -491,8 +490,6 @@ impl Policy for GreedyBySize {
                 });
             }
         }
-        map.blocks.sort_by_key(|b| b.address);
-        map
     }
 }
 

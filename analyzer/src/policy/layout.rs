@@ -18,11 +18,12 @@ pub struct BlockSpan {
     pub slot: Option<u32>,
 }
 
-/// A policy's layout at one moment (for the address-space map at peak).
+/// A policy's layout at one moment (for the address-space map at peak and the report's state
+/// log), in no particular order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct AddressMap {
     /// Physically backed ranges held from the driver.
     pub segments: Vec<Span>,
-    /// Blocks, allocated or cached, sorted by address.
+    /// Blocks, allocated or cached: at most one handed out to each slot.
     pub blocks: Vec<BlockSpan>,
 }

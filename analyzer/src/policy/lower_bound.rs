@@ -48,8 +48,7 @@ impl Policy for LowerBound {
     }
 
     /// Packed end to end in slot order: the bound has no real layout.
-    fn address_map(&self) -> AddressMap {
-        let mut map = AddressMap::default();
+    fn address_map_into(&self, map: &mut AddressMap) {
         let mut address = 0;
         for (slot, &size) in self.sizes.iter().enumerate() {
             if size > 0 {
@@ -61,7 +60,6 @@ impl Policy for LowerBound {
                 address += size;
             }
         }
-        map
     }
 }
 

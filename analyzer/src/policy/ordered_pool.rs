@@ -358,14 +358,14 @@ impl Policy for OrderedPool {
         self.live.allocated()
     }
 
-    fn address_map(&self) -> AddressMap {
+    fn address_map_into(&self, map: &mut AddressMap) {
         let base = self.base.unwrap_or(0);
         let free = self.free.iter().map(|(&a, r)| BlockSpan {
             address: base + a,
             size: r.size,
             slot: None,
         });
-        arena_map(base, self.reserved, &self.live, free)
+        arena_map(map, base, self.reserved, &self.live, free);
     }
 }
 

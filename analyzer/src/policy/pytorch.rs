@@ -1180,8 +1180,7 @@ impl Policy for PyTorchCaching {
         self.allocated
     }
 
-    fn address_map(&self) -> AddressMap {
-        let mut map = AddressMap::default();
+    fn address_map_into(&self, map: &mut AddressMap) {
         for (id, b) in self.blocks.iter().enumerate() {
             if !b.exists || !b.mapped {
                 continue;
@@ -1206,9 +1205,6 @@ impl Policy for PyTorchCaching {
                 });
             }
         }
-        map.blocks.sort_by_key(|b| b.address);
-        map.segments.sort_by_key(|s| s.address);
-        map
     }
 }
 

@@ -192,10 +192,9 @@ impl Policy for RmmArena {
         self.live.allocated()
     }
 
-    fn address_map(&self) -> AddressMap {
-        let mut map = AddressMap::default();
+    fn address_map_into(&self, map: &mut AddressMap) {
         let Some(base) = self.base else {
-            return map;
+            return;
         };
         map.segments.push(Span {
             address: base,
@@ -205,8 +204,6 @@ impl Policy for RmmArena {
         for list in std::iter::once(&self.global).chain(&self.streams) {
             map.blocks.extend(list.blocks(base));
         }
-        map.blocks.sort_by_key(|b| b.address);
-        map
     }
 }
 

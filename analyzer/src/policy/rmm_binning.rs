@@ -194,20 +194,18 @@ impl Policy for RmmBinning {
         self.live.allocated()
     }
 
-    fn address_map(&self) -> AddressMap {
-        let (segments, mut blocks) = self.pool.layout();
-        blocks.extend(self.live.spans(|l| l.addr));
+    fn address_map_into(&self, map: &mut AddressMap) {
+        self.pool.layout(map);
+        map.blocks.extend(self.live.spans(|l| l.addr));
         for bin in &self.bins {
             for &address in bin.free.iter().flatten() {
-                blocks.push(BlockSpan {
+                map.blocks.push(BlockSpan {
                     address,
                     size: bin.block,
                     slot: None,
                 });
             }
         }
-        blocks.sort_by_key(|b| b.address);
-        AddressMap { segments, blocks }
     }
 }
 

@@ -209,27 +209,22 @@ impl Pool {
         id
     }
 
-    /// The upstream blocks (segments) and every free block.
-    pub fn layout(&self) -> (Vec<Span>, Vec<BlockSpan>) {
-        let segments = self
-            .upstream
-            .iter()
-            .map(|u| Span {
-                address: u.addr,
-                size: u.size,
-            })
-            .collect();
-        let free = self
-            .lists
-            .iter()
-            .flat_map(|l| l.iter())
-            .map(|(address, size, _)| BlockSpan {
-                address,
-                size,
-                slot: None,
-            })
-            .collect();
-        (segments, free)
+    /// Appends to `map` the upstream blocks (segments) and every free block.
+    pub fn layout(&self, map: &mut AddressMap) {
+        map.segments.extend(self.upstream.iter().map(|u| Span {
+            address: u.addr,
+            size: u.size,
+        }));
+        map.blocks.extend(
+            self.lists
+                .iter()
+                .flat_map(|l| l.iter())
+                .map(|(address, size, _)| BlockSpan {
+                    address,
+                    size,
+                    slot: None,
+                }),
+        );
     }
 
     pub fn pool_size(&self) -> u64 {
@@ -277,11 +272,10 @@ impl Policy for RmmPool {
         self.live.allocated()
     }
 
-    fn address_map(&self) -> AddressMap {
-        let (segments, mut blocks) = self.pool.layout();
-        blocks.extend(self.live.spans(|&(address, _, _)| address));
-        blocks.sort_by_key(|b| b.address);
-        AddressMap { segments, blocks }
+    fn address_map_into(&self, map: &mut AddressMap) {
+        self.pool.layout(map);
+        map.blocks
+            .extend(self.live.spans(|&(address, _, _)| address));
     }
 }
 

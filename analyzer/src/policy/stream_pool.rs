@@ -69,15 +69,15 @@ pub struct Live {
     pub stream: u32,
 }
 
-/// The address map of an arena at `base` of `reserved` bytes: one segment, the `live` blocks
-/// and the `free` ranges, by address.
+/// Appends to `map` the address map of an arena at `base` of `reserved` bytes: one segment,
+/// the `live` blocks and the `free` ranges.
 pub fn arena_map(
+    map: &mut AddressMap,
     base: u64,
     reserved: u64,
     live: &SlotTable<Live>,
     free: impl Iterator<Item = BlockSpan>,
-) -> AddressMap {
-    let mut map = AddressMap::default();
+) {
     if reserved > 0 {
         map.segments.push(Span {
             address: base,
@@ -86,6 +86,4 @@ pub fn arena_map(
     }
     map.blocks.extend(live.spans(|l| base + l.offset));
     map.blocks.extend(free);
-    map.blocks.sort_by_key(|b| b.address);
-    map
 }

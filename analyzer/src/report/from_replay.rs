@@ -150,7 +150,7 @@ pub fn windows(
     out
 }
 
-/// The address space in the form the log compares: segments sorted by address (one per
+/// The address space in the form a layout is drawn from: segments sorted by address (one per
 /// address, the largest, as [`layout`] keeps them) and the handed-out blocks sorted by address.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 struct Normal {
@@ -160,8 +160,7 @@ struct Normal {
 
 fn normal(map: &AddressMap) -> Normal {
     let mut segments = map.segments.clone();
-    segments.sort_by_key(|s| (s.address, std::cmp::Reverse(s.size)));
-    segments.dedup_by_key(|s| s.address);
+    normal_segments(&mut segments);
     let mut blocks: Vec<(u64, u64, u32)> = map
         .blocks
         .iter()
@@ -171,61 +170,122 @@ fn normal(map: &AddressMap) -> Normal {
     Normal { segments, blocks }
 }
 
-/// Whether `address` lies in one of `segments` (sorted by address, as [`normal`] leaves them).
+/// Sorts `segments` by address and keeps one per address, the largest.
+fn normal_segments(segments: &mut Vec<Span>) {
+    segments.sort_by_key(|s| (s.address, std::cmp::Reverse(s.size)));
+    segments.dedup_by_key(|s| s.address);
+}
+
+/// Whether `address` lies in one of `segments` (sorted by address, as [`normal_segments`]
+/// leaves them).
 fn inside(segments: &[Span], address: u64) -> bool {
     let k = segments.partition_point(|s| s.address <= address);
     k > 0 && address - segments[k - 1].address < segments[k - 1].size
 }
 
-/// What changed from `old` to `new`; added blocks named by `owners` (slot → allocation, stack).
-/// Blocks outside every segment (offline planners place blocks in no driver memory) are not
-/// drawn, so not logged.
-fn changes(old: &Normal, new: &Normal, owners: &[(u32, u32)]) -> Vec<StateChange> {
-    let mut out = Vec::new();
-    merge(
-        &old.segments,
-        &new.segments,
-        |s| (s.address, s.size),
-        |gone, s| {
-            out.push(if gone {
-                StateChange::RemoveSegment { address: s.address }
-            } else {
-                StateChange::AddSegment {
-                    address: s.address,
-                    size: s.size,
-                }
-            })
-        },
-    );
-    merge(
-        &old.blocks,
-        &new.blocks,
-        |b| *b,
-        |gone, &(address, size, slot)| {
-            if !inside(if gone { &old.segments } else { &new.segments }, address) {
-                return;
+/// A slot that holds no block.
+const NO_BLOCK: (u64, u64) = (u64::MAX, 0);
+
+/// The address space as the log last read it, kept so that the next read costs the map's
+/// length in array reads rather than a sort: the segments as [`normal_segments`] keeps them and
+/// the block each slot holds (a map hands out at most one per slot, [`AddressMap::blocks`]).
+#[derive(Default)]
+struct Held {
+    segments: Vec<Span>,
+    /// Slot → (address, size) of the block handed out to it, or [`NO_BLOCK`].
+    by_slot: Vec<(u64, u64)>,
+    /// The slots that hold a block.
+    slots: Vec<u32>,
+    /// Slot → the read that last found a block in it.
+    seen: Vec<u32>,
+    reads: u32,
+    /// The buffers of the read before, reused.
+    spare_segments: Vec<Span>,
+    spare_slots: Vec<u32>,
+}
+
+impl Held {
+    /// Moves to the state `map` shows and says what changed from the one before: removals
+    /// first (segments, then blocks), then additions (segments, then blocks), each by address;
+    /// added blocks named by `owners` (slot → allocation, stack). Blocks outside every segment
+    /// (offline planners place blocks in no driver memory) are not drawn, so not logged.
+    fn read(&mut self, map: &AddressMap, owners: &[(u32, u32)]) -> Vec<StateChange> {
+        self.reads += 1;
+        let mut segments = std::mem::take(&mut self.spare_segments);
+        segments.clear();
+        segments.extend_from_slice(&map.segments);
+        normal_segments(&mut segments);
+        let mut slots = std::mem::take(&mut self.spare_slots);
+        slots.clear();
+        let (mut gone, mut added) = (Vec::new(), Vec::new());
+        for b in &map.blocks {
+            let Some(slot) = b.slot else { continue };
+            let s = slot as usize;
+            if self.by_slot.len() <= s {
+                self.by_slot.resize(s + 1, NO_BLOCK);
+                self.seen.resize(s + 1, 0);
             }
-            out.push(if gone {
-                StateChange::RemoveBlock { address }
-            } else {
-                let (owner, stack) = owners.get(slot as usize).copied().unwrap_or((u32::MAX, 0));
-                StateChange::AddBlock {
-                    address,
-                    size,
-                    owner,
-                    stack,
+            debug_assert_ne!(
+                self.seen[s], self.reads,
+                "two blocks handed out to slot {slot}"
+            );
+            self.seen[s] = self.reads;
+            slots.push(slot);
+            let was = self.by_slot[s];
+            if was != (b.address, b.size) {
+                if was != NO_BLOCK {
+                    gone.push((was.0, was.1, slot));
                 }
-            })
-        },
-    );
-    // Removals first, so a block ended and another begun at the same address apply in order.
-    out.sort_by_key(|c| {
-        !matches!(
-            c,
-            StateChange::RemoveBlock { .. } | StateChange::RemoveSegment { .. }
-        )
-    });
-    out
+                added.push((b.address, b.size, slot));
+                self.by_slot[s] = (b.address, b.size);
+            }
+        }
+        for &slot in &self.slots {
+            let s = slot as usize;
+            if self.seen[s] != self.reads {
+                let was = std::mem::replace(&mut self.by_slot[s], NO_BLOCK);
+                gone.push((was.0, was.1, slot));
+            }
+        }
+        gone.retain(|b| inside(&self.segments, b.0));
+        added.retain(|b| inside(&segments, b.0));
+        gone.sort_unstable();
+        added.sort_unstable();
+        let mut out = Vec::with_capacity(gone.len() + added.len());
+        let mut new_segments = Vec::new();
+        merge(
+            &self.segments,
+            &segments,
+            |s| (s.address, s.size),
+            |gone, s| {
+                if gone {
+                    out.push(StateChange::RemoveSegment { address: s.address });
+                } else {
+                    new_segments.push(StateChange::AddSegment {
+                        address: s.address,
+                        size: s.size,
+                    });
+                }
+            },
+        );
+        out.extend(
+            gone.iter()
+                .map(|&(address, ..)| StateChange::RemoveBlock { address }),
+        );
+        out.extend(new_segments);
+        out.extend(added.iter().map(|&(address, size, slot)| {
+            let (owner, stack) = owners.get(slot as usize).copied().unwrap_or((u32::MAX, 0));
+            StateChange::AddBlock {
+                address,
+                size,
+                owner,
+                stack,
+            }
+        }));
+        self.spare_segments = std::mem::replace(&mut self.segments, segments);
+        self.spare_slots = std::mem::replace(&mut self.slots, slots);
+        out
+    }
 }
 
 /// Walks two lists sorted by `key`, calling `f(true, x)` for what only `old` has and
@@ -269,7 +329,9 @@ struct StateLogger {
     /// The window being logged or next to log.
     at: usize,
     logs: Vec<WindowLog>,
-    previous: Normal,
+    /// The map read last, its buffers reused for the next.
+    map: AddressMap,
+    held: Held,
     changes_left: usize,
     blocks_left: usize,
     work_left: u64,
@@ -284,7 +346,8 @@ impl StateLogger {
                 .collect(),
             at: 0,
             logs: Vec::new(),
-            previous: Normal::default(),
+            map: AddressMap::default(),
+            held: Held::default(),
             changes_left: changes,
             blocks_left: blocks,
             work_left: STATE_WORK,
@@ -311,17 +374,20 @@ impl StateLogger {
     }
 
     fn state(&mut self, index: usize, policy: &dyn Policy, owners: &[(u32, u32)]) {
-        let map = policy.address_map();
+        let map = &mut self.map;
+        map.segments.clear();
+        map.blocks.clear();
+        policy.address_map_into(map);
         let cost = (map.blocks.len() + map.segments.len()) as u64;
         if cost > self.work_left {
             self.spans.truncate(self.at);
             return;
         }
         self.work_left -= cost;
-        let now = normal(&map);
+        let c = self.held.read(map, owners);
         let (first, end) = self.spans[self.at];
         if index + 1 == first {
-            let key = layout(&map, owners);
+            let key = layout(map, owners);
             let blocks: usize = key.segments.iter().map(|s| s.allocated.len()).sum();
             if blocks > self.blocks_left {
                 self.spans.truncate(self.at);
@@ -334,7 +400,6 @@ impl StateLogger {
                 changes: Vec::new(),
             });
         } else {
-            let c = changes(&self.previous, &now, owners);
             if c.len() > self.changes_left {
                 self.spans.truncate(self.at);
                 return;
@@ -350,7 +415,6 @@ impl StateLogger {
                 self.at += 1;
             }
         }
-        self.previous = now;
     }
 }
 

@@ -7,6 +7,10 @@
 //! ([`crate::policy::pytorch::Effective::without_thresholds`]) replay one at a time: the first
 //! replayed, each other whose thresholds take every branch that replay took
 //! ([`crate::policy::pytorch::Thresholds`]) takes its outcome; the rest wait for the next round.
+//! A round with fewer replays than the pool has threads also replays waiting siblings beside
+//! the first of their group: on many cores the rounds of one group, each waiting for the one
+//! before, were the search's wall time, and a sibling replayed gives what taking the outcome
+//! would.
 
 use crate::model::RequestStream;
 use crate::policy::equivalence::{ReplayClass, StreamFacts, caching_config, replay_class};
@@ -40,12 +44,15 @@ impl Class {
 }
 
 /// What [`crate::replay::replay_all_with`] returns for the same arguments, results in
-/// (stream, policy) order; also how many replays it ran.
+/// (stream, policy) order; also how many replays it ran. Each round replays at least `width`
+/// classes while that many wait (the pool's threads; `1` replays a sibling only when no
+/// replayed one admits it).
 pub fn replay_distinct(
     streams: &[RequestStream],
     specs: &[PolicySpec],
     capacities: &[u64],
     order: AddressOrder,
+    width: usize,
 ) -> Result<(Vec<RunResult>, usize), PolicyError> {
     let mut all: Vec<Class> = Vec::new();
     // Per stream, the class (an index into `all`) of each spec.
@@ -123,10 +130,19 @@ pub fn replay_distinct(
                 first.push(i);
             }
         }
+        // Then siblings, in order, for the threads the round would leave idle.
+        for &i in &waiting {
+            if first.len() >= width {
+                break;
+            }
+            if !first.contains(&i) {
+                first.push(i);
+            }
+        }
         for (&f, (o, thresholds)) in first.iter().zip(replay(&first)?) {
             if let Some(t) = thresholds {
                 for &i in &waiting {
-                    if i != f
+                    if !first.contains(&i)
                         && all[f].sibling(&all[i])
                         && all[i].caching.as_ref().is_some_and(|(cfg, _)| t.admit(cfg))
                     {

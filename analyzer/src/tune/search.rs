@@ -247,7 +247,13 @@ pub fn tune(
     let judged = level.level != CaptureLevel::Segment;
     let candidates = candidates(streams, judged, recorded, options.grid);
     let specs: Vec<PolicySpec> = candidates.iter().map(|c| c.spec.clone()).collect();
-    let (results, _) = replay_distinct(streams, &specs, &options.capacities, AddressOrder::Rising)?;
+    let (results, _) = replay_distinct(
+        streams,
+        &specs,
+        &options.capacities,
+        AddressOrder::Rising,
+        rayon::current_num_threads(),
+    )?;
     let mut per: Vec<Vec<&Outcome>> = vec![Vec::new(); candidates.len()];
     for r in &results {
         per[r.policy].push(&r.outcome);
@@ -414,8 +420,13 @@ fn address_spreads(
     options: &TuneOptions,
 ) -> Result<Vec<Option<AddressSpread>>, PolicyError> {
     let again: Vec<PolicySpec> = kept.iter().map(|&i| specs[i].clone()).collect();
-    let (results, _) =
-        replay_distinct(streams, &again, &options.capacities, AddressOrder::Falling)?;
+    let (results, _) = replay_distinct(
+        streams,
+        &again,
+        &options.capacities,
+        AddressOrder::Falling,
+        rayon::current_num_threads(),
+    )?;
     let mut per: Vec<Vec<&Outcome>> = vec![Vec::new(); kept.len()];
     for r in &results {
         per[r.policy].push(&r.outcome);

@@ -37,9 +37,11 @@ timeout 120 python3 "$HERE/../programs/snapshot_page_gpt2.py" "$R/snap.pickle" -
     >"$R/snapshot.log" 2>&1
 pack snapshot
 [ -s "$R/snap.pickle" ] || exit 1
+# BIN_B (optional, another build's folder): its report alternated with BIN's, pages compared.
 timeout $(( ${BUDGET_S:-240} - ($(date +%s) - start) - 25 )) \
     python3 "$HERE/../../../analyzer/benches/snapshot_page.py" "$R/snap.pickle" torch \
-    --reps "$REPS" --bin "$BIN" --json "$R/snapshot_page.json" >"$R/snapshot_page.txt" 2>&1
+    --reps "$REPS" --bin "$BIN" ${BIN_B:+--bin-b "$BIN_B"} --json "$R/snapshot_page.json" \
+    >"$R/snapshot_page.txt" 2>&1
 pack alternating
 if [ -n "${BIN_B:-}" ]; then
     timeout 60 python3 "$HERE/../../../analyzer/benches/snapshot_import.py" "$R/snap.pickle" \
