@@ -10,14 +10,14 @@ use super::request::{
 };
 use super::table::{AllocationTable, Follow, TableBuilder, lane};
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-/// The hasher of the model's maps: a fast one (SipHash was a fifth of the load time), seeded
-/// at random so that a crafted trace cannot aim at collisions.
-type Hasher = foldhash::fast::RandomState;
 use vramtrace_format::conventions::{
     ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER, memory_fraction,
 };
 use vramtrace_format::{Api, Event, MemoryKind, Metadata, Op, Trace};
+
+/// The hasher of the model's maps: a fast one (SipHash was a fifth of the load time), seeded
+/// at random so that a crafted trace cannot aim at collisions.
+type Hasher = foldhash::fast::RandomState;
 
 /// Everything the replay and the reports derive from a trace's events.
 #[derive(Debug, Clone, Default)]
@@ -100,8 +100,8 @@ struct LiveRequest {
 /// The request streams, as the pass's changes build them ([`Follow`]).
 ///
 /// An object of device memory (driver, pool, VMM or PyTorch block) that no
-/// [`ALLOCATOR_SEGMENT`] flag marks is a request, and its free (not its replacement without a
-/// free: that object stays live, its free was not recorded) gives its slot back; a refused
+/// [`ALLOCATOR_SEGMENT`] flag marks is a request, and its free (or the allocation that took its
+/// address without a free seen, just before that allocation) gives its slot back; a refused
 /// allocation is an attempt; the marks are the limit, ordering and PyTorch segment requests.
 #[derive(Default)]
 struct Requests {
