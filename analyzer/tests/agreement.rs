@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use vramtrace::diff::Diff;
 use vramtrace::model::device::CUDA_CONTEXT_BYTES;
 use vramtrace::model::table::AllocationTable;
-use vramtrace::model::{RequestKind, RequestStream};
+use vramtrace::model::{Model, RequestKind, RequestStream};
 use vramtrace::policy::parse_specs;
 use vramtrace::replay::{FitReport, ReplayInput};
 use vramtrace::replay::{Limits, ReplayReport, capacity, prepare};
@@ -71,16 +71,8 @@ fn replay_the_report_and_the_loaded_model_agree_per_policy_on_every_bundled_trac
     for path in &files {
         let trace = open(path);
         let (model, _, recorded) = loaded(&trace);
-        let limits = Limits {
-            given: None,
-            memory_fraction: recorded.memory_fraction,
-        };
-        let Some(input) = prepare(
-            model.clone(),
-            &trace.metadata,
-            &trace.tables.devices,
-            limits,
-        ) else {
+        let limits = recorded_limits(recorded.memory_fraction);
+        let Some(input) = set_up(&trace, &model, limits) else {
             continue;
         };
         let name = path.strip_prefix(repo("")).unwrap().to_str().unwrap();
@@ -157,16 +149,8 @@ fn fit_tune_and_diff_agree_with_the_replays_set_up_on_every_bundled_trace() {
         let name = path.strip_prefix(repo("")).unwrap().to_str().unwrap();
         same_streams(&without_rows.streams, &model.streams, name);
         assert_eq!(recorded_again.spec, recorded.spec, "{name}");
-        let limits = Limits {
-            given: None,
-            memory_fraction: recorded.memory_fraction,
-        };
-        let Some(input) = prepare(
-            model.clone(),
-            &trace.metadata,
-            &trace.tables.devices,
-            limits,
-        ) else {
+        let limits = recorded_limits(recorded.memory_fraction);
+        let Some(input) = set_up(&trace, &model, limits) else {
             continue;
         };
         let replayed = ReplayReport::build(name, &specs, &input).unwrap();
@@ -291,6 +275,24 @@ fn fit_tune_and_diff_agree_with_the_replays_set_up_on_every_bundled_trace() {
     }
     assert!(peaks > 50 && fits > 50, "{peaks} peaks, {fits} fits");
     assert!(tunes > 40 && diffs > 40, "{tunes} tunes, {diffs} diffs");
+}
+
+/// The limits the program set: its memory fraction, no capacity given.
+fn recorded_limits(memory_fraction: Option<f64>) -> Limits {
+    Limits {
+        given: None,
+        memory_fraction,
+    }
+}
+
+/// The one replay set-up of `trace`'s `model` under `limits`.
+fn set_up(trace: &Trace, model: &Model, limits: Limits) -> Option<ReplayInput> {
+    prepare(
+        model.clone(),
+        &trace.metadata,
+        &trace.tables.devices,
+        limits,
+    )
 }
 
 /// `a` and `b` hold the same request streams; a failure names the first request that differs.

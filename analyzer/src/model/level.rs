@@ -116,10 +116,7 @@ fn infer(metadata: &Metadata, facts: &LevelFacts) -> CaptureLevel {
     // all such multiples. Beside its segments, libraries of a PyTorch process (cuBLAS, cuDNN,
     // NCCL) make a few plain allocations of their own (six in every H200 run: samples/README.md),
     // so with a PyTorch configuration in the environment three in four are enough.
-    let torch = metadata
-        .environment
-        .iter()
-        .any(|(k, _)| k == "PYTORCH_CUDA_ALLOC_CONF" || k == "PYTORCH_ALLOC_CONF");
+    let torch = pytorch_alloc_conf(metadata).is_some();
     let (n, multiples) = (facts.device_allocs, facts.device_allocs_2mib_multiple);
     if n >= 4 && (multiples == n || (torch && 4 * multiples >= 3 * n)) {
         return CaptureLevel::Segment;

@@ -55,14 +55,22 @@ libof() { if [ "$1" = A ]; then lib "$A"; else lib "$B"; fi; }
     if [ -n "${A:-}" ]; then for b in $builds; do echo "$b $(sha256sum "$(libof $b)")"; done; fi
 } >"$R/machine.txt" 2>&1
 
+# One recorder_parts.py process under the bench build: parts_run PHASE NAME [ARGS...] writes
+# json/NAME.json, appends to logs/PHASE.log and its exit status to logs/rc.txt, then packs.
+parts_run() {
+    local phase=$1 name=$2
+    shift 2
+    LD_PRELOAD=$(lib "$BENCH") VRAMTRACE_OUTPUT=/tmp/cost-parts.vramtrace timeout 150 \
+        python3 "$W/recorder_parts.py" "$R/json/$name.json" --models "$MODELS" "$@" \
+        >>"$R/logs/$phase.log" 2>&1
+    echo "$name rc=$?" >>"$R/logs/rc.txt"
+    rm -f /tmp/cost-parts.vramtrace
+    pack
+}
+
 if phase parts; then
     for i in $(seq "${PARTS_REPS:-5}"); do
-        LD_PRELOAD=$(lib "$BENCH") VRAMTRACE_OUTPUT=/tmp/cost-parts.vramtrace timeout 150 \
-            python3 "$W/recorder_parts.py" "$R/json/parts-$i.json" --models "$MODELS" \
-            >>"$R/logs/parts.log" 2>&1
-        echo "parts $i rc=$?" >>"$R/logs/rc.txt"
-        rm -f /tmp/cost-parts.vramtrace
-        pack
+        parts_run parts "parts-$i"
     done
     if perf stat -e cycles true >"$R/logs/perf-probe.txt" 2>&1; then
         for v in ${PERF_VARIANTS:-paused full}; do
@@ -80,25 +88,15 @@ fi
 
 if phase stamps; then
     for i in $(seq "${STAMPS_REPS:-5}"); do
-        LD_PRELOAD=$(lib "$BENCH") VRAMTRACE_OUTPUT=/tmp/cost-stamps.vramtrace timeout 150 \
-            python3 "$W/recorder_parts.py" "$R/json/stamps-$i.json" --models "$MODELS" \
-            --variants "${STAMPS_VARIANTS:-full,stamped,whole}" --rounds "${STAMPS_ROUNDS:-30}" >>"$R/logs/stamps.log" 2>&1
-        echo "stamps $i rc=$?" >>"$R/logs/rc.txt"
-        rm -f /tmp/cost-stamps.vramtrace
-        pack
+        parts_run stamps "stamps-$i" --variants "${STAMPS_VARIANTS:-full,stamped,whole}" \
+            --rounds "${STAMPS_ROUNDS:-30}"
     done
 fi
 
 if phase pin; then
     for i in $(seq "${PIN_REPS:-3}"); do
         for m in ${PIN_MODES:-none apart same}; do
-            LD_PRELOAD=$(lib "$BENCH") VRAMTRACE_OUTPUT=/tmp/cost-pin.vramtrace timeout 150 \
-                python3 "$W/recorder_parts.py" "$R/json/pin-$m-$i.json" --models "$MODELS" \
-                --variants full,whole --rounds "${PIN_ROUNDS:-16}" --pin "$m" \
-                >>"$R/logs/pin.log" 2>&1
-            echo "pin $m $i rc=$?" >>"$R/logs/rc.txt"
-            rm -f /tmp/cost-pin.vramtrace
-            pack
+            parts_run pin "pin-$m-$i" --variants full,whole --rounds "${PIN_ROUNDS:-16}" --pin "$m"
         done
     done
     { lscpu; for c in 0 1 2 3; do echo "cpu$c siblings $(cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list)"; done; } >"$R/topology.txt" 2>&1
