@@ -43,7 +43,7 @@ use super::driver::{H200_TOTAL_MEMORY, SMALL_PACKED};
 use super::support::options::{Options, parse_divisions};
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, OptionError, PolicyInfo};
-use std::collections::BTreeMap;
+use crate::policy::support::chunked_map::ChunkedMap;
 
 const fn keys(expandable_default: &'static str) -> [KeyInfo; 7] {
     [
@@ -521,9 +521,9 @@ struct ExpandableSegment {
 #[derive(Debug, Default)]
 struct BlockPool {
     /// Free mapped blocks by (stream, size, address): `BlockComparatorSize`.
-    free: BTreeMap<u128, u32>,
+    free: ChunkedMap<u128, u32>,
     /// Unmapped ranges of expandable segments by (stream, address): `BlockComparatorAddress`.
-    unmapped: BTreeMap<u128, u32>,
+    unmapped: ChunkedMap<u128, u32>,
     get_free_blocks_calls: u64,
 }
 
@@ -657,29 +657,32 @@ impl PyTorchCaching {
         if self.gc_enabled() {
             self.pools[pool].get_free_blocks_calls += 1;
         }
-        let mut it = self.pools[pool]
-            .free
-            .range(size_key(stream, size, 0)..)
-            .take_while(|(k, _)| key_stream(**k) == stream)
-            .map(|(_, &id)| id);
-        let mut found = it.next()?;
-        if self.b(found).es != NIL {
-            if self.cfg.expandable_segments {
-                // Best fit by the size a block can grow to, so requests steer away from the
-                // segment's growing tail.
-                for next in it {
-                    if self.b(found).es != NIL
-                        && self.expandable_size(next) < self.expandable_size(found)
-                    {
-                        found = next;
-                    } else {
-                        break;
+        let found = {
+            let mut it = self.pools[pool]
+                .free
+                .range_from(&size_key(stream, size, 0))
+                .take_while(|&(k, _)| key_stream(k) == stream)
+                .map(|(_, id)| id);
+            let mut found = it.next()?;
+            if self.b(found).es != NIL {
+                if self.cfg.expandable_segments {
+                    // Best fit by the size a block can grow to, so requests steer away from the
+                    // segment's growing tail.
+                    for next in it {
+                        if self.b(found).es != NIL
+                            && self.expandable_size(next) < self.expandable_size(found)
+                        {
+                            found = next;
+                        } else {
+                            break;
+                        }
                     }
+                } else {
+                    found = it.find(|&id| self.b(id).es == NIL)?;
                 }
-            } else {
-                found = it.find(|&id| self.b(id).es == NIL)?;
             }
-        }
+            found
+        };
         let block_size = self.b(found).size;
         let (max_split, rounding) = (self.cfg.max_split_size, self.cfg.max_non_split_rounding);
         // Oversize blocks are not handed to small requests, nor to large ones they exceed by
@@ -768,11 +771,7 @@ impl PyTorchCaching {
         }
         let key_size = size.max(max_split);
         let key = size_key(stream, key_size, 0);
-        let hit = self.pools[pool]
-            .free
-            .range(key..)
-            .next()
-            .map(|(k, &id)| (*k, id));
+        let hit = self.pools[pool].free.range_from(&key).next();
         if let Some((k, id)) = hit
             && key_stream(k) == stream
             && self.b(id).es == NIL
@@ -782,9 +781,9 @@ impl PyTorchCaching {
         }
         let mut released = 0;
         let mut victims = Vec::new();
-        for (k, &id) in self.pools[pool].free.range(..key).rev() {
+        for (k, id) in self.pools[pool].free.range_below(&key) {
             let b = self.b(id);
-            if released >= key_size || b.size < max_split || key_stream(*k) != stream {
+            if released >= key_size || b.size < max_split || key_stream(k) != stream {
                 break;
             }
             if b.es == NIL {
@@ -808,7 +807,7 @@ impl PyTorchCaching {
 
     /// `release_blocks`.
     fn release_blocks(&mut self, pool: usize, driver: &mut Device) {
-        let ids: Vec<u32> = self.pools[pool].free.values().copied().collect();
+        let ids: Vec<u32> = self.pools[pool].free.iter().map(|(_, id)| id).collect();
         let mut to_unmap = Vec::new();
         for id in ids {
             if self.b(id).es != NIL {
@@ -842,7 +841,7 @@ impl PyTorchCaching {
         let calls = self.pools[1].get_free_blocks_calls;
         let age = |b: &Block| calls - b.gc_base;
         let (mut total_age, mut count) = (0u64, 0u64);
-        for &id in self.pools[1].free.values() {
+        for (_, id) in self.pools[1].free.iter() {
             if !self.is_split(id) {
                 total_age += age(self.b(id));
                 count += 1;
@@ -855,7 +854,7 @@ impl PyTorchCaching {
         while reclaimed < target && freed && count > 0 {
             let age_threshold = total_age as f64 / count as f64;
             freed = false;
-            let ids: Vec<u32> = self.pools[1].free.values().copied().collect();
+            let ids: Vec<u32> = self.pools[1].free.iter().map(|(_, id)| id).collect();
             for id in ids {
                 let b = *self.b(id);
                 if !self.is_split(id) && b.es == NIL && age(&b) as f64 >= age_threshold {
@@ -936,9 +935,9 @@ impl PyTorchCaching {
         };
         let candidates: Vec<u32> = self.pools[pool]
             .unmapped
-            .range(addr_key(stream, 0)..)
-            .take_while(|(k, _)| (**k >> 64) as u32 == stream)
-            .map(|(_, &id)| id)
+            .range_from(&addr_key(stream, 0))
+            .take_while(|&(k, _)| (k >> 64) as u32 == stream)
+            .map(|(_, id)| id)
             .collect();
         for mut c in candidates {
             if allocatable(self, self.b(c).prev) {

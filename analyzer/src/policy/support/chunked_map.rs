@@ -1,0 +1,187 @@
+//! An ordered map kept as a list of short sorted vectors: the free-block indexes of the
+//! allocator models.
+//!
+//! Those indexes hold a few to a few hundred free blocks and change on almost every request
+//! (a split, a merge, a reuse). At that size `std`'s `BTreeMap` hovers around one node's eleven
+//! keys, splitting and merging nodes as it goes; here up to `CHUNK` entries are one vector,
+//! searched by bisection down to a short window and then linearly, and shifted in place, and a
+//! larger map is a sorted list of such vectors, so an update costs at most a chunk's shift and
+//! a search over the chunks. `analyzer/BENCHMARKS.md` (`freeidx`) has the measurements.
+//!
+//! Invariants: every chunk is non-empty and sorted by key, holds at most `CHUNK` entries, and
+//! every key of a chunk is below every key of the next.
+
+/// Entries a chunk holds before it splits in two.
+const CHUNK: usize = 64;
+
+/// An ordered map of `Copy` keys and values.
+#[derive(Debug, Clone)]
+pub struct ChunkedMap<K, V> {
+    chunks: Vec<Vec<(K, V)>>,
+}
+
+impl<K, V> Default for ChunkedMap<K, V> {
+    fn default() -> Self {
+        ChunkedMap { chunks: Vec::new() }
+    }
+}
+
+impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
+    /// The chunk and position of the first entry not below `key`; the chunk is
+    /// `chunks.len()` when every key is below it.
+    fn lower_bound(&self, key: &K) -> (usize, usize) {
+        let i = first_not_below(&self.chunks, |c| c[c.len() - 1].0 < *key);
+        match self.chunks.get(i) {
+            Some(c) => (i, first_not_below(c, |e| e.0 < *key)),
+            None => (i, 0),
+        }
+    }
+
+    /// Sets `key` to `value`; returns the value it replaced.
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
+        let (i, p) = self.lower_bound(&key);
+        // Past every key, the entry goes at the end of the last chunk.
+        let (i, p) = match i.checked_sub(1) {
+            Some(last) if i == self.chunks.len() => (last, self.chunks[last].len()),
+            None if self.chunks.is_empty() => {
+                self.chunks.push(Vec::with_capacity(CHUNK + 1));
+                (0, 0)
+            }
+            _ => (i, p),
+        };
+        let c = &mut self.chunks[i];
+        if let Some(e) = c.get_mut(p)
+            && e.0 == key
+        {
+            return Some(std::mem::replace(&mut e.1, value));
+        }
+        c.insert(p, (key, value));
+        if c.len() > CHUNK {
+            let mut upper = Vec::with_capacity(CHUNK + 1);
+            upper.extend(c.drain(CHUNK / 2..));
+            self.chunks.insert(i + 1, upper);
+        }
+        None
+    }
+
+    /// Removes `key`; returns its value.
+    pub fn remove(&mut self, key: &K) -> Option<V> {
+        let (i, p) = self.lower_bound(key);
+        let c = self.chunks.get_mut(i)?;
+        if c[p].0 != *key {
+            return None;
+        }
+        let (_, value) = c.remove(p);
+        if c.is_empty() {
+            self.chunks.remove(i);
+        }
+        Some(value)
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &K) -> Option<V> {
+        let (i, p) = self.lower_bound(key);
+        let &(k, v) = self.chunks.get(i)?.get(p)?;
+        (k == *key).then_some(v)
+    }
+
+    /// The entries whose keys are not below `key`, in ascending order.
+    pub fn range_from(&self, key: &K) -> impl Iterator<Item = (K, V)> + '_ {
+        let (i, p) = self.lower_bound(key);
+        let (head, rest) = match self.chunks.get(i) {
+            Some(c) => (&c[p..], &self.chunks[i + 1..]),
+            None => (&[][..], &[][..]),
+        };
+        head.iter().chain(rest.iter().flatten()).copied()
+    }
+
+    /// The entries whose keys are below `key`, in descending order.
+    pub fn range_below(&self, key: &K) -> impl Iterator<Item = (K, V)> + '_ {
+        let (i, p) = self.lower_bound(key);
+        let head = self.chunks.get(i).map_or(&[][..], |c| &c[..p]);
+        let rest = &self.chunks[..i];
+        head.iter()
+            .rev()
+            .chain(rest.iter().rev().flat_map(|c| c.iter().rev()))
+            .copied()
+    }
+
+    /// Every entry in ascending order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (K, V)> + '_ {
+        self.chunks.iter().flatten().copied()
+    }
+}
+
+/// The number of leading items of `items` that are `below`, as `partition_point` counts them:
+/// bisection down to a window of `WINDOW` items, then a linear search of the window.
+fn first_not_below<T>(items: &[T], below: impl Fn(&T) -> bool) -> usize {
+    const WINDOW: usize = 16;
+    let (mut base, mut size) = (0, items.len());
+    while size > WINDOW {
+        let half = size / 2;
+        if below(&items[base + half]) {
+            base += half;
+        }
+        size -= half;
+    }
+    base + items[base..base + size]
+        .iter()
+        .position(|e| !below(e))
+        .unwrap_or(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u16, u8),
+        Remove(u16),
+        Get(u16),
+        From(u16),
+        Below(u16),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Keys from a range a few chunks wide, so that chunks fill, split and empty.
+        let key = 0u16..(4 * CHUNK as u16);
+        prop_oneof![
+            3 => (key.clone(), any::<u8>()).prop_map(|(k, v)| Op::Insert(k, v)),
+            2 => key.clone().prop_map(Op::Remove),
+            1 => key.clone().prop_map(Op::Get),
+            1 => key.clone().prop_map(Op::From),
+            1 => key.prop_map(Op::Below),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn every_operation_answers_as_the_btree_map_does(ops in prop::collection::vec(op(), 0..2000)) {
+            let (mut map, mut reference) = (ChunkedMap::default(), BTreeMap::new());
+            for op in ops {
+                match op {
+                    Op::Insert(k, v) => prop_assert_eq!(map.insert(k, v), reference.insert(k, v)),
+                    Op::Remove(k) => prop_assert_eq!(map.remove(&k), reference.remove(&k)),
+                    Op::Get(k) => prop_assert_eq!(map.get(&k), reference.get(&k).copied()),
+                    Op::From(k) => {
+                        let want: Vec<_> = reference.range(k..).map(|(&k, &v)| (k, v)).collect();
+                        prop_assert_eq!(map.range_from(&k).collect::<Vec<_>>(), want);
+                    }
+                    Op::Below(k) => {
+                        let want: Vec<_> = reference.range(..k).rev().map(|(&k, &v)| (k, v)).collect();
+                        prop_assert_eq!(map.range_below(&k).collect::<Vec<_>>(), want);
+                    }
+                }
+                prop_assert!(map.chunks.iter().all(|c| !c.is_empty() && c.len() <= CHUNK));
+            }
+            let want: Vec<_> = reference.iter().map(|(&k, &v)| (k, v)).collect();
+            prop_assert_eq!(map.iter().collect::<Vec<_>>(), want.clone());
+            prop_assert_eq!(map.iter().rev().collect::<Vec<_>>(), want.into_iter().rev().collect::<Vec<_>>());
+        }
+    }
+}
