@@ -1,5 +1,5 @@
 //! An ordered map kept as a list of short sorted vectors: the free-block indexes of the
-//! allocator models.
+//! PyTorch caching allocator's model (`policy/pytorch.rs`).
 //!
 //! Those indexes hold a few to a few hundred free blocks and change on almost every request
 //! (a split, a merge, a reuse). At that size `std`'s `BTreeMap` hovers around one node's eleven
