@@ -183,9 +183,9 @@ const BLOCK_EVENTS: usize = 4096;
 /// works through a block, so that neither waits on the other's pace from block to block.
 const BLOCKS_IN_FLIGHT: usize = 4;
 
-/// [`stream_named_blocks`] into `loader` on a thread of its own: the decoding, the rows
-/// rebuilt from the columns and the naming of the backward passes on this one, the model's
-/// pass beside them, so that the two halves of the load share the two cores rather than run
+/// [`stream_named_blocks`] into `loader` on a thread of its own: the rows rebuilt from the
+/// chunks (decoded as [`stream_trace`] decodes them) and the naming of the backward passes on
+/// this thread, the model's pass beside them, so that the two halves of the load share the two cores rather than run
 /// one after the other. The events reach `loader` in file order, every one of them; an error
 /// of the read is returned as [`stream_named_blocks`] returns it, once the model's thread has
 /// stopped.
