@@ -132,16 +132,21 @@ macro_rules! apis {
             }
 
             /// What the call does.
+            // `op`, `kind` and `from_id` are asked of every event, across crates: inlined
+            // there, they are a table lookup rather than a call.
+            #[inline]
             pub const fn op(self) -> Op {
                 match self { $(Api::$variant => Op::$op,)* }
             }
 
             /// Which kind of memory the call concerns.
+            #[inline]
             pub const fn kind(self) -> MemoryKind {
                 match self { $(Api::$variant => MemoryKind::$kind,)* }
             }
 
             /// The function with this stored id, if this version knows it.
+            #[inline]
             pub const fn from_id(id: u16) -> Option<Api> {
                 match id { $($id => Some(Api::$variant),)* _ => None }
             }
@@ -244,6 +249,7 @@ impl Api {
     }
 
     /// True for events a framework's allocator reported rather than a driver call.
+    #[inline]
     pub fn from_framework(self) -> bool {
         matches!(
             self.kind(),

@@ -103,13 +103,13 @@ pub fn stream_trace<T: Send>(
         .with_context(|| format!("{}", path.display()))
 }
 
-/// Streams the trace's events, in order, into `each`, named as [`load_trace`] names them (the
-/// backward passes, [`BackwardNamer`]); returns the rest of the trace, the backward stacks in
-/// its tables.
-pub fn stream_named_events(
+/// Streams the trace's events, in order, into `each` in blocks of at most [`BLOCK_EVENTS`],
+/// named as [`load_trace`] names them (the backward passes, [`BackwardNamer`]); returns the rest
+/// of the trace, the backward stacks in its tables.
+fn stream_named_blocks(
     path: &Path,
     salvage: bool,
-    mut each: impl FnMut(&Event),
+    mut each: impl FnMut(Vec<Event>),
 ) -> Result<TraceHead> {
     // With a journal the trace is loaded whole, and named, by `stream_trace`.
     let mut namer = match journal::path_for(path).exists() {
@@ -126,11 +126,13 @@ pub fn stream_named_events(
         salvage,
         |b| b,
         |b| {
-            for mut e in b.iter() {
+            for start in (0..b.len()).step_by(BLOCK_EVENTS) {
+                let mut block = Vec::with_capacity(BLOCK_EVENTS);
+                b.extend_rows(start..b.len().min(start + BLOCK_EVENTS), &mut block);
                 if let Some(n) = namer.as_mut() {
-                    e.stack = n.stack_of(&e);
+                    block.iter_mut().for_each(|e| e.stack = n.stack_of(e));
                 }
-                each(&e);
+                each(block);
             }
         },
     )?;
@@ -165,12 +167,49 @@ pub fn replay_input_and_recorded(
     path: &Path,
     capacity: Option<u64>,
 ) -> Result<(Option<ReplayInput>, Recorded, Tables, Layout)> {
-    let mut loader = Loader::requests_only();
-    let head = stream_named_events(path, false, |e| loader.push(e))?;
+    let (loader, head) = load_beside(path, Loader::requests_only())?;
     let (model, table) = loader.finish(&head.metadata);
     let recorded = recorded(&head.metadata, &head.tables, table.calls);
     let input = prepared(model, &recorded, &head.metadata, &head.tables, capacity);
     Ok((input, recorded, head.tables, head.layout))
+}
+
+/// Events handed from the reading thread to the model's in blocks of this many: large enough
+/// that the channel costs little per event, small enough (about 400 KiB) that the blocks in
+/// flight add nothing to the memory a replay holds.
+const BLOCK_EVENTS: usize = 4096;
+
+/// Blocks in flight between the two threads: room for the reader to run ahead while the model
+/// works through a block, so that neither waits on the other's pace from block to block.
+const BLOCKS_IN_FLIGHT: usize = 4;
+
+/// [`stream_named_blocks`] into `loader` on a thread of its own: the rows rebuilt from the
+/// chunks (decoded as [`stream_trace`] decodes them) and the naming of the backward passes on
+/// this thread, the model's pass beside them, so that the two halves of the load share the two cores rather than run
+/// one after the other. The events reach `loader` in file order, every one of them; an error
+/// of the read is returned as [`stream_named_blocks`] returns it, once the model's thread has
+/// stopped.
+fn load_beside(path: &Path, loader: Loader) -> Result<(Loader, TraceHead)> {
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(BLOCKS_IN_FLIGHT);
+        let model = scope.spawn(move || {
+            let mut loader = loader;
+            for block in rx {
+                block.iter().for_each(|e| loader.push(e));
+            }
+            loader
+        });
+        // A send fails only when the model's thread has gone, which it does only by panicking:
+        // `join` below carries that panic on.
+        let head = stream_named_blocks(path, false, |block| {
+            let _ = tx.send(block);
+        });
+        drop(tx);
+        let loader = model
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        Ok((loader, head?))
+    })
 }
 
 /// The request streams of `trace`, already loaded from `path`, prepared as
