@@ -67,18 +67,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..runs {
         let start = Instant::now();
         let trace = Trace::from_bytes(&bytes, ReadOptions::default())?;
-        let mut marks: Vec<(String, f64)> = vec![("decode".into(), 0.0)];
-        let report = generate(&trace, &options, &mut NoFiles, &mut |what: &str| {
-            // Stages by the first word of their message; the message after reading starts with
-            // the event count, and the work after it is the trace-side chart data.
+        let marks = std::sync::Mutex::new(vec![("decode".to_string(), 0.0)]);
+        let here = std::thread::current().id();
+        let report = generate(&trace, &options, &mut NoFiles, &|what: &str| {
+            // The stages of this thread, one after another (the search's lines, from its own
+            // thread, overlap them); by the first word of their message; the message after
+            // reading starts with the event count, and the work after it is the trace-side
+            // chart data.
+            if std::thread::current().id() != here {
+                return;
+            }
             let first = what.split_whitespace().next().unwrap_or(what);
             let name = if first.starts_with(|c: char| c.is_ascii_digit()) {
                 "chart-data".to_string()
             } else {
                 first.to_string()
             };
-            marks.push((name, start.elapsed().as_secs_f64()));
+            let at = start.elapsed().as_secs_f64();
+            marks.lock().expect("no panic while held").push((name, at));
         })?;
+        let mut marks = marks.into_inner().expect("no panic while held");
         marks.push(("page".into(), start.elapsed().as_secs_f64()));
         let reports = [report];
         let html = page(&reports, Mode::Single);

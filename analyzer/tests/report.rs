@@ -1292,6 +1292,47 @@ fn a_pytorch_snapshot_is_read_directly() {
 }
 
 #[test]
+fn timings_put_every_stage_on_stderr_in_milliseconds_in_order() {
+    let snapshot = repo("samples/snapshots/fp32.pickle");
+    let dir = tempfile::tempdir().unwrap();
+    let out = vramtrace()
+        .arg("report")
+        .arg(&snapshot)
+        .arg("-o")
+        .arg(dir.path())
+        .arg("--timings")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    // Each line is `vramtrace: [  12.3 ms] stage`, its time never before the line above's
+    // (the search's lines come from its own thread, printed as they happen).
+    let stages: Vec<(f64, &str)> = err
+        .lines()
+        .map(|l| {
+            let (at, stage) = l
+                .strip_prefix("vramtrace: [")
+                .and_then(|l| l.split_once(" ms] "))
+                .unwrap_or_else(|| panic!("not a timing line: {l}"));
+            (at.trim().parse().unwrap(), stage)
+        })
+        .collect();
+    assert!(stages.windows(2).all(|w| w[0].0 <= w[1].0), "{err}");
+    let at = |stage: &str| {
+        stages
+            .iter()
+            .position(|(_, s)| *s == stage)
+            .unwrap_or_else(|| panic!("no {stage:?} in {err}"))
+    };
+    assert!(at("unpickling the snapshot") < at("importing the snapshot"));
+    assert!(at("importing the snapshot") < at("reading events"));
+    assert!(at("reading events") < at("the header's search: started"));
+    assert!(at("the header's search: started") < at("the header's search: done"));
+    assert!(at("the header's search: done") < at("telling the OOM stories"));
+    assert_eq!(stages.last().unwrap().1, "done");
+}
+
+#[test]
 fn two_traces_compare_on_one_page() {
     let tmp = tempfile::tempdir().unwrap();
     let other = python_trace(tmp.path(), false);

@@ -83,12 +83,13 @@ pub enum ReportError {
 }
 
 /// Makes the report; stacks are named from the traced program's `files`; `progress` hears each
-/// stage as it starts.
+/// stage as it starts, from the thread that runs it: the header's search, which runs beside the
+/// rest, says when it starts and when it ends.
 pub fn generate(
     trace: &Trace,
     o: &Options,
     files: &mut dyn ModuleFiles,
-    progress: &mut dyn FnMut(&str),
+    progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Report, ReportError> {
     progress("reading events");
     let (model, table, recorded) = loaded(trace);
@@ -100,15 +101,21 @@ pub fn generate(
     // then waits for the longer of the two, not for their sum.
     let search_pool = rayon::ThreadPoolBuilder::new().build().ok();
     let (mut data, summary, mut symbolizer, tuned) = std::thread::scope(|scope| {
-        let searching = scope.spawn(|| match &search_pool {
-            Some(pool) => pool.install(|| search(trace, &model, &recorded, o.capacity)),
-            None => search(trace, &model, &recorded, o.capacity),
+        let searching = scope.spawn(|| {
+            progress("the header's search: started");
+            let tuned = match &search_pool {
+                Some(pool) => pool.install(|| search(trace, &model, &recorded, o.capacity)),
+                None => search(trace, &model, &recorded, o.capacity),
+            };
+            progress("the header's search: done");
+            tuned
         });
         let limits = Limits {
             given: o.capacity,
             memory_fraction: recorded.memory_fraction,
         };
         let rest = trace_side(trace, (&model, &table), o, limits, files, progress);
+        progress("waiting for the header's search");
         let tuned = searching
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -119,6 +126,7 @@ pub fn generate(
     data.answers = tuned?.map(|(tune, grid)| from_summary::headline(&summary, &tune, grid));
     // The symbolizer holds the program's files for the page; the story names Python lines,
     // and native frames as module+offset.
+    progress("telling the OOM stories");
     let mut no_files = NoFiles;
     let names = crate::symbolize::StackNames::new(&trace.tables, &mut no_files);
     data.oom_stories = crate::oom_story::stories(trace, &model, &recorded, &names)?;
@@ -148,7 +156,7 @@ fn trace_side<'t, 'f>(
     o: &Options,
     limits: Limits,
     files: &'f mut dyn ModuleFiles,
-    progress: &mut dyn FnMut(&str),
+    progress: &(dyn Fn(&str) + Sync),
 ) -> Result<(ReportData, Summary, Symbolizer<'t, 'f>), ReportError> {
     let pass = TracePass::new(trace, model, table);
     progress(&format!(
@@ -168,12 +176,17 @@ fn trace_side<'t, 'f>(
     // made on a thread of its own, beside the page's data and the replays.
     std::thread::scope(move |scope| {
         let beside = trace.tables.modules.is_empty().then(|| {
-            scope.spawn(|| Summary::with_table(trace, table, model, TOP_STACKS, &mut NoFiles))
+            scope.spawn(|| {
+                let summary = Summary::with_table(trace, table, model, TOP_STACKS, &mut NoFiles);
+                progress("the summary: done");
+                summary
+            })
         });
         let here = beside
             .is_none()
             .then(|| Summary::with_table(trace, table, model, TOP_STACKS, &mut *files));
         let mut symbolizer = Symbolizer::new(&trace.tables, files);
+        progress("building the sections");
         let mut data = sections::build(&pass, facts, &capacity, &mut |stack| {
             symbolizer.stack(stack)
         });

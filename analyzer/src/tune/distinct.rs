@@ -7,10 +7,10 @@
 //! ([`crate::policy::pytorch::Effective::without_thresholds`]) replay one at a time: the first
 //! replayed, each other whose thresholds take every branch that replay took
 //! ([`crate::policy::pytorch::Thresholds`]) takes its outcome; the rest wait for the next round.
-//! A round with fewer replays than the pool has threads also replays waiting siblings beside
-//! the first of their group: on many cores the rounds of one group, each waiting for the one
-//! before, were the search's wall time, and a sibling replayed gives what taking the outcome
-//! would.
+//! The others do not wait in rounds: each thread takes the next class as it frees up, first
+//! one whose group has no replay under way, else a waiting sibling beside it. On many cores
+//! the rounds, each as long as its longest replay, were the search's wall time, and a sibling
+//! replayed gives what taking the outcome would.
 
 use crate::model::RequestStream;
 use crate::policy::equivalence::{ReplayClass, StreamFacts, caching_config, replay_class};
@@ -44,9 +44,8 @@ impl Class {
 }
 
 /// What [`crate::replay::replay_all_with`] returns for the same arguments, results in
-/// (stream, policy) order; also how many replays it ran. Each round replays at least `width`
-/// classes while that many wait (the pool's threads; `1` replays a sibling only when no
-/// replayed one admits it).
+/// (stream, policy) order; also how many replays it ran. Up to `width` replays run at once
+/// (the pool's threads; `1` replays a sibling only when no replayed one admits it).
 pub fn replay_distinct(
     streams: &[RequestStream],
     specs: &[PolicySpec],
@@ -101,7 +100,7 @@ pub fn replay_distinct(
         }
         class_of.push(of);
     }
-    let run = |c: &Class| -> Result<(Outcome, Option<Thresholds>), PolicyError> {
+    let run = |c: &Class| -> Replayed {
         let (stream, capacity) = (&streams[c.stream], capacities[c.stream]);
         Ok(match &c.caching {
             Some((cfg, _)) => {
@@ -111,50 +110,10 @@ pub fn replay_distinct(
             None => (run_with(stream, &specs[c.spec], capacity, order)?, None),
         })
     };
-    let replay = |which: &[usize]| {
-        which
-            .par_iter()
-            .map(|&i| run(&all[i]))
-            .collect::<Result<Vec<_>, _>>()
-    };
-    let mut outcomes: Vec<Option<Outcome>> = vec![None; all.len()];
-    let mut replays = 0;
-    let mut waiting: Vec<usize> = (0..all.len())
+    let waiting: Vec<usize> = (0..all.len())
         .filter(|&i| all[i].uncollected.is_none())
         .collect();
-    while !waiting.is_empty() {
-        // The first waiting class of each group of siblings, and every other class.
-        let mut first: Vec<usize> = Vec::new();
-        for &i in &waiting {
-            if !first.iter().any(|&f| all[f].sibling(&all[i])) {
-                first.push(i);
-            }
-        }
-        // Then siblings, in order, for the threads the round would leave idle.
-        for &i in &waiting {
-            if first.len() >= width {
-                break;
-            }
-            if !first.contains(&i) {
-                first.push(i);
-            }
-        }
-        for (&f, (o, thresholds)) in first.iter().zip(replay(&first)?) {
-            if let Some(t) = thresholds {
-                for &i in &waiting {
-                    if !first.contains(&i)
-                        && all[f].sibling(&all[i])
-                        && all[i].caching.as_ref().is_some_and(|(cfg, _)| t.admit(cfg))
-                    {
-                        outcomes[i] = Some(o.clone());
-                    }
-                }
-            }
-            outcomes[f] = Some(o);
-        }
-        replays += first.len();
-        waiting.retain(|&i| outcomes[i].is_none());
-    }
+    let (mut outcomes, replays) = replay_waiting(&all, &waiting, width, &run)?;
     let mut again = Vec::new();
     for (i, c) in all.iter().enumerate() {
         if let Some((base, peak_at_most)) = c.uncollected {
@@ -168,7 +127,11 @@ pub fn replay_distinct(
             }
         }
     }
-    for (&i, (o, _)) in again.iter().zip(replay(&again)?) {
+    let replayed = again
+        .par_iter()
+        .map(|&i| run(&all[i]))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (&i, (o, _)) in again.iter().zip(replayed) {
         outcomes[i] = Some(o);
     }
     let results = class_of
@@ -184,4 +147,117 @@ pub fn replay_distinct(
         })
         .collect();
     Ok((results, replays + again.len()))
+}
+
+/// One class's replay: its outcome, and for PyTorch's allocator what its branches say of the
+/// size thresholds.
+type Replayed = Result<(Outcome, Option<Thresholds>), PolicyError>;
+
+/// Where a class stands in [`replay_waiting`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Waiting,
+    Running,
+    Done,
+}
+
+/// What the threads of [`replay_waiting`] share.
+struct Shared {
+    state: Vec<State>,
+    outcomes: Vec<Option<Outcome>>,
+    /// Per group of siblings, its replays under way.
+    running: Vec<usize>,
+    replays: usize,
+    error: Option<PolicyError>,
+}
+
+impl Shared {
+    /// The next class to replay: the first waiting one whose group has no replay under way,
+    /// else the first waiting one.
+    fn next(&self, group: &[usize]) -> Option<usize> {
+        let mut waiting = (0..self.state.len()).filter(|&i| self.state[i] == State::Waiting);
+        let first = waiting.next()?;
+        Some(
+            std::iter::once(first)
+                .chain(waiting)
+                .find(|&i| self.running[group[i]] == 0)
+                .unwrap_or(first),
+        )
+    }
+}
+
+/// Replays the classes of `waiting` (indices into `all`), up to `width` at once, each started
+/// as a thread frees up: a waiting sibling that a finished replay admits
+/// ([`Thresholds::admit`]) takes its outcome instead. Returns the outcome of every class of
+/// `waiting` (`None` for the rest of `all`) and how many replays ran.
+fn replay_waiting(
+    all: &[Class],
+    waiting: &[usize],
+    width: usize,
+    run: &(dyn Fn(&Class) -> Replayed + Sync),
+) -> Result<(Vec<Option<Outcome>>, usize), PolicyError> {
+    // Each class's group of siblings, by the first class of it.
+    let group: Vec<usize> = (0..all.len())
+        .map(|i| (0..i).find(|&j| all[j].sibling(&all[i])).unwrap_or(i))
+        .collect();
+    let mut state = vec![State::Done; all.len()];
+    for &i in waiting {
+        state[i] = State::Waiting;
+    }
+    let shared = std::sync::Mutex::new(Shared {
+        state,
+        outcomes: vec![None; all.len()],
+        running: vec![0; all.len()],
+        replays: 0,
+        error: None,
+    });
+    let lock = || shared.lock().unwrap_or_else(|poison| poison.into_inner());
+    let work = || {
+        loop {
+            let i = {
+                let mut s = lock();
+                let next = s.error.is_none().then(|| s.next(&group)).flatten();
+                let Some(i) = next else { return };
+                s.state[i] = State::Running;
+                s.running[group[i]] += 1;
+                i
+            };
+            let result = run(&all[i]);
+            let mut s = lock();
+            s.running[group[i]] -= 1;
+            s.state[i] = State::Done;
+            let (o, thresholds) = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    s.error.get_or_insert(e);
+                    return;
+                }
+            };
+            s.replays += 1;
+            if let Some(t) = thresholds {
+                for j in 0..all.len() {
+                    if s.state[j] == State::Waiting
+                        && group[j] == group[i]
+                        && all[j].caching.as_ref().is_some_and(|(cfg, _)| t.admit(cfg))
+                    {
+                        s.state[j] = State::Done;
+                        s.outcomes[j] = Some(o.clone());
+                    }
+                }
+            }
+            s.outcomes[i] = Some(o);
+        }
+    };
+    rayon::scope(|scope| {
+        for _ in 0..width.clamp(1, waiting.len().max(1)) {
+            scope.spawn(|_| work());
+        }
+    });
+    let s = shared
+        .into_inner()
+        .unwrap_or_else(|poison| poison.into_inner());
+    match s.error {
+        Some(e) => Err(e),
+        None => Ok((s.outcomes, s.replays)),
+    }
 }

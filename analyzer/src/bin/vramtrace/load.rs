@@ -285,20 +285,25 @@ pub fn load_job<R: Send>(
 }
 
 /// A `.vramtrace` trace, or a PyTorch memory snapshot pickle imported in memory (nothing is
-/// written): what `report` accepts.
-pub fn load_trace_or_snapshot(path: &Path) -> Result<Trace> {
+/// written): what `report` accepts; `progress` hears each stage of a snapshot's import as it
+/// starts.
+pub fn load_trace_or_snapshot(path: &Path, progress: &dyn Fn(&str)) -> Result<Trace> {
     let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
     if file.bytes().starts_with(&vramtrace_format::chunk::MAGIC) {
         drop(file);
         return load_trace(path, false);
     }
     let name = path.display().to_string();
+    progress("unpickling the snapshot");
     let doc = pickle::read(file.bytes()).with_context(|| {
         format!("{name}: neither a .vramtrace trace nor a PyTorch memory snapshot")
     })?;
+    progress("importing the snapshot");
     let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
+    progress("dropping the document, building the trace");
     drop(doc);
     let mut t = imported.into_trace();
+    progress("naming the backward passes");
     name_backward(&mut t);
     Ok(t)
 }

@@ -36,7 +36,8 @@ Examples:
   vramtrace report snapshot.pickle              # a PyTorch memory snapshot, read directly
   vramtrace report before.vramtrace --compare after.vramtrace
   vramtrace report job-traces/                  # one page, a rank selector
-  vramtrace report run.vramtrace --svg          # the charts as .svg files too")]
+  vramtrace report run.vramtrace --svg          # the charts as .svg files too
+  vramtrace report snapshot.pickle --timings    # when each stage starts, in milliseconds")]
 pub struct Args {
     /// A .vramtrace trace, a PyTorch memory snapshot pickle, or a directory of per-rank
     /// traces of one job.
@@ -63,6 +64,12 @@ pub struct Args {
     /// Also write each chart as an .svg file beside the page.
     #[arg(long)]
     svg: bool,
+    /// Print each stage on stderr as it starts, with the milliseconds since the command
+    /// started, even when stderr is not a terminal: unpickling and importing a snapshot,
+    /// reading the events, the header's search (which runs beside the rest: when it starts
+    /// and ends), the sections, the replays, the OOM stories, the page and its writing.
+    #[arg(long)]
+    timings: bool,
 }
 
 impl Args {
@@ -84,16 +91,21 @@ impl Args {
 
 /// Checks the output directory, makes the report and writes its files.
 fn write_report(o: &Args) -> Result<()> {
-    // Stage messages on stderr, only when a person is watching it.
+    // Stage messages on stderr, only when a person is watching it or timings are asked for.
     let tty = std::io::stderr().is_terminal();
     let start = Instant::now();
-    let mut progress = |what: &str| {
-        if tty {
-            eprintln!(
-                "vramtrace: [{:5.1} s] {what}",
-                start.elapsed().as_secs_f64()
-            );
-        }
+    let progress = |what: &str| {
+        // The time is read with stderr held, so lines from the search's thread and this one
+        // come out in the order of their times.
+        let mut err = std::io::stderr().lock();
+        let at = start.elapsed().as_secs_f64();
+        let _ = if o.timings {
+            writeln!(err, "vramtrace: [{:8.1} ms] {what}", at * 1e3)
+        } else if tty {
+            writeln!(err, "vramtrace: [{at:5.1} s] {what}")
+        } else {
+            Ok(())
+        };
     };
     let out = o.out.clone().unwrap_or_else(|| default_dir(&o.trace));
     // Fail on an unusable output directory before the long work, not after it.
@@ -123,7 +135,7 @@ fn write_report(o: &Args) -> Result<()> {
     let mut elf = ElfFiles::new();
     for (k, path) in detailed.into_iter().enumerate() {
         progress(&format!("opening {}", path.display()));
-        let trace = load_trace_or_snapshot(path)?;
+        let trace = load_trace_or_snapshot(path, &progress)?;
         // The SVG charts are of the first trace.
         let options = o.options(path, o.svg && k == 0);
         let files: &mut dyn ModuleFiles = if o.no_symbolize {
@@ -131,7 +143,7 @@ fn write_report(o: &Args) -> Result<()> {
         } else {
             &mut elf
         };
-        let report = generate(&trace, &options, files, &mut progress)
+        let report = generate(&trace, &options, files, &progress)
             .with_context(|| path.display().to_string())?;
         reports.push(report);
     }
@@ -207,7 +219,7 @@ fn job_ranks(inputs: &[PathBuf]) -> Result<Vec<JobInput>> {
         .par_iter()
         .enumerate()
         .map(|(input, path)| {
-            let trace = load_trace_or_snapshot(path)?;
+            let trace = load_trace_or_snapshot(path, &|_| {})?;
             let facts = (input, trace.event_count(), recorded_device_peak(&trace));
             Ok((path.clone(), facts, rank_of(&trace.metadata)))
         })
