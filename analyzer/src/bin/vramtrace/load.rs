@@ -311,7 +311,7 @@ pub fn report_input(
         }
         Ok(imported) => imported,
     };
-    progress("reading events beside building the trace");
+    progress("reading events");
     let Imported {
         metadata,
         tables,
