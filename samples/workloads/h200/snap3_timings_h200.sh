@@ -16,14 +16,8 @@ REPS=${REPS:-9}
 R=$OUT/r
 mkdir -p "$R"
 { nproc; uptime; grep -m1 'model name' /proc/cpuinfo; lscpu | grep -E '^(Thread|Core|Socket)'; } >"$R/machine.txt" 2>&1
-TIMEFORMAT='%R s wall, %U s user, %S s system'
-# One timed run: label, then the command; its stderr (the timings) and its time to $R.
-run() {
-    local label=$1
-    shift
-    echo "== $label" >>"$R/runs.txt"
-    { time "$@" >/dev/null 2>>"$R/runs.txt"; } 2>>"$R/runs.txt"
-}
+# shellcheck source=timed_runs.sh
+. "$(dirname "$0")/timed_runs.sh"
 for i in $(seq "$REPS"); do
     for b in $BINS; do
         run "$(basename "$b") $i" "$b" report "$SNAP" -o "$OUT/page-$(basename "$b")" --timings
