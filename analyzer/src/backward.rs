@@ -227,6 +227,15 @@ fn is_entry(module: &str, function: &str) -> bool {
         || (module == "torch._tensor" && function == "Tensor.backward")
 }
 
+/// Names the backward passes of `events` (a whole trace's, in file order) in place, the new
+/// stacks added to `tables`: what [`name_backward`] does to the trace made of them, without
+/// its batches' round trip.
+pub fn name_backward_events(events: &mut [Event], tables: &mut Tables) {
+    let mut namer = BackwardNamer::new(tables);
+    events.iter_mut().for_each(|e| e.stack = namer.stack_of(e));
+    namer.finish(tables);
+}
+
 /// Names the backward passes of a whole trace in place ([`BackwardNamer`]): the batches whose
 /// events change are rebuilt, the new stacks added to its tables.
 pub fn name_backward(trace: &mut Trace) {
@@ -360,6 +369,18 @@ mod tests {
             .into_iter()
             .map(|s| (s.site, s.bytes))
             .collect()
+    }
+
+    #[test]
+    fn naming_the_events_names_them_as_naming_their_trace_does() {
+        for engine in ["pt_autograd_0", ""] {
+            let trace = named(engine, &step());
+            let mut events = step();
+            let mut tables = tables(engine);
+            name_backward_events(&mut events, &mut tables);
+            assert_eq!(trace.events().collect::<Vec<_>>(), events);
+            assert_eq!(trace.tables, tables);
+        }
     }
 
     #[test]

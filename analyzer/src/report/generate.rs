@@ -11,13 +11,14 @@ use super::sections::{self, facts, from_summary, policies};
 use super::trace::TracePass;
 use crate::model::Model;
 use crate::model::device::CUDA_CONTEXT_BYTES;
+use crate::model::load;
 use crate::model::table::AllocationTable;
 use crate::policy::{PolicyError, PolicySpec};
 use crate::replay::{CapacitySource, Limits, capacity};
 use crate::summary::Summary;
 use crate::symbolize::TOP_STACKS;
 use crate::symbolize::{ModuleFiles, NoFiles, Symbolizer};
-use crate::tune::{Grid, Recorded, Tune, loaded, tune_model};
+use crate::tune::{Grid, Recorded, Tune, recorded, tune_model};
 use crate::units::count;
 use vramtrace_format::Trace;
 
@@ -92,7 +93,19 @@ pub fn generate(
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Report, ReportError> {
     progress("reading events");
-    let (model, table, recorded) = loaded(trace);
+    generate_loaded(trace, load(trace), o, files, progress)
+}
+
+/// [`generate`] with the trace's model and allocation table already built ([`load`]): a
+/// caller that built them beside the trace (a snapshot's import) starts the search sooner.
+pub fn generate_loaded(
+    trace: &Trace,
+    (model, table): (Model, AllocationTable),
+    o: &Options,
+    files: &mut dyn ModuleFiles,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Report, ReportError> {
+    let recorded = recorded(&trace.metadata, &trace.tables, table.calls);
     progress("ranking the selectable settings");
     // The headline's search needs the model only, so it starts here and runs beside all the
     // rest: the trace pass, the summary, the page's data and the policies' replays. It runs

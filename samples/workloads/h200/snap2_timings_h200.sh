@@ -17,14 +17,8 @@ REPS=${REPS:-7}
 R=$OUT/r
 mkdir -p "$R"
 { nproc; uptime; grep -m1 'model name' /proc/cpuinfo; cat /sys/kernel/mm/transparent_hugepage/enabled; } >"$R/machine.txt" 2>&1
-TIMEFORMAT='%R s wall, %U s user, %S s system'
-# One timed run: label, then the command; its stderr (the timings) and its time to $R.
-run() {
-    local label=$1
-    shift
-    echo "== $label" >>"$R/runs.txt"
-    { time "$@" >/dev/null 2>>"$R/runs.txt"; } 2>>"$R/runs.txt"
-}
+# shellcheck source=timed_runs.sh
+. "$(dirname "$0")/timed_runs.sh"
 for i in $(seq "$REPS"); do
     run "new $i" "$NEW" report "$SNAP" -o "$OUT/page-new" --timings
     run "base $i" "$BASE" report "$SNAP" -o "$OUT/page-base"

@@ -4,11 +4,12 @@ use crate::budget;
 use anyhow::{Context, Result, anyhow};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
-use vramtrace::backward::{BackwardNamer, name_backward};
+use vramtrace::backward::{BackwardNamer, name_backward, name_backward_events};
 use vramtrace::completeness::Incomplete;
-use vramtrace::interop::import_snapshot;
+use vramtrace::interop::import_snapshot::{self, Imported};
 use vramtrace::job::{Rank, rank_of, ranks};
-use vramtrace::model::{Loader, Model};
+use vramtrace::model::table::AllocationTable;
+use vramtrace::model::{Loader, Model, load};
 use vramtrace::replay::{Limits, ReplayInput, prepare};
 use vramtrace::tune::{Recorded, model_and_recorded, recorded};
 use vramtrace_format::{
@@ -288,10 +289,59 @@ pub fn load_job<R: Send>(
 /// written): what `report` accepts; `progress` hears each stage of a snapshot's import as it
 /// starts.
 pub fn load_trace_or_snapshot(path: &Path, progress: &dyn Fn(&str)) -> Result<Trace> {
+    Ok(match snapshot_or_trace(path, progress)? {
+        Err(trace) => trace,
+        Ok(imported) => imported.into_trace(),
+    })
+}
+
+/// [`load_trace_or_snapshot`] with the trace's model and allocation table
+/// ([`vramtrace::model::load`]), what the report reads first. A snapshot's are built on a
+/// thread of their own from the imported events, beside the trace made of the same events, so
+/// that the report's search, which needs the model only, starts sooner.
+pub fn report_input(
+    path: &Path,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<(Trace, (Model, AllocationTable))> {
+    let imported = match snapshot_or_trace(path, progress)? {
+        Err(trace) => {
+            progress("reading events");
+            let loaded = load(&trace);
+            return Ok((trace, loaded));
+        }
+        Ok(imported) => imported,
+    };
+    progress("reading events");
+    let Imported {
+        metadata,
+        tables,
+        events,
+        ..
+    } = imported;
+    let events = &events;
+    let (trace, loader) = std::thread::scope(|scope| {
+        let model = scope.spawn(move || {
+            let mut loader = Loader::with_rows();
+            events.iter().for_each(|e| loader.push(e));
+            loader
+        });
+        let trace = Trace::in_memory(metadata, tables, events);
+        let loader = model
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (trace, loader)
+    });
+    let loaded = loader.finish(&trace.metadata);
+    Ok((trace, loaded))
+}
+
+/// The trace at `path` (`Err`), or the PyTorch memory snapshot there imported with its
+/// backward passes named (`Ok`), as [`load_trace`] names a trace's.
+fn snapshot_or_trace(path: &Path, progress: &dyn Fn(&str)) -> Result<Result<Imported, Trace>> {
     let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
     if file.bytes().starts_with(&vramtrace_format::chunk::MAGIC) {
         drop(file);
-        return load_trace(path, false);
+        return Ok(Err(load_trace(path, false)?));
     }
     let name = path.display().to_string();
     progress("unpickling the snapshot");
@@ -299,11 +349,9 @@ pub fn load_trace_or_snapshot(path: &Path, progress: &dyn Fn(&str)) -> Result<Tr
         format!("{name}: neither a .vramtrace trace nor a PyTorch memory snapshot")
     })?;
     progress("importing the snapshot");
-    let imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
-    progress("dropping the document, building the trace");
+    let mut imported = import_snapshot::import(&doc, &name).with_context(|| name.clone())?;
+    progress("dropping the document, naming the backward passes");
     drop(doc);
-    let mut t = imported.into_trace();
-    progress("naming the backward passes");
-    name_backward(&mut t);
-    Ok(t)
+    name_backward_events(&mut imported.events, &mut imported.tables);
+    Ok(Ok(imported))
 }

@@ -7,7 +7,7 @@
 use crate::args::{PolicyList, policies};
 use crate::elf_files::ElfFiles;
 use crate::listing::job_files;
-use crate::load::load_trace_or_snapshot;
+use crate::load::{load_trace_or_snapshot, report_input};
 use anyhow::{Context, Result};
 use rayon::prelude::*;
 use std::io::{IsTerminal, Write};
@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vramtrace::job::{rank_of, ranks};
 use vramtrace::model::live::recorded_device_peak;
-use vramtrace::report::generate::{Options as ReportOptions, Report, generate, job_page, page};
+use vramtrace::report::generate::{
+    Options as ReportOptions, Report, generate_loaded, job_page, page,
+};
 use vramtrace::report::job::{JobRank, detailed};
 use vramtrace::report::page::Mode;
 use vramtrace::symbolize::{ModuleFiles, NoFiles};
@@ -135,7 +137,7 @@ fn write_report(o: &Args) -> Result<()> {
     let mut elf = ElfFiles::new();
     for (k, path) in detailed.into_iter().enumerate() {
         progress(&format!("opening {}", path.display()));
-        let trace = load_trace_or_snapshot(path, &progress)?;
+        let (trace, loaded) = report_input(path, &progress)?;
         // The SVG charts are of the first trace.
         let options = o.options(path, o.svg && k == 0);
         let files: &mut dyn ModuleFiles = if o.no_symbolize {
@@ -143,7 +145,7 @@ fn write_report(o: &Args) -> Result<()> {
         } else {
             &mut elf
         };
-        let report = generate(&trace, &options, files, &progress)
+        let report = generate_loaded(&trace, loaded, &options, files, &progress)
             .with_context(|| path.display().to_string())?;
         reports.push(report);
     }
