@@ -186,10 +186,10 @@ const BLOCKS_IN_FLIGHT: usize = 4;
 
 /// [`stream_named_blocks`] into `loader` on a thread of its own: the rows rebuilt from the
 /// chunks (decoded as [`stream_trace`] decodes them) and the naming of the backward passes on
-/// this thread, the model's pass beside them, so that the two halves of the load share the two cores rather than run
-/// one after the other. The events reach `loader` in file order, every one of them; an error
-/// of the read is returned as [`stream_named_blocks`] returns it, once the model's thread has
-/// stopped.
+/// this thread, the model's pass beside them, so that the two halves of the load share the two
+/// cores rather than run one after the other. The events reach `loader` in file order, every
+/// one of them; an error of the read is returned as [`stream_named_blocks`] returns it, once
+/// the model's thread has stopped.
 fn load_beside(path: &Path, loader: Loader) -> Result<(Loader, TraceHead)> {
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(BLOCKS_IN_FLIGHT);
