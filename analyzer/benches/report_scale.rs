@@ -67,9 +67,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..runs {
         let start = Instant::now();
         let trace = Trace::from_bytes(&bytes, ReadOptions::default())?;
+        let read = trace.event_count();
         let marks = std::sync::Mutex::new(vec![("decode".to_string(), 0.0)]);
         let here = std::thread::current().id();
-        let report = generate(&trace, &options, &mut NoFiles, &|what: &str| {
+        let report = generate(trace, &options, &mut NoFiles, &|what: &str| {
             // The stages of this thread, one after another (the search's lines, from its own
             // thread, overlap them); by the first word of their message; the message after
             // reading starts with the event count, and the work after it is the trace-side
@@ -109,7 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!(
             "run: {:.2} s, {} events, {} charts",
             totals.last().unwrap(),
-            trace.event_count(),
+            read,
             report.charts.len()
         );
     }

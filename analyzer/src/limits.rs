@@ -7,7 +7,7 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 use vramtrace_format::conventions::memory_fraction;
-use vramtrace_format::{Api, Event};
+use vramtrace_format::{Api, CUDA_SUCCESS, Event, EventBatch};
 
 /// The limits of one process on one device.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -49,26 +49,35 @@ impl ProcessLimit {
     }
 }
 
+/// Every (pid, device)'s limits, as [`limits`] finds them.
+pub type Limits = BTreeMap<(u32, i32), ProcessLimit>;
+
 /// Every (pid, device)'s limits in `events`, times taken from the first event's.
-pub fn limits(events: impl IntoIterator<Item = Event>) -> BTreeMap<(u32, i32), ProcessLimit> {
-    let mut out: BTreeMap<(u32, i32), ProcessLimit> = BTreeMap::new();
-    let mut start = None;
-    for e in events {
+pub fn limits(events: impl IntoIterator<Item = Event>) -> Limits {
+    let mut events = events.into_iter().peekable();
+    let start_ns = events.peek().map_or(0, |e| e.time_ns);
+    limits_since(start_ns, events)
+}
+
+/// [`limits`] of `events`, times taken from `start_ns` (the trace's first event's): what a
+/// caller that kept only the events [`reads`] passes.
+pub fn limits_since(start_ns: u64, events: impl IntoIterator<Item = Event>) -> Limits {
+    let mut out = Limits::new();
+    for e in events.into_iter().filter(|e| reads(e.api, e.result)) {
         let at = (e.pid, e.device);
-        let t0 = *start.get_or_insert(e.time_ns);
         match e.api {
             Api::TorchSetMemoryFraction => {
                 if let Some(f) = memory_fraction(&e) {
                     let l = out.entry(at).or_default();
                     l.fraction = (f < 1.0).then_some(f);
                     l.fraction_changes.push(FractionChange {
-                        time_ns: e.time_ns.saturating_sub(t0),
+                        time_ns: e.time_ns.saturating_sub(start_ns),
                         fraction: f,
                     });
                 }
             }
             Api::DeviceMemory => out.entry(at).or_default().device_total = Some(e.size),
-            Api::TorchAlloc if !e.succeeded() => {
+            Api::TorchAlloc => {
                 let l = out.entry(at).or_default();
                 l.free_at_first_oom.get_or_insert(e.aux);
             }
@@ -76,6 +85,31 @@ pub fn limits(events: impl IntoIterator<Item = Event>) -> BTreeMap<(u32, i32), P
         }
     }
     out
+}
+
+/// Whether [`limits`] reads an event of `api` that returned `result`: what a pass that decodes
+/// those two columns alone keeps of a trace's events ([`limit_events`]).
+pub fn reads(api: Api, result: u32) -> bool {
+    match api {
+        Api::TorchSetMemoryFraction | Api::DeviceMemory => true,
+        Api::TorchAlloc => result != CUDA_SUCCESS,
+        _ => false,
+    }
+}
+
+/// The events of `batch` that [`limits`] reads, in order, found from its api and result
+/// columns alone: a second pass over a trace's chunks for its limits rebuilds only these.
+pub fn limit_events(batch: &EventBatch) -> Vec<Event> {
+    let result = batch.column_named("result");
+    let mut kept = Vec::new();
+    let mut i = 0;
+    batch.column_named("api").for_each(batch.len(), |id| {
+        if Api::from_id(id as u16).is_some_and(|api| reads(api, result.get(i) as u32)) {
+            kept.push(batch.get(i));
+        }
+        i += 1;
+    });
+    kept
 }
 
 #[cfg(test)]
@@ -92,6 +126,35 @@ mod tests {
             result,
             ..Event::new(api)
         }
+    }
+
+    #[test]
+    fn the_limit_events_of_a_chunk_give_the_limits_of_all_its_events() {
+        let at = |t: u64, e: Event| Event { time_ns: t, ..e };
+        let events = vec![
+            at(100, ev(Api::CuMemAlloc_v2, 64, 0, 0)),
+            at(110, ev(Api::DeviceMemory, 1000, 990, 0)),
+            at(
+                150,
+                ev(Api::TorchSetMemoryFraction, 0, fraction_bits(0.5), 0),
+            ),
+            at(160, ev(Api::TorchAlloc, 300, 0, 0)),
+            at(170, ev(Api::TorchAlloc, 900, 100, 2)),
+            at(180, ev(Api::CuMemFree_v2, 0, 0, 0)),
+        ];
+        let kept = limit_events(&EventBatch::from_events(&events));
+        let apis: Vec<Api> = kept.iter().map(|e| e.api).collect();
+        assert_eq!(
+            apis,
+            [
+                Api::DeviceMemory,
+                Api::TorchSetMemoryFraction,
+                Api::TorchAlloc
+            ]
+        );
+        let whole = limits(events);
+        assert_eq!(limits_since(100, kept), whole);
+        assert_eq!(whole[&(7, 0)].fraction_changes[0].time_ns, 50);
     }
 
     #[test]

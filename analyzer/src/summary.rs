@@ -19,7 +19,7 @@ use crate::symbolize::{
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
-use vramtrace_format::{MemoryKind, Trace};
+use vramtrace_format::{MemoryKind, Tables, Trace};
 
 /// Size classes in steps of 16×, from the small-block pool of caching allocators up.
 pub const SIZE_CLASSES: [(u64, &str); 7] = [
@@ -253,19 +253,20 @@ impl Summary {
     /// does (the binary passes its ELF reader).
     pub fn with_files(trace: &Trace, top: usize, files: &mut dyn ModuleFiles) -> Summary {
         let (model, table) = load(trace);
-        Summary::with_table(trace, &table, &model, top, files)
+        Summary::with_table(&trace.tables, &table, &model, top, files)
     }
 
     /// Like [`Summary::with_files`], with the trace's request model and allocation table
-    /// already built ([`load`]; `report` builds them once for all its parts).
+    /// already built ([`load`]; `report` builds them once for all its parts); `tables` are the
+    /// trace's, which name the stacks.
     pub fn with_table(
-        trace: &Trace,
+        tables: &Tables,
         table: &AllocationTable,
         model: &Model,
         top: usize,
         files: &mut dyn ModuleFiles,
     ) -> Summary {
-        let names = StackNames::new(&trace.tables, files);
+        let names = StackNames::new(tables, files);
         let mut groups: BTreeMap<(u32, i32), GroupAcc> = BTreeMap::new();
         let mut steps = table.steps();
         while let Some(step) = steps.next() {

@@ -207,7 +207,7 @@ fn fit_tune_and_diff_agree_with_the_replays_set_up_on_every_bundled_trace() {
         }
         // `tune`'s recorded row: the recorded setting replayed at tune's capacities.
         let tuned = tune_model(
-            &trace,
+            &trace.tables.devices,
             &without_rows,
             &recorded,
             None,
@@ -222,7 +222,13 @@ fn fit_tune_and_diff_agree_with_the_replays_set_up_on_every_bundled_trace() {
         if let Some(r) = &input.recorded_policy {
             assert_eq!(r.to_string(), tuned.recorded.setting, "{name}");
         }
-        let caps = capacities(&trace, &model, None, None, CUDA_CONTEXT_BYTES);
+        let caps = capacities(
+            &trace.tables.devices,
+            &model,
+            None,
+            None,
+            CUDA_CONTEXT_BYTES,
+        );
         let at_tune = at_capacities(&input, caps);
         let spec = recorded.spec.clone();
         let report = ReplayReport::build(name, &[spec], &at_tune).unwrap();
@@ -241,7 +247,7 @@ fn fit_tune_and_diff_agree_with_the_replays_set_up_on_every_bundled_trace() {
         tunes += 1;
         // `diff`'s sides are summaries of the table: their requested peaks are the replay's
         // lower bounds where the pool served everything.
-        let summary = Summary::with_table(&trace, &table, &model, 0, &mut NoFiles);
+        let summary = Summary::with_table(&trace.tables, &table, &model, 0, &mut NoFiles);
         let diff = Diff::of(&summary, &summary);
         // A device's streams: on no device (a VMM allocation whose device the trace does not
         // say), the replay serves a stream the summary counts as segments alone.
@@ -535,7 +541,7 @@ fn tune_and_the_reports_headline_count_the_same_settings_tried() {
     let trace = open(&repo(MLP));
     let (model, recorded) = model_and_recorded(&trace);
     let report = vramtrace::tune::tune_model(
-        &trace,
+        &trace.tables.devices,
         &model,
         &recorded,
         None,

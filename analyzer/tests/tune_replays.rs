@@ -42,7 +42,13 @@ fn collapsed_equals_every_replay_with(path: &str, fraction: Option<f64>) -> (usi
         .into_iter()
         .map(|c| c.spec)
         .collect();
-    let traced = capacities(&trace, &model, None, None, CUDA_CONTEXT_BYTES);
+    let traced = capacities(
+        &trace.tables.devices,
+        &model,
+        None,
+        None,
+        CUDA_CONTEXT_BYTES,
+    );
     // An eighth above the least any allocator needs: most settings run out of memory or
     // retry there, and garbage collection runs (peaks pass the thresholds, so settings with
     // one are replayed, where at the traced capacity they take the outcome of the setting

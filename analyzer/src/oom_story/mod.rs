@@ -12,7 +12,7 @@
 //! under the recorded limit ([`crate::tune::tune_model`]), and when none serves it `fit`'s
 //! bisection of the recorded setting ([`crate::replay::fit_one`]). No second search.
 
-use crate::limits::{ProcessLimit, limits};
+use crate::limits::{Limits, ProcessLimit};
 use crate::model::device::CUDA_CONTEXT_BYTES;
 use crate::model::{Model, RequestKind, RequestStream, pytorch_alloc_conf};
 use crate::policy::alloc_conf::spec_from_alloc_conf;
@@ -23,7 +23,7 @@ use crate::replay::{address_map_at, driver, fit_one};
 use crate::symbolize::{StackBytes, StackNames, top_stacks};
 use crate::tune::{Grid, Recorded, tune_model};
 use serde::Serialize;
-use vramtrace_format::Trace;
+use vramtrace_format::{Device, Metadata};
 
 mod text;
 pub use text::render;
@@ -156,19 +156,17 @@ pub struct Smallest {
     pub memory_fraction: Option<f64>,
 }
 
-/// The story of every (process, device) whose trace records a refused request.
+/// The story of every (process, device) whose trace records a refused request; `limits` are
+/// its events' ([`crate::limits::limits`]), `metadata` and `devices` its own.
 pub fn stories(
-    trace: &Trace,
+    metadata: &Metadata,
+    devices: &[Device],
+    limits: &Limits,
     model: &Model,
     recorded: &Recorded,
     names: &StackNames,
 ) -> Result<Vec<OomStory>, PolicyError> {
-    let limits = limits(trace.events());
-    let spec = spec_from_alloc_conf(
-        pytorch_alloc_conf(&trace.metadata).unwrap_or_default(),
-        None,
-    )
-    .ok();
+    let spec = spec_from_alloc_conf(pytorch_alloc_conf(metadata).unwrap_or_default(), None).ok();
     let mut out = Vec::new();
     for stream in &model.streams {
         let Some(at) = stream
@@ -227,7 +225,7 @@ pub fn stories(
         if let Some(within) = cap {
             // The stream's own fraction caps every setting's replay.
             if let Some(t) = tune_model(
-                trace,
+                devices,
                 &alone,
                 recorded,
                 None,

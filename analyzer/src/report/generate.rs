@@ -4,6 +4,7 @@
 
 use super::charts::{REGISTRY, Rendered, render_all};
 use super::data::ReportData;
+use super::input::ReportInput;
 use super::job::JobRank;
 use super::page::{self, Mode, PageRun};
 use super::page_data::{self, Run};
@@ -20,7 +21,7 @@ use crate::symbolize::TOP_STACKS;
 use crate::symbolize::{ModuleFiles, NoFiles, Symbolizer};
 use crate::tune::{Grid, Recorded, Tune, recorded, tune_model};
 use crate::units::count;
-use vramtrace_format::Trace;
+use vramtrace_format::{Trace, TraceHead};
 
 /// What `vramtrace report` was asked for.
 #[derive(Debug, Clone, Default)]
@@ -83,29 +84,37 @@ pub enum ReportError {
     Chart(String),
 }
 
-/// Makes the report; stacks are named from the traced program's `files`; `progress` hears each
-/// stage as it starts, from the thread that runs it: the header's search, which runs beside the
-/// rest, says when it starts and when it ends.
+/// Makes the report of a decoded trace; stacks are named from the traced program's `files`;
+/// `progress` hears each stage as it starts, from the thread that runs it: the header's search,
+/// which runs beside the rest, says when it starts and when it ends.
 pub fn generate(
-    trace: &Trace,
+    trace: Trace,
     o: &Options,
     files: &mut dyn ModuleFiles,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Report, ReportError> {
     progress("reading events");
-    generate_loaded(trace, load(trace), o, files, progress)
+    let loaded = load(&trace);
+    generate_loaded(ReportInput::of(trace, loaded), o, files, progress)
 }
 
-/// [`generate`] with the trace's model and allocation table already built ([`load`]): a
-/// caller that built them beside the trace (a snapshot's import) starts the search sooner.
+/// [`generate`] from what the report reads of a trace, already made: a caller that streamed
+/// the file into it never holds the decoded trace, one that built it beside the trace (a
+/// snapshot's import) starts the search sooner.
 pub fn generate_loaded(
-    trace: &Trace,
-    (model, table): (Model, AllocationTable),
+    input: ReportInput,
     o: &Options,
     files: &mut dyn ModuleFiles,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Report, ReportError> {
-    let recorded = recorded(&trace.metadata, &trace.tables, table.calls);
+    let ReportInput {
+        head,
+        model,
+        table,
+        limits: process_limits,
+    } = input;
+    let head = &head;
+    let recorded = recorded(&head.metadata, &head.tables, table.calls);
     progress("ranking the selectable settings");
     // The headline's search needs the model only, so it starts here and runs beside all the
     // rest: the trace pass, the summary, the page's data and the policies' replays. It runs
@@ -117,8 +126,8 @@ pub fn generate_loaded(
         let searching = scope.spawn(|| {
             progress("the header's search: started");
             let tuned = match &search_pool {
-                Some(pool) => pool.install(|| search(trace, &model, &recorded, o.capacity)),
-                None => search(trace, &model, &recorded, o.capacity),
+                Some(pool) => pool.install(|| search(head, &model, &recorded, o.capacity)),
+                None => search(head, &model, &recorded, o.capacity),
             };
             progress("the header's search: done");
             tuned
@@ -127,13 +136,14 @@ pub fn generate_loaded(
             given: o.capacity,
             memory_fraction: recorded.memory_fraction,
         };
-        let rest = trace_side(trace, (&model, &table), o, limits, files, progress);
+        let rest = trace_side(head, (&model, &table), o, limits, files, progress);
         progress("waiting for the header's search");
         let tuned = searching
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         rest.map(|(data, summary, symbolizer)| (data, summary, symbolizer, tuned))
     })?;
+    drop(table);
 
     from_summary::groups(&mut data, &summary);
     data.answers = tuned?.map(|(tune, grid)| from_summary::headline(&summary, &tune, grid));
@@ -141,8 +151,16 @@ pub fn generate_loaded(
     // and native frames as module+offset.
     progress("telling the OOM stories");
     let mut no_files = NoFiles;
-    let names = crate::symbolize::StackNames::new(&trace.tables, &mut no_files);
-    data.oom_stories = crate::oom_story::stories(trace, &model, &recorded, &names)?;
+    let names = crate::symbolize::StackNames::new(&head.tables, &mut no_files);
+    let (metadata, devices) = (&head.metadata, &head.tables.devices);
+    data.oom_stories = crate::oom_story::stories(
+        metadata,
+        devices,
+        &process_limits,
+        &model,
+        &recorded,
+        &names,
+    )?;
     drop(names);
     drop(model);
     let charts = if o.svg {
@@ -164,14 +182,14 @@ pub const TUNE_WORK: usize = 40_000_000;
 /// answers read, the page's sections with each policy's replay of them, and the symbolizer
 /// that named their stacks (for the rest of the page).
 fn trace_side<'t, 'f>(
-    trace: &'t Trace,
+    trace: &'t TraceHead,
     (model, table): (&Model, &AllocationTable),
     o: &Options,
     limits: Limits,
     files: &'f mut dyn ModuleFiles,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<(ReportData, Summary, Symbolizer<'t, 'f>), ReportError> {
-    let pass = TracePass::new(trace, model, table);
+    let pass = TracePass::new(&trace.layout, model, table);
     progress(&format!(
         "{} events, {} device allocations",
         count(pass.events),
@@ -190,14 +208,15 @@ fn trace_side<'t, 'f>(
     std::thread::scope(move |scope| {
         let beside = trace.tables.modules.is_empty().then(|| {
             scope.spawn(|| {
-                let summary = Summary::with_table(trace, table, model, TOP_STACKS, &mut NoFiles);
+                let summary =
+                    Summary::with_table(&trace.tables, table, model, TOP_STACKS, &mut NoFiles);
                 progress("the summary: done");
                 summary
             })
         });
         let here = beside
             .is_none()
-            .then(|| Summary::with_table(trace, table, model, TOP_STACKS, &mut *files));
+            .then(|| Summary::with_table(&trace.tables, table, model, TOP_STACKS, &mut *files));
         let mut symbolizer = Symbolizer::new(&trace.tables, files);
         progress("building the sections");
         let mut data = sections::build(&pass, facts, &capacity, &mut |stack| {
@@ -232,7 +251,7 @@ fn trace_side<'t, 'f>(
 /// makes it: over all its settings when that is affordable ([`TUNE_WORK`]; the bounds, which
 /// the answers do not use, are left out), else each backend at its defaults.
 fn search(
-    trace: &Trace,
+    trace: &TraceHead,
     model: &Model,
     recorded: &Recorded,
     capacity: Option<u64>,
@@ -258,7 +277,7 @@ fn search(
         Grid::Backends
     };
     let tune = tune_model(
-        trace,
+        &trace.tables.devices,
         model,
         recorded,
         capacity,

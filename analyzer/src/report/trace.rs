@@ -8,7 +8,7 @@
 
 use crate::model::table::AllocationTable;
 use crate::model::{Loader, Model, Outside, RequestKind, RequestStream};
-use vramtrace_format::Trace;
+use vramtrace_format::Layout;
 
 /// `death_ns` of an allocation still live when the trace ends.
 pub const NEVER: u64 = u64::MAX;
@@ -29,10 +29,10 @@ pub struct Allocation {
     pub death_step: u32,
 }
 
-/// An allocation or a free, in call order.
+/// An allocation or a free, in call order; its time is its allocation's birth or death
+/// ([`Instance::time_ns`]), not held twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Step {
-    pub time_ns: u64,
     /// Index in [`Instance::allocations`], with [`Step::FREE`] set for a free.
     tagged: u32,
 }
@@ -70,6 +70,19 @@ pub struct Refusal {
     pub stack: u32,
 }
 
+impl Instance {
+    /// The time of `step`: its allocation's birth, or for a free its death.
+    #[inline]
+    pub fn time_ns(&self, step: Step) -> u64 {
+        let a = &self.allocations[step.allocation()];
+        if step.is_free() {
+            a.death_ns
+        } else {
+            a.birth_ns
+        }
+    }
+}
+
 /// What the pass found.
 #[derive(Debug, Clone, Default)]
 pub struct TracePass {
@@ -83,17 +96,17 @@ pub struct TracePass {
 }
 
 impl TracePass {
-    /// The instances of `model`'s request streams, timed by `trace`'s chunk index, with the
-    /// failed calls and unmatched frees of its allocation table.
-    pub fn new(trace: &Trace, model: &Model, table: &AllocationTable) -> TracePass {
-        let chunks = trace.layout.chunks.iter().filter(|c| c.event_count > 0);
+    /// The instances of `model`'s request streams, timed by the trace's chunk index (`layout`),
+    /// with the events, failed calls and unmatched frees of its allocation table.
+    pub fn new(layout: &Layout, model: &Model, table: &AllocationTable) -> TracePass {
+        let chunks = layout.chunks.iter().filter(|c| c.event_count > 0);
         let first_ns = chunks.clone().map(|c| c.first_time_ns).min().unwrap_or(0);
         let last_ns = chunks.map(|c| c.last_time_ns).max().unwrap_or(0);
         TracePass {
             instances: model.streams.iter().map(instance).collect(),
             first_ns,
             last_ns: last_ns.max(first_ns),
-            events: trace.event_count(),
+            events: table.events,
             failed_calls: table.failed_calls,
             unmatched_frees: table.unmatched_frees,
         }
@@ -129,11 +142,23 @@ impl TracePass {
 /// until that allocation is freed.
 fn instance(stream: &RequestStream) -> Instance {
     let key = stream.key;
+    // Counted first, so that neither vector outgrows what it holds (a doubling would leave
+    // up to half of the largest structure of the report unused).
+    let allocations = stream
+        .requests
+        .iter()
+        .filter(|r| r.kind == RequestKind::Alloc)
+        .count();
+    let frees = stream
+        .requests
+        .iter()
+        .filter(|r| r.kind == RequestKind::Free)
+        .count();
     let mut inst = Instance {
         pid: key.map_or(0, |k| k.pid),
         device: key.map_or(-1, |k| k.device),
-        allocations: Vec::with_capacity(stream.requests.len() / 2 + 1),
-        steps: Vec::with_capacity(stream.requests.len()),
+        allocations: Vec::with_capacity(allocations),
+        steps: Vec::with_capacity(allocations + frees),
         outside: stream.outside,
         refused: Vec::new(),
     };
@@ -157,10 +182,7 @@ fn instance(stream: &RequestStream) -> Instance {
                     death_step: u32::MAX,
                 });
                 by_slot[slot] = index;
-                inst.steps.push(Step {
-                    time_ns: r.time_ns,
-                    tagged: index,
-                });
+                inst.steps.push(Step { tagged: index });
             }
             // A refused allocation the program survived holds nothing.
             RequestKind::Attempt => inst.refused.push(Refusal {
@@ -175,7 +197,6 @@ fn instance(stream: &RequestStream) -> Instance {
                 a.death_ns = r.time_ns;
                 a.death_step = step;
                 inst.steps.push(Step {
-                    time_ns: r.time_ns,
                     tagged: index | Step::FREE,
                 });
             }
@@ -216,6 +237,8 @@ pub(crate) mod tests {
         assert_eq!(i.allocations[1].death_ns, NEVER);
         assert_eq!(i.steps.len(), 3);
         assert!(i.steps[2].is_free() && i.steps[2].allocation() == 0);
+        assert_eq!(i.time_ns(i.steps[1]), 20);
+        assert_eq!(i.time_ns(i.steps[2]), 30);
         assert_eq!(pass.unmatched_frees, 1);
         assert_eq!((pass.first_ns, pass.last_ns), (10, 40));
     }

@@ -24,7 +24,7 @@ use crate::model::table::AllocationTable;
 use crate::model::{Loader, Model};
 use crate::policy::PolicyError;
 use crate::replay::Limits;
-use vramtrace_format::Trace;
+use vramtrace_format::{Device, Trace};
 
 /// The trace's model and its recorded configuration (from the table's [`AllocationTable::calls`]),
 /// in one pass over the events that keeps no row of the table ([`Loader::requests_only`]).
@@ -54,13 +54,22 @@ pub fn tune_trace(
     context: u64,
 ) -> Result<Option<Tune>, PolicyError> {
     let (model, recorded) = model_and_recorded(trace);
-    tune_model(trace, &model, &recorded, capacity, gpu, context, Grid::Full)
+    let devices = &trace.tables.devices;
+    tune_model(
+        devices,
+        &model,
+        &recorded,
+        capacity,
+        gpu,
+        context,
+        Grid::Full,
+    )
 }
 
 /// [`tune_trace`] on the trace's `model`, already built, from its `recorded` configuration
-/// ([`model_and_recorded`]), trying `grid`.
+/// ([`model_and_recorded`]), trying `grid`; `devices` are the trace's (its tables').
 pub fn tune_model(
-    trace: &Trace,
+    devices: &[Device],
     model: &Model,
     recorded: &Recorded,
     capacity: Option<u64>,
@@ -73,7 +82,7 @@ pub fn tune_model(
         return Ok(None);
     }
     let options = TuneOptions {
-        capacities: capacities(trace, model, capacity, gpu, context),
+        capacities: capacities(devices, model, capacity, gpu, context),
         gpu_bytes: gpu,
         context_bytes: context,
         grid,
@@ -83,9 +92,9 @@ pub fn tune_model(
 
 /// The capacity [`tune_model`] replays each stream of `model` at: `capacity` (exact), else a
 /// GPU of `gpu` bytes, else the traced device, each less the CUDA context (`context`) and the
-/// memory outside the pool.
+/// memory outside the pool; `devices` are the trace's.
 pub fn capacities(
-    trace: &Trace,
+    devices: &[Device],
     model: &Model,
     capacity: Option<u64>,
     gpu: Option<u64>,
@@ -96,8 +105,7 @@ pub fn capacities(
         .iter()
         .map(|s| {
             let ordinal = s.key.expect("model streams have keys").device;
-            let device =
-                crate::replay::capacity(&trace.tables.devices, ordinal, Limits::default()).0;
+            let device = crate::replay::capacity(devices, ordinal, Limits::default()).0;
             match (capacity, gpu) {
                 (Some(c), _) => c,
                 (None, Some(g)) => pool_capacity(g, context, s.outside.peak_bytes),

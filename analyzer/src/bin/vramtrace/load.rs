@@ -8,9 +8,10 @@ use vramtrace::backward::{BackwardNamer, name_backward, name_backward_events};
 use vramtrace::completeness::Incomplete;
 use vramtrace::interop::import_snapshot::{self, Imported};
 use vramtrace::job::{Rank, rank_of, ranks};
-use vramtrace::model::table::AllocationTable;
+use vramtrace::limits::{limit_events, limits_since};
 use vramtrace::model::{Loader, Model, load};
 use vramtrace::replay::{Limits, ReplayInput, prepare};
+use vramtrace::report::input::ReportInput;
 use vramtrace::tune::{Recorded, model_and_recorded, recorded};
 use vramtrace_format::{
     Event, EventBatch, Layout, MappedFile, Metadata, ReadOptions, Tables, Trace, TraceHead,
@@ -295,22 +296,16 @@ pub fn load_trace_or_snapshot(path: &Path, progress: &dyn Fn(&str)) -> Result<Tr
     })
 }
 
-/// [`load_trace_or_snapshot`] with the trace's model and allocation table
-/// ([`vramtrace::model::load`]), what the report reads first. A snapshot's are built on a
-/// thread of their own from the imported events, beside the trace made of the same events, so
-/// that the report's search, which needs the model only, starts sooner.
-pub fn report_input(
-    path: &Path,
-    progress: &(dyn Fn(&str) + Sync),
-) -> Result<(Trace, (Model, AllocationTable))> {
-    let imported = match snapshot_or_trace(path, progress)? {
-        Err(trace) => {
-            progress("reading events");
-            let loaded = load(&trace);
-            return Ok((trace, loaded));
-        }
-        Ok(imported) => imported,
-    };
+/// What the report reads of the trace or snapshot at `path` ([`ReportInput`]): a trace is
+/// streamed ([`report_trace`]); a snapshot's model and table are built on a thread of their own
+/// from the imported events, beside the trace made of the same events, so that the report's
+/// search, which needs the model only, starts sooner.
+pub fn report_input(path: &Path, progress: &(dyn Fn(&str) + Sync)) -> Result<ReportInput> {
+    if is_trace(path)? {
+        progress("reading events");
+        return report_trace(path);
+    }
+    let imported = snapshot(path, progress)?;
     progress("reading events");
     let Imported {
         metadata,
@@ -332,17 +327,55 @@ pub fn report_input(
         (trace, loader)
     });
     let loaded = loader.finish(&trace.metadata);
-    Ok((trace, loaded))
+    Ok(ReportInput::of(trace, loaded))
+}
+
+/// The report's input of the trace at `path`, its decoded events never held whole: the model
+/// and the table with its rows built beside the decoder ([`load_beside`]), then the limits from
+/// a second pass over the mapped chunks that rebuilds only the events they read
+/// ([`limit_events`]). A trace with a crash journal beside it is read whole once, as
+/// [`load_trace`] reads it (the journal's events are added in memory, and said so once).
+fn report_trace(path: &Path) -> Result<ReportInput> {
+    if journal::path_for(path).exists() {
+        let trace = load_trace(path, false)?;
+        let loaded = load(&trace);
+        return Ok(ReportInput::of(trace, loaded));
+    }
+    let (loader, head) = load_beside(path, Loader::with_rows())?;
+    let (model, table) = loader.finish(&head.metadata);
+    let mut kept = Vec::new();
+    stream_trace(
+        path,
+        false,
+        |b| limit_events(&b),
+        |events| kept.extend(events),
+    )?;
+    Ok(ReportInput {
+        limits: limits_since(table.start_ns, kept),
+        head,
+        model,
+        table,
+    })
+}
+
+/// Whether the file at `path` is a `.vramtrace` trace (by its first chunk's magic).
+fn is_trace(path: &Path) -> Result<bool> {
+    let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
+    Ok(file.bytes().starts_with(&vramtrace_format::chunk::MAGIC))
 }
 
 /// The trace at `path` (`Err`), or the PyTorch memory snapshot there imported with its
 /// backward passes named (`Ok`), as [`load_trace`] names a trace's.
 fn snapshot_or_trace(path: &Path, progress: &dyn Fn(&str)) -> Result<Result<Imported, Trace>> {
-    let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
-    if file.bytes().starts_with(&vramtrace_format::chunk::MAGIC) {
-        drop(file);
+    if is_trace(path)? {
         return Ok(Err(load_trace(path, false)?));
     }
+    snapshot(path, progress).map(Ok)
+}
+
+/// The PyTorch memory snapshot at `path`, imported with its backward passes named.
+fn snapshot(path: &Path, progress: &dyn Fn(&str)) -> Result<Imported> {
+    let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
     let name = path.display().to_string();
     progress("unpickling the snapshot");
     let doc = pickle::read(file.bytes()).with_context(|| {
@@ -353,5 +386,5 @@ fn snapshot_or_trace(path: &Path, progress: &dyn Fn(&str)) -> Result<Result<Impo
     progress("dropping the document, naming the backward passes");
     drop(doc);
     name_backward_events(&mut imported.events, &mut imported.tables);
-    Ok(Ok(imported))
+    Ok(imported)
 }

@@ -137,7 +137,7 @@ fn write_report(o: &Args) -> Result<()> {
     let mut elf = ElfFiles::new();
     for (k, path) in detailed.into_iter().enumerate() {
         progress(&format!("opening {}", path.display()));
-        let (trace, loaded) = report_input(path, &progress)?;
+        let input = report_input(path, &progress)?;
         // The SVG charts are of the first trace.
         let options = o.options(path, o.svg && k == 0);
         let files: &mut dyn ModuleFiles = if o.no_symbolize {
@@ -145,7 +145,7 @@ fn write_report(o: &Args) -> Result<()> {
         } else {
             &mut elf
         };
-        let report = generate_loaded(&trace, loaded, &options, files, &progress)
+        let report = generate_loaded(input, &options, files, &progress)
             .with_context(|| path.display().to_string())?;
         reports.push(report);
     }

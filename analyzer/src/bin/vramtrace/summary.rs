@@ -57,14 +57,15 @@ impl Args {
         let (model, table, recorded) = loaded(&trace);
         // Native frames named from the modules' files, as `report` names them.
         let mut files = ElfFiles::new();
-        let summary = Summary::with_table(&trace, &table, &model, self.top, &mut files);
+        let summary = Summary::with_table(&trace.tables, &table, &model, self.top, &mut files);
         drop(table);
         let names = StackNames::new(&trace.tables, &mut files);
-        let stories = oom_story::stories(&trace, &model, &recorded, &names)?;
+        let limits = vramtrace::limits::limits(trace.events());
+        let (metadata, devices) = (&trace.metadata, &trace.tables.devices);
+        let stories = oom_story::stories(metadata, devices, &limits, &model, &recorded, &names)?;
         drop(names);
         let first = trace.events().next().map_or(0, |e| e.time_ns);
         let depth = self.depth;
-        let limits = vramtrace::limits::limits(trace.events());
         let out = SummaryOutput {
             summary: &summary,
             limits: limits

@@ -70,7 +70,7 @@ impl Args {
             );
         }
         let t = tune_model(
-            &trace,
+            &trace.tables.devices,
             &model,
             &recorded,
             self.capacity,

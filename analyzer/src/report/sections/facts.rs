@@ -5,14 +5,14 @@ use crate::model::Model;
 use crate::report::data::{ProcessFacts, TraceFacts};
 use crate::report::trace::TracePass;
 use crate::units::bytes;
-use vramtrace_format::Trace;
+use vramtrace_format::TraceHead;
 
 /// The facts of `trace` shown as `file`; `symbolized` when its stacks are named from the
 /// program's files.
 pub fn of(
     file: &str,
     symbolized: bool,
-    trace: &Trace,
+    trace: &TraceHead,
     pass: &TracePass,
     model: &Model,
 ) -> TraceFacts {

@@ -13,16 +13,16 @@ pub const FOCUS_BUCKETS: usize = 4_000;
 /// `peak_ns` and by 2% either side, clamped to `[first_ns, last_ns]`: where memory moves, not
 /// the idle start of a program loading its data.
 pub fn focus(instance: &Instance, peak_ns: u64, first_ns: u64, last_ns: u64) -> Buckets {
-    let times: Vec<u64> = instance.steps.iter().map(|s| s.time_ns).collect();
-    let n = times.len();
+    let n = instance.steps.len();
     if n < 2 {
         return Buckets::new(first_ns, last_ns, FOCUS_BUCKETS);
     }
+    let time = |i: usize| instance.time_ns(instance.steps[i]);
     let k = ((n as f64 * FOCUS_SHARE).ceil() as usize).clamp(1, n);
     // Steps are in call order, so their times never decrease: a sliding window of k steps.
-    let (mut a, mut b) = (times[0], times[n - 1]);
+    let (mut a, mut b) = (time(0), time(n - 1));
     for i in 0..=n - k {
-        let (x, y) = (times[i], times[i + k - 1]);
+        let (x, y) = (time(i), time(i + k - 1));
         if y - x < b - a {
             (a, b) = (x, y);
         }

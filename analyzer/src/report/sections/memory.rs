@@ -10,21 +10,22 @@ use crate::sums::Live;
 pub fn requested(instance: &Instance, buckets: Buckets) -> (Series, Peak, Option<usize>) {
     let mut series = SeriesBuilder::new(buckets);
     let (mut live, mut peak, mut at) = (Live::default(), Peak::default(), None);
-    for (i, step) in instance.steps.iter().enumerate() {
+    for (i, &step) in instance.steps.iter().enumerate() {
         let a = &instance.allocations[step.allocation()];
+        let time_ns = instance.time_ns(step);
         if step.is_free() {
             live.sub(a.size);
         } else {
             live.add(a.size);
             if live.bytes() > peak.bytes || at.is_none() {
                 peak = Peak {
-                    time_ns: step.time_ns,
+                    time_ns,
                     bytes: live.bytes(),
                 };
                 at = Some(i);
             }
         }
-        series.step(step.time_ns, live.bytes());
+        series.step(time_ns, live.bytes());
     }
     (series.finish(), peak, at)
 }

@@ -29,11 +29,12 @@ pub fn collect(instance: &Instance, origin_ns: u64, from_ns: u64, to_ns: u64) ->
     // shorter than a slice still show, as in the memory chart.
     let mut top = SeriesBuilder::new(Buckets::new(from_ns, to_ns, SAMPLES));
     let (mut live, mut started) = (Live::default(), false);
-    for step in &instance.steps {
-        if step.time_ns >= to_ns {
+    for &step in &instance.steps {
+        let time_ns = instance.time_ns(step);
+        if time_ns >= to_ns {
             break;
         }
-        if step.time_ns >= from_ns && !started {
+        if time_ns >= from_ns && !started {
             top.step(from_ns, live.bytes());
             started = true;
         }
@@ -44,7 +45,7 @@ pub fn collect(instance: &Instance, origin_ns: u64, from_ns: u64, to_ns: u64) ->
             live.add(a.size);
         }
         if started {
-            top.step(step.time_ns, live.bytes());
+            top.step(time_ns, live.bytes());
         }
     }
     if !started {
@@ -109,7 +110,8 @@ pub fn zoom_window(instance: &Instance, peak_step: usize) -> (u64, u64) {
     let steps = &instance.steps;
     let a = peak_step.saturating_sub(ZOOM_STEPS);
     let b = (peak_step + ZOOM_STEPS).min(steps.len() - 1);
-    (steps[a].time_ns, steps[b].time_ns.max(steps[a].time_ns + 1))
+    let (a, b) = (instance.time_ns(steps[a]), instance.time_ns(steps[b]));
+    (a, b.max(a + 1))
 }
 
 #[cfg(test)]
