@@ -1,0 +1,39 @@
+//! Reading a large pickle in parts on rayon's threads, to the same result as in one piece.
+//!
+//! [`super::split`] finds the batches of items a part can read alone; each is read on a
+//! thread of its own ([`super::reader::read_part`]), then one reader runs the opcodes between
+//! them and appends each part where its bytes are ([`super::reader::read_joined`]). Whatever
+//! that cannot do as one piece would (a shape the split does not understand, an error, a
+//! limit), the pickle is read again in one piece, which gives its real result or error: a
+//! damaged pickle costs a second reading, a snapshot none.
+
+use super::reader::{Limits, read_joined, read_part, read_serial};
+use super::{Document, Result, split};
+use rayon::prelude::*;
+
+/// Pickles shorter than this are read in one piece: their parts would be too few to pay for
+/// the walk and the joining.
+pub(super) const MIN_LEN: usize = 1 << 20;
+
+/// The smallest batch read as a part: a snapshot's trace batches are 80 to 110 KB (1,000
+/// entries each), which keeps the parts few and the joining short.
+pub(super) const MIN_PART: usize = 16 << 10;
+
+/// Reads `bytes` in parts of at least `min_part` bytes where it can, else in one piece.
+pub(super) fn read(bytes: &[u8], limits: Limits, min_part: usize) -> Result<Document<'_>> {
+    match read_in_parts(bytes, limits, min_part) {
+        Some(doc) => Ok(doc),
+        None => read_serial(bytes, limits),
+    }
+}
+
+/// `bytes` read in parts, or `None` where reading it in one piece is needed.
+pub(super) fn read_in_parts(bytes: &[u8], limits: Limits, min_part: usize) -> Option<Document<'_>> {
+    let plan = split::plan(bytes, min_part).filter(|p| p.parts.len() >= 2)?;
+    let parts: Option<Vec<_>> = plan
+        .parts
+        .par_iter()
+        .map(|&part| read_part(bytes, part, &plan.made_at, limits).ok())
+        .collect();
+    read_joined(bytes, limits, parts?).ok()
+}
