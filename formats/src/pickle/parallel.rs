@@ -15,6 +15,12 @@ use rayon::prelude::*;
 /// the walk and the joining.
 pub(super) const MIN_LEN: usize = 1 << 20;
 
+/// Fewer threads than this read in one piece. Reading in parts takes about twice the CPU of
+/// one piece (the walk costs about three quarters of a reading, the parts together a little
+/// more than one, the joining a fifth, on the GPT-2 snapshot of analyzer/BENCHMARKS.md,
+/// "punpick"), so it pays only where the threads outnumber that: not on two.
+pub(super) const MIN_THREADS: usize = 4;
+
 /// The smallest batch read as a part: a snapshot's trace batches are 80 to 110 KB (1,000
 /// entries each), which keeps the parts few and the joining short.
 pub(super) const MIN_PART: usize = 16 << 10;

@@ -8,7 +8,7 @@
 //! costs nothing).
 
 use super::opcode::{self as op, code_executing, unsupported};
-use super::split::{OPAQUE, Part};
+use super::split::{Made, Part, made, opcode_len};
 use super::value::{Document, Full, Id, Kind, Node, Remap, StrId, Value};
 use super::{Error, Result, parallel};
 use std::borrow::Cow;
@@ -68,7 +68,7 @@ pub fn memory_spent(bytes: &[u8]) -> Result<usize> {
 /// Reads one pickle: a large one in parts on rayon's threads where it can
 /// ([`parallel`]), with the same result and the same error as in one piece.
 pub fn read_with(bytes: &[u8], limits: Limits) -> Result<Document<'_>> {
-    if bytes.len() >= parallel::MIN_LEN && rayon::current_num_threads() > 1 {
+    if bytes.len() >= parallel::MIN_LEN && rayon::current_num_threads() >= parallel::MIN_THREADS {
         return parallel::read(bytes, limits, parallel::MIN_PART);
     }
     read_serial(bytes, limits)
@@ -112,9 +112,11 @@ pub(super) fn read_part<'a>(
     let limits = Limits {
         max_containers: limits.max_containers.min(OUTER as usize),
         max_memo: limits.max_memo,
-        max_memory: limits.max_memory.min(len.saturating_mul(4 * MEMORY_PER_BYTE)),
+        max_memory: limits
+            .max_memory
+            .min(len.saturating_mul(4 * MEMORY_PER_BYTE)),
     };
-    let mut r = Reader::sized(&bytes[..part.end], limits, len);
+    let mut r = Reader::sized(bytes, limits, len);
     r.pos = part.start;
     r.stop = part.end;
     r.memo_base = part.memo_base;
@@ -821,23 +823,21 @@ impl<'a, 'p> Reader<'a, 'p> {
     #[inline(never)]
     fn outer(&mut self, at: u64, index: u32) -> Result<Value> {
         let made = match self.made_at {
-            Some(made_at) if index < self.memo_base => made_at[index as usize],
+            Some(made_at) if index < self.memo_base => made(made_at[index as usize]),
             _ => {
                 return Err(self.malformed(at, &format!("memo entry {index} was never stored")));
             }
         };
         let stand_in = Id(index | OUTER);
-        if made == OPAQUE || index >= OUTER {
+        if index >= OUTER {
             return Err(self.unsplittable(at));
         }
-        let made = made as usize;
-        Ok(match self.bytes[made] {
-            op::EMPTY_LIST => Value::List(stand_in),
-            op::EMPTY_DICT => Value::Dict(stand_in),
-            op::EMPTY_TUPLE | op::TUPLE | op::TUPLE1 | op::TUPLE2 | op::TUPLE3 => {
-                Value::Tuple(stand_in)
-            }
-            code => {
+        Ok(match made {
+            Made::List => Value::List(stand_in),
+            Made::Dict => Value::Dict(stand_in),
+            Made::Tuple => Value::Tuple(stand_in),
+            Made::Opaque => return Err(self.unsplittable(at)),
+            Made::Str(made) => {
                 let slot = index as usize % OUTER_STRINGS;
                 if self.outer_strings.is_empty() {
                     self.outer_strings = vec![(u32::MAX, StrId(0)); OUTER_STRINGS];
@@ -845,14 +845,17 @@ impl<'a, 'p> Reader<'a, 'p> {
                 if self.outer_strings[slot].0 == index {
                     return Ok(Value::Str(self.outer_strings[slot].1));
                 }
-                let (header, width) = match code {
-                    op::SHORT_BINUNICODE | op::SHORT_BINSTRING => (2, 1),
-                    op::BINUNICODE | op::BINSTRING => (5, 4),
-                    _ => (9, 8),
+                // The opcode, its length, then the string.
+                let header = match self.bytes[made] {
+                    op::SHORT_BINUNICODE | op::SHORT_BINSTRING => 2,
+                    op::BINUNICODE | op::BINSTRING => 5,
+                    _ => 9,
                 };
-                let mut len = [0u8; 8];
-                len[..width].copy_from_slice(&self.bytes[made + 1..made + header]);
-                let b = &self.bytes[made + header..][..u64::from_le_bytes(len) as usize];
+                let end = opcode_len(self.bytes, made).map_or(made, |n| made + n);
+                let b = self
+                    .bytes
+                    .get(made + header..end)
+                    .ok_or_else(|| self.unsplittable(at))?;
                 let s = std::str::from_utf8(b).map_err(|_| self.unsplittable(at))?;
                 let before = self.doc.strings();
                 let id = self.doc.intern(Cow::Borrowed(s));
@@ -882,10 +885,16 @@ impl<'a, 'p> Reader<'a, 'p> {
         {
             return Err(self.unsplittable(at));
         }
-        self.stack.extend(part.values.iter().map(|&v| remap.value(v, &self.memo)));
-        let memo: Vec<Value> = part.memo.iter().map(|&v| remap.value(v, &self.memo)).collect();
+        self.stack
+            .extend(part.values.iter().map(|&v| remap.value(v, &self.memo)));
+        let memo: Vec<Value> = part
+            .memo
+            .iter()
+            .map(|&v| remap.value(v, &self.memo))
+            .collect();
         self.memo.extend(memo);
-        self.regrown.extend(part.regrown.iter().map(|&id| remap.id(id)));
+        self.regrown
+            .extend(part.regrown.iter().map(|&id| remap.id(id)));
         if remap.failed() {
             return Err(self.unsplittable(at));
         }

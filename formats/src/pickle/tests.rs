@@ -569,7 +569,10 @@ fn recorded_snapshots_read_in_parts_give_the_same_document() {
     for bytes in recorded_snapshots() {
         let limits = Limits::for_len(bytes.len());
         for min_part in [1, 64] {
-            assert!(same_in_parts(&bytes, limits, min_part), "parts of {min_part} bytes");
+            assert!(
+                same_in_parts(&bytes, limits, min_part),
+                "parts of {min_part} bytes"
+            );
         }
         // Too few parts of this size in some of them: read in one piece.
         same_in_parts(&bytes, limits, 1024);
@@ -583,7 +586,10 @@ fn every_truncation_of_a_real_snapshot_declines_to_read_in_parts() {
     let bytes = &recorded_snapshots()[0];
     for end in 0..bytes.len() {
         let limits = Limits::for_len(end);
-        assert!(!same_in_parts(&bytes[..end], limits, 1), "prefix of {end} bytes");
+        assert!(
+            !same_in_parts(&bytes[..end], limits, 1),
+            "prefix of {end} bytes"
+        );
     }
 }
 
@@ -650,7 +656,11 @@ fn snapshot_like(entries: &[(Vec<usize>, i64, u8)], frames: usize) -> Vec<u8> {
     let trace = doc.new_list();
     for (picks, addr, action) in entries {
         let e = doc.new_dict();
-        doc.set_str(&e, "action", ["alloc", "free_requested", "N/A"][*action as usize % 3]);
+        doc.set_str(
+            &e,
+            "action",
+            ["alloc", "free_requested", "N/A"][*action as usize % 3],
+        );
         doc.set_int(&e, "addr", i128::from(*addr) << (*action % 70));
         let list = doc.new_list();
         for &p in picks {

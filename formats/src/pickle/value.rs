@@ -341,7 +341,11 @@ impl<'a> Document<'a> {
                     let e = d.entries(&Value::Dict(id)).expect("a dict");
                     (Kind::Dict, e.keys().to_vec(), e.values().to_vec())
                 }
-                kind => (kind, d.items(&Value::List(id)).expect("items").to_vec(), vec![]),
+                kind => (
+                    kind,
+                    d.items(&Value::List(id)).expect("items").to_vec(),
+                    vec![],
+                ),
             }
         };
         let bits = |f: &[f64]| f.iter().map(|f| f.to_bits()).collect::<Vec<_>>();

@@ -102,7 +102,10 @@ impl<'a> Document<'a> {
                 index: index + own_items,
             },
             Node::Entries { keys: 0, .. } => Node::Entries { keys: 0, values: 0 },
-            Node::Entries { keys: span, values: v } => Node::Entries {
+            Node::Entries {
+                keys: span,
+                values: v,
+            } => Node::Entries {
                 keys: span + spans,
                 values: v + values,
             },
@@ -121,8 +124,11 @@ impl<'a> Document<'a> {
         self.items.extend(part.items.iter().map(re));
         self.keys.extend(part.keys.iter().map(re));
         self.values.extend(part.values.iter().map(re));
-        self.own_items
-            .extend(part.own_items.iter().map(|own| own.iter().map(re).collect()));
+        self.own_items.extend(
+            part.own_items
+                .iter()
+                .map(|own| own.iter().map(re).collect()),
+        );
         for own in &part.own_dicts {
             let mut own = OwnDict {
                 keys: own.keys.iter().map(re).collect(),
