@@ -1,7 +1,7 @@
 //! Reading a large pickle in parts on rayon's threads, to the same result as in one piece.
 //!
 //! [`super::split`] finds the batches of items a part can read alone; each is read on a
-//! thread of its own ([`super::reader::read_part`]), then one reader runs the opcodes between
+//! thread of its own ([`super::reader::read_part`]) while one reader runs the opcodes between
 //! them and appends each part where its bytes are ([`super::reader::read_joined`]). Whatever
 //! that cannot do as one piece would (a shape the split does not understand, an error, a
 //! limit), the pickle is read again in one piece, which gives its real result or error: a
@@ -33,13 +33,32 @@ pub(super) fn read(bytes: &[u8], limits: Limits, min_part: usize) -> Result<Docu
     }
 }
 
-/// `bytes` read in parts, or `None` where reading it in one piece is needed.
+/// `bytes` read in parts, or `None` where reading it in one piece is needed. The parts are
+/// read on rayon's threads while this thread joins them in order, each as soon as it and
+/// those before it are read.
 pub(super) fn read_in_parts(bytes: &[u8], limits: Limits, min_part: usize) -> Option<Document<'_>> {
     let plan = split::plan(bytes, min_part).filter(|p| p.parts.len() >= 2)?;
-    let parts: Option<Vec<_>> = plan
-        .parts
-        .par_iter()
-        .map(|&part| read_part(bytes, part, &plan.made_at, limits).ok())
-        .collect();
-    read_joined(bytes, limits, parts?).ok()
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            plan.parts
+                .par_iter()
+                .enumerate()
+                .for_each_with(tx, |tx, (i, &part)| {
+                    // The joining stopped early when nothing receives.
+                    let _ = tx.send((i, read_part(bytes, part, &plan.made_at, limits).ok()));
+                });
+        });
+        let mut read: Vec<Option<Option<_>>> = plan.parts.iter().map(|_| None).collect();
+        let mut next = 0;
+        let in_order = std::iter::from_fn(|| {
+            while next < read.len() && read[next].is_none() {
+                let (i, part) = rx.recv().ok()?;
+                read[i] = Some(part);
+            }
+            next += 1;
+            read.get_mut(next - 1)?.take()
+        });
+        read_joined(bytes, limits, in_order).ok()
+    })
 }

@@ -134,7 +134,7 @@ pub(super) fn read_part<'a>(
     })
 }
 
-/// Reads `bytes` with `parts` read already, in order: the opcodes between them as one piece
+/// Reads `bytes` with `parts` read already (`None` for one that failed), in order: the opcodes between them as one piece
 /// does, each part's document appended where its bytes are and its values pushed where its
 /// mark is. Fails on anything one piece might do otherwise, so that the caller reads it in
 /// one piece then: an error, a limit passed, memory beyond the budget that one piece could
@@ -142,10 +142,13 @@ pub(super) fn read_part<'a>(
 pub(super) fn read_joined<'a>(
     bytes: &'a [u8],
     limits: Limits,
-    parts: Vec<PartRead<'a>>,
+    parts: impl IntoIterator<Item = Option<PartRead<'a>>>,
 ) -> Result<Document<'a>> {
     let mut r = Reader::new(bytes, limits);
     for part in parts {
+        let Some(part) = part else {
+            return Err(r.unsplittable(r.pos as u64));
+        };
         r.stop = part.part.start;
         if r.step_all()? {
             return Err(r.unsplittable(r.pos as u64));
@@ -873,7 +876,11 @@ impl<'a, 'p> Reader<'a, 'p> {
     /// entries into the memo, its charges to the budget.
     fn join(&mut self, part: PartRead<'a>) -> Result<()> {
         let at = part.part.start as u64;
-        if self.memo.len() != part.part.memo_base as usize || !self.sparse_memo.is_empty() {
+        // The part was read from an empty stack, as the items of the mark just pushed.
+        if self.memo.len() != part.part.memo_base as usize
+            || !self.sparse_memo.is_empty()
+            || self.marks.last() != Some(&self.stack.len())
+        {
             return Err(self.unsplittable(at));
         }
         let remap: Remap = self

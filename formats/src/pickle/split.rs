@@ -73,7 +73,7 @@ pub(super) fn made(entry: u32) -> Made {
     }
 }
 
-/// The bytes the opcode at `pos` takes, itself included; `None` past the end.
+/// The bytes the opcode at `pos` takes, itself included; `None` when they pass the end.
 #[inline(always)]
 pub(super) fn opcode_len(bytes: &[u8], pos: usize) -> Option<usize> {
     let code = *bytes.get(pos)?;
@@ -96,7 +96,8 @@ pub(super) fn opcode_len(bytes: &[u8], pos: usize) -> Option<usize> {
         }
         _ => 0,
     };
-    arg.checked_add(1)
+    let n = arg.checked_add(1)?;
+    (pos.checked_add(n)? <= bytes.len()).then_some(n)
 }
 
 /// The parts of `bytes` of at least `min_part` bytes each, outermost batches that hold no
@@ -204,7 +205,7 @@ fn frames(bytes: &[u8]) -> Vec<(usize, usize)> {
     };
     while bytes.get(at) == Some(&op::FRAME) {
         let Some(next) = opcode_len(bytes, at).and_then(|n| {
-            let len = u64::from_le_bytes(bytes[at + 1..at + 9].try_into().ok()?);
+            let len = u64::from_le_bytes(bytes.get(at + 1..at + 9)?.try_into().ok()?);
             (at + n).checked_add(usize::try_from(len).ok()?)
         }) else {
             break;
