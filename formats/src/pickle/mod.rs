@@ -65,7 +65,9 @@
 //! pytorch/pytorch issue 183842).
 
 mod opcode;
+mod parallel;
 mod reader;
+mod split;
 mod value;
 mod writer;
 

@@ -8,8 +8,9 @@
 //! costs nothing).
 
 use super::opcode::{self as op, code_executing, unsupported};
-use super::value::{Document, Full, Id, Kind, Node, StrId, Value};
-use super::{Error, Result};
+use super::split::{Made, Part, made, opcode_len};
+use super::value::{Document, Full, Id, Kind, Node, Remap, StrId, Value};
+use super::{Error, Result, parallel};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
@@ -64,12 +65,123 @@ pub fn memory_spent(bytes: &[u8]) -> Result<usize> {
     Ok(r.spent)
 }
 
-/// Reads one pickle.
+/// Reads one pickle: a large one in parts on rayon's threads where it can
+/// ([`parallel`]), with the same result and the same error as in one piece.
 pub fn read_with(bytes: &[u8], limits: Limits) -> Result<Document<'_>> {
+    if bytes.len() >= parallel::MIN_LEN && rayon::current_num_threads() >= parallel::MIN_THREADS {
+        return parallel::read(bytes, limits, parallel::MIN_PART);
+    }
+    read_serial(bytes, limits)
+}
+
+/// Reads one pickle in one piece, on this thread.
+pub(super) fn read_serial(bytes: &[u8], limits: Limits) -> Result<Document<'_>> {
     let mut r = Reader::new(bytes, limits);
     r.step_all()?;
     Ok(r.doc)
 }
+
+/// One part of a pickle read alone ([`read_part`]), to be joined by [`read_joined`].
+pub(super) struct PartRead<'a> {
+    part: Part,
+    doc: Document<'a>,
+    /// The values it pushed, bottom first.
+    values: Vec<Value>,
+    /// The memo entries it made, from `part.memo_base` on.
+    memo: Vec<Value>,
+    spent: usize,
+    regrown: Vec<Id>,
+}
+
+/// Reads `part` of `bytes` alone: from an empty stack, its own memo entries from
+/// `part.memo_base` on, those before it found through `made_at` ([`super::split::Plan`]): a
+/// string is read again where it was made, a container is a stand-in (its memo index with
+/// [`OUTER`] set) that only [`read_joined`] replaces. Any opcode the stand-in would change
+/// (appending to it, setting its items) fails the part. Its limits are its share of `limits`
+/// by length.
+pub(super) fn read_part<'a>(
+    bytes: &'a [u8],
+    part: Part,
+    made_at: &[u32],
+    limits: Limits,
+) -> Result<PartRead<'a>> {
+    // A part's bytes bound what it makes (a container per byte at most), and its memory to
+    // four times what the budget allows a byte, so that the parts read at once stay within a
+    // few budgets; the joining checks the whole.
+    let len = part.end - part.start;
+    let limits = Limits {
+        max_containers: limits.max_containers.min(OUTER as usize),
+        max_memo: limits.max_memo,
+        max_memory: limits
+            .max_memory
+            .min(len.saturating_mul(4 * MEMORY_PER_BYTE)),
+    };
+    let mut r = Reader::sized(bytes, limits, len);
+    r.pos = part.start;
+    r.stop = part.end;
+    r.memo_base = part.memo_base;
+    r.made_at = Some(made_at);
+    if r.step_all()? || !r.marks.is_empty() || !r.sparse_memo.is_empty() {
+        return Err(r.unsplittable(part.end as u64));
+    }
+    Ok(PartRead {
+        part,
+        doc: r.doc,
+        values: r.stack,
+        memo: r.memo,
+        spent: r.spent,
+        regrown: r.regrown,
+    })
+}
+
+/// Reads `bytes` with `parts` read already (`None` for one that failed), in order: the opcodes between them as one piece
+/// does, each part's document appended where its bytes are and its values pushed where its
+/// mark is. Fails on anything one piece might do otherwise, so that the caller reads it in
+/// one piece then: an error, a limit passed, memory beyond the budget that one piece could
+/// have charged.
+pub(super) fn read_joined<'a>(
+    bytes: &'a [u8],
+    limits: Limits,
+    parts: impl IntoIterator<Item = Option<PartRead<'a>>>,
+) -> Result<Document<'a>> {
+    let mut r = Reader::new(bytes, limits);
+    for part in parts {
+        let Some(part) = part else {
+            return Err(r.unsplittable(r.pos as u64));
+        };
+        r.stop = part.part.start;
+        if r.step_all()? {
+            return Err(r.unsplittable(r.pos as u64));
+        }
+        r.join(part)?;
+    }
+    r.stop = usize::MAX;
+    if !r.step_all()? {
+        return Err(r.unsplittable(r.pos as u64));
+    }
+    // One piece charges the same but for the copies of containers that grow after others
+    // were made, at most once each and at most its final length; a part's arenas grow at
+    // least as much, so it shares no less, but which containers one piece copies depends on
+    // its spans, so the bound takes every container that grew twice.
+    r.regrown.sort_unstable();
+    r.regrown.dedup();
+    let copies: usize = r
+        .regrown
+        .iter()
+        .map(|&id| r.doc.len_of(id) * ENTRY_COST)
+        .sum();
+    if r.spent.saturating_add(copies) > limits.max_memory {
+        return Err(r.unsplittable(r.pos as u64));
+    }
+    Ok(r.doc)
+}
+
+/// Set in the index of a part's stand-in for a container made before the part
+/// ([`read_part`]); below it, a part's own containers.
+pub(super) const OUTER: u32 = 1 << 31;
+
+/// Memo strings of the parts before a part that it keeps at hand, by memo index modulo this.
+const OUTER_STRINGS: usize = 256;
 
 /// What the reader charges, in bytes: a value pushed (its stack slot, then its place in a
 /// container's arena; the copy made when a container moves to a vector of its own is charged
@@ -81,7 +193,7 @@ const ENTRY_COST: usize = 2 * std::mem::size_of::<Value>();
 const MARK_COST: usize = 2 * std::mem::size_of::<usize>();
 const STRING_COST: usize = 4 * std::mem::size_of::<Cow<'static, str>>();
 
-struct Reader<'a> {
+struct Reader<'a, 'p> {
     bytes: &'a [u8],
     pos: usize,
     doc: Document<'a>,
@@ -99,18 +211,34 @@ struct Reader<'a> {
     /// `compile_context`, `"N/A"`), and the same bytes need neither the UTF-8 check nor the
     /// interning's hash again.
     last_string: Option<(&'a [u8], StrId)>,
+    /// Where [`Reader::step_all`] pauses: the end of a part, or the start of the next part
+    /// for [`read_joined`]; past the end when the whole pickle is read in one piece.
+    stop: usize,
+    /// The memo index of `memo[0]`: a part's first.
+    memo_base: u32,
+    /// For a part, where the memo entries before it were made ([`super::split::Plan`]).
+    made_at: Option<&'p [u32]>,
+    /// Strings of memo entries before a part, as [`Reader::outer`] last found them.
+    outer_strings: Vec<(u32, StrId)>,
+    /// Containers extended when not empty: the ones that can have been copied.
+    regrown: Vec<Id>,
 }
 
-impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8], limits: Limits) -> Reader<'a> {
+impl<'a, 'p> Reader<'a, 'p> {
+    fn new(bytes: &'a [u8], limits: Limits) -> Reader<'a, 'p> {
+        Reader::sized(bytes, limits, bytes.len())
+    }
+
+    /// A reader with room for `len` bytes of `bytes`.
+    fn sized(bytes: &'a [u8], limits: Limits, len: usize) -> Reader<'a, 'p> {
         // A snapshot memoizes about one value per 32 bytes (the GPT-2 training snapshot of
         // analyzer/BENCHMARKS.md: 576,246 in 18.9 MB); past the reservation the memo is copied.
-        let mut memo = Vec::with_capacity(bytes.len() / 24);
+        let mut memo = Vec::with_capacity(len / 24);
         crate::huge_pages::advise_huge_pages(&mut memo);
         Reader {
             bytes,
             pos: 0,
-            doc: Document::with_capacity_for(bytes.len()),
+            doc: Document::with_capacity_for(len),
             stack: Vec::new(),
             marks: Vec::new(),
             memo,
@@ -118,12 +246,20 @@ impl<'a> Reader<'a> {
             limits,
             spent: 0,
             last_string: None,
+            stop: usize::MAX,
+            memo_base: 0,
+            made_at: None,
+            outer_strings: Vec::new(),
+            regrown: Vec::new(),
         }
     }
 
-    /// Runs opcodes up to and including `STOP`.
-    fn step_all(&mut self) -> Result<()> {
+    /// Runs opcodes up to and including `STOP` (true) or up to `self.stop` (false).
+    fn step_all(&mut self) -> Result<bool> {
         loop {
+            if self.pos == self.stop {
+                return Ok(false);
+            }
             let at = self.pos as u64;
             if self.spent > self.limits.max_memory {
                 return Err(self.limit(
@@ -139,7 +275,7 @@ impl<'a> Reader<'a> {
                 op::STOP => {
                     let root = self.pop(at, "STOP")?;
                     self.doc.set_root(root);
-                    return Ok(());
+                    return Ok(true);
                 }
                 op::PROTO => {
                     let v = self.take(1, "PROTO")?[0];
@@ -290,7 +426,9 @@ impl<'a> Reader<'a> {
                 }
                 op::MEMOIZE => {
                     let index = u32::try_from(self.memo.len() + self.sparse_memo.len())
-                        .map_err(|_| self.limit(at, "more than 2^32 memo entries"))?;
+                        .ok()
+                        .and_then(|n| n.checked_add(self.memo_base))
+                        .ok_or_else(|| self.limit(at, "more than 2^32 memo entries"))?;
                     self.put(at, index)?;
                 }
                 op::BINPUT => {
@@ -554,6 +692,7 @@ impl<'a> Reader<'a> {
         }
         match self.stack[from - 1] {
             Value::List(id) => {
+                self.own(at, id)?;
                 let copied = self
                     .doc
                     .extend_items(id, &self.stack[from..])
@@ -583,6 +722,7 @@ impl<'a> Reader<'a> {
                 ),
             ));
         };
+        self.own(at, id)?;
         self.spent += (self.stack.len() - from) / 2 * ENTRY_COST;
         let copied = self
             .doc
@@ -593,15 +733,42 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// Checks that container `id` is one this reader may change (not a part's stand-in for
+    /// an earlier one), noting it when it grows again.
+    #[inline(always)]
+    fn own(&mut self, at: u64, id: Id) -> Result<()> {
+        if id.index() >= self.doc.containers() {
+            return Err(self.unsplittable(at));
+        }
+        if self.doc.len_of(id) > 0 {
+            self.regrown.push(id);
+        }
+        Ok(())
+    }
+
+    /// An opcode a part cannot read alone, or parts that cannot be joined: the pickle is then
+    /// read in one piece, which gives its real result.
+    #[cold]
+    #[inline(never)]
+    fn unsplittable(&self, at: u64) -> Error {
+        self.malformed(at, "the pickle cannot be read in parts here")
+    }
+
     fn put(&mut self, at: u64, index: u32) -> Result<()> {
         let v = *self.top(at, "PUT/MEMOIZE")?;
-        let i = index as usize;
+        let Some(i) = index.checked_sub(self.memo_base) else {
+            return Err(self.unsplittable(at));
+        };
+        let i = i as usize;
         let known = i < self.memo.len() || self.sparse_memo.contains_key(&index);
         if !known && self.memo.len() + self.sparse_memo.len() >= self.limits.max_memo {
             return Err(self.limit(at, "too many memo entries"));
         }
         self.spent += ENTRY_COST;
         if i < self.memo.len() {
+            if self.made_at.is_some() {
+                return Err(self.unsplittable(at));
+            }
             self.memo[i] = v;
         } else if i == self.memo.len() {
             // The dense entry replaces a sparse one of the same index.
@@ -631,7 +798,7 @@ impl<'a> Reader<'a> {
             self.get(at, index)?;
             match self.bytes.get(self.pos) {
                 Some(&next @ (op::BINGET | op::LONG_BINGET))
-                    if self.spent <= self.limits.max_memory =>
+                    if self.spent <= self.limits.max_memory && self.pos != self.stop =>
                 {
                     self.pos += 1;
                     code = next;
@@ -643,13 +810,103 @@ impl<'a> Reader<'a> {
 
     #[inline(always)]
     fn get(&mut self, at: u64, index: u32) -> Result<()> {
-        let v = match self.memo.get(index as usize) {
-            Some(v) => Some(*v),
-            None => self.sparse_memo.get(&index).copied(),
+        let v = match self.memo.get(index.wrapping_sub(self.memo_base) as usize) {
+            Some(v) => *v,
+            None => match self.sparse_memo.get(&index) {
+                Some(v) => *v,
+                None => self.outer(at, index)?,
+            },
         };
-        let v =
-            v.ok_or_else(|| self.malformed(at, &format!("memo entry {index} was never stored")))?;
         self.push(v);
+        Ok(())
+    }
+
+    /// Memo entry `index` of a part, made before it: a string read again where it was made, a
+    /// stand-in for a container ([`read_part`]).
+    #[inline(never)]
+    fn outer(&mut self, at: u64, index: u32) -> Result<Value> {
+        let made = match self.made_at {
+            Some(made_at) if index < self.memo_base => made(made_at[index as usize]),
+            _ => {
+                return Err(self.malformed(at, &format!("memo entry {index} was never stored")));
+            }
+        };
+        let stand_in = Id(index | OUTER);
+        if index >= OUTER {
+            return Err(self.unsplittable(at));
+        }
+        Ok(match made {
+            Made::List => Value::List(stand_in),
+            Made::Dict => Value::Dict(stand_in),
+            Made::Tuple => Value::Tuple(stand_in),
+            Made::Opaque => return Err(self.unsplittable(at)),
+            Made::Str(made) => {
+                let slot = index as usize % OUTER_STRINGS;
+                if self.outer_strings.is_empty() {
+                    self.outer_strings = vec![(u32::MAX, StrId(0)); OUTER_STRINGS];
+                }
+                if self.outer_strings[slot].0 == index {
+                    return Ok(Value::Str(self.outer_strings[slot].1));
+                }
+                // The opcode, its length, then the string.
+                let header = match self.bytes[made] {
+                    op::SHORT_BINUNICODE | op::SHORT_BINSTRING => 2,
+                    op::BINUNICODE | op::BINSTRING => 5,
+                    _ => 9,
+                };
+                let end = opcode_len(self.bytes, made).map_or(made, |n| made + n);
+                let b = self
+                    .bytes
+                    .get(made + header..end)
+                    .ok_or_else(|| self.unsplittable(at))?;
+                let s = std::str::from_utf8(b).map_err(|_| self.unsplittable(at))?;
+                let before = self.doc.strings();
+                let id = self.doc.intern(Cow::Borrowed(s));
+                if self.doc.strings() > before {
+                    self.spent += STRING_COST;
+                }
+                self.outer_strings[slot] = (index, id);
+                Value::Str(id)
+            }
+        })
+    }
+
+    /// Appends a part read alone to what this reader has read, which ends where the part
+    /// starts: its document (its values renumbered), its values onto the stack, its memo
+    /// entries into the memo, its charges to the budget.
+    fn join(&mut self, part: PartRead<'a>) -> Result<()> {
+        let at = part.part.start as u64;
+        // The part was read from an empty stack, as the items of the mark just pushed.
+        if self.memo.len() != part.part.memo_base as usize
+            || !self.sparse_memo.is_empty()
+            || self.marks.last() != Some(&self.stack.len())
+        {
+            return Err(self.unsplittable(at));
+        }
+        let remap: Remap = self
+            .doc
+            .append(part.doc, &self.memo)
+            .ok_or_else(|| self.unsplittable(at))?;
+        if self.doc.containers() > self.limits.max_containers
+            || self.memo.len() + part.memo.len() > self.limits.max_memo
+        {
+            return Err(self.unsplittable(at));
+        }
+        self.stack
+            .extend(part.values.iter().map(|&v| remap.value(v, &self.memo)));
+        let memo: Vec<Value> = part
+            .memo
+            .iter()
+            .map(|&v| remap.value(v, &self.memo))
+            .collect();
+        self.memo.extend(memo);
+        self.regrown
+            .extend(part.regrown.iter().map(|&id| remap.id(id)));
+        if remap.failed() {
+            return Err(self.unsplittable(at));
+        }
+        self.spent += part.spent;
+        self.pos = part.part.end;
         Ok(())
     }
 }

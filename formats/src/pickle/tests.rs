@@ -538,3 +538,188 @@ fn a_string_repeated_as_new_objects_is_one_string_and_bad_bytes_still_fail() {
     let err = read(b"\x80\x04](\x8c\x01x\x8c\x02\xff\xfee.").unwrap_err();
     assert!(err.to_string().contains("not UTF-8"), "{err}");
 }
+
+/// Checks that reading `bytes` in parts of at least `min_part` bytes gives what reading it in
+/// one piece gives, or declines; returns whether it read it in parts.
+fn same_in_parts(bytes: &[u8], limits: Limits, min_part: usize) -> bool {
+    let one = reader::read_serial(bytes, limits);
+    let Some(parts) = parallel::read_in_parts(bytes, limits, min_part) else {
+        return false;
+    };
+    let one = one.unwrap_or_else(|e| panic!("read in parts where one piece fails: {e}"));
+    assert!(one.same_as(&parts), "parts of {min_part} bytes differ");
+    true
+}
+
+fn recorded_snapshots() -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/snapshots");
+    let mut all: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pickle"))
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    assert!(all.len() >= 3, "the recorded snapshots are missing");
+    all.extend([P2, P3, P4, P5].map(<[u8]>::to_vec));
+    all
+}
+
+#[test]
+fn recorded_snapshots_read_in_parts_give_the_same_document() {
+    for bytes in recorded_snapshots() {
+        let limits = Limits::for_len(bytes.len());
+        for min_part in [1, 64] {
+            assert!(
+                same_in_parts(&bytes, limits, min_part),
+                "parts of {min_part} bytes"
+            );
+        }
+        // Too few parts of this size in some of them: read in one piece.
+        same_in_parts(&bytes, limits, 1024);
+        let plan = split::plan(&bytes, 1).unwrap();
+        assert!(plan.parts.len() > 10, "{} parts", plan.parts.len());
+    }
+}
+
+#[test]
+fn every_truncation_of_a_real_snapshot_declines_to_read_in_parts() {
+    let bytes = &recorded_snapshots()[0];
+    for end in 0..bytes.len() {
+        let limits = Limits::for_len(end);
+        assert!(
+            !same_in_parts(&bytes[..end], limits, 1),
+            "prefix of {end} bytes"
+        );
+    }
+}
+
+#[test]
+fn bit_flips_read_in_parts_as_in_one_piece() {
+    let mut rng = crate::synthetic::SplitMix::new(11);
+    let snapshot = &recorded_snapshots()[0];
+    let mut read_in_parts = 0;
+    for _ in 0..3000 {
+        let mut b = snapshot.clone();
+        for _ in 0..1 + rng.range(0, 4) {
+            let i = rng.range(0, b.len() as u64) as usize;
+            b[i] ^= 1 << rng.range(0, 8);
+        }
+        read_in_parts += usize::from(same_in_parts(&b, Limits::for_len(b.len()), 64));
+    }
+    // Most flips land in a string or a number, which the parts read as one piece does.
+    assert!(read_in_parts > 100, "{read_in_parts} read in parts");
+}
+
+#[test]
+fn one_byte_less_memory_than_one_piece_charges_declines_to_read_in_parts() {
+    for bytes in recorded_snapshots() {
+        let spent = memory_spent(&bytes).unwrap();
+        let limits = Limits {
+            max_memory: spent - 1,
+            ..Limits::for_len(bytes.len())
+        };
+        assert!(matches!(
+            reader::read_serial(&bytes, limits),
+            Err(Error::Limit { .. })
+        ));
+        assert!(!same_in_parts(&bytes, limits, 64));
+        assert!(same_in_parts(
+            &bytes,
+            Limits {
+                max_memory: 2 * spent,
+                ..limits
+            },
+            64
+        ));
+        let containers = read(&bytes).unwrap().containers();
+        let limits = Limits {
+            max_containers: containers - 1,
+            ..Limits::for_len(bytes.len())
+        };
+        assert!(!same_in_parts(&bytes, limits, 64));
+    }
+}
+
+/// A snapshot-like document: trace entries whose frames lists share frame dicts (memo
+/// references from one part to the containers and strings of another), numbers of every
+/// width, a list that grows past a batch.
+fn snapshot_like(entries: &[(Vec<usize>, i64, u8)], frames: usize) -> Vec<u8> {
+    let mut doc = Document::new();
+    let frame_dicts: Vec<Value> = (0..frames)
+        .map(|i| {
+            let d = doc.new_dict();
+            doc.set_str(&d, "filename", &format!("f{}.py", i % 3));
+            doc.set_int(&d, "line", i as i64 * 1_000_000_007);
+            d
+        })
+        .collect();
+    let trace = doc.new_list();
+    for (picks, addr, action) in entries {
+        let e = doc.new_dict();
+        doc.set_str(
+            &e,
+            "action",
+            ["alloc", "free_requested", "N/A"][*action as usize % 3],
+        );
+        doc.set_int(&e, "addr", i128::from(*addr) << (*action % 70));
+        let list = doc.new_list();
+        for &p in picks {
+            doc.push(&list, frame_dicts[p % frames]);
+        }
+        let f = doc.new_float(f64::from(*action) / 3.0);
+        doc.set(&e, "time", f);
+        doc.set(&e, "frames", list);
+        doc.push(&trace, e);
+    }
+    let root = doc.new_dict();
+    doc.set(&root, "device_traces", trace);
+    let t = doc.new_tuple(frame_dicts.clone());
+    doc.set(&root, "segments", t);
+    doc.set_root(root);
+    write(&doc).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn snapshot_like_pickles_read_in_parts_give_the_same_document(
+        entries in proptest::collection::vec(
+            (proptest::collection::vec(0usize..40, 0..6), any::<i64>(), any::<u8>()),
+            1..60,
+        ),
+        frames in 1usize..40,
+        min_part in 1usize..200,
+    ) {
+        let bytes = snapshot_like(&entries, frames);
+        let limits = Limits::for_len(bytes.len());
+        same_in_parts(&bytes, limits, min_part);
+        prop_assert!(same_in_parts(&bytes, limits, 1));
+        for end in (0..bytes.len()).step_by(7) {
+            same_in_parts(&bytes[..end], Limits::for_len(end), min_part);
+        }
+    }
+
+    #[test]
+    fn arbitrary_values_read_in_parts_as_in_one_piece(p in arb_plain(), min_part in 1usize..64) {
+        let mut doc = Document::new();
+        let v = build(&mut doc, &p);
+        doc.set_root(v);
+        let bytes = write(&doc).unwrap();
+        same_in_parts(&bytes, Limits::for_len(bytes.len()), min_part);
+    }
+}
+
+/// `VRAMTRACE_SNAPSHOT=FILE cargo test --release -p vramtrace-format --lib -- --ignored
+/// large_snapshot`: a large snapshot (the GPT-2 one of analyzer/BENCHMARKS.md) read in parts
+/// gives the document one piece gives, with the parts that `read` uses.
+#[test]
+#[ignore = "needs VRAMTRACE_SNAPSHOT, a large snapshot"]
+fn a_large_snapshot_read_in_parts_gives_the_same_document() {
+    let path = std::env::var("VRAMTRACE_SNAPSHOT").expect("VRAMTRACE_SNAPSHOT names a snapshot");
+    let bytes = std::fs::read(path).unwrap();
+    assert!(bytes.len() >= parallel::MIN_LEN);
+    let limits = Limits::for_len(bytes.len());
+    assert!(same_in_parts(&bytes, limits, parallel::MIN_PART));
+    assert!(same_in_parts(&bytes, limits, 1));
+}

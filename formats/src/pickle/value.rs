@@ -24,6 +24,10 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+mod append;
+
+pub(crate) use append::Remap;
+
 /// A container's index in its [`Document`]. Two references to one Python object have one `Id`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Id(pub(crate) u32);
@@ -313,6 +317,46 @@ impl<'a> Document<'a> {
     /// Number of containers: every [`Id`] indexes below it.
     pub fn containers(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// The number of items or entries of container `id`.
+    pub(crate) fn len_of(&self, id: Id) -> usize {
+        match self.nodes[id.index()] {
+            Node::Items { len, .. } => len as usize,
+            Node::OwnItems { index, .. } => self.own_items[index as usize].len(),
+            Node::Entries { keys, .. } => self.key_spans[keys as usize].1 as usize,
+            Node::OwnDict(i) => self.own_dicts[i as usize].keys.len(),
+        }
+    }
+
+    /// Whether `other` holds the same values as this document: the same containers by
+    /// index with the same items or entries, the same strings by index, the same numbers,
+    /// the same root (however their arenas share spans).
+    #[cfg(test)]
+    pub(crate) fn same_as(&self, other: &Document) -> bool {
+        let values = |d: &Document, i: usize| {
+            let id = Id(i as u32);
+            match d.nodes[i].kind() {
+                Kind::Dict => {
+                    let e = d.entries(&Value::Dict(id)).expect("a dict");
+                    (Kind::Dict, e.keys().to_vec(), e.values().to_vec())
+                }
+                kind => (
+                    kind,
+                    d.items(&Value::List(id)).expect("items").to_vec(),
+                    vec![],
+                ),
+            }
+        };
+        let bits = |f: &[f64]| f.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        self.nodes.len() == other.nodes.len()
+            && (0..self.nodes.len()).all(|i| values(self, i) == values(other, i))
+            && self.strs == other.strs
+            && self.ints == other.ints
+            && self.wide == other.wide
+            && bits(&self.floats) == bits(&other.floats)
+            && self.bytes == other.bytes
+            && self.root == other.root
     }
 
     /// Number of distinct strings: every [`StrId`] indexes below it.
