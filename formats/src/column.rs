@@ -116,6 +116,32 @@ impl Column {
     }
 }
 
+/// The one mapping of the columns to an [`Event`]'s fields: `$each!(c, setter)` for each
+/// column index `c` ([`COLUMN_NAMES`]), the setter storing the column's `u64` value in its
+/// field. [`EventBatch::get`] and [`EventBatch::extend_rows`] both expand it.
+macro_rules! event_fields {
+    ($each:ident) => {
+        $each!(0, |e: &mut Event, v| e.seq = v);
+        $each!(1, |e: &mut Event, v| e.time_ns = v);
+        $each!(2, |e: &mut Event, v| e.duration_ns = v);
+        $each!(3, |e: &mut Event, v| e.pid = v as u32);
+        $each!(4, |e: &mut Event, v| e.tid = v as u32);
+        $each!(5, |e: &mut Event, v| e.device = unzigzag(v) as i32);
+        $each!(6, |e: &mut Event, v| {
+            e.api = Api::from_id(v as u16).expect("api ids are validated at decode")
+        });
+        $each!(7, |e: &mut Event, v| e.result = v as u32);
+        $each!(8, |e: &mut Event, v| e.address = v);
+        $each!(9, |e: &mut Event, v| e.size = v);
+        $each!(10, |e: &mut Event, v| e.handle = v);
+        $each!(11, |e: &mut Event, v| e.aux = v);
+        $each!(12, |e: &mut Event, v| e.stream = v);
+        $each!(13, |e: &mut Event, v| e.pool = v);
+        $each!(14, |e: &mut Event, v| e.flags = v);
+        $each!(15, |e: &mut Event, v| e.stack = v as u32);
+    };
+}
+
 /// Sets one field of each of `rows` from the values `range` of `column` ([`Column::get`]).
 #[inline]
 fn fill(
@@ -183,25 +209,14 @@ impl EventBatch {
     /// Event `i` of the batch.
     #[inline]
     pub fn get(&self, i: usize) -> Event {
-        let c = &self.columns;
-        Event {
-            seq: c[0].get(i),
-            time_ns: c[1].get(i),
-            duration_ns: c[2].get(i),
-            pid: c[3].get(i) as u32,
-            tid: c[4].get(i) as u32,
-            device: unzigzag(c[5].get(i)) as i32,
-            api: Api::from_id(c[6].get(i) as u16).expect("api ids are validated at decode"),
-            result: c[7].get(i) as u32,
-            address: c[8].get(i),
-            size: c[9].get(i),
-            handle: c[10].get(i),
-            aux: c[11].get(i),
-            stream: c[12].get(i),
-            pool: c[13].get(i),
-            flags: c[14].get(i),
-            stack: c[15].get(i) as u32,
+        let mut e = Event::new(Api::CuMemAlloc_v2);
+        macro_rules! set {
+            ($c:literal, $set:expr) => {
+                $set(&mut e, self.columns[$c].get(i))
+            };
         }
+        event_fields!(set);
+        e
     }
 
     /// Appends the events `range` to `out`, the same as [`Self::get`] of each, but column by
@@ -216,25 +231,12 @@ impl EventBatch {
         let from = out.len();
         out.resize(from + range.len(), Event::new(Api::CuMemAlloc_v2));
         let rows = &mut out[from..];
-        let c = &self.columns;
-        fill(&c[0], &range, rows, |e, v| e.seq = v);
-        fill(&c[1], &range, rows, |e, v| e.time_ns = v);
-        fill(&c[2], &range, rows, |e, v| e.duration_ns = v);
-        fill(&c[3], &range, rows, |e, v| e.pid = v as u32);
-        fill(&c[4], &range, rows, |e, v| e.tid = v as u32);
-        fill(&c[5], &range, rows, |e, v| e.device = unzigzag(v) as i32);
-        fill(&c[6], &range, rows, |e, v| {
-            e.api = Api::from_id(v as u16).expect("api ids are validated at decode")
-        });
-        fill(&c[7], &range, rows, |e, v| e.result = v as u32);
-        fill(&c[8], &range, rows, |e, v| e.address = v);
-        fill(&c[9], &range, rows, |e, v| e.size = v);
-        fill(&c[10], &range, rows, |e, v| e.handle = v);
-        fill(&c[11], &range, rows, |e, v| e.aux = v);
-        fill(&c[12], &range, rows, |e, v| e.stream = v);
-        fill(&c[13], &range, rows, |e, v| e.pool = v);
-        fill(&c[14], &range, rows, |e, v| e.flags = v);
-        fill(&c[15], &range, rows, |e, v| e.stack = v as u32);
+        macro_rules! set {
+            ($c:literal, $set:expr) => {
+                fill(&self.columns[$c], &range, rows, $set)
+            };
+        }
+        event_fields!(set);
     }
 
     /// The events in storage order.

@@ -41,6 +41,11 @@ struct Builder {
     stream_ids: HashMap<u64, u32, Hasher>,
     /// The last handle seen and its index: requests come in runs on one stream.
     last_handle: Option<(u64, u32)>,
+    /// Per handle: whether a request of a slot ([`Builder::push`]) was made on it.
+    used: Vec<bool>,
+    /// Whether any request of a slot was a plain driver call ([`is_driver`]): only those are
+    /// ever set aside ([`finish`]).
+    drivers: bool,
     /// The memory kind of each request's call, to set aside what bypassed the allocator.
     kinds: Vec<MemoryKind>,
     /// The address each `cuMemAlloc*` among the requests named, in order: those are PyTorch's
@@ -190,6 +195,19 @@ impl Requests {
     }
 }
 
+/// The one stream a load has built so far ([`Loader::growing`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Growing<'a> {
+    pub key: StreamKey,
+    /// The requests so far, their streams numbered in first-seen order.
+    pub requests: &'a [Request],
+    /// The CUDA stream handles seen so far, in first-seen order (what the requests' `stream`
+    /// indexes).
+    pub handles: &'a [u64],
+    /// The device's total bytes, when recorded so far.
+    pub device_total: Option<u64>,
+}
+
 /// The one loading path: one pass over a trace's events, in file order, builds its allocation
 /// table and its request model from the same matched frees.
 pub struct Loader(TableBuilder<Requests>);
@@ -209,6 +227,21 @@ impl Loader {
     /// Takes the next event in file order.
     pub fn push(&mut self, e: &Event) {
         self.0.push(e);
+    }
+
+    /// The request stream being built, when the events pushed so far concern one (process,
+    /// device) only: what a replay running beside the load reads as it grows. Its requests and
+    /// their stream indices are as first seen: [`Loader::finish`] may still set some aside and
+    /// renumber the CUDA streams ([`finish`]).
+    pub fn growing(&self) -> Option<Growing<'_>> {
+        let builders = &self.0.follower().builders;
+        let (&key, b) = builders.first_key_value()?;
+        (builders.len() == 1).then_some(Growing {
+            key,
+            requests: &b.requests,
+            handles: &b.handles,
+            device_total: b.device_total,
+        })
     }
 
     /// The model and the table of every event pushed; `metadata` is the trace's.
@@ -349,6 +382,8 @@ impl Builder {
             handles: Vec::new(),
             stream_ids: HashMap::default(),
             last_handle: None,
+            used: Vec::new(),
+            drivers: false,
             kinds: Vec::new(),
             driver_addresses: Vec::new(),
             torch_segments: HashSet::default(),
@@ -401,6 +436,8 @@ impl Builder {
     /// handle has been seen.
     fn push(&mut self, kind: MemoryKind, address: u64, call: &Call, slot: u32, what: RequestKind) {
         let stream = self.stream_index(call.lane);
+        self.used[stream as usize] = true;
+        self.drivers |= is_driver(kind);
         self.kinds.push(kind);
         if kind == MemoryKind::Device {
             self.driver_addresses.push(address);
@@ -424,6 +461,7 @@ impl Builder {
                 let i = *self.stream_ids.entry(handle).or_insert(next);
                 if i == next {
                     self.handles.push(handle);
+                    self.used.push(false);
                 }
                 self.last_handle = Some((handle, i));
                 i
@@ -463,6 +501,8 @@ fn finish(b: Builder) -> RequestStream {
         key,
         mut requests,
         handles,
+        used,
+        drivers,
         kinds,
         driver_addresses,
         torch_segments,
@@ -474,13 +514,81 @@ fn finish(b: Builder) -> RequestStream {
         segments,
         ..
     } = b;
-    let through_pool = kinds.contains(&MemoryKind::Pool);
-    let through_tracker = kinds.contains(&MemoryKind::TorchBlock);
     let mut outside = Outside::default();
     let mut outside_requests = Vec::new();
-    let mut live = 0u64;
     // The streams the kept requests use: a stream that only set-aside requests used is dropped.
-    let mut used = vec![false; handles.len()];
+    // Only driver calls are set aside: without one every request stays, and the streams used
+    // are those the requests of a slot named.
+    let used = if drivers {
+        set_aside(
+            &mut requests,
+            kinds,
+            driver_addresses,
+            &torch_segments,
+            torch_maps,
+            (&mut outside, &mut outside_requests),
+            handles.len(),
+        )
+    } else {
+        used
+    };
+    requests.shrink_to_fit();
+    let mut sorted: Vec<u64> = handles
+        .iter()
+        .zip(&used)
+        .filter(|&(_, &u)| u)
+        .map(|(&h, _)| h)
+        .collect();
+    sorted.sort_unstable();
+    // Every stream used and first seen in rising order: the numbers stand, and no ordering
+    // request names an unused stream.
+    if sorted != handles {
+        // Set-aside requests' streams are not in `sorted`; no kept request names them.
+        let index: Vec<u32> = handles
+            .iter()
+            .map(|h| sorted.binary_search(h).map_or(u32::MAX, |i| i as u32))
+            .collect();
+        for r in requests.iter_mut().filter(|r| r.stream != NO_STREAM) {
+            r.stream = index[r.stream as usize];
+        }
+        // A synchronization of, or a wait by, a stream no kept request uses orders nothing
+        // here (a record there stays: its event marks no free).
+        requests.retain(|r| {
+            !matches!(r.kind, RequestKind::Order(Order::Stream | Order::Wait))
+                || r.stream != NO_STREAM
+        });
+    }
+    RequestStream {
+        key: Some(key),
+        requests,
+        cuda_streams: sorted,
+        slots: slots.high_water(),
+        outside,
+        outside_requests,
+        recorded_segments: segments,
+        recorded_peak_reserved: torch_peak_reserved,
+        recorded_segment_frees: torch_segment_frees,
+        device_total,
+    }
+}
+
+/// Sets aside, out of `requests` (one of `kinds` each, one of `driver_addresses` per
+/// `cuMemAlloc`), the driver calls that bypassed the framework's allocator, counted into
+/// `outside` ([`finish`] says which); returns, per one of `handles` streams, whether a kept
+/// request of a slot uses it.
+fn set_aside(
+    requests: &mut Vec<Request>,
+    kinds: Vec<MemoryKind>,
+    driver_addresses: Vec<u64>,
+    torch_segments: &HashSet<u64, Hasher>,
+    torch_maps: bool,
+    (outside, outside_requests): (&mut Outside, &mut Vec<Request>),
+    handles: usize,
+) -> Vec<bool> {
+    let through_pool = kinds.contains(&MemoryKind::Pool);
+    let through_tracker = kinds.contains(&MemoryKind::TorchBlock);
+    let mut live = 0u64;
+    let mut used = vec![false; handles];
     let mut kinds = kinds.into_iter();
     let mut addresses = driver_addresses.into_iter();
     requests.retain(|r| {
@@ -520,39 +628,7 @@ fn finish(b: Builder) -> RequestStream {
         outside_requests.push(*r);
         false
     });
-    requests.shrink_to_fit();
-    let mut sorted: Vec<u64> = handles
-        .iter()
-        .zip(&used)
-        .filter(|&(_, &u)| u)
-        .map(|(&h, _)| h)
-        .collect();
-    sorted.sort_unstable();
-    // Set-aside requests' streams are not in `sorted`; no kept request names them.
-    let index: Vec<u32> = handles
-        .iter()
-        .map(|h| sorted.binary_search(h).map_or(u32::MAX, |i| i as u32))
-        .collect();
-    for r in requests.iter_mut().filter(|r| r.stream != NO_STREAM) {
-        r.stream = index[r.stream as usize];
-    }
-    // A synchronization of, or a wait by, a stream no kept request uses orders nothing here
-    // (a record there stays: its event marks no free).
-    requests.retain(|r| {
-        !matches!(r.kind, RequestKind::Order(Order::Stream | Order::Wait)) || r.stream != NO_STREAM
-    });
-    RequestStream {
-        key: Some(key),
-        requests,
-        cuda_streams: sorted,
-        slots: slots.high_water(),
-        outside,
-        outside_requests,
-        recorded_segments: segments,
-        recorded_peak_reserved: torch_peak_reserved,
-        recorded_segment_frees: torch_segment_frees,
-        device_total,
-    }
+    used
 }
 
 /// A plain driver allocation (`cuMemAlloc*`, VMM), as opposed to a pool's or PyTorch's.

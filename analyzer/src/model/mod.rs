@@ -15,9 +15,11 @@ mod request;
 pub mod table;
 
 pub use capture::{Capture, CaptureLevel};
-pub use from_table::{Loader, Model, load};
+pub use from_table::{Growing, Loader, Model, load};
 pub use level::{
     Calls, LevelFacts, LevelReport, LevelStats, allocator_as_run, detect_level, pytorch_alloc_conf,
 };
 pub use modules::ModuleIndex;
-pub use request::{NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, StreamKey};
+pub use request::{
+    NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, StreamKey, Tally,
+};

@@ -171,35 +171,35 @@ impl RequestStream {
 
     /// The lower bound of every allocator: the largest sum of live requested bytes.
     pub fn lower_bound(&self) -> u64 {
-        self.peak().0
+        self.tally().lower_bound
     }
 
-    /// The largest sum of live requested bytes, and the index of the request that first
-    /// reached it (`None` when nothing was allocated).
-    fn peak(&self) -> (u64, Option<usize>) {
-        let (mut live, mut peak, mut at) = (0u64, 0u64, None);
+    /// The figures of the requests that one pass over them gives ([`Tally`]).
+    pub fn tally(&self) -> Tally {
+        let mut t = Tally::default();
+        let mut live = 0u64;
         for (i, r) in self.requests.iter().enumerate() {
             match r.kind {
                 RequestKind::Alloc => {
+                    t.allocations += 1;
                     live = live.saturating_add(r.size);
-                    if live > peak {
-                        (peak, at) = (live, Some(i));
+                    if live > t.lower_bound {
+                        (t.lower_bound, t.peak_at) = (live, Some(i));
                     }
                 }
                 RequestKind::Free => live = live.saturating_sub(r.size),
-                RequestKind::Attempt
-                | RequestKind::EmptyCache
-                | RequestKind::MemoryFraction
-                | RequestKind::Order(_) => {}
+                RequestKind::Attempt => t.attempts += 1,
+                RequestKind::MemoryFraction => t.memory_fraction = Some(r.fraction()),
+                RequestKind::EmptyCache | RequestKind::Order(_) => {}
             }
         }
-        (peak, at)
+        t
     }
 
     /// What was live when the requested bytes first reached their peak
     /// ([`RequestStream::lower_bound`]), as (stack, bytes) per object.
     pub fn live_at_peak(&self) -> Vec<(u32, u64)> {
-        match self.peak().1 {
+        match self.tally().peak_at {
             Some(at) => self.live_before(at + 1),
             None => Vec::new(),
         }
@@ -223,11 +223,7 @@ impl RequestStream {
 
     /// The last memory fraction the program set ([`RequestKind::MemoryFraction`]), if any.
     pub fn memory_fraction(&self) -> Option<f64> {
-        self.requests
-            .iter()
-            .rev()
-            .find(|r| r.kind == RequestKind::MemoryFraction)
-            .map(Request::fraction)
+        self.tally().memory_fraction
     }
 
     /// This stream without the program's own memory fraction calls
@@ -247,11 +243,23 @@ impl RequestStream {
     }
 
     pub fn allocations(&self) -> usize {
-        self.requests
-            .iter()
-            .filter(|r| r.kind == RequestKind::Alloc)
-            .count()
+        self.tally().allocations
     }
+}
+
+/// What one pass over a stream's requests counts ([`RequestStream::tally`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Tally {
+    /// The largest sum of live requested bytes ([`RequestStream::lower_bound`]).
+    pub lower_bound: u64,
+    /// The request that first reached it (`None` when nothing was allocated).
+    pub peak_at: Option<usize>,
+    /// [`RequestKind::Alloc`] requests.
+    pub allocations: usize,
+    /// [`RequestKind::Attempt`] requests: the allocations the recorded run was refused.
+    pub attempts: u64,
+    /// The last memory fraction the program set ([`RequestKind::MemoryFraction`]), if any.
+    pub memory_fraction: Option<f64>,
 }
 
 /// Hands out slots, lowest-recently-freed first.

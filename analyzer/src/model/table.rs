@@ -365,6 +365,11 @@ impl<F: Follow> TableBuilder<F> {
         }
     }
 
+    /// The follower, as the events pushed so far left it.
+    pub fn follower(&self) -> &F {
+        &self.follow
+    }
+
     /// The table of every event pushed, and the follower.
     pub fn finish(self) -> (AllocationTable, F) {
         let table = AllocationTable {

@@ -117,6 +117,11 @@ pub const REGISTRY: &[PolicyInfo] = &[
 /// so no program can select them and their placement does not depend on the capacity.
 pub const BOUNDS: &[&str] = &["lower-bound", "greedy-by-size"];
 
+/// The policies whose build reads the stream's requests, not only its device's memory (a plan
+/// of the whole stream; whether the program ordered its CUDA streams at all): they cannot start
+/// before the whole stream is known ([`crate::replay::Beside`]).
+pub const READ_THE_STREAM: &[&str] = &["greedy-by-size", "cuda-async"];
+
 /// The policies a program can select: each is an allocator some framework or library offers,
 /// chosen by an environment variable or a documented call (docs/definitions.md, "tune"). The
 /// others model research allocators (GMLake, best fit, buddy) or are [`BOUNDS`].

@@ -5,6 +5,7 @@
 //!
 //! Sans-IO: takes request streams, returns figures, timelines and address maps as data.
 
+mod beside;
 mod engine;
 mod input;
 mod parallel;
@@ -12,6 +13,7 @@ mod pool_range;
 mod prepare;
 mod table;
 
+pub use beside::Beside;
 pub use engine::{
     Costs, LiveObject, OOM_LIVE_SHOWN, Observer, Oom, Outcome, ReplayOptions, Timeline, Usage,
     address_map_at, replay, replay_on,

@@ -4,7 +4,7 @@
 
 use super::engine::{Outcome, replay_on};
 use super::prepare::driver;
-use crate::model::RequestStream;
+use crate::model::{Request, RequestStream};
 use crate::policy::driver::H200_TOTAL_MEMORY;
 use crate::policy::pytorch::{Config, PyTorchCaching, Thresholds, fraction_for_cap};
 use crate::policy::{AddressOrder, BOUNDS, BuildContext, PolicyError, PolicySpec, build};
@@ -69,16 +69,29 @@ pub fn run_with(
     capacity: u64,
     order: AddressOrder,
 ) -> Result<Outcome, PolicyError> {
+    run_requests(
+        stream,
+        stream.requests.iter().copied(),
+        spec,
+        capacity,
+        order,
+    )
+}
+
+/// [`run_with`] of `requests` in place of `stream`'s own: `stream` gives only what the policy
+/// and the driver are built from (its device's memory, the recorded segments), so the requests
+/// may still be coming in as the trace is read ([`super::Beside`]).
+pub fn run_requests(
+    stream: &RequestStream,
+    requests: impl IntoIterator<Item = Request>,
+    spec: &PolicySpec,
+    capacity: u64,
+    order: AddressOrder,
+) -> Result<Outcome, PolicyError> {
     let ctx = BuildContext { stream, capacity };
     let mut policy = build(spec, &ctx)?;
-    Ok(replay_on(
-        policy.as_mut(),
-        stream.requests.iter().copied(),
-        driver(stream, capacity, order),
-        None,
-        &mut (),
-    )
-    .0)
+    let driver = driver(stream, capacity, order);
+    Ok(replay_on(policy.as_mut(), requests, driver, None, &mut ()).0)
 }
 
 /// [`run_with`] of PyTorch's caching allocator configured as `cfg` (what

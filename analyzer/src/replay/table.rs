@@ -4,10 +4,10 @@
 
 use super::input::ReplayInput;
 use super::pool_range::{PoolRange, pool_range};
-use super::{FitResult, Oom, Outcome, Progress, fit_all, replay_all};
+use super::{FitResult, Oom, Outcome, Progress, RunResult, fit_all, replay_all};
+use crate::model::RequestStream;
 use crate::model::device::{GPU_SIZES_GB, process_peak};
 use crate::model::{Capture, CaptureLevel, Outside};
-use crate::model::{RequestKind, RequestStream};
 use crate::policy::driver::H200_TOTAL_MEMORY;
 use crate::policy::pytorch::fraction_for_cap;
 use crate::policy::validated::{Band, band};
@@ -161,9 +161,21 @@ impl ReplayReport {
         specs: &[PolicySpec],
         input: &ReplayInput,
     ) -> Result<Self, PolicyError> {
+        let capacities: Vec<u64> = input.capacities.iter().map(|c| c.0).collect();
+        let results = replay_all(&input.model.streams, specs, &capacities)?;
+        Self::of_results(trace, specs, input, &results)
+    }
+
+    /// The table of `results`, the replays of every stream of `input` through every policy of
+    /// `specs` in (stream, policy) order, as [`replay_all`] returns them.
+    pub fn of_results(
+        trace: &str,
+        specs: &[PolicySpec],
+        input: &ReplayInput,
+        results: &[RunResult],
+    ) -> Result<Self, PolicyError> {
         let streams = &input.model.streams;
         let capacities: Vec<u64> = input.capacities.iter().map(|c| c.0).collect();
-        let results = replay_all(streams, specs, &capacities)?;
         let start = input.model.start_ns;
         let capture = input.model.level.capture;
         let models_recorded = |spec: &PolicySpec| {
@@ -176,7 +188,8 @@ impl ReplayReport {
         let n = specs.len();
         let mut stream_reports = Vec::new();
         for (s, stream) in streams.iter().enumerate() {
-            let lb = stream.lower_bound();
+            let tally = stream.tally();
+            let lb = tally.lower_bound;
             let key = stream.key.expect("model streams have keys");
             let recorded = stream.recorded_peak_reserved;
             stream_reports.push(StreamReport {
@@ -185,17 +198,13 @@ impl ReplayReport {
                 pid: key.pid,
                 device: key.device,
                 requests: stream.requests.len(),
-                allocations: stream.allocations(),
+                allocations: tally.allocations,
                 cuda_streams: stream.cuda_streams.len(),
                 capacity_bytes: Some(capacities[s]).filter(|&c| c != u64::MAX),
                 lower_bound_bytes: lb,
                 outside_allocator: stream.outside,
-                recorded_oom_failures: stream
-                    .requests
-                    .iter()
-                    .filter(|r| r.kind == RequestKind::Attempt)
-                    .count() as u64,
-                recorded_memory_fraction: stream.memory_fraction(),
+                recorded_oom_failures: tally.attempts,
+                recorded_memory_fraction: tally.memory_fraction,
                 recorded_device_total: stream.device_total,
                 policies: results[s * n..(s + 1) * n]
                     .iter()

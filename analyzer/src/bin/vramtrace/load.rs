@@ -9,8 +9,10 @@ use vramtrace::completeness::Incomplete;
 use vramtrace::interop::import_snapshot::{self, Imported};
 use vramtrace::job::{Rank, rank_of, ranks};
 use vramtrace::limits::{limit_events, limits_since};
+use vramtrace::model::Calls;
 use vramtrace::model::{Loader, Model, load};
-use vramtrace::replay::{Limits, ReplayInput, prepare};
+use vramtrace::policy::PolicySpec;
+use vramtrace::replay::{Beside, Limits, ReplayInput, RunResult, prepare};
 use vramtrace::report::input::ReportInput;
 use vramtrace::tune::{Recorded, model_and_recorded, recorded};
 use vramtrace_format::{
@@ -165,15 +167,48 @@ pub fn replay_input(path: &Path, capacity: Option<u64>) -> Result<Option<ReplayI
 
 /// [`replay_input`], the configuration the trace was recorded with, its tables and the chunks
 /// read, in one pass over the events (the decoded trace is never held whole).
-pub fn replay_input_and_recorded(
+pub fn replay_input_and_recorded(path: &Path, capacity: Option<u64>) -> Result<ReplayLoad> {
+    Ok(replay_input_and_one_replay(path, capacity, None)?.0)
+}
+
+/// What [`replay_input_and_recorded`] reads of a trace: its request streams (`None` when it
+/// holds no device-memory allocation to replay), the configuration it was recorded with, its
+/// tables and the chunks read.
+pub type ReplayLoad = (Option<ReplayInput>, Recorded, Tables, Layout);
+
+/// [`replay_input_and_recorded`] with the replay of `spec`, when given, run beside the load
+/// ([`Beside`]); its result when the stream it was fed proved to be the finished one (`None`:
+/// replay the input).
+pub fn replay_input_and_one_replay(
     path: &Path,
     capacity: Option<u64>,
-) -> Result<(Option<ReplayInput>, Recorded, Tables, Layout)> {
-    let (loader, head) = load_beside(path, Loader::requests_only())?;
+    spec: Option<&PolicySpec>,
+) -> Result<(ReplayLoad, Option<RunResult>)> {
+    let mut beside = spec.and_then(|s| beside(path, s, capacity));
+    let (loader, head) = load_beside(path, Loader::requests_only(), &mut |loader| {
+        if let Some(b) = beside.as_mut() {
+            b.feed(loader.growing());
+        }
+    })?;
     let (model, table) = loader.finish(&head.metadata);
     let recorded = recorded(&head.metadata, &head.tables, table.calls);
     let input = prepared(model, &recorded, &head.metadata, &head.tables, capacity);
-    Ok((input, recorded, head.tables, head.layout))
+    let run = beside.zip(input.as_ref()).and_then(|(b, i)| b.finish(i));
+    Ok(((input, recorded, head.tables, head.layout), run))
+}
+
+/// The replay of `spec` beside the load of the trace at `path`, under the limits its header
+/// states (the memory fraction as the metadata alone says it: [`Beside::finish`] checks it
+/// against the calls); `None` when the header does not read, for the load to say why.
+fn beside(path: &Path, spec: &PolicySpec, capacity: Option<u64>) -> Option<Beside> {
+    let file = MappedFile::open(path).ok()?;
+    let head = Trace::header_from_bytes(file.bytes(), ReadOptions { salvage: false }).ok()?;
+    let guessed = recorded(&head.metadata, &head.tables, Calls::default());
+    let limits = Limits {
+        given: capacity,
+        memory_fraction: guessed.memory_fraction,
+    };
+    Beside::new(spec, &head.tables.devices, limits)
 }
 
 /// Events handed from the reading thread to the model's in blocks of this many: large enough
@@ -191,13 +226,21 @@ const BLOCKS_IN_FLIGHT: usize = 4;
 /// cores rather than run one after the other. The events reach `loader` in file order, every
 /// one of them; an error of the read is returned as [`stream_named_blocks`] returns it, once
 /// the model's thread has stopped.
-fn load_beside(path: &Path, loader: Loader) -> Result<(Loader, TraceHead)> {
+///
+/// `after` is called on the model's thread with `loader` after each block: a stage that reads
+/// the model as it grows ([`Beside`]) runs there; `&mut |_| {}` for none.
+fn load_beside(
+    path: &Path,
+    loader: Loader,
+    after: &mut (dyn FnMut(&Loader) + Send),
+) -> Result<(Loader, TraceHead)> {
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(BLOCKS_IN_FLIGHT);
         let model = scope.spawn(move || {
             let mut loader = loader;
             for block in rx {
                 block.iter().for_each(|e| loader.push(e));
+                after(&loader);
             }
             loader
         });
@@ -341,7 +384,7 @@ fn report_trace(path: &Path) -> Result<ReportInput> {
         let loaded = load(&trace);
         return Ok(ReportInput::of(trace, loaded));
     }
-    let (loader, head) = load_beside(path, Loader::with_rows())?;
+    let (loader, head) = load_beside(path, Loader::with_rows(), &mut |_| {})?;
     let (model, table) = loader.finish(&head.metadata);
     let mut kept = Vec::new();
     stream_trace(

@@ -4,7 +4,7 @@ use crate::args::{PolicyList, policies};
 use crate::elf_files::ElfFiles;
 use crate::incomplete::Flagged;
 use crate::job;
-use crate::load::{load_job, replay_input_and_recorded, streams_of};
+use crate::load::{load_job, replay_input_and_one_replay, streams_of};
 use anyhow::{Result, anyhow};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -71,7 +71,13 @@ impl Args {
             return self.run_job(path);
         }
         // One pass over the events: the decoded trace is never held whole.
-        let (input, recorded, tables, layout) = replay_input_and_recorded(path, self.capacity)?;
+        // A single policy is replayed beside the load ([`vramtrace::replay::Beside`]).
+        let one = match &self.policy.0[..] {
+            [spec] => Some(spec),
+            _ => None,
+        };
+        let ((input, recorded, tables, layout), beside) =
+            replay_input_and_one_replay(path, self.capacity, one)?;
         let input = input
             .ok_or_else(|| anyhow!("{}: no device-memory allocation to replay", path.display()))?;
         let limit = recorded.memory_fraction;
@@ -82,7 +88,11 @@ impl Args {
         {
             specs.insert(0, r.clone());
         }
-        let report = ReplayReport::build(&path.display().to_string(), &specs, &input)?;
+        let name = path.display().to_string();
+        let report = match beside {
+            Some(run) => ReplayReport::of_results(&name, &specs, &input, &[run])?,
+            None => ReplayReport::build(&name, &specs, &input)?,
+        };
         if let Some(w) = &report.warning
             && !self.json
         {
