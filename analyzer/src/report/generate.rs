@@ -117,12 +117,12 @@ pub fn generate_loaded(
     let recorded = recorded(&head.metadata, &head.tables, table.calls);
     progress("ranking the selectable settings");
     // The headline's search needs the model only, so it starts here and runs beside all the
-    // rest: the trace pass, the summary, the page's data and the policies' replays. It runs
-    // on a pool of its own: its many replays would otherwise hold every thread of the global
-    // pool, and the parallel parts of the rest would wait for them. On many cores the page
-    // then waits for the longer of the two, not for their sum.
+    // rest: the trace pass, the summary, the policies' replays, the OOM stories and the page's
+    // data. It runs on a pool of its own: its many replays would otherwise hold every thread
+    // of the global pool, and the parallel parts of the rest would wait for them. On many
+    // cores the page then waits for the longer of the two, not for their sum.
     let search_pool = rayon::ThreadPoolBuilder::new().build().ok();
-    let (mut data, summary, mut symbolizer, tuned) = std::thread::scope(|scope| {
+    let ((mut data, summary, stories, run), tuned) = std::thread::scope(|scope| {
         let searching = scope.spawn(|| {
             progress("the header's search: started");
             let tuned = match &search_pool {
@@ -136,32 +136,40 @@ pub fn generate_loaded(
             given: o.capacity,
             memory_fraction: recorded.memory_fraction,
         };
-        let rest = trace_side(head, (&model, &table), o, limits, files, progress);
+        // Nothing but the headline's answers reads the search, so the OOM stories and the
+        // page's data are made beside it too.
+        let rest = trace_side(head, (&model, &table), o, limits, files, progress).map(
+            |(mut data, summary, mut symbolizer)| {
+                from_summary::groups(&mut data, &summary);
+                // The symbolizer holds the program's files for the page; the story names
+                // Python lines, and native frames as module+offset.
+                progress("telling the OOM stories");
+                let mut no_files = NoFiles;
+                let names = crate::symbolize::StackNames::new(&head.tables, &mut no_files);
+                let stories = crate::oom_story::stories(
+                    &head.metadata,
+                    &head.tables.devices,
+                    &process_limits,
+                    &model,
+                    &recorded,
+                    &names,
+                );
+                drop(names);
+                progress("aggregating the page");
+                let run = page_data::run(&o.file, &data, &mut |stack| symbolizer.frames(stack));
+                (data, summary, stories, run)
+            },
+        );
         progress("waiting for the header's search");
         let tuned = searching
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        rest.map(|(data, summary, symbolizer)| (data, summary, symbolizer, tuned))
+        rest.map(|rest| (rest, tuned))
     })?;
     drop(table);
 
-    from_summary::groups(&mut data, &summary);
     data.answers = tuned?.map(|(tune, grid)| from_summary::headline(&summary, &tune, grid));
-    // The symbolizer holds the program's files for the page; the story names Python lines,
-    // and native frames as module+offset.
-    progress("telling the OOM stories");
-    let mut no_files = NoFiles;
-    let names = crate::symbolize::StackNames::new(&head.tables, &mut no_files);
-    let (metadata, devices) = (&head.metadata, &head.tables.devices);
-    data.oom_stories = crate::oom_story::stories(
-        metadata,
-        devices,
-        &process_limits,
-        &model,
-        &recorded,
-        &names,
-    )?;
-    drop(names);
+    data.oom_stories = stories?;
     drop(model);
     let charts = if o.svg {
         progress("drawing charts");
@@ -169,8 +177,6 @@ pub fn generate_loaded(
     } else {
         Vec::new()
     };
-    progress("aggregating the page");
-    let run = page_data::run(&o.file, &data, &mut |stack| symbolizer.frames(stack));
     Ok(Report { data, run, charts })
 }
 

@@ -8,9 +8,10 @@
 //! replayed, each other whose thresholds take every branch that replay took
 //! ([`crate::policy::pytorch::Thresholds`]) takes its outcome; the rest wait for the next round.
 //! The others do not wait in rounds: each thread takes the next class as it frees up, first
-//! one whose group has no replay under way, else a waiting sibling beside it. On many cores
-//! the rounds, each as long as its longest replay, were the search's wall time, and a sibling
-//! replayed gives what taking the outcome would.
+//! one whose group has no replay under way, else a waiting sibling beside it, one of a split
+//! size no replay under way has first. On many cores the rounds, each as long as its longest
+//! replay, were the search's wall time, and a sibling replayed gives what taking the outcome
+//! would.
 
 use crate::model::RequestStream;
 use crate::policy::equivalence::{ReplayClass, StreamFacts, caching_config, replay_class};
@@ -172,15 +173,25 @@ struct Shared {
 }
 
 impl Shared {
-    /// The next class to replay: the first waiting one whose group has no replay under way,
-    /// else the first waiting one.
-    fn next(&self, group: &[usize]) -> Option<usize> {
-        let mut waiting = (0..self.state.len()).filter(|&i| self.state[i] == State::Waiting);
-        let first = waiting.next()?;
+    /// The next class to replay: the first waiting one whose group has no replay under way;
+    /// else the first waiting one whose split size no replay under way in its group has (a
+    /// replay can admit a sibling of another split size only when no block it compared lies
+    /// between the two, and the split size's other read admits its own value alone: such a
+    /// sibling is the least likely to be admitted, so replaying it beside is the least likely
+    /// to be wasted); else the first waiting one.
+    fn next(&self, all: &[Class], group: &[usize]) -> Option<usize> {
+        let waiting = || (0..self.state.len()).filter(|&i| self.state[i] == State::Waiting);
+        let split = |i: usize| all[i].caching.as_ref().map(|(cfg, _)| cfg.max_split_size);
+        let split_under_way = |i: usize| {
+            (0..all.len()).any(|j| {
+                self.state[j] == State::Running && group[j] == group[i] && split(j) == split(i)
+            })
+        };
+        let first = waiting().next()?;
         Some(
-            std::iter::once(first)
-                .chain(waiting)
+            waiting()
                 .find(|&i| self.running[group[i]] == 0)
+                .or_else(|| waiting().find(|&i| !split_under_way(i)))
                 .unwrap_or(first),
         )
     }
@@ -216,7 +227,7 @@ fn replay_waiting(
         loop {
             let i = {
                 let mut s = lock();
-                let next = s.error.is_none().then(|| s.next(&group)).flatten();
+                let next = s.error.is_none().then(|| s.next(all, &group)).flatten();
                 let Some(i) = next else { return };
                 s.state[i] = State::Running;
                 s.running[group[i]] += 1;
