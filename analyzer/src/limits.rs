@@ -49,11 +49,12 @@ impl ProcessLimit {
     }
 }
 
-/// Every (pid, device)'s limits, as [`limits`] finds them.
-pub type Limits = BTreeMap<(u32, i32), ProcessLimit>;
+/// Every (pid, device)'s limits, as [`limits`] finds them (not [`crate::replay::Limits`], the
+/// capacity a replay is given).
+pub type ProcessLimits = BTreeMap<(u32, i32), ProcessLimit>;
 
 /// Every (pid, device)'s limits in `events`, times taken from the first event's.
-pub fn limits(events: impl IntoIterator<Item = Event>) -> Limits {
+pub fn limits(events: impl IntoIterator<Item = Event>) -> ProcessLimits {
     let mut events = events.into_iter().peekable();
     let start_ns = events.peek().map_or(0, |e| e.time_ns);
     limits_since(start_ns, events)
@@ -61,8 +62,8 @@ pub fn limits(events: impl IntoIterator<Item = Event>) -> Limits {
 
 /// [`limits`] of `events`, times taken from `start_ns` (the trace's first event's): what a
 /// caller that kept only the events [`reads`] passes.
-pub fn limits_since(start_ns: u64, events: impl IntoIterator<Item = Event>) -> Limits {
-    let mut out = Limits::new();
+pub fn limits_since(start_ns: u64, events: impl IntoIterator<Item = Event>) -> ProcessLimits {
+    let mut out = ProcessLimits::new();
     for e in events.into_iter().filter(|e| reads(e.api, e.result)) {
         let at = (e.pid, e.device);
         match e.api {

@@ -12,7 +12,7 @@
 //! under the recorded limit ([`crate::tune::tune_model`]), and when none serves it `fit`'s
 //! bisection of the recorded setting ([`crate::replay::fit_one`]). No second search.
 
-use crate::limits::{Limits, ProcessLimit};
+use crate::limits::{ProcessLimit, ProcessLimits};
 use crate::model::device::CUDA_CONTEXT_BYTES;
 use crate::model::{Model, RequestKind, RequestStream, pytorch_alloc_conf};
 use crate::policy::alloc_conf::spec_from_alloc_conf;
@@ -161,7 +161,7 @@ pub struct Smallest {
 pub fn stories(
     metadata: &Metadata,
     devices: &[Device],
-    limits: &Limits,
+    limits: &ProcessLimits,
     model: &Model,
     recorded: &Recorded,
     names: &StackNames,

@@ -4,7 +4,7 @@
 //! events record ([`crate::limits`]). A caller with the file streams it into these (`vramtrace
 //! report` does, as `replay` streams its requests); [`ReportInput::of`] takes a decoded trace.
 
-use crate::limits::{Limits, limits};
+use crate::limits::{ProcessLimits, limits};
 use crate::model::Model;
 use crate::model::table::AllocationTable;
 use vramtrace_format::{Trace, TraceHead};
@@ -17,7 +17,7 @@ pub struct ReportInput {
     pub model: Model,
     /// With its rows.
     pub table: AllocationTable,
-    pub limits: Limits,
+    pub limits: ProcessLimits,
 }
 
 impl ReportInput {

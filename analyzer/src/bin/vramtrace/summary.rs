@@ -10,7 +10,7 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 use vramtrace::failures::FailureSite;
-use vramtrace::limits::ProcessLimit;
+use vramtrace::limits::{ProcessLimit, ProcessLimits};
 use vramtrace::oom_story::{self, OomStory};
 use vramtrace::summary::{GroupSummary, Summary};
 use vramtrace::symbolize::{
@@ -135,7 +135,13 @@ impl Args {
 const FRAMES_SHOWN: usize = 4;
 
 /// The text summary; `depth`: show each stack's innermost frames instead of its user frame.
-pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>, limits: &Limits) -> String {
+pub fn render(
+    path: &Path,
+    s: &Summary,
+    t0: u64,
+    depth: Option<usize>,
+    limits: &ProcessLimits,
+) -> String {
     let mut o = String::new();
     let level = if s.has_allocator_segments {
         format!(
@@ -165,9 +171,6 @@ pub fn render(path: &Path, s: &Summary, t0: u64, depth: Option<usize>, limits: &
     }
     o
 }
-
-/// The limits of each (pid, device), from the trace's §4.3 events.
-type Limits = std::collections::BTreeMap<(u32, i32), ProcessLimit>;
 
 fn group(
     o: &mut String,
