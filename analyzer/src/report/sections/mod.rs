@@ -76,7 +76,7 @@ pub fn build(
         sections.push(Section {
             pid: inst.pid,
             device: inst.device,
-            allocations: inst.allocations.len() as u64,
+            allocations: inst.allocations,
             capacity: capacity(inst.pid, inst.device),
             requested,
             peak,
