@@ -42,7 +42,6 @@ pub struct Step {
     pub time_ns: u64,
     /// The bytes allocated, or for a free the bytes of the allocation it ends.
     pub size: u64,
-    pub stack: u32,
     pub is_free: bool,
 }
 
@@ -53,10 +52,10 @@ pub struct Instance<'m> {
     pub device: i32,
     /// What it asked of its allocator, which every walk below reads.
     pub requests: &'m RequestStream,
-    /// How many allocations it made.
-    pub allocations: u64,
+    /// How many allocations it made ([`Instance::allocations`]).
+    pub allocation_count: u64,
     /// How many allocations and frees ([`Instance::steps`]).
-    pub steps: usize,
+    pub step_count: usize,
     /// Plain driver allocations beside a stream-ordered pool, which the model sets aside.
     pub outside: Outside,
 }
@@ -73,14 +72,14 @@ impl<'m> Instance<'m> {
     /// The instance whose requests are `stream`'s.
     pub fn of(stream: &'m RequestStream) -> Instance<'m> {
         let key = stream.key;
-        let (mut allocations, mut steps) = (0u64, 0usize);
+        let (mut allocation_count, mut step_count) = (0u64, 0usize);
         for r in &stream.requests {
             match r.kind {
                 RequestKind::Alloc => {
-                    allocations += 1;
-                    steps += 1;
+                    allocation_count += 1;
+                    step_count += 1;
                 }
-                RequestKind::Free => steps += 1,
+                RequestKind::Free => step_count += 1,
                 _ => {}
             }
         }
@@ -88,8 +87,8 @@ impl<'m> Instance<'m> {
             pid: key.map_or(0, |k| k.pid),
             device: key.map_or(-1, |k| k.device),
             requests: stream,
-            allocations,
-            steps,
+            allocation_count,
+            step_count,
             outside: stream.outside,
         }
     }
@@ -106,7 +105,6 @@ impl<'m> Instance<'m> {
             Some(Step {
                 time_ns: r.time_ns,
                 size: r.size,
-                stack: r.stack,
                 is_free,
             })
         })
@@ -240,7 +238,7 @@ impl<'m> TracePass<'m> {
     }
 
     pub fn allocations(&self) -> u64 {
-        self.instances.iter().map(|i| i.allocations).sum()
+        self.instances.iter().map(|i| i.allocation_count).sum()
     }
 }
 
@@ -312,7 +310,7 @@ pub(crate) mod tests {
         let a: Vec<Allocation> = i.allocations().collect();
         assert_eq!((a[0].index, a[0].death_ns, a[0].death_step), (0, 30, 2));
         assert_eq!((a[1].index, a[1].death_ns, a[1].birth_step), (1, NEVER, 1));
-        assert_eq!(i.steps, 3);
+        assert_eq!(i.step_count, 3);
         let steps: Vec<Step> = i.steps().collect();
         assert!(steps[2].is_free && steps[2].size == 100);
         assert_eq!((steps[1].time_ns, steps[2].time_ns), (20, 30));
@@ -345,7 +343,7 @@ pub(crate) mod tests {
         ]);
         let i = loaded.pass().instances[0];
         let a: Vec<Allocation> = i.allocations().collect();
-        assert_eq!((i.allocations, a.len(), a[0].size), (1, 1, 50));
+        assert_eq!((i.allocation_count, a.len(), a[0].size), (1, 1, 50));
         assert_eq!((i.outside.allocations, i.outside.peak_bytes), (1, 100));
     }
 

@@ -25,7 +25,7 @@ pub fn top(instance: &Instance, n: usize, last_ns: u64) -> Vec<AllocationRecord>
         by_area.push((area, Reverse(a.index)), a);
         by_size.push((a.size, Reverse(a.index)), a);
     }
-    let mut kept: Vec<Allocation> = if instance.allocations as usize > n {
+    let mut kept: Vec<Allocation> = if instance.allocation_count as usize > n {
         let mut by_area: Vec<Allocation> = by_area.into_vec().into_iter().map(|k| k.1).collect();
         by_area.sort_unstable_by_key(|a| a.index);
         let in_area = |i: u32| by_area.binary_search_by_key(&i, |a| a.index).is_ok();

@@ -13,7 +13,7 @@ pub const FOCUS_BUCKETS: usize = 4_000;
 /// `peak_ns` and by 2% either side, clamped to `[first_ns, last_ns]`: where memory moves, not
 /// the idle start of a program loading its data.
 pub fn focus(instance: &Instance, peak_ns: u64, first_ns: u64, last_ns: u64) -> Buckets {
-    let n = instance.steps;
+    let n = instance.step_count;
     if n < 2 {
         return Buckets::new(first_ns, last_ns, FOCUS_BUCKETS);
     }

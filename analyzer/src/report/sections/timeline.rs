@@ -105,7 +105,7 @@ pub fn collect(instance: &Instance, origin_ns: u64, from_ns: u64, to_ns: u64) ->
 /// The window of `ZOOM_STEPS` steps either side of step `peak_step`, in absolute ns.
 pub fn zoom_window(instance: &Instance, peak_step: usize) -> (u64, u64) {
     let a = peak_step.saturating_sub(ZOOM_STEPS);
-    let b = (peak_step + ZOOM_STEPS).min(instance.steps - 1);
+    let b = (peak_step + ZOOM_STEPS).min(instance.step_count - 1);
     let time = |i: usize| instance.steps().nth(i).expect("the peak is a step").time_ns;
     let (a, b) = (time(a), time(b));
     (a, b.max(a + 1))
