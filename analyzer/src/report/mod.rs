@@ -1,6 +1,6 @@
 //! `vramtrace report`: one self-contained interactive HTML page, and SVG charts.
 //!
-//! Sans-IO in layers: [`trace::TracePass`] lays out the allocations of the replay model's
+//! Sans-IO in layers: [`trace::TracePass`] walks the allocations of the replay model's
 //! request streams; [`sections`] computes from it, from the policies' replays ([`from_replay`])
 //! and from the summary every data section of [`data::ReportData`], once, small and already
 //! downsampled. Both outputs read those sections and compute nothing of their own:
@@ -16,6 +16,7 @@ pub mod from_replay;
 pub mod generate;
 pub mod input;
 pub mod job;
+pub mod largest;
 pub mod page;
 pub mod page_data;
 pub mod sections;

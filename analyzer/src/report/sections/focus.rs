@@ -13,16 +13,18 @@ pub const FOCUS_BUCKETS: usize = 4_000;
 /// `peak_ns` and by 2% either side, clamped to `[first_ns, last_ns]`: where memory moves, not
 /// the idle start of a program loading its data.
 pub fn focus(instance: &Instance, peak_ns: u64, first_ns: u64, last_ns: u64) -> Buckets {
-    let n = instance.steps.len();
+    let n = instance.step_count;
     if n < 2 {
         return Buckets::new(first_ns, last_ns, FOCUS_BUCKETS);
     }
-    let time = |i: usize| instance.time_ns(instance.steps[i]);
+    let times = instance.steps().map(|s| s.time_ns);
     let k = ((n as f64 * FOCUS_SHARE).ceil() as usize).clamp(1, n);
-    // Steps are in call order, so their times never decrease: a sliding window of k steps.
-    let (mut a, mut b) = (time(0), time(n - 1));
-    for i in 0..=n - k {
-        let (x, y) = (time(i), time(i + k - 1));
+    // Steps are in call order, so their times never decrease: a sliding window of k steps,
+    // its two ends two cursors over the same steps. The first window is as short as the
+    // whole trace's steps only when it spans them all, so it stands for them at the start.
+    let mut windows = times.clone().zip(times.skip(k - 1));
+    let (mut a, mut b) = windows.next().expect("k is at most the steps");
+    for (x, y) in windows {
         if y - x < b - a {
             (a, b) = (x, y);
         }
@@ -37,8 +39,7 @@ pub fn focus(instance: &Instance, peak_ns: u64, first_ns: u64, last_ns: u64) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::trace::TracePass;
-    use crate::report::trace::tests::ev;
+    use crate::report::trace::tests::{ev, load};
     use vramtrace_format::Api;
 
     #[test]
@@ -49,7 +50,8 @@ mod tests {
             events.push(ev(Api::CuMemAlloc_v2, 1_000_000 + 20 * i, 0x100 + i, 10));
             events.push(ev(Api::CuMemFree_v2, 1_000_010 + 20 * i, 0x100 + i, 0));
         }
-        let pass = TracePass::from_events(events);
+        let loaded = load(&events);
+        let pass = loaded.pass();
         let f = focus(&pass.instances[0], 1_000_000, 0, 1_000_990);
         assert!(f.start_ns > 900_000, "{f:?}");
         assert!(f.start_ns + f.span_ns >= 1_000_900, "{f:?}");

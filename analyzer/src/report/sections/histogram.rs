@@ -4,7 +4,7 @@ use crate::report::data::{Bin, Histogram};
 use crate::report::trace::{Instance, NEVER};
 
 /// Sizes in bins of ×4: `≤ 1 KiB`, `1–4 KiB`, ..., trimmed to the bins the requests use.
-pub fn sizes<'a>(instances: impl IntoIterator<Item = &'a Instance>) -> Histogram {
+pub fn sizes<'a, 'm: 'a>(instances: impl IntoIterator<Item = &'a Instance<'m>>) -> Histogram {
     // Upper bounds 1 KiB · 4^k, k = 0..=15 (up to 1 PiB), then everything larger.
     let bounds: Vec<u64> = (0..16).map(|k| 1024u64 << (2 * k)).collect();
     let mut bins: Vec<Bin> = (0..=bounds.len())
@@ -18,7 +18,7 @@ pub fn sizes<'a>(instances: impl IntoIterator<Item = &'a Instance>) -> Histogram
         })
         .collect();
     for inst in instances {
-        for a in &inst.allocations {
+        for a in inst.steps().filter(|s| !s.is_free) {
             let k = bounds.partition_point(|&b| b < a.size);
             bins[k].count += 1;
             bins[k].bytes = bins[k].bytes.saturating_add(a.size);
@@ -30,7 +30,7 @@ pub fn sizes<'a>(instances: impl IntoIterator<Item = &'a Instance>) -> Histogram
 }
 
 /// Lifetimes in decades from 1 µs to 1,000 s, then the requests never freed.
-pub fn lifetimes<'a>(instances: impl IntoIterator<Item = &'a Instance>) -> Histogram {
+pub fn lifetimes<'a, 'm: 'a>(instances: impl IntoIterator<Item = &'a Instance<'m>>) -> Histogram {
     const LABELS: [&str; 11] = [
         "< 1 µs",
         "1–10 µs",
@@ -53,7 +53,7 @@ pub fn lifetimes<'a>(instances: impl IntoIterator<Item = &'a Instance>) -> Histo
         })
         .collect();
     for inst in instances {
-        for a in &inst.allocations {
+        for a in inst.allocations() {
             let k = if a.death_ns == NEVER {
                 LABELS.len()
             } else {
@@ -103,27 +103,27 @@ fn short_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::trace::Allocation;
+    use crate::report::trace::tests::{ev, load};
+    use vramtrace_format::{Api, Event};
 
-    fn alloc(size: u64, birth_ns: u64, death_ns: u64) -> Allocation {
-        Allocation {
-            size,
-            birth_ns,
-            death_ns,
-            stack: 0,
-            stream: 0,
-            birth_step: 0,
-            death_step: 0,
-        }
+    /// Allocations at time 0 of `sizes`, each freed at its `deaths` entry ([`NEVER`]: never).
+    fn allocations(sizes: &[u64], deaths: &[u64]) -> Vec<Event> {
+        let mut events: Vec<Event> = (0..sizes.len() as u64)
+            .map(|i| ev(Api::CuMemAlloc_v2, 0, 0x1000 * (i + 1), sizes[i as usize]))
+            .collect();
+        let mut frees: Vec<(u64, u64)> = (0..sizes.len() as u64)
+            .filter(|&i| deaths[i as usize] != NEVER)
+            .map(|i| (deaths[i as usize], 0x1000 * (i + 1)))
+            .collect();
+        frees.sort_unstable();
+        events.extend(frees.iter().map(|&(t, a)| ev(Api::CuMemFree_v2, t, a, 0)));
+        events
     }
 
     #[test]
     fn sizes_fall_in_bins_of_four_and_empty_ends_are_dropped() {
-        let inst = Instance {
-            allocations: vec![alloc(512, 0, 1), alloc(1024, 0, 1), alloc(3000, 0, 1)],
-            ..Instance::default()
-        };
-        let h = sizes([&inst]);
+        let loaded = load(&allocations(&[512, 1024, 3000], &[1, 1, 1]));
+        let h = sizes(&loaded.pass().instances);
         let got: Vec<(&str, u64, u64)> = h
             .bins
             .iter()
@@ -134,16 +134,11 @@ mod tests {
 
     #[test]
     fn lifetimes_fall_in_decades_and_survivors_are_counted_apart() {
-        let inst = Instance {
-            allocations: vec![
-                alloc(10, 0, 500),
-                alloc(10, 0, 5_000),
-                alloc(10, 0, 2_000_000),
-                alloc(99, 0, NEVER),
-            ],
-            ..Instance::default()
-        };
-        let h = lifetimes([&inst]);
+        let loaded = load(&allocations(
+            &[10, 10, 10, 99],
+            &[500, 5_000, 2_000_000, NEVER],
+        ));
+        let h = lifetimes(&loaded.pass().instances);
         let got: Vec<(&str, u64)> = h.bins.iter().map(|b| (b.label.as_str(), b.count)).collect();
         assert_eq!(
             got,

@@ -18,13 +18,10 @@ pub fn collect(
     let Some(p) = peak_step else {
         return LiveAtPeak::default();
     };
-    let p = p as u32;
     let mut by_stack: HashMap<u32, u64> = HashMap::new();
-    for a in &instance.allocations {
-        if a.birth_step <= p && a.death_step > p {
-            let e = by_stack.entry(a.stack).or_default();
-            *e = e.saturating_add(a.size);
-        }
+    for (stack, size) in instance.live_after(p) {
+        let e = by_stack.entry(stack).or_default();
+        *e = e.saturating_add(size);
     }
     let mut sums: Vec<(u32, u64)> = by_stack.into_iter().collect();
     sums.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));

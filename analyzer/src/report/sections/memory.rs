@@ -10,22 +10,20 @@ use crate::sums::Live;
 pub fn requested(instance: &Instance, buckets: Buckets) -> (Series, Peak, Option<usize>) {
     let mut series = SeriesBuilder::new(buckets);
     let (mut live, mut peak, mut at) = (Live::default(), Peak::default(), None);
-    for (i, &step) in instance.steps.iter().enumerate() {
-        let a = &instance.allocations[step.allocation()];
-        let time_ns = instance.time_ns(step);
-        if step.is_free() {
-            live.sub(a.size);
+    for (i, step) in instance.steps().enumerate() {
+        if step.is_free {
+            live.sub(step.size);
         } else {
-            live.add(a.size);
+            live.add(step.size);
             if live.bytes() > peak.bytes || at.is_none() {
                 peak = Peak {
-                    time_ns,
+                    time_ns: step.time_ns,
                     bytes: live.bytes(),
                 };
                 at = Some(i);
             }
         }
-        series.step(time_ns, live.bytes());
+        series.step(step.time_ns, live.bytes());
     }
     (series.finish(), peak, at)
 }
@@ -33,13 +31,12 @@ pub fn requested(instance: &Instance, buckets: Buckets) -> (Series, Peak, Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::trace::TracePass;
-    use crate::report::trace::tests::ev;
+    use crate::report::trace::tests::{ev, load};
     use vramtrace_format::Api;
 
     #[test]
     fn requested_bytes_peak_when_the_most_is_live() {
-        let pass = TracePass::from_events(vec![
+        let loaded = load(&[
             ev(Api::CuMemAlloc_v2, 0, 1, 100),
             ev(Api::CuMemAlloc_v2, 10, 2, 50),
             ev(Api::CuMemFree_v2, 20, 1, 0),
@@ -47,7 +44,7 @@ mod tests {
             ev(Api::CuMemFree_v2, 40, 3, 0),
         ]);
         let buckets = Buckets::new(0, 50, 5);
-        let (series, peak, at) = requested(&pass.instances[0], buckets);
+        let (series, peak, at) = requested(&loaded.pass().instances[0], buckets);
         assert_eq!(
             peak,
             Peak {

@@ -1,5 +1,5 @@
-//! The report's data sections, each computed once from the trace pass ([`super::trace`], the
-//! replay model's request streams laid out as allocations), the policies' replays
+//! The report's data sections, each computed once from the trace pass ([`super::trace`], walks
+//! over the replay model's request streams with bounded state), the policies' replays
 //! ([`policies`]) and the summary ([`from_summary`]): plain data ([`super::data`]), already
 //! aggregated and downsampled. The page ([`super::page_data`], [`super::page`]) and the SVG
 //! charts ([`super::charts`]) both read these and compute nothing of their own.
@@ -76,7 +76,7 @@ pub fn build(
         sections.push(Section {
             pid: inst.pid,
             device: inst.device,
-            allocations: inst.allocations.len() as u64,
+            allocations: inst.allocation_count,
             capacity: capacity(inst.pid, inst.device),
             requested,
             peak,

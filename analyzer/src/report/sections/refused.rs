@@ -9,15 +9,16 @@ pub const MAX_REFUSED: usize = 2_000;
 
 /// The first [`MAX_REFUSED`] refusals, and how many there were.
 pub fn refused(instance: &Instance) -> (Vec<Refused>, u64) {
-    let v = instance
-        .refused
-        .iter()
+    let mut refusals = instance.refused();
+    let v = refusals
+        .by_ref()
         .take(MAX_REFUSED)
         .map(|r| Refused {
             time_ns: r.time_ns,
             size: r.size,
             stack: r.stack,
         })
-        .collect();
-    (v, instance.refused.len() as u64)
+        .collect::<Vec<_>>();
+    let total = v.len() as u64 + refusals.count() as u64;
+    (v, total)
 }

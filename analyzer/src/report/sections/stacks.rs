@@ -10,7 +10,7 @@ use std::collections::HashMap;
 pub fn stacks(instance: &Instance, peak_step: Option<usize>) -> Vec<StackUse> {
     let p = peak_step.map_or(u32::MAX, |p| p as u32);
     let mut by: HashMap<u32, StackUse> = HashMap::new();
-    for a in &instance.allocations {
+    for a in instance.allocations() {
         let e = by.entry(a.stack).or_insert(StackUse {
             stack: a.stack,
             ..StackUse::default()
@@ -21,7 +21,7 @@ pub fn stacks(instance: &Instance, peak_step: Option<usize>) -> Vec<StackUse> {
             e.bytes_at_peak = e.bytes_at_peak.saturating_add(a.size);
         }
     }
-    for r in &instance.refused {
+    for r in instance.refused() {
         by.entry(r.stack)
             .or_insert(StackUse {
                 stack: r.stack,
@@ -41,8 +41,7 @@ pub fn stacks(instance: &Instance, peak_step: Option<usize>) -> Vec<StackUse> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::trace::TracePass;
-    use crate::report::trace::tests::ev;
+    use crate::report::trace::tests::{ev, load};
     use vramtrace_format::Api;
 
     #[test]
@@ -53,8 +52,8 @@ mod tests {
         b.stack = 4;
         let mut free_b = ev(Api::CuMemFree_v2, 2, 2, 0);
         free_b.stack = 4;
-        let pass = TracePass::from_events(vec![a, b, free_b]);
-        let s = stacks(&pass.instances[0], Some(1));
+        let loaded = load(&[a, b, free_b]);
+        let s = stacks(&loaded.pass().instances[0], Some(1));
         assert_eq!((s[0].stack, s[0].bytes_at_peak), (3, 100));
         assert_eq!(
             (s[1].stack, s[1].bytes_at_peak, s[1].allocations),

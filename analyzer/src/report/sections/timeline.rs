@@ -10,8 +10,10 @@
 //! when a drawn band below it ends.
 
 use crate::report::data::{Band, Buckets, SeriesBuilder, Timeline};
+use crate::report::largest::Largest;
 use crate::report::trace::Instance;
 use crate::sums::Live;
+use std::cmp::Reverse;
 
 pub const SAMPLES: usize = 500;
 pub const MAX_BANDS: usize = 300;
@@ -29,8 +31,8 @@ pub fn collect(instance: &Instance, origin_ns: u64, from_ns: u64, to_ns: u64) ->
     // shorter than a slice still show, as in the memory chart.
     let mut top = SeriesBuilder::new(Buckets::new(from_ns, to_ns, SAMPLES));
     let (mut live, mut started) = (Live::default(), false);
-    for &step in &instance.steps {
-        let time_ns = instance.time_ns(step);
+    for step in instance.steps() {
+        let time_ns = step.time_ns;
         if time_ns >= to_ns {
             break;
         }
@@ -38,11 +40,10 @@ pub fn collect(instance: &Instance, origin_ns: u64, from_ns: u64, to_ns: u64) ->
             top.step(from_ns, live.bytes());
             started = true;
         }
-        let a = &instance.allocations[step.allocation()];
-        if step.is_free() {
-            live.sub(a.size);
+        if step.is_free {
+            live.sub(step.size);
         } else {
-            live.add(a.size);
+            live.add(step.size);
         }
         if started {
             top.step(time_ns, live.bytes());
@@ -52,10 +53,11 @@ pub fn collect(instance: &Instance, origin_ns: u64, from_ns: u64, to_ns: u64) ->
         top.step(from_ns, live.bytes());
     }
     let total = top.finish().max;
-    // Allocations live at one sample at least, scored by the area they would cover.
+    // Allocations live at one sample at least, scored by the area they would cover (ties:
+    // the earlier).
     let mut allocations = 0u64;
-    let mut candidates: Vec<(u128, usize, usize, usize)> = Vec::new();
-    for (i, a) in instance.allocations.iter().enumerate() {
+    let mut candidates = Largest::new(MAX_BANDS);
+    for a in instance.allocations() {
         if a.birth_ns >= to_ns || a.death_ns <= from_ns {
             continue;
         }
@@ -63,25 +65,20 @@ pub fn collect(instance: &Instance, origin_ns: u64, from_ns: u64, to_ns: u64) ->
         let j0 = samples.partition_point(|&t| t < a.birth_ns);
         let j1 = samples.partition_point(|&t| t < a.death_ns);
         if j1 > j0 && a.size > 0 {
-            candidates.push((u128::from(a.size) * (j1 - j0) as u128, i, j0, j1));
+            let area = u128::from(a.size) * (j1 - j0) as u128;
+            candidates.push((area, Reverse(a.index)), (a, j0, j1));
         }
     }
-    if candidates.len() > MAX_BANDS {
-        candidates.select_nth_unstable_by(MAX_BANDS - 1, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        candidates.truncate(MAX_BANDS);
-    }
-    candidates.sort_by_key(|c| instance.allocations[c.1].birth_step);
+    let mut candidates = candidates.into_vec();
+    candidates.sort_by_key(|c| c.1.0.index);
     let mut bands: Vec<Band> = candidates
         .iter()
-        .map(|&(_, i, j0, j1)| {
-            let a = &instance.allocations[i];
-            Band {
-                size: a.size,
-                birth_ns: a.birth_ns.max(from_ns) - origin_ns,
-                death_ns: a.death_ns.min(to_ns) - origin_ns,
-                first_sample: j0,
-                offsets: vec![0; j1 - j0],
-            }
+        .map(|&(_, (a, j0, j1))| Band {
+            size: a.size,
+            birth_ns: a.birth_ns.max(from_ns) - origin_ns,
+            death_ns: a.death_ns.min(to_ns) - origin_ns,
+            first_sample: j0,
+            offsets: vec![0; j1 - j0],
         })
         .collect();
     let mut stacked = vec![0u64; SAMPLES];
@@ -107,29 +104,28 @@ pub fn collect(instance: &Instance, origin_ns: u64, from_ns: u64, to_ns: u64) ->
 
 /// The window of `ZOOM_STEPS` steps either side of step `peak_step`, in absolute ns.
 pub fn zoom_window(instance: &Instance, peak_step: usize) -> (u64, u64) {
-    let steps = &instance.steps;
     let a = peak_step.saturating_sub(ZOOM_STEPS);
-    let b = (peak_step + ZOOM_STEPS).min(steps.len() - 1);
-    let (a, b) = (instance.time_ns(steps[a]), instance.time_ns(steps[b]));
+    let b = (peak_step + ZOOM_STEPS).min(instance.step_count - 1);
+    let time = |i: usize| instance.steps().nth(i).expect("the peak is a step").time_ns;
+    let (a, b) = (time(a), time(b));
     (a, b.max(a + 1))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::trace::TracePass;
-    use crate::report::trace::tests::ev;
+    use crate::report::trace::tests::{ev, load};
     use vramtrace_format::Api;
 
     #[test]
     fn bands_stack_in_birth_order_and_move_down_when_one_below_ends() {
-        let pass = TracePass::from_events(vec![
+        let loaded = load(&[
             ev(Api::CuMemAlloc_v2, 0, 1, 100),
             ev(Api::CuMemAlloc_v2, 1, 2, 50),
             ev(Api::CuMemFree_v2, 500, 1, 0),
             ev(Api::CuMemFree_v2, 1000, 2, 0),
         ]);
-        let t = collect(&pass.instances[0], 0, 0, 1000);
+        let t = collect(&loaded.pass().instances[0], 0, 0, 1000);
         assert_eq!(t.bands.len(), 2);
         assert_eq!(t.allocations, 2);
         let second = &t.bands[1];
@@ -139,5 +135,22 @@ mod tests {
         // Only the slice in which the first one ends had more live than its sample shows.
         assert_eq!(t.rest.iter().filter(|&&r| r > 0).count(), 1);
         assert_eq!((t.top[0], *t.top.last().unwrap()), (150, 50));
+    }
+
+    #[test]
+    fn the_bands_drawn_are_those_of_the_most_area_the_earlier_on_ties() {
+        // 500 allocations made before the first sample and live to the end, of two sizes: the
+        // 250 larger ones are drawn, and the 50 earliest of the smaller.
+        let mut events: Vec<_> = (0..500u64)
+            .map(|i| ev(Api::CuMemAlloc_v2, i, 0x1000 + i, 10 + i % 2))
+            .collect();
+        events.extend((0..500u64).map(|i| ev(Api::CuMemFree_v2, 1_000_000, 0x1000 + i, 0)));
+        let loaded = load(&events);
+        let t = collect(&loaded.pass().instances[0], 0, 0, 1_000_000);
+        assert_eq!(t.allocations, 500);
+        let births: Vec<u64> = t.bands.iter().map(|b| b.birth_ns).collect();
+        let expected: Vec<u64> = (0..500u64).filter(|i| i % 2 == 1 || *i < 100).collect();
+        assert_eq!(births.len(), MAX_BANDS);
+        assert_eq!(births, expected);
     }
 }
