@@ -595,7 +595,7 @@ mod tests {
     fn the_pool_note_from_the_searchs_replays_is_the_one_a_replay_of_its_own_gives() {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../samples/traces/torch-mlp-requests.vramtrace"
+            "/../samples/traces/synthetic-mlp.vramtrace"
         );
         let trace = vramtrace_format::Trace::open(
             std::path::Path::new(path),
@@ -620,6 +620,10 @@ mod tests {
         let note = pool_note(&model.streams, &spec, &capacities, &peaks)
             .unwrap()
             .expect("the trace records no synchronizations");
+        // Two CUDA streams: the note gives the peak (the range's top, above the peak with
+        // opportunistic reuse), so another peak would give another note.
+        let top = peaks.iter().max().unwrap().to_string();
+        assert!(note.contains(&format!("to {top} bytes")), "{note}");
         assert_eq!(tune.notes.iter().filter(|n| **n == note).count(), 1);
     }
 
