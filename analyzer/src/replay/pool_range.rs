@@ -73,15 +73,17 @@ pub fn pool_range(
 }
 
 /// For `tune`'s notes: what the `cuda-async` prediction of `streams` lacks or leaves to GPU
-/// progress, in one sentence; `None` when neither applies.
+/// progress, in one sentence; `None` when neither applies. `peaks` are the prediction: each
+/// stream's peak reserved bytes in the replay of `spec` at its capacity ([`run`]), which the
+/// caller has made already (the search has, among its own replays), so none is made again.
 pub fn pool_note(
     streams: &[RequestStream],
     spec: &PolicySpec,
     capacities: &[u64],
+    peaks: &[u64],
 ) -> Result<Option<String>, PolicyError> {
     let mut ranges = Vec::new();
-    for (s, c) in streams.iter().zip(capacities) {
-        let peak = run(s, spec, *c)?.peak_reserved;
+    for ((s, c), &peak) in streams.iter().zip(capacities).zip(peaks) {
         ranges.extend(pool_range(s, spec, *c, peak)?);
     }
     let Some(r) = PoolRange::sum(ranges.into_iter()) else {

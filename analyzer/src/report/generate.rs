@@ -161,9 +161,7 @@ pub fn generate_loaded(
             },
         );
         progress("waiting for the header's search");
-        let tuned = searching
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let tuned = join(searching);
         rest.map(|rest| (rest, tuned))
     })?;
     drop(table);
@@ -208,10 +206,26 @@ fn trace_side<'t, 'f>(
         (_, CapacitySource::Unlimited) => None,
         (c, _) => Some(c),
     };
+    // The policies' replays read only the sections' heads, so they start at once, on a thread
+    // of their own, beside the building of the sections.
+    let heads = &sections::heads(&pass, &capacity);
     // Native frames are named from the program's files, which stay on this thread. A trace
     // without native modules (a snapshot's) has no frame that reads them, so its summary is
     // made on a thread of its own, beside the page's data and the replays.
     std::thread::scope(move |scope| {
+        let replaying = scope.spawn(move || {
+            if !o.policies.is_empty() {
+                progress(&format!(
+                    "replaying {}",
+                    o.policies
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            policies::replay(heads, model, &o.policies)
+        });
         let beside = trace.tables.modules.is_empty().then(|| {
             scope.spawn(|| {
                 let summary =
@@ -225,32 +239,22 @@ fn trace_side<'t, 'f>(
             .then(|| Summary::with_table(&trace.tables, table, model, TOP_STACKS, &mut *files));
         let mut symbolizer = Symbolizer::new(&trace.tables, files);
         progress("building the sections");
-        let mut data = sections::build(&pass, facts, &capacity, &mut |stack| {
-            symbolizer.stack(stack)
-        });
+        let mut data = sections::build(&pass, heads, facts, &mut |stack| symbolizer.stack(stack));
         drop(pass);
-        if !o.policies.is_empty() {
-            progress(&format!(
-                "replaying {}",
-                o.policies
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        let replayed = policies::replay(&mut data, model, &o.policies, &mut |stack| {
+        let replayed = join(replaying);
+        let summary = here.unwrap_or_else(|| join(beside.expect("made beside when not here")));
+        policies::fill(&mut data, &o.policies, replayed?, &mut |stack| {
             symbolizer.stack(stack)
         });
-        let summary = here.unwrap_or_else(|| {
-            beside
-                .expect("made beside when not here")
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        });
-        replayed?;
         Ok((data, summary, symbolizer))
     })
+}
+
+/// What a scoped thread returned; its panic goes on on this thread.
+fn join<T>(thread: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    thread
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// The library's search ([`tune_model`]) for the headline's answers, as `vramtrace tune`

@@ -378,8 +378,16 @@ pub fn tune(
     if judged && !greedy_plan_affordable(streams) {
         notes.push(GREEDY_LEFT_OUT.to_string());
     }
-    if let Some(c) = candidates.iter().find(|c| c.spec.name == "cuda-async") {
-        notes.extend(pool_note(streams, &c.spec, &options.capacities)?);
+    // The note's prediction is the candidate's own replays: replaying it again after the
+    // search (the slowest policy of the grid, on one thread) was the search's longest step.
+    if let Some(i) = candidates.iter().position(|c| c.spec.name == "cuda-async") {
+        let peaks: Vec<u64> = per[i].iter().map(|o| o.peak_reserved).collect();
+        notes.extend(pool_note(
+            streams,
+            &candidates[i].spec,
+            &options.capacities,
+            &peaks,
+        )?);
     }
     let ranked: Vec<Row> = ranked.into_iter().map(|(_, r)| r).collect();
     let limit = super::pressure::limit_of(streams, &ranked);
@@ -581,6 +589,42 @@ mod tests {
 
     fn all_live(n: u32) -> RequestStream {
         RequestStream::from_requests((0..n).map(|slot| Request::alloc(slot, 512, 0)).collect())
+    }
+
+    #[test]
+    fn the_pool_note_from_the_searchs_replays_is_the_one_a_replay_of_its_own_gives() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../samples/traces/synthetic-mlp.vramtrace"
+        );
+        let trace = vramtrace_format::Trace::open(
+            std::path::Path::new(path),
+            vramtrace_format::ReadOptions::default(),
+        )
+        .unwrap();
+        let context = crate::model::device::CUDA_CONTEXT_BYTES;
+        let tune = crate::tune::tune_trace(&trace, None, None, context)
+            .unwrap()
+            .unwrap();
+        let (model, recorded) = crate::tune::model_and_recorded(&trace);
+        let devices = &trace.tables.devices;
+        let capacities = crate::tune::capacities(devices, &model, None, None, context);
+        let spec = candidates(&model.streams, true, &recorded, Grid::Full)
+            .into_iter()
+            .find(|c| c.spec.name == "cuda-async")
+            .expect("the grid tries cuda-async")
+            .spec;
+        let peaks: Vec<u64> = (model.streams.iter().zip(&capacities))
+            .map(|(s, &c)| crate::replay::run(s, &spec, c).unwrap().peak_reserved)
+            .collect();
+        let note = pool_note(&model.streams, &spec, &capacities, &peaks)
+            .unwrap()
+            .expect("the trace records no synchronizations");
+        // Two CUDA streams: the note gives the peak (the range's top, above the peak with
+        // opportunistic reuse), so another peak would give another note.
+        let top = peaks.iter().max().unwrap().to_string();
+        assert!(note.contains(&format!("to {top} bytes")), "{note}");
+        assert_eq!(tune.notes.iter().filter(|n| **n == note).count(), 1);
     }
 
     #[test]

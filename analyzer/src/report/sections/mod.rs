@@ -25,16 +25,39 @@ use rayon::prelude::*;
 /// Allocator instances drawn; a trace with more shows the ones with the largest peaks.
 pub const MAX_SECTIONS: usize = 8;
 
-/// The sections of a report: one per allocator instance, largest lower bound first.
-///
-/// `frames` names a stack's frames, outermost first (symbolization is the caller's business).
-/// `capacity` gives the capacity line of an instance (pid, device).
-pub fn build(
-    pass: &TracePass,
-    trace: TraceFacts,
-    capacity: &dyn Fn(u32, i32) -> Option<u64>,
-    frames: &mut dyn FnMut(u32) -> Vec<String>,
-) -> ReportData {
+/// What the policies' replays read of a section ([`policies::replay`]): its allocator
+/// instance, capacity line, requested bytes' peak and focus window. All come from the trace
+/// pass alone and cost little, so the replays, the longest part of a report's own data, can
+/// start before the rest of the sections is built ([`build`]).
+#[derive(Debug, Clone)]
+pub struct Head {
+    pub pid: u32,
+    pub device: i32,
+    pub capacity: Option<u64>,
+    pub peak: Peak,
+    pub focus: Buckets,
+    /// Its index in [`TracePass::instances`].
+    instance: usize,
+    /// Live requested bytes over the report's buckets.
+    requested: Series,
+    /// The step of the peak.
+    at: Option<usize>,
+}
+
+/// The report's buckets and the heads of its sections: one per allocator instance, largest
+/// lower bound first, at most [`MAX_SECTIONS`].
+#[derive(Debug, Clone)]
+pub struct Heads {
+    /// `None` for a trace without events.
+    pub buckets: Option<Buckets>,
+    pub sections: Vec<Head>,
+    /// Instances left out.
+    omitted: usize,
+}
+
+/// The heads of `pass`'s sections; `capacity` gives the capacity line of an instance (pid,
+/// device).
+pub fn heads(pass: &TracePass, capacity: &dyn Fn(u32, i32) -> Option<u64>) -> Heads {
     let buckets = Buckets::new(pass.first_ns, pass.last_ns, BUCKETS);
     let computed: Vec<(usize, Series, Peak, Option<usize>)> = pass
         .instances
@@ -55,12 +78,45 @@ pub fn build(
     });
     let omitted = order.len().saturating_sub(MAX_SECTIONS);
     order.truncate(MAX_SECTIONS);
+    let sections = order
+        .into_iter()
+        .map(|i| {
+            let inst = &pass.instances[i];
+            let (_, requested, peak, at) = computed[i].clone();
+            Head {
+                pid: inst.pid,
+                device: inst.device,
+                capacity: capacity(inst.pid, inst.device),
+                peak,
+                focus: focus::focus(inst, peak.time_ns, pass.first_ns, pass.last_ns),
+                instance: i,
+                requested,
+                at,
+            }
+        })
+        .collect();
+    Heads {
+        buckets: (pass.events > 0).then_some(buckets),
+        sections,
+        omitted,
+    }
+}
+
+/// The sections of a report, in the order of their `heads` (made of the same `pass`,
+/// [`heads`]), without the policies' replays.
+///
+/// `frames` names a stack's frames, outermost first (symbolization is the caller's business).
+pub fn build(
+    pass: &TracePass,
+    heads: &Heads,
+    trace: TraceFacts,
+    frames: &mut dyn FnMut(u32) -> Vec<String>,
+) -> ReportData {
     let mut sections = Vec::new();
-    for i in order {
-        let inst = &pass.instances[i];
-        let (_, requested, peak, at) = computed[i].clone();
+    for head in &heads.sections {
+        let inst = &pass.instances[head.instance];
+        let (peak, at, focus) = (head.peak, head.at, head.focus);
         let live_at_peak = live_at_peak::collect(inst, peak, at, frames);
-        let focus = focus::focus(inst, peak.time_ns, pass.first_ns, pass.last_ns);
         let (refused, refused_total) = refused::refused(inst);
         let (timeline, timeline_at_peak) = rayon::join(
             || {
@@ -77,8 +133,8 @@ pub fn build(
             pid: inst.pid,
             device: inst.device,
             allocations: inst.allocation_count,
-            capacity: capacity(inst.pid, inst.device),
-            requested,
+            capacity: head.capacity,
+            requested: head.requested.clone(),
             peak,
             outside_allocations: inst.outside.allocations,
             outside_peak: inst.outside.peak_bytes,
@@ -99,10 +155,10 @@ pub fn build(
     }
     ReportData {
         trace,
-        buckets: (pass.events > 0).then_some(buckets),
+        buckets: heads.buckets,
         policy_names: Vec::new(),
         sections,
-        sections_omitted: omitted,
+        sections_omitted: heads.omitted,
         sizes: histogram::sizes(&pass.instances),
         lifetimes: histogram::lifetimes(&pass.instances),
         answers: None,
