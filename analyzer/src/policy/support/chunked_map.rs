@@ -46,6 +46,11 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     /// `chunks.len()` when every key is below it.
     #[inline]
     fn lower_bound(&self, key: &K) -> (usize, usize) {
+        // Most maps are one chunk: no search over the chunks.
+        if let [c] = &self.chunks[..] {
+            let p = first_not_below(c, |e| e.0 < *key);
+            return if p == c.len() { (1, 0) } else { (0, p) };
+        }
         let i = first_not_below(&self.chunks, |c| c[c.len() - 1].0 < *key);
         match self.chunks.get(i) {
             Some(c) => (i, first_not_below(c, |e| e.0 < *key)),
@@ -104,7 +109,11 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         // The new place `q` in this chunk, if the key belongs there: the first of the entries
         // between it and the old place that is not below the key.
         let q = if key < old {
-            let q = first_not_below(&c[..p], |e| e.0 < key);
+            // A block's rest often keeps its place: look there first.
+            let q = match p.checked_sub(1) {
+                Some(before) if c[before].0 >= key => first_not_below(&c[..before], |e| e.0 < key),
+                _ => p,
+            };
             let after_previous = q > 0 || i == 0 || {
                 let previous = &self.chunks[i - 1];
                 previous[previous.len() - 1].0 < key
