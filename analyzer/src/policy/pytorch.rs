@@ -1560,6 +1560,64 @@ mod tests {
         assert_eq!(run(1.0), 60 * MIB + 34 * MIB);
     }
 
+    /// Whether the two indexes hold exactly the free blocks, each under its key: every free
+    /// mapped block in `free`, every unmapped range in `unmapped`, nothing else.
+    fn indexes_match_the_blocks(p: &PyTorchCaching) -> bool {
+        let mut free: Vec<(usize, u128, u32)> = Vec::new();
+        let mut unmapped = Vec::new();
+        for (id, b) in p.blocks.iter().enumerate() {
+            let id = id as u32;
+            if !b.exists || b.allocated {
+                continue;
+            }
+            if b.mapped {
+                free.push((p.pool_of(id), p.free_key(id), id));
+            } else {
+                unmapped.push((p.pool_of(id), p.unmapped_key(id), id));
+            }
+        }
+        let indexed = |map: fn(&BlockPool) -> &ChunkedMap<u128, u32>| {
+            let mut all: Vec<(usize, u128, u32)> = Vec::new();
+            for (pool, bp) in p.pools.iter().enumerate() {
+                all.extend(map(bp).iter().map(|(k, id)| (pool, k, id)));
+            }
+            all
+        };
+        free.sort_unstable();
+        unmapped.sort_unstable();
+        indexed(|bp| &bp.free) == free && indexed(|bp| &bp.unmapped) == unmapped
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+        /// Splits, merges and reuses keep the free-block indexes equal to the blocks, with and
+        /// without expandable segments, on two streams, with the cache emptied now and then.
+        #[test]
+        fn the_indexes_follow_every_split_and_merge(
+            expandable in proptest::prelude::any::<bool>(),
+            ops in proptest::collection::vec((0u32..24, 0u64..(40 << 20), 0u32..2), 1..400),
+        ) {
+            let mut p = PyTorchCaching::new(Config { expandable_segments: expandable, ..Config::default() });
+            let mut d = Driver::new(DriverModel::default());
+            let mut live = [false; 24];
+            for (slot, size, stream) in ops {
+                if live[slot as usize] {
+                    p.free(slot, &mut d.device());
+                    live[slot as usize] = false;
+                } else if size % 97 == 0 {
+                    Policy::empty_cache(&mut p, &mut d.device());
+                } else {
+                    // Sizes from 512 B to 40 MiB, most of them small.
+                    let size = (size >> (size % 13)).max(1);
+                    p.malloc(slot, size, stream, &mut d.device()).unwrap();
+                    live[slot as usize] = true;
+                }
+                proptest::prop_assert!(indexes_match_the_blocks(&p));
+            }
+        }
+    }
+
     /// 40 MiB, freed, then 20 MiB (from the cached 40 MiB block, split) and 50 MiB: the replay
     /// with `max_split_size` of `split_mb` (MiB) and the split rounding `rounding_mb`; its
     /// reserved bytes and thresholds.
