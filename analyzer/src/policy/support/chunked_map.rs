@@ -99,15 +99,16 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     }
 
     /// Replaces the entry at `at`, which is not the end, by `key` → `value`, as removing it and
-    /// inserting them would (`key` must not be another entry's key). When `key` belongs in the
-    /// same chunk, only the entries between the old place and the new one move.
+    /// then inserting them would (an entry already under `key` takes `value`). When `key`
+    /// belongs in the same chunk and is not another entry's, only the entries between the old
+    /// place and the new one move.
     #[inline]
     pub fn replace_at(&mut self, at: Cursor, key: K, value: V) {
         let (i, p) = (at.chunk, at.index);
         let c = &self.chunks[i];
         let old = c[p].0;
-        // The new place `q` in this chunk, if the key belongs there: the first of the entries
-        // between it and the old place that is not below the key.
+        // The new place `q` in this chunk, if the key belongs there and no other entry has it:
+        // the first of the entries between it and the old place that is not below the key.
         let q = if key < old {
             // A block's rest often keeps its place: look there first.
             let q = match p.checked_sub(1) {
@@ -118,7 +119,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
                 let previous = &self.chunks[i - 1];
                 previous[previous.len() - 1].0 < key
             };
-            after_previous.then_some(q)
+            (after_previous && (q == p || c[q].0 != key)).then_some(q)
         } else {
             let q = p + 1 + first_not_below(&c[p + 1..], |e| e.0 < key);
             let before_next = match c.get(q) {
@@ -130,7 +131,6 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         let c = &mut self.chunks[i];
         match q {
             Some(q) if q <= p => {
-                debug_assert!(q == p || c[q].0 != key, "the new key is another entry's");
                 c[q..=p].rotate_right(1);
                 c[q] = (key, value);
             }
@@ -140,8 +140,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
             }
             None => {
                 self.remove_at(at);
-                let replaced = self.insert(key, value);
-                debug_assert!(replaced.is_none(), "the new key is another entry's");
+                self.insert(key, value);
             }
         }
     }
@@ -314,9 +313,7 @@ mod tests {
                     }
                     Op::ReplaceAt(k, new, v) => {
                         let at = map.seek(&k);
-                        if let Some((old, _)) = map.at(at)
-                            && (new == old || !reference.contains_key(&new))
-                        {
+                        if let Some((old, _)) = map.at(at) {
                             map.replace_at(at, new, v);
                             reference.remove(&old);
                             reference.insert(new, v);
