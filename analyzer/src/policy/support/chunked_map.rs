@@ -27,8 +27,8 @@ pub struct ChunkedMap<K, V> {
 }
 
 /// A place in a [`ChunkedMap`]: an entry, or the end past every entry. A cursor stands for the
-/// map as it was when it was made: any change to the map other than through the cursor itself
-/// leaves it meaningless.
+/// map as it was when it was made: any change to the map, its own `remove_at` or `replace_at`
+/// included, leaves it meaningless.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cursor {
     chunk: usize,
