@@ -43,7 +43,7 @@ use super::driver::{H200_TOTAL_MEMORY, SMALL_PACKED};
 use super::support::options::{Options, parse_divisions};
 use super::{AddressMap, BlockSpan, Device, Policy, Refused, Span};
 use super::{BuildContext, KeyInfo, OptionError, PolicyInfo};
-use crate::policy::support::chunked_map::ChunkedMap;
+use crate::policy::support::chunked_map::{ChunkedMap, Cursor};
 
 const fn keys(expandable_default: &'static str) -> [KeyInfo; 7] {
     [
@@ -627,13 +627,31 @@ impl PyTorchCaching {
         addr_key(b.stream, b.addr)
     }
 
-    /// `BlockPool::insert_into_blocks`.
-    fn insert_into_blocks(&mut self, id: u32) {
+    /// `BlockPool::insert_into_blocks`; at `place` when given: the place of an entry that
+    /// leaves the index as this block enters it (a block split or merged into this one).
+    fn insert_into_blocks(&mut self, id: u32, place: Option<Cursor>) {
         let pool = self.pool_of(id);
         let base = self.pools[pool].get_free_blocks_calls;
         self.bm(id).gc_base = base;
         let key = self.free_key(id);
-        self.pools[pool].free.insert(key, id);
+        let free = &mut self.pools[pool].free;
+        match place {
+            Some(at) => free.replace_at(at, key, id),
+            None => {
+                free.insert(key, id);
+            }
+        }
+    }
+
+    /// The place of free block `id`'s key in its pool's index; `None` when the key is not
+    /// there. Two free blocks can have one key: the real driver's addresses
+    /// ([`super::Driver::script_segments`]) may give two segments alive at once in the replay
+    /// the same address, and the index then holds one entry for both, as an ordered map does.
+    fn place_of(&self, id: u32) -> Option<Cursor> {
+        let free = &self.pools[self.pool_of(id)].free;
+        let key = self.free_key(id);
+        let at = free.seek(&key);
+        free.at(at).is_some_and(|(k, _)| k == key).then_some(at)
     }
 
     fn remove_from_blocks(&mut self, id: u32) {
@@ -652,37 +670,39 @@ impl PyTorchCaching {
         b.size + tail
     }
 
-    /// `get_free_block`.
-    fn get_free_block(&mut self, pool: usize, stream: u32, size: u64) -> Option<u32> {
+    /// `get_free_block`: the block found and its place in the index, where it still is.
+    fn get_free_block(&mut self, pool: usize, stream: u32, size: u64) -> Option<(u32, Cursor)> {
         if self.gc_enabled() {
             self.pools[pool].get_free_blocks_calls += 1;
         }
-        let found = {
-            let mut it = self.pools[pool]
-                .free
-                .range_from(&size_key(stream, size, 0))
-                .take_while(|&(k, _)| key_stream(k) == stream)
-                .map(|(_, id)| id);
-            let mut found = it.next()?;
-            if self.b(found).es != NIL {
-                if self.cfg.expandable_segments {
-                    // Best fit by the size a block can grow to, so requests steer away from the
-                    // segment's growing tail.
-                    for next in it {
-                        if self.b(found).es != NIL
-                            && self.expandable_size(next) < self.expandable_size(found)
-                        {
-                            found = next;
-                        } else {
-                            break;
+        let free = &self.pools[pool].free;
+        // The block at `at` when it is of this stream.
+        let of_stream = |at: Cursor| {
+            free.at(at)
+                .and_then(|(k, id)| (key_stream(k) == stream).then_some(id))
+        };
+        let mut at = free.seek(&size_key(stream, size, 0));
+        let mut found = of_stream(at)?;
+        if self.b(found).es != NIL {
+            if self.cfg.expandable_segments {
+                // Best fit by the size a block can grow to, so requests steer away from the
+                // segment's growing tail.
+                while self.b(found).es != NIL {
+                    let after = free.next(at);
+                    match of_stream(after) {
+                        Some(next) if self.expandable_size(next) < self.expandable_size(found) => {
+                            (at, found) = (after, next);
                         }
+                        _ => break,
                     }
-                } else {
-                    found = it.find(|&id| self.b(id).es == NIL)?;
+                }
+            } else {
+                while self.b(found).es != NIL {
+                    at = free.next(at);
+                    found = of_stream(at)?;
                 }
             }
-            found
-        };
+        }
         let block_size = self.b(found).size;
         let (max_split, rounding) = (self.cfg.max_split_size, self.cfg.max_non_split_rounding);
         // Oversize blocks are not handed to small requests, nor to large ones they exceed by
@@ -695,8 +715,7 @@ impl PyTorchCaching {
         } else if !t.rounding.less(block_size - size, rounding) {
             return None;
         }
-        self.remove_from_blocks(found);
-        Some(found)
+        Some((found, at))
     }
 
     /// `should_split`.
@@ -868,22 +887,51 @@ impl PyTorchCaching {
         }
     }
 
-    /// `try_merge_blocks`: absorb `src` into `dst` when `src` is free and in the same state.
-    fn try_merge_blocks(&mut self, dst: u32, src: u32) -> u64 {
-        if src == NIL {
-            return 0;
-        }
-        let s = *self.b(src);
-        if s.allocated || s.mapped != self.b(dst).mapped {
-            return 0;
-        }
-        if s.mapped {
-            self.remove_from_blocks(src);
-        } else {
+    /// `try_merge_blocks`'s test: whether `src` is a block, free, and in the same state as
+    /// `dst`.
+    fn mergeable(&self, dst: u32, src: u32) -> bool {
+        src != NIL && !self.b(src).allocated && self.b(src).mapped == self.b(dst).mapped
+    }
+
+    /// `try_merge_blocks` of an unmapped range `dst` out of the index: absorb its neighbour
+    /// `src` when that is an unmapped range too.
+    fn try_merge_unmapped(&mut self, dst: u32, src: u32) {
+        if self.mergeable(dst, src) {
             let key = self.unmapped_key(src);
             let pool = self.pool_of(src);
             self.pools[pool].unmapped.remove(&key);
+            self.absorb(dst, src);
         }
+    }
+
+    /// `free_block` of a mapped block `id` out of the index: merged with its free mapped
+    /// neighbours, then indexed, in the place of a neighbour it absorbed when there is one.
+    fn free_block(&mut self, id: u32) {
+        let (prev, next) = (self.b(id).prev, self.b(id).next);
+        let (with_prev, with_next) = (self.mergeable(id, prev), self.mergeable(id, next));
+        let place = match (with_prev, with_next) {
+            (false, false) => None,
+            (true, false) => self.place_of(prev),
+            (with_prev, true) => {
+                if with_prev {
+                    self.remove_from_blocks(prev);
+                }
+                self.place_of(next)
+            }
+        };
+        if with_prev {
+            self.absorb(id, prev);
+        }
+        if with_next {
+            self.absorb(id, next);
+        }
+        self.insert_into_blocks(id, place);
+    }
+
+    /// The end of `try_merge_blocks`: `dst` takes in its neighbour `src`, which is out of every
+    /// index, and `src` is deleted.
+    fn absorb(&mut self, dst: u32, src: u32) {
+        let s = *self.b(src);
         if self.b(dst).prev == src {
             let d = self.bm(dst);
             d.addr = s.addr;
@@ -899,7 +947,6 @@ impl PyTorchCaching {
         }
         self.bm(dst).size += s.size;
         self.delete(src);
-        s.size
     }
 
     /// Links `id` between `before` and `after`.
@@ -1004,11 +1051,7 @@ impl PyTorchCaching {
             self.pools[pool].unmapped.insert(key, rest);
             self.bm(id).size = mapped;
         }
-        let prev = self.b(id).prev;
-        self.try_merge_blocks(id, prev);
-        let next = self.b(id).next;
-        self.try_merge_blocks(id, next);
-        self.insert_into_blocks(id);
+        self.free_block(id);
         self.total_allocated_memory += mapped;
         true
     }
@@ -1057,7 +1100,7 @@ impl PyTorchCaching {
         if before > 0 {
             let f = self.new_block(Block { size: before, ..b });
             self.splice(f, b.prev, id);
-            self.insert_into_blocks(f);
+            self.insert_into_blocks(f, None);
         }
         let after = b.size - before - bytes;
         if after > 0 {
@@ -1068,7 +1111,7 @@ impl PyTorchCaching {
             });
             let next = self.b(id).next;
             self.splice(f, id, next);
-            self.insert_into_blocks(f);
+            self.insert_into_blocks(f, None);
         }
         {
             let m = self.bm(id);
@@ -1077,9 +1120,9 @@ impl PyTorchCaching {
             m.mapped = false;
         }
         let prev = self.b(id).prev;
-        self.try_merge_blocks(id, prev);
+        self.try_merge_unmapped(id, prev);
         let next = self.b(id).next;
-        self.try_merge_blocks(id, next);
+        self.try_merge_unmapped(id, next);
         let key = self.unmapped_key(id);
         let pool = self.pool_of(id);
         self.pools[pool].unmapped.insert(key, id);
@@ -1100,22 +1143,28 @@ impl Policy for PyTorchCaching {
         let small = size <= K_SMALL_SIZE;
         let pool = usize::from(!small);
         let alloc_size = self.cfg.allocation_size(size);
-        let mut found = self.get_free_block(pool, stream, size);
-        if found.is_none() {
-            if self.gc_enabled() {
-                self.garbage_collect(driver);
+        // A cached block stays in the index until it is known whether it splits: its rest
+        // then takes its place there.
+        let (mut id, place) = match self.get_free_block(pool, stream, size) {
+            Some((id, at)) => (id, Some(at)),
+            None => {
+                if self.gc_enabled() {
+                    self.garbage_collect(driver);
+                }
+                let mut found = self.alloc_block(small, stream, size, alloc_size, driver);
+                if found.is_none()
+                    && self.release_available_cached_blocks(pool, stream, size, driver)
+                {
+                    found = self.alloc_block(small, stream, size, alloc_size, driver);
+                }
+                if found.is_none() {
+                    driver.count_retry();
+                    self.release_cached_blocks(driver);
+                    found = self.alloc_block(small, stream, size, alloc_size, driver);
+                }
+                (found.ok_or(Refused)?, None)
             }
-            found = self.alloc_block(small, stream, size, alloc_size, driver);
-            if found.is_none() && self.release_available_cached_blocks(pool, stream, size, driver) {
-                found = self.alloc_block(small, stream, size, alloc_size, driver);
-            }
-            if found.is_none() {
-                driver.count_retry();
-                self.release_cached_blocks(driver);
-                found = self.alloc_block(small, stream, size, alloc_size, driver);
-            }
-        }
-        let mut id = found.ok_or(Refused)?;
+        };
         if self.should_split(id, size) {
             // `alloc_found_block`: the request takes the low end, the rest stays cached.
             let rest = id;
@@ -1134,7 +1183,9 @@ impl Policy for PyTorchCaching {
             m.prev = id;
             m.addr += size;
             m.size -= size;
-            self.insert_into_blocks(rest);
+            self.insert_into_blocks(rest, place);
+        } else if let Some(at) = place {
+            self.pools[pool].free.remove_at(at);
         }
         self.bm(id).allocated = true;
         self.bm(id).slot = slot;
@@ -1167,12 +1218,7 @@ impl Policy for PyTorchCaching {
         let id = std::mem::replace(&mut self.slot_block[slot as usize], NIL);
         self.bm(id).allocated = false;
         self.allocated -= self.b(id).size;
-        // `free_block`.
-        let prev = self.b(id).prev;
-        self.try_merge_blocks(id, prev);
-        let next = self.b(id).next;
-        self.try_merge_blocks(id, next);
-        self.insert_into_blocks(id);
+        self.free_block(id);
     }
 
     fn allocated(&self) -> u64 {
@@ -1515,6 +1561,64 @@ mod tests {
         // first; at 1 nothing is collected, and nothing caps.
         assert!(run(1.0 - f64::EPSILON) <= 64 * MIB);
         assert_eq!(run(1.0), 60 * MIB + 34 * MIB);
+    }
+
+    /// Whether the two indexes hold exactly the free blocks, each under its key: every free
+    /// mapped block in `free`, every unmapped range in `unmapped`, nothing else.
+    fn indexes_match_the_blocks(p: &PyTorchCaching) -> bool {
+        let mut free: Vec<(usize, u128, u32)> = Vec::new();
+        let mut unmapped = Vec::new();
+        for (id, b) in p.blocks.iter().enumerate() {
+            let id = id as u32;
+            if !b.exists || b.allocated {
+                continue;
+            }
+            if b.mapped {
+                free.push((p.pool_of(id), p.free_key(id), id));
+            } else {
+                unmapped.push((p.pool_of(id), p.unmapped_key(id), id));
+            }
+        }
+        let indexed = |map: fn(&BlockPool) -> &ChunkedMap<u128, u32>| {
+            let mut all: Vec<(usize, u128, u32)> = Vec::new();
+            for (pool, bp) in p.pools.iter().enumerate() {
+                all.extend(map(bp).iter().map(|(k, id)| (pool, k, id)));
+            }
+            all
+        };
+        free.sort_unstable();
+        unmapped.sort_unstable();
+        indexed(|bp| &bp.free) == free && indexed(|bp| &bp.unmapped) == unmapped
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+        /// Splits, merges and reuses keep the free-block indexes equal to the blocks, with and
+        /// without expandable segments, on two streams, with the cache emptied now and then.
+        #[test]
+        fn the_indexes_follow_every_split_and_merge(
+            expandable in proptest::prelude::any::<bool>(),
+            ops in proptest::collection::vec((0u32..24, 0u64..(40 << 20), 0u32..2), 1..400),
+        ) {
+            let mut p = PyTorchCaching::new(Config { expandable_segments: expandable, ..Config::default() });
+            let mut d = Driver::new(DriverModel::default());
+            let mut live = [false; 24];
+            for (slot, size, stream) in ops {
+                if live[slot as usize] {
+                    p.free(slot, &mut d.device());
+                    live[slot as usize] = false;
+                } else if size % 97 == 0 {
+                    Policy::empty_cache(&mut p, &mut d.device());
+                } else {
+                    // Sizes from 512 B to 40 MiB, most of them small.
+                    let size = (size >> (size % 13)).max(1);
+                    p.malloc(slot, size, stream, &mut d.device()).unwrap();
+                    live[slot as usize] = true;
+                }
+                proptest::prop_assert!(indexes_match_the_blocks(&p));
+            }
+        }
     }
 
     /// 40 MiB, freed, then 20 MiB (from the cached 40 MiB block, split) and 50 MiB: the replay

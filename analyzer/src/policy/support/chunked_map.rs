@@ -8,6 +8,12 @@
 //! larger map is a sorted list of such vectors, so an update costs at most a chunk's shift and
 //! a search over the chunks. `analyzer/BENCHMARKS.md` (`freeidx`) has the measurements.
 //!
+//! A [`Cursor`] names the place one search found, so that the entry there can be removed or
+//! given a new key without a second search: the allocator's model finds a free block, then
+//! takes it out or puts back the rest of it after a split, and finds a neighbour it merges
+//! with, then puts the merged block in its place. A new key usually lands a few entries from
+//! the old one, in the same chunk, and only the entries between the two places shift.
+//!
 //! Invariants: every chunk is non-empty and sorted by key, holds at most `CHUNK` entries, and
 //! every key of a chunk is below every key of the next.
 
@@ -20,6 +26,15 @@ pub struct ChunkedMap<K, V> {
     chunks: Vec<Vec<(K, V)>>,
 }
 
+/// A place in a [`ChunkedMap`]: an entry, or the end past every entry. A cursor stands for the
+/// map as it was when it was made: any change to the map, its own `remove_at` or `replace_at`
+/// included, leaves it meaningless.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    chunk: usize,
+    index: usize,
+}
+
 impl<K, V> Default for ChunkedMap<K, V> {
     fn default() -> Self {
         ChunkedMap { chunks: Vec::new() }
@@ -29,11 +44,104 @@ impl<K, V> Default for ChunkedMap<K, V> {
 impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     /// The chunk and position of the first entry not below `key`; the chunk is
     /// `chunks.len()` when every key is below it.
+    #[inline]
     fn lower_bound(&self, key: &K) -> (usize, usize) {
+        // Most maps are one chunk: no search over the chunks.
+        if let [c] = &self.chunks[..] {
+            let p = first_not_below(c, |e| e.0 < *key);
+            return if p == c.len() { (1, 0) } else { (0, p) };
+        }
         let i = first_not_below(&self.chunks, |c| c[c.len() - 1].0 < *key);
         match self.chunks.get(i) {
             Some(c) => (i, first_not_below(c, |e| e.0 < *key)),
             None => (i, 0),
+        }
+    }
+
+    /// The place of the first entry whose key is not below `key` (the end when there is none).
+    #[inline]
+    pub fn seek(&self, key: &K) -> Cursor {
+        let (chunk, index) = self.lower_bound(key);
+        Cursor { chunk, index }
+    }
+
+    /// The entry at `at`; `None` at the end.
+    #[inline]
+    pub fn at(&self, at: Cursor) -> Option<(K, V)> {
+        self.chunks.get(at.chunk).map(|c| c[at.index])
+    }
+
+    /// The place after the entry at `at`, which is not the end.
+    #[inline]
+    pub fn next(&self, at: Cursor) -> Cursor {
+        if at.index + 1 < self.chunks[at.chunk].len() {
+            Cursor {
+                index: at.index + 1,
+                ..at
+            }
+        } else {
+            Cursor {
+                chunk: at.chunk + 1,
+                index: 0,
+            }
+        }
+    }
+
+    /// Removes the entry at `at`, which is not the end; returns it.
+    #[inline]
+    pub fn remove_at(&mut self, at: Cursor) -> (K, V) {
+        let c = &mut self.chunks[at.chunk];
+        let entry = c.remove(at.index);
+        if c.is_empty() {
+            self.chunks.remove(at.chunk);
+        }
+        entry
+    }
+
+    /// Replaces the entry at `at`, which is not the end, by `key` → `value`, as removing it and
+    /// then inserting them would (an entry already under `key` takes `value`). When `key`
+    /// belongs in the same chunk and is not another entry's, only the entries between the old
+    /// place and the new one move.
+    #[inline]
+    pub fn replace_at(&mut self, at: Cursor, key: K, value: V) {
+        let (i, p) = (at.chunk, at.index);
+        let c = &self.chunks[i];
+        let old = c[p].0;
+        // The new place `q` in this chunk, if the key belongs there and no other entry has it:
+        // the first of the entries between it and the old place that is not below the key.
+        let q = if key < old {
+            // A block's rest often keeps its place: look there first.
+            let q = match p.checked_sub(1) {
+                Some(before) if c[before].0 >= key => first_not_below(&c[..before], |e| e.0 < key),
+                _ => p,
+            };
+            let after_previous = q > 0 || i == 0 || {
+                let previous = &self.chunks[i - 1];
+                previous[previous.len() - 1].0 < key
+            };
+            (after_previous && (q == p || c[q].0 != key)).then_some(q)
+        } else {
+            let q = p + 1 + first_not_below(&c[p + 1..], |e| e.0 < key);
+            let before_next = match c.get(q) {
+                Some(e) => key < e.0,
+                None => self.chunks.get(i + 1).is_none_or(|next| key < next[0].0),
+            };
+            before_next.then_some(q)
+        };
+        let c = &mut self.chunks[i];
+        match q {
+            Some(q) if q <= p => {
+                c[q..=p].rotate_right(1);
+                c[q] = (key, value);
+            }
+            Some(q) => {
+                c[p..q].rotate_left(1);
+                c[q - 1] = (key, value);
+            }
+            None => {
+                self.remove_at(at);
+                self.insert(key, value);
+            }
         }
     }
 
@@ -143,6 +251,12 @@ mod tests {
         Get(u16),
         From(u16),
         Below(u16),
+        /// Seek the key, then walk to the end.
+        Walk(u16),
+        /// Seek the key, then remove the entry there.
+        RemoveAt(u16),
+        /// Seek the first key, then give the entry there the second key and the value.
+        ReplaceAt(u16, u16, u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -153,7 +267,10 @@ mod tests {
             2 => key.clone().prop_map(Op::Remove),
             1 => key.clone().prop_map(Op::Get),
             1 => key.clone().prop_map(Op::From),
-            1 => key.prop_map(Op::Below),
+            1 => key.clone().prop_map(Op::Below),
+            1 => key.clone().prop_map(Op::Walk),
+            1 => key.clone().prop_map(Op::RemoveAt),
+            3 => (key.clone(), key, any::<u8>()).prop_map(|(k, n, v)| Op::ReplaceAt(k, n, v)),
         ]
     }
 
@@ -175,6 +292,32 @@ mod tests {
                     Op::Below(k) => {
                         let want: Vec<_> = reference.range(..k).rev().map(|(&k, &v)| (k, v)).collect();
                         prop_assert_eq!(map.range_below(&k).collect::<Vec<_>>(), want);
+                    }
+                    Op::Walk(k) => {
+                        let want: Vec<_> = reference.range(k..).map(|(&k, &v)| (k, v)).collect();
+                        let (mut at, mut seen) = (map.seek(&k), Vec::new());
+                        while let Some(e) = map.at(at) {
+                            seen.push(e);
+                            at = map.next(at);
+                        }
+                        prop_assert_eq!(seen, want);
+                    }
+                    Op::RemoveAt(k) => {
+                        let at = map.seek(&k);
+                        let want = reference.range(k..).next().map(|(&k, &v)| (k, v));
+                        prop_assert_eq!(map.at(at), want);
+                        if let Some((k, v)) = want {
+                            prop_assert_eq!(map.remove_at(at), (k, v));
+                            reference.remove(&k);
+                        }
+                    }
+                    Op::ReplaceAt(k, new, v) => {
+                        let at = map.seek(&k);
+                        if let Some((old, _)) = map.at(at) {
+                            map.replace_at(at, new, v);
+                            reference.remove(&old);
+                            reference.insert(new, v);
+                        }
                     }
                 }
                 prop_assert!(map.chunks.iter().all(|c| !c.is_empty() && c.len() <= CHUNK));
