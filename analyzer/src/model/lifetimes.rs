@@ -38,8 +38,8 @@ impl ObjectKey {
     }
 }
 
-/// One 128-bit word to the hasher rather than five fields: one multiply of foldhash's instead
-/// of five sponge steps, for a lookup made at every allocation and free.
+/// One 128-bit word to the hasher rather than five fields: foldhash folds it in at once,
+/// without a sponge step per field, for a lookup made at every allocation and free.
 impl Hash for ObjectKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         let tag = u64::from(self.pid)
