@@ -149,13 +149,28 @@ impl BackwardNamer {
         }
     }
 
+    /// True when no event can be renamed: with no stack inside a backward call (no donor) and
+    /// no thread named as an engine's, [`BackwardNamer::stack_of`] gives every event its own
+    /// stack and [`BackwardNamer::finish`] adds nothing, so a caller may skip the namer.
+    pub fn names_nothing(&self) -> bool {
+        self.entries.is_empty() && self.autograd.is_empty()
+    }
+
     /// The stack event `e` is attributed to: its own, or for a stackless allocation (or one
     /// named by its autograd node alone) during a backward pass, the backward stack of that
     /// pass (and node).
+    #[inline]
     pub fn stack_of(&mut self, e: &Event) -> u32 {
+        // Inlined into the caller's loop: half of a trace's events are frees, which keep their
+        // stack, and need no call.
         if !e.api.op().brings_in() {
             return e.stack;
         }
+        self.stack_of_allocation(e)
+    }
+
+    /// [`BackwardNamer::stack_of`] of an event that brings memory in.
+    fn stack_of_allocation(&mut self, e: &Event) -> u32 {
         let node = self.nodes.get(&e.stack);
         let [last, other] = self.latest.entry(e.pid).or_default();
         if e.stack != NO_STACK && node.is_none() {
@@ -232,6 +247,9 @@ fn is_entry(module: &str, function: &str) -> bool {
 /// its batches' round trip.
 pub fn name_backward_events(events: &mut [Event], tables: &mut Tables) {
     let mut namer = BackwardNamer::new(tables);
+    if namer.names_nothing() {
+        return;
+    }
     events.iter_mut().for_each(|e| e.stack = namer.stack_of(e));
     namer.finish(tables);
 }
@@ -240,7 +258,7 @@ pub fn name_backward_events(events: &mut [Event], tables: &mut Tables) {
 /// events change are rebuilt, the new stacks added to its tables.
 pub fn name_backward(trace: &mut Trace) {
     let mut namer = BackwardNamer::new(&trace.tables);
-    if namer.entries.is_empty() && namer.autograd.is_empty() {
+    if namer.names_nothing() {
         return;
     }
     for batch in &mut trace.batches {
@@ -381,6 +399,23 @@ mod tests {
             assert_eq!(trace.events().collect::<Vec<_>>(), events);
             assert_eq!(trace.tables, tables);
         }
+    }
+
+    #[test]
+    fn a_namer_with_no_backward_call_and_no_engine_thread_names_nothing() {
+        // The engine thread unnamed, and no stack inside a backward call.
+        let mut t = tables("");
+        t.stacks.retain(|s| s.id != 1);
+        let mut namer = BackwardNamer::new(&t);
+        assert!(namer.names_nothing());
+        for e in step() {
+            assert_eq!(namer.stack_of(&e), e.stack);
+        }
+        let before = t.clone();
+        namer.finish(&mut t);
+        assert_eq!(t, before);
+        // A backward call's stack is enough to name the engine thread's allocations.
+        assert!(!BackwardNamer::new(&tables("")).names_nothing());
     }
 
     #[test]

@@ -122,6 +122,28 @@ macro_rules! apis {
             $( #[doc = concat!("`", $name, "`")] $variant = $id, )*
         }
 
+        /// One more than the largest id: the length of the tables below.
+        const IDS: usize = {
+            let mut n = 0;
+            $( if $id + 1 > n { n = $id + 1; } )*
+            n
+        };
+
+        /// Each function's operation and memory kind, by id (an id of no function holds a
+        /// placeholder that no [`Api`] reads).
+        const OP_KIND: [(Op, MemoryKind); IDS] = {
+            let mut t = [(Op::Alloc, MemoryKind::Device); IDS];
+            $( t[$id] = (Op::$op, MemoryKind::$kind); )*
+            t
+        };
+
+        /// The function of each id, if any.
+        const BY_ID: [Option<Api>; IDS] = {
+            let mut t = [None; IDS];
+            $( t[$id] = Some(Api::$variant); )*
+            t
+        };
+
         impl Api {
             /// Every known function, in id order.
             pub const ALL: &'static [Api] = &[$(Api::$variant),*];
@@ -132,23 +154,29 @@ macro_rules! apis {
             }
 
             /// What the call does.
-            // `op`, `kind` and `from_id` are asked of every event, across crates: inlined
-            // there, they are a table lookup rather than a call.
+            // `op`, `kind` and `from_id` are asked of every event, several times, across
+            // crates: written as a load from a table rather than a `match` (which LLVM turned
+            // into the same table behind a call it did not inline everywhere), they inline as
+            // one load wherever they are asked.
             #[inline]
             pub const fn op(self) -> Op {
-                match self { $(Api::$variant => Op::$op,)* }
+                OP_KIND[self as usize].0
             }
 
             /// Which kind of memory the call concerns.
             #[inline]
             pub const fn kind(self) -> MemoryKind {
-                match self { $(Api::$variant => MemoryKind::$kind,)* }
+                OP_KIND[self as usize].1
             }
 
             /// The function with this stored id, if this version knows it.
             #[inline]
             pub const fn from_id(id: u16) -> Option<Api> {
-                match id { $($id => Some(Api::$variant),)* _ => None }
+                if (id as usize) < IDS {
+                    BY_ID[id as usize]
+                } else {
+                    None
+                }
             }
 
             /// The function with this exact exported name.
@@ -302,6 +330,14 @@ mod tests {
         }
         assert_eq!(Api::from_id(0), None);
         assert_eq!(Api::from_name("cuMemAlloc"), None);
+    }
+
+    #[test]
+    fn every_stored_id_reads_as_the_function_of_that_id_or_none() {
+        for id in 0..=u16::MAX {
+            let known = Api::ALL.iter().copied().find(|a| a.id() == id);
+            assert_eq!(Api::from_id(id), known, "id {id}");
+        }
     }
 
     #[test]

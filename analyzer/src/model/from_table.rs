@@ -9,7 +9,7 @@ use super::request::{
     NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, Slots, StreamKey,
 };
 use super::table::{AllocationTable, Follow, TableBuilder, lane};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use vramtrace_format::conventions::{
     ALLOCATOR_SEGMENT, BEFORE_HISTORY, REMAINDER, memory_fraction,
 };
@@ -38,9 +38,8 @@ struct Builder {
     /// CUDA stream handles (see [`super::table::lane`]) in the order first seen; a request's
     /// `stream` indexes this until [`finish`] renumbers them in handle order.
     handles: Vec<u64>,
-    stream_ids: HashMap<u64, u32, Hasher>,
-    /// The last handle seen and its index: requests come in runs on one stream.
-    last_handle: Option<(u64, u32)>,
+    /// Each handle's index in `handles`: requests come in runs on one stream.
+    stream_ids: FirstSeen<u64>,
     /// Per handle: whether a request of a slot ([`Builder::push`]) was made on it.
     used: Vec<bool>,
     /// Whether any request of a slot was a plain driver call ([`is_driver`]): only those are
@@ -69,7 +68,48 @@ struct Builder {
     /// ([`RequestStream::recorded_segments`]).
     segments: Vec<(u64, u64)>,
     /// CUDA event handles, numbered in first-seen order ([`Order`]).
-    events: HashMap<u64, u32, Hasher>,
+    events: FirstSeen<u64>,
+}
+
+/// Numbers keys in the order first seen, from 0, and remembers the last key asked: a trace's
+/// events come in long runs of one process and device, and of one CUDA stream.
+struct FirstSeen<K> {
+    numbers: HashMap<K, u32, Hasher>,
+    last: Option<(K, u32)>,
+}
+
+impl<K> Default for FirstSeen<K> {
+    fn default() -> FirstSeen<K> {
+        FirstSeen {
+            numbers: HashMap::default(),
+            last: None,
+        }
+    }
+}
+
+impl<K: Copy + Eq + std::hash::Hash> FirstSeen<K> {
+    /// The number of `key`, and whether it was first seen now (its number is then the count of
+    /// keys seen before it).
+    #[inline(always)]
+    fn number(&mut self, key: K) -> (u32, bool) {
+        match self.last {
+            Some((k, n)) if k == key => (n, false),
+            _ => self.look_up(key),
+        }
+    }
+
+    /// [`FirstSeen::number`] of a key other than the last one.
+    fn look_up(&mut self, key: K) -> (u32, bool) {
+        let next = self.numbers.len() as u32;
+        let n = *self.numbers.entry(key).or_insert(next);
+        self.last = Some((key, n));
+        (n, n == next)
+    }
+
+    /// The number of `key`, if it was seen.
+    fn get(&self, key: K) -> Option<u32> {
+        self.numbers.get(&key).copied()
+    }
 }
 
 /// What one request is, beside its slot and its kind: the call's time, bytes, lane and stack.
@@ -93,10 +133,10 @@ impl Call {
 }
 
 /// What the model keeps of a live object that made a request: its free gives `slot` back
-/// and repeats its stream, kind and bytes.
+/// and repeats its stream (the builder's index in [`Requests::builders`]), kind and bytes.
 #[derive(Debug)]
 struct LiveRequest {
-    key: StreamKey,
+    builder: u32,
     size: u64,
     slot: u32,
     kind: MemoryKind,
@@ -110,7 +150,11 @@ struct LiveRequest {
 /// allocation is an attempt; the marks are the limit, ordering and PyTorch segment requests.
 #[derive(Default)]
 struct Requests {
-    builders: BTreeMap<StreamKey, Builder>,
+    /// One builder per (process, device), in the order first seen; [`Requests::finish`] puts
+    /// them in key order.
+    builders: Vec<Builder>,
+    /// Each builder's index, by key.
+    index: FirstSeen<StreamKey>,
 }
 
 impl Follow for Requests {
@@ -122,8 +166,7 @@ impl Follow for Requests {
             // replay predicts these, it must not replay them as requests. The addresses of
             // its `cudaMalloc`s are the real driver's, which the replay reuses.
             if e.api == Api::CuMemAlloc_v2 && e.flags & (BEFORE_HISTORY | REMAINDER) == 0 {
-                let b = Builder::of(&mut self.builders, stream_key(e));
-                b.segments.push((e.address, e.size));
+                self.of(stream_key(e)).segments.push((e.address, e.size));
             }
             return None;
         }
@@ -134,8 +177,8 @@ impl Follow for Requests {
         ) {
             return None;
         }
-        let key = stream_key(e);
-        let b = Builder::of(&mut self.builders, key);
+        let builder = self.index_of(stream_key(e));
+        let b = &mut self.builders[builder as usize];
         let slot = b.slots.take();
         b.push(
             kind,
@@ -145,7 +188,7 @@ impl Follow for Requests {
             RequestKind::Alloc,
         );
         Some(LiveRequest {
-            key,
+            builder,
             size: e.size,
             slot,
             kind,
@@ -154,10 +197,7 @@ impl Follow for Requests {
 
     fn ended(&mut self, born: Option<LiveRequest>, e: &Event) {
         let Some(l) = born else { return };
-        let b = self
-            .builders
-            .get_mut(&l.key)
-            .expect("a live request has a builder");
+        let b = &mut self.builders[l.builder as usize];
         b.slots.give_back(l.slot);
         b.push(
             l.kind,
@@ -169,22 +209,44 @@ impl Follow for Requests {
     }
 
     fn failed(&mut self, e: &Event) {
-        attempt(&mut self.builders, e);
+        attempt(self, e);
     }
 
     fn marked(&mut self, e: &Event) {
-        see_mark(&mut self.builders, e);
+        see_mark(self, e);
     }
 }
 
 impl Requests {
+    /// The index of the builder of stream `key`, made if it is new.
+    fn index_of(&mut self, key: StreamKey) -> u32 {
+        let (i, new) = self.index.number(key);
+        if new {
+            self.builders.push(Builder::new(key));
+        }
+        i
+    }
+
+    /// The builder of stream `key`, made if it is new.
+    fn of(&mut self, key: StreamKey) -> &mut Builder {
+        let i = self.index_of(key);
+        &mut self.builders[i as usize]
+    }
+
+    /// The builder of stream `key`, when one was made.
+    fn get_mut(&mut self, key: StreamKey) -> Option<&mut Builder> {
+        let i = self.index.get(key)?;
+        Some(&mut self.builders[i as usize])
+    }
+
     /// The model of the streams built; `table` is the pass's, `metadata` the trace's, for its
     /// capture level.
     fn finish(self, table: &AllocationTable, metadata: &Metadata) -> Model {
+        let mut builders = self.builders;
+        builders.sort_unstable_by_key(|b| b.key);
         Model {
-            streams: self
-                .builders
-                .into_values()
+            streams: builders
+                .into_iter()
                 // A stream of recorded segments alone (no request) is nothing to replay.
                 .filter(|b| !b.requests.is_empty() || b.segments.is_empty())
                 .map(finish)
@@ -225,6 +287,7 @@ impl Loader {
     }
 
     /// Takes the next event in file order.
+    #[inline]
     pub fn push(&mut self, e: &Event) {
         self.0.push(e);
     }
@@ -234,10 +297,11 @@ impl Loader {
     /// their stream indices are as first seen: [`Loader::finish`] may still set some aside and
     /// renumber the CUDA streams ([`finish`]).
     pub fn growing(&self) -> Option<Growing<'_>> {
-        let builders = &self.0.follower().builders;
-        let (&key, b) = builders.first_key_value()?;
-        (builders.len() == 1).then_some(Growing {
-            key,
+        let [b] = &self.0.follower().builders[..] else {
+            return None;
+        };
+        Some(Growing {
+            key: b.key,
             requests: &b.requests,
             handles: &b.handles,
             device_total: b.device_total,
@@ -270,7 +334,7 @@ pub fn load(trace: &Trace) -> (Model, AllocationTable) {
 
 /// A failed call `e`: a refused allocation of device memory is an attempt (its slot free again
 /// at once).
-fn attempt(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
+fn attempt(requests: &mut Requests, e: &Event) {
     let kind = e.api.kind();
     if e.flags & ALLOCATOR_SEGMENT != 0
         || e.result != CUDA_ERROR_OUT_OF_MEMORY
@@ -282,7 +346,7 @@ fn attempt(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
     {
         return;
     }
-    let b = Builder::of(builders, stream_key(e));
+    let b = requests.of(stream_key(e));
     let slot = b.slots.take();
     b.slots.give_back(slot);
     b.push(
@@ -295,21 +359,21 @@ fn attempt(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
 }
 
 /// A mark: a limit, an ordering call or PyTorch's word on a segment.
-fn see_mark(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
+fn see_mark(requests: &mut Requests, e: &Event) {
     let key = stream_key(e);
     match e.api.kind() {
-        MemoryKind::Limits => see_limit(builders, e),
+        MemoryKind::Limits => see_limit(requests, e),
         MemoryKind::Ordering => {
             // Before any request of its (process, device) an ordering call orders no free.
-            if let (Some(order), Some(b)) = (order_of(e), builders.get_mut(&key)) {
+            if let (Some(order), Some(b)) = (order_of(e), requests.get_mut(key)) {
                 b.push_order(e, order);
             }
         }
-        MemoryKind::TorchSegment => Builder::of(builders, key).see_torch_segment(e),
+        MemoryKind::TorchSegment => requests.of(key).see_torch_segment(e),
         // PyTorch's `empty_cache` under backend:cudaMallocAsync: a device synchronize, then
         // the pool trimmed to nothing.
         _ => {
-            if let Some(b) = builders.get_mut(&key) {
+            if let Some(b) = requests.get_mut(key) {
                 b.push_limit(e, RequestKind::EmptyCache, 0);
             }
         }
@@ -319,16 +383,18 @@ fn see_mark(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
 /// A §4.3 event (formats/SPEC.md): the device's total bytes, a memory fraction the program set
 /// (a request of its stream, replayed in order), an `empty_cache` (a request of every stream
 /// of the process: PyTorch empties the cache of every device).
-fn see_limit(builders: &mut BTreeMap<StreamKey, Builder>, e: &Event) {
+fn see_limit(requests: &mut Requests, e: &Event) {
     match e.api {
         Api::DeviceMemory if e.device >= 0 => {
-            Builder::of(builders, stream_key(e)).device_total = Some(e.size);
+            requests.of(stream_key(e)).device_total = Some(e.size);
         }
         Api::TorchSetMemoryFraction if e.device >= 0 && memory_fraction(e).is_some() => {
-            Builder::of(builders, stream_key(e)).push_limit(e, RequestKind::MemoryFraction, e.aux);
+            requests
+                .of(stream_key(e))
+                .push_limit(e, RequestKind::MemoryFraction, e.aux);
         }
         Api::TorchEmptyCache => {
-            for b in builders.values_mut().filter(|b| b.key.pid == e.pid) {
+            for b in requests.builders.iter_mut().filter(|b| b.key.pid == e.pid) {
                 b.push_limit(e, RequestKind::EmptyCache, 0);
             }
         }
@@ -359,8 +425,7 @@ impl Builder {
             NO_STREAM
         };
         let slot = if has_event(order) {
-            let next = self.events.len() as u32;
-            *self.events.entry(e.handle).or_insert(next)
+            self.events.number(e.handle).0
         } else {
             0
         };
@@ -380,8 +445,7 @@ impl Builder {
             key,
             requests: Vec::new(),
             handles: Vec::new(),
-            stream_ids: HashMap::default(),
-            last_handle: None,
+            stream_ids: FirstSeen::default(),
             used: Vec::new(),
             drivers: false,
             kinds: Vec::new(),
@@ -394,7 +458,7 @@ impl Builder {
             device_total: None,
             slots: Slots::default(),
             segments: Vec::new(),
-            events: HashMap::default(),
+            events: FirstSeen::default(),
         }
     }
 
@@ -425,15 +489,11 @@ impl Builder {
         self.torch_peak_reserved = Some(peak);
     }
 
-    /// The builder of stream `key`.
-    fn of(builders: &mut BTreeMap<StreamKey, Builder>, key: StreamKey) -> &mut Builder {
-        builders.entry(key).or_insert_with(|| Builder::new(key))
-    }
-
     /// Adds the request in `slot` that `call`, of `kind` and at `address`, made. Its stream is
     /// numbered in first-seen order here; the final indices follow the handles' numeric order
     /// (as PyTorch's block comparator orders streams by handle value), known only once every
     /// handle has been seen.
+    #[inline(always)]
     fn push(&mut self, kind: MemoryKind, address: u64, call: &Call, slot: u32, what: RequestKind) {
         let stream = self.stream_index(call.lane);
         self.used[stream as usize] = true;
@@ -454,19 +514,12 @@ impl Builder {
 
     /// The first-seen index of stream `handle`.
     fn stream_index(&mut self, handle: u64) -> u32 {
-        match self.last_handle {
-            Some((h, i)) if h == handle => i,
-            _ => {
-                let next = self.handles.len() as u32;
-                let i = *self.stream_ids.entry(handle).or_insert(next);
-                if i == next {
-                    self.handles.push(handle);
-                    self.used.push(false);
-                }
-                self.last_handle = Some((handle, i));
-                i
-            }
+        let (i, new) = self.stream_ids.number(handle);
+        if new {
+            self.handles.push(handle);
+            self.used.push(false);
         }
+        i
     }
 }
 
@@ -765,6 +818,51 @@ mod tests {
         assert_eq!((s.requests[0].stream, s.requests[2].stream), (1, 0));
         // Pinned host memory makes no request: process 1's stream has only its three.
         assert_eq!(s.requests.len(), 3);
+    }
+
+    #[test]
+    fn streams_come_in_key_order_whatever_order_their_processes_first_appear_in() {
+        let events = [
+            ev(Api::CuMemAlloc_v2, 2, 0xb000, 300, 0),
+            ev(Api::CuMemAlloc_v2, 1, 0xa000, 100, 0),
+            ev(Api::CuMemFree_v2, 2, 0xb000, 0, 0),
+            ev(Api::CuMemAlloc_v2, 1, 0xc000, 50, 0),
+            ev(Api::CuMemFree_v2, 1, 0xa000, 0, 0),
+        ];
+        let mut loader = Loader::requests_only();
+        loader.push(&events[0]);
+        // One (process, device) so far: the stream a replay beside the load reads.
+        let growing = loader.growing().map(|g| (g.key.pid, g.requests.len()));
+        assert_eq!(growing, Some((2, 1)));
+        events[1..].iter().for_each(|e| loader.push(e));
+        assert!(loader.growing().is_none());
+        let (m, table) = loader.finish(&Metadata::default());
+        assert_eq!(table.pids.iter().copied().collect::<Vec<_>>(), [1, 2]);
+        let streams: Vec<_> = m
+            .streams
+            .iter()
+            .map(|s| {
+                let requests: Vec<_> = s.requests.iter().map(|r| (r.kind, r.size)).collect();
+                (s.key.map(|k| k.pid), requests)
+            })
+            .collect();
+        assert_eq!(
+            streams,
+            [
+                (
+                    Some(1),
+                    vec![
+                        (RequestKind::Alloc, 100),
+                        (RequestKind::Alloc, 50),
+                        (RequestKind::Free, 100)
+                    ]
+                ),
+                (
+                    Some(2),
+                    vec![(RequestKind::Alloc, 300), (RequestKind::Free, 300)]
+                ),
+            ]
+        );
     }
 
     #[test]

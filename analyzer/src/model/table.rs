@@ -266,6 +266,9 @@ pub struct TableBuilder<F: Follow = ()> {
     level: LevelStats,
     tracker: bool,
     snapshot: bool,
+    /// The process of the last event, already in the table's `pids`: events come in long runs
+    /// of one process.
+    last_pid: Option<u32>,
     follow: F,
     /// Whether the rows are kept (else only the totals and lists: a caller that needs only
     /// what `follow` builds holds no row).
@@ -287,6 +290,7 @@ impl<F: Follow> TableBuilder<F> {
             level: LevelStats::default(),
             tracker: false,
             snapshot: false,
+            last_pid: None,
             follow,
             rows,
         }
@@ -300,7 +304,10 @@ impl<F: Follow> TableBuilder<F> {
             t.start_ns = e.time_ns;
         }
         t.events += 1;
-        t.pids.insert(e.pid);
+        if self.last_pid != Some(e.pid) {
+            t.pids.insert(e.pid);
+            self.last_pid = Some(e.pid);
+        }
         t.calls.see(e);
         let (tracker, snapshot) = Shape::shown_by(e);
         self.tracker |= tracker;

@@ -115,14 +115,15 @@ fn stream_named_blocks(
     salvage: bool,
     mut each: impl FnMut(Vec<Event>),
 ) -> Result<TraceHead> {
-    // With a journal the trace is loaded whole, and named, by `stream_trace`.
+    // With a journal the trace is loaded whole, and named, by `stream_trace`. A namer that
+    // can name nothing is not run.
     let mut namer = match journal::path_for(path).exists() {
         true => None,
         false => {
             let file = MappedFile::open(path).with_context(|| format!("{}", path.display()))?;
             let head = Trace::header_from_bytes(file.bytes(), ReadOptions { salvage })
                 .with_context(|| format!("{}", path.display()))?;
-            Some(BackwardNamer::new(&head.tables))
+            Some(BackwardNamer::new(&head.tables)).filter(|n| !n.names_nothing())
         }
     };
     let mut head = stream_trace(
