@@ -129,14 +129,20 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
             before_next.then_some(q)
         };
         let c = &mut self.chunks[i];
+        // The new entry goes in at its place and each entry from there to the old place moves
+        // one step towards the old one, which drops out. The moves are a few entries: a loop
+        // of them costs less than `rotate_right`/`rotate_left` and their `memmove` calls.
+        let mut carried = (key, value);
         match q {
             Some(q) if q <= p => {
-                c[q..=p].rotate_right(1);
-                c[q] = (key, value);
+                for e in &mut c[q..=p] {
+                    carried = std::mem::replace(e, carried);
+                }
             }
             Some(q) => {
-                c[p..q].rotate_left(1);
-                c[q - 1] = (key, value);
+                for e in c[p..q].iter_mut().rev() {
+                    carried = std::mem::replace(e, carried);
+                }
             }
             None => {
                 self.remove_at(at);
