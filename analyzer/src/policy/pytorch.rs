@@ -1660,6 +1660,31 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// The two-halves keys order the indexes as the 128-bit numbers `stream << 112 |
+        /// size << 64 | addr` and `stream << 64 | addr` do, streams above 16 bits included.
+        #[test]
+        fn keys_order_as_their_128_bit_numbers(
+            a in (proptest::prelude::any::<u32>(), 0u64..(1 << 48), proptest::prelude::any::<u64>()),
+            b in (proptest::prelude::any::<u32>(), 0u64..(1 << 48), proptest::prelude::any::<u64>()),
+            same_stream in proptest::prelude::any::<bool>(),
+        ) {
+            let b = if same_stream { (a.0, b.1, b.2) } else { b };
+            let number = |(stream, size, addr): (u32, u64, u64)| {
+                (u128::from(stream) << 112) | (u128::from(size) << 64) | u128::from(addr)
+            };
+            let (ka, kb) = (size_key(a.0, a.1, a.2), size_key(b.0, b.1, b.2));
+            proptest::prop_assert_eq!(ka.cmp(&kb), number(a).cmp(&number(b)));
+            proptest::prop_assert_eq!(ka < kb, number(a) < number(b));
+            proptest::prop_assert_eq!(ka == kb, number(a) == number(b));
+            proptest::prop_assert_eq!(key_stream(ka), (number(a) >> 112) as u32);
+            let address = |(stream, _, addr): (u32, u64, u64)| (u128::from(stream) << 64) | u128::from(addr);
+            let (ua, ub) = (addr_key(a.0, a.2), addr_key(b.0, b.2));
+            proptest::prop_assert_eq!(ua.cmp(&ub), address(a).cmp(&address(b)));
+            proptest::prop_assert_eq!(ua < ub, address(a) < address(b));
+        }
+    }
+
     /// 40 MiB, freed, then 20 MiB (from the cached 40 MiB block, split) and 50 MiB: the replay
     /// with `max_split_size` of `split_mb` (MiB) and the split rounding `rounding_mb`; its
     /// reserved bytes and thresholds.

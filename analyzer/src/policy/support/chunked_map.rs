@@ -117,10 +117,12 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
             }
             match gap.checked_sub(1) {
                 Some(before) => c[before].0 < key,
-                None => i == 0 || {
-                    let previous = &self.chunks[i - 1];
-                    previous[previous.len() - 1].0 < key
-                },
+                None => {
+                    i == 0 || {
+                        let previous = &self.chunks[i - 1];
+                        previous[previous.len() - 1].0 < key
+                    }
+                }
             }
         } else {
             while gap + 1 < c.len() && c[gap + 1].0 < key {
