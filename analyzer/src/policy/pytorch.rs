@@ -1226,9 +1226,11 @@ impl Policy for PyTorchCaching {
         } else if let Some(at) = place {
             self.pools[pool].free.remove_at(at);
         }
-        self.bm(id).allocated = true;
-        self.bm(id).slot = slot;
-        self.allocated += self.b(id).size;
+        let served = self.bm(id);
+        served.allocated = true;
+        served.slot = slot;
+        let size = served.size;
+        self.allocated += size;
         let slot = slot as usize;
         if self.slot_block.len() <= slot {
             self.slot_block.resize(slot + 1, NIL);
@@ -1255,8 +1257,10 @@ impl Policy for PyTorchCaching {
 
     fn free(&mut self, slot: u32, _driver: &mut Device) {
         let id = std::mem::replace(&mut self.slot_block[slot as usize], NIL);
-        self.bm(id).allocated = false;
-        self.allocated -= self.b(id).size;
+        let freed = self.bm(id);
+        freed.allocated = false;
+        let size = freed.size;
+        self.allocated -= size;
         self.free_block(id);
     }
 
