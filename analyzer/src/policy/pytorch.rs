@@ -521,23 +521,62 @@ struct ExpandableSegment {
 #[derive(Debug, Default)]
 struct BlockPool {
     /// Free mapped blocks by (stream, size, address): `BlockComparatorSize`.
-    free: ChunkedMap<u128, u32>,
+    free: ChunkedMap<BlockKey, u32>,
     /// Unmapped ranges of expandable segments by (stream, address): `BlockComparatorAddress`.
-    unmapped: ChunkedMap<u128, u32>,
+    unmapped: ChunkedMap<BlockKey, u32>,
     get_free_blocks_calls: u64,
 }
 
-fn size_key(stream: u32, size: u64, addr: u64) -> u128 {
+/// A key of the free-block indexes: a 128-bit number, ordered as that number, kept as two
+/// 64-bit halves so that an index entry (key and block id) takes 24 bytes, where a `u128`'s
+/// 16-byte alignment makes it 32: every split and merge moves index entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BlockKey {
+    high: u64,
+    low: u64,
+}
+
+impl BlockKey {
+    fn number(self) -> u128 {
+        (u128::from(self.high) << 64) | u128::from(self.low)
+    }
+}
+
+impl Ord for BlockKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.number().cmp(&other.number())
+    }
+}
+
+impl PartialOrd for BlockKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+
+    fn lt(&self, other: &Self) -> bool {
+        self.number() < other.number()
+    }
+}
+
+/// The key of a free block: stream (its low 16 bits), size, address.
+fn size_key(stream: u32, size: u64, addr: u64) -> BlockKey {
     debug_assert!(size < 1 << 48);
-    (u128::from(stream) << 112) | (u128::from(size) << 64) | u128::from(addr)
+    BlockKey {
+        high: (u64::from(stream) << 48) | size,
+        low: addr,
+    }
 }
 
-fn addr_key(stream: u32, addr: u64) -> u128 {
-    (u128::from(stream) << 64) | u128::from(addr)
+/// The key of an unmapped range: stream, address.
+fn addr_key(stream: u32, addr: u64) -> BlockKey {
+    BlockKey {
+        high: u64::from(stream),
+        low: addr,
+    }
 }
 
-fn key_stream(key: u128) -> u32 {
-    (key >> 112) as u32
+fn key_stream(key: BlockKey) -> u32 {
+    (key.high >> 48) as u32
 }
 
 /// The caching allocator of one device.
@@ -617,12 +656,12 @@ impl PyTorchCaching {
         self.b(id).prev != NIL || self.b(id).next != NIL
     }
 
-    fn free_key(&self, id: u32) -> u128 {
+    fn free_key(&self, id: u32) -> BlockKey {
         let b = self.b(id);
         size_key(b.stream, b.size, b.addr)
     }
 
-    fn unmapped_key(&self, id: u32) -> u128 {
+    fn unmapped_key(&self, id: u32) -> BlockKey {
         let b = self.b(id);
         addr_key(b.stream, b.addr)
     }
@@ -983,7 +1022,7 @@ impl PyTorchCaching {
         let candidates: Vec<u32> = self.pools[pool]
             .unmapped
             .range_from(&addr_key(stream, 0))
-            .take_while(|&(k, _)| (k >> 64) as u32 == stream)
+            .take_while(|&(k, _)| k.high as u32 == stream)
             .map(|(_, id)| id)
             .collect();
         for mut c in candidates {
@@ -1187,9 +1226,11 @@ impl Policy for PyTorchCaching {
         } else if let Some(at) = place {
             self.pools[pool].free.remove_at(at);
         }
-        self.bm(id).allocated = true;
-        self.bm(id).slot = slot;
-        self.allocated += self.b(id).size;
+        let served = self.bm(id);
+        served.allocated = true;
+        served.slot = slot;
+        let size = served.size;
+        self.allocated += size;
         let slot = slot as usize;
         if self.slot_block.len() <= slot {
             self.slot_block.resize(slot + 1, NIL);
@@ -1216,8 +1257,10 @@ impl Policy for PyTorchCaching {
 
     fn free(&mut self, slot: u32, _driver: &mut Device) {
         let id = std::mem::replace(&mut self.slot_block[slot as usize], NIL);
-        self.bm(id).allocated = false;
-        self.allocated -= self.b(id).size;
+        let freed = self.bm(id);
+        freed.allocated = false;
+        let size = freed.size;
+        self.allocated -= size;
         self.free_block(id);
     }
 
@@ -1566,7 +1609,7 @@ mod tests {
     /// Whether the two indexes hold exactly the free blocks, each under its key: every free
     /// mapped block in `free`, every unmapped range in `unmapped`, nothing else.
     fn indexes_match_the_blocks(p: &PyTorchCaching) -> bool {
-        let mut free: Vec<(usize, u128, u32)> = Vec::new();
+        let mut free: Vec<(usize, BlockKey, u32)> = Vec::new();
         let mut unmapped = Vec::new();
         for (id, b) in p.blocks.iter().enumerate() {
             let id = id as u32;
@@ -1579,8 +1622,8 @@ mod tests {
                 unmapped.push((p.pool_of(id), p.unmapped_key(id), id));
             }
         }
-        let indexed = |map: fn(&BlockPool) -> &ChunkedMap<u128, u32>| {
-            let mut all: Vec<(usize, u128, u32)> = Vec::new();
+        let indexed = |map: fn(&BlockPool) -> &ChunkedMap<BlockKey, u32>| {
+            let mut all: Vec<(usize, BlockKey, u32)> = Vec::new();
             for (pool, bp) in p.pools.iter().enumerate() {
                 all.extend(map(bp).iter().map(|(k, id)| (pool, k, id)));
             }
@@ -1618,6 +1661,31 @@ mod tests {
                 }
                 proptest::prop_assert!(indexes_match_the_blocks(&p));
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The two-halves keys order the indexes as the 128-bit numbers `stream << 112 |
+        /// size << 64 | addr` and `stream << 64 | addr` do, streams above 16 bits included.
+        #[test]
+        fn keys_order_as_their_128_bit_numbers(
+            a in (proptest::prelude::any::<u32>(), 0u64..(1 << 48), proptest::prelude::any::<u64>()),
+            b in (proptest::prelude::any::<u32>(), 0u64..(1 << 48), proptest::prelude::any::<u64>()),
+            same_stream in proptest::prelude::any::<bool>(),
+        ) {
+            let b = if same_stream { (a.0, b.1, b.2) } else { b };
+            let number = |(stream, size, addr): (u32, u64, u64)| {
+                (u128::from(stream) << 112) | (u128::from(size) << 64) | u128::from(addr)
+            };
+            let (ka, kb) = (size_key(a.0, a.1, a.2), size_key(b.0, b.1, b.2));
+            proptest::prop_assert_eq!(ka.cmp(&kb), number(a).cmp(&number(b)));
+            proptest::prop_assert_eq!(ka < kb, number(a) < number(b));
+            proptest::prop_assert_eq!(ka == kb, number(a) == number(b));
+            proptest::prop_assert_eq!(key_stream(ka), (number(a) >> 112) as u32);
+            let address = |(stream, _, addr): (u32, u64, u64)| (u128::from(stream) << 64) | u128::from(addr);
+            let (ua, ub) = (addr_key(a.0, a.2), addr_key(b.0, b.2));
+            proptest::prop_assert_eq!(ua.cmp(&ub), address(a).cmp(&address(b)));
+            proptest::prop_assert_eq!(ua < ub, address(a) < address(b));
         }
     }
 

@@ -104,44 +104,45 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     /// place and the new one move.
     #[inline]
     pub fn replace_at(&mut self, at: Cursor, key: K, value: V) {
-        let (i, p) = (at.chunk, at.index);
-        let c = &self.chunks[i];
-        let old = c[p].0;
-        // The new place `q` in this chunk, if the key belongs there and no other entry has it:
-        // the first of the entries between it and the old place that is not below the key.
-        let q = if key < old {
-            // A block's rest often keeps its place: look there first.
-            let q = match p.checked_sub(1) {
-                Some(before) if c[before].0 >= key => first_not_below(&c[..before], |e| e.0 < key),
-                _ => p,
-            };
-            let after_previous = q > 0 || i == 0 || {
-                let previous = &self.chunks[i - 1];
-                previous[previous.len() - 1].0 < key
-            };
-            (after_previous && (q == p || c[q].0 != key)).then_some(q)
-        } else {
-            let q = p + 1 + first_not_below(&c[p + 1..], |e| e.0 < key);
-            let before_next = match c.get(q) {
-                Some(e) => key < e.0,
-                None => self.chunks.get(i + 1).is_none_or(|next| key < next[0].0),
-            };
-            before_next.then_some(q)
-        };
+        let i = at.chunk;
         let c = &mut self.chunks[i];
-        match q {
-            Some(q) if q <= p => {
-                c[q..=p].rotate_right(1);
-                c[q] = (key, value);
+        // The old entry leaves a gap; walking from it towards the new key's place, each entry
+        // passed moves one step into the gap, so the search and the moves are one pass over
+        // the few entries between the two places.
+        let mut gap = at.index;
+        let fits = if key < c[gap].0 {
+            while gap > 0 && c[gap - 1].0 > key {
+                c[gap] = c[gap - 1];
+                gap -= 1;
             }
-            Some(q) => {
-                c[p..q].rotate_left(1);
-                c[q - 1] = (key, value);
+            match gap.checked_sub(1) {
+                Some(before) => c[before].0 < key,
+                None => {
+                    i == 0 || {
+                        let previous = &self.chunks[i - 1];
+                        previous[previous.len() - 1].0 < key
+                    }
+                }
             }
-            None => {
-                self.remove_at(at);
-                self.insert(key, value);
+        } else {
+            while gap + 1 < c.len() && c[gap + 1].0 < key {
+                c[gap] = c[gap + 1];
+                gap += 1;
             }
+            match c.get(gap + 1) {
+                Some(after) => key < after.0,
+                None => self.chunks.get(i + 1).is_none_or(|next| key < next[0].0),
+            }
+        };
+        if fits {
+            self.chunks[i][gap] = (key, value);
+        } else {
+            // Another entry has the key, or it belongs in another chunk.
+            self.remove_at(Cursor {
+                chunk: i,
+                index: gap,
+            });
+            self.insert(key, value);
         }
     }
 
