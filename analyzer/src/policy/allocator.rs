@@ -62,7 +62,9 @@ pub trait Policy: Send {
     /// Writes where everything is now into `map`, which comes empty: the ranges held from the
     /// driver and the blocks inside them, in the policy's own order. Readers sort what they
     /// need, so the report's state log, which reads a map after every request of its windows
-    /// into one buffer, pays for no sort and no allocation it does not use.
+    /// into buffers it reuses, pays for no sort and no allocation it does not use; it compares
+    /// each map with the one before from both ends, so an order that stays the same from one
+    /// request to the next (by address or by slot) keeps that comparison short.
     fn address_map_into(&self, map: &mut AddressMap);
 
     /// [`Policy::address_map_into`], into a map of its own.

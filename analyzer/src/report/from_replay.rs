@@ -186,39 +186,65 @@ fn inside(segments: &[Span], address: u64) -> bool {
 /// A slot that holds no block.
 const NO_BLOCK: (u64, u64) = (u64::MAX, 0);
 
-/// The address space as the log last read it, kept so that the next read costs the map's
-/// length in array reads rather than a sort: the segments as [`normal_segments`] keeps them and
-/// the block each slot holds (a map hands out at most one per slot, [`AddressMap::blocks`]).
+/// The address space as the log last read it, kept so that the next read costs little more
+/// than the map's length in sequential comparisons: the map itself in the policy's order, the
+/// segments as [`normal_segments`] keeps them, and the block each slot holds (a map hands out
+/// at most one per slot, [`AddressMap::blocks`]).
+///
+/// A request changes a few entries of a map that policies write in a stable order (by address
+/// or by slot), so the maps before and after it share a long head and tail: only the entries
+/// between those are looked up by slot, and segments are sorted again only when they differ.
 #[derive(Default)]
 struct Held {
+    /// The map read last, in the policy's order.
+    last: AddressMap,
+    /// The map being read, filled by [`Held::fill`]; the buffers of the read before, reused.
+    next: AddressMap,
     segments: Vec<Span>,
     /// Slot → (address, size) of the block handed out to it, or [`NO_BLOCK`].
     by_slot: Vec<(u64, u64)>,
-    /// The slots that hold a block.
-    slots: Vec<u32>,
-    /// Slot → the read that last found a block in it.
+    /// Slot → the read that last found a block in it, among the entries that differ.
     seen: Vec<u32>,
     reads: u32,
-    /// The buffers of the read before, reused.
+    /// The buffer of the segments before, reused.
     spare_segments: Vec<Span>,
-    spare_slots: Vec<u32>,
+}
+
+/// How many entries `old` and `new` share at their head, and then at their tail.
+fn common_ends<T: PartialEq>(old: &[T], new: &[T]) -> (usize, usize) {
+    let head = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+    let tail = old[head..]
+        .iter()
+        .rev()
+        .zip(new[head..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    (head, tail)
 }
 
 impl Held {
-    /// Moves to the state `map` shows and says what changed from the one before: removals
-    /// first (segments, then blocks), then additions (segments, then blocks), each by address;
-    /// added blocks named by `owners` (slot → allocation, stack). Blocks outside every segment
-    /// (offline planners place blocks in no driver memory) are not drawn, so not logged.
-    fn read(&mut self, map: &AddressMap, owners: &[(u32, u32)]) -> Vec<StateChange> {
+    /// Reads `policy`'s map as it is now into [`Held::next`] and returns it.
+    fn fill(&mut self, policy: &dyn Policy) -> &AddressMap {
+        let map = &mut self.next;
+        map.segments.clear();
+        map.blocks.clear();
+        policy.address_map_into(map);
+        map
+    }
+
+    /// Moves to the state [`Held::fill`] read last (after this, [`Held::last`]) and says what
+    /// changed from the one before: removals first (segments, then blocks), then additions
+    /// (segments, then blocks), each by address; added blocks named by `owners` (slot →
+    /// allocation, stack). Blocks outside every segment (offline planners place blocks in no
+    /// driver memory) are not drawn, so not logged.
+    fn read(&mut self, owners: &[(u32, u32)]) -> Vec<StateChange> {
         self.reads += 1;
-        let mut segments = std::mem::take(&mut self.spare_segments);
-        segments.clear();
-        segments.extend_from_slice(&map.segments);
-        normal_segments(&mut segments);
-        let mut slots = std::mem::take(&mut self.spare_slots);
-        slots.clear();
+        let (old, new) = (&self.last.blocks, &self.next.blocks);
+        // A slot appears at most once in each map, so one in the shared head or tail holds the
+        // same block in both and appears nowhere else: only the entries between can differ.
+        let (head, tail) = common_ends(old, new);
         let (mut gone, mut added) = (Vec::new(), Vec::new());
-        for b in &map.blocks {
+        for b in &new[head..new.len() - tail] {
             let Some(slot) = b.slot else { continue };
             let s = slot as usize;
             if self.by_slot.len() <= s {
@@ -230,7 +256,6 @@ impl Held {
                 "two blocks handed out to slot {slot}"
             );
             self.seen[s] = self.reads;
-            slots.push(slot);
             let was = self.by_slot[s];
             if was != (b.address, b.size) {
                 if was != NO_BLOCK {
@@ -240,34 +265,49 @@ impl Held {
                 self.by_slot[s] = (b.address, b.size);
             }
         }
-        for &slot in &self.slots {
+        for b in &old[head..old.len() - tail] {
+            let Some(slot) = b.slot else { continue };
             let s = slot as usize;
             if self.seen[s] != self.reads {
                 let was = std::mem::replace(&mut self.by_slot[s], NO_BLOCK);
                 gone.push((was.0, was.1, slot));
             }
         }
+        // Segments change seldom (when the policy maps or unmaps driver memory): sorted again
+        // only then.
+        let moved = self.last.segments != self.next.segments;
+        let mut segments = std::mem::take(&mut self.spare_segments);
+        if moved {
+            segments.clear();
+            segments.extend_from_slice(&self.next.segments);
+            normal_segments(&mut segments);
+        }
+        let now = if moved { &segments } else { &self.segments };
         gone.retain(|b| inside(&self.segments, b.0));
-        added.retain(|b| inside(&segments, b.0));
+        added.retain(|b| inside(now, b.0));
         gone.sort_unstable();
         added.sort_unstable();
         let mut out = Vec::with_capacity(gone.len() + added.len());
         let mut new_segments = Vec::new();
-        merge(
-            &self.segments,
-            &segments,
-            |s| (s.address, s.size),
-            |gone, s| {
-                if gone {
-                    out.push(StateChange::RemoveSegment { address: s.address });
-                } else {
-                    new_segments.push(StateChange::AddSegment {
-                        address: s.address,
-                        size: s.size,
-                    });
-                }
-            },
-        );
+        if moved {
+            merge(
+                &self.segments,
+                &segments,
+                |s| (s.address, s.size),
+                |gone, s| {
+                    if gone {
+                        out.push(StateChange::RemoveSegment { address: s.address });
+                    } else {
+                        new_segments.push(StateChange::AddSegment {
+                            address: s.address,
+                            size: s.size,
+                        });
+                    }
+                },
+            );
+            std::mem::swap(&mut self.segments, &mut segments);
+        }
+        self.spare_segments = segments;
         out.extend(
             gone.iter()
                 .map(|&(address, ..)| StateChange::RemoveBlock { address }),
@@ -282,8 +322,7 @@ impl Held {
                 stack,
             }
         }));
-        self.spare_segments = std::mem::replace(&mut self.segments, segments);
-        self.spare_slots = std::mem::replace(&mut self.slots, slots);
+        std::mem::swap(&mut self.last, &mut self.next);
         out
     }
 }
@@ -329,8 +368,6 @@ struct StateLogger {
     /// The window being logged or next to log.
     at: usize,
     logs: Vec<WindowLog>,
-    /// The map read last, its buffers reused for the next.
-    map: AddressMap,
     held: Held,
     changes_left: usize,
     blocks_left: usize,
@@ -346,7 +383,6 @@ impl StateLogger {
                 .collect(),
             at: 0,
             logs: Vec::new(),
-            map: AddressMap::default(),
             held: Held::default(),
             changes_left: changes,
             blocks_left: blocks,
@@ -374,20 +410,17 @@ impl StateLogger {
     }
 
     fn state(&mut self, index: usize, policy: &dyn Policy, owners: &[(u32, u32)]) {
-        let map = &mut self.map;
-        map.segments.clear();
-        map.blocks.clear();
-        policy.address_map_into(map);
+        let map = self.held.fill(policy);
         let cost = (map.blocks.len() + map.segments.len()) as u64;
         if cost > self.work_left {
             self.spans.truncate(self.at);
             return;
         }
         self.work_left -= cost;
-        let c = self.held.read(map, owners);
+        let c = self.held.read(owners);
         let (first, end) = self.spans[self.at];
         if index + 1 == first {
-            let key = layout(map, owners);
+            let key = layout(&self.held.last, owners);
             let blocks: usize = key.segments.iter().map(|s| s.allocated.len()).sum();
             if blocks > self.blocks_left {
                 self.spans.truncate(self.at);
@@ -841,6 +874,124 @@ mod tests {
                         "{spec} at {i}"
                     );
                 }
+            }
+        }
+    }
+
+    /// What changed from `before` to `after`, read off the whole maps: segments by their
+    /// normal form, blocks by the slot they are handed out to.
+    fn whole_difference(
+        before: &AddressMap,
+        after: &AddressMap,
+        owners: &[(u32, u32)],
+    ) -> Vec<StateChange> {
+        use std::collections::BTreeMap;
+        let normal_of = |m: &AddressMap| {
+            let mut v = m.segments.clone();
+            normal_segments(&mut v);
+            v
+        };
+        let by_slot = |m: &AddressMap| -> BTreeMap<u32, (u64, u64)> {
+            m.blocks
+                .iter()
+                .filter_map(|b| b.slot.map(|s| (s, (b.address, b.size))))
+                .collect()
+        };
+        let (s0, s1) = (normal_of(before), normal_of(after));
+        let (b0, b1) = (by_slot(before), by_slot(after));
+        let only = |x: &BTreeMap<u32, (u64, u64)>, y: &BTreeMap<u32, (u64, u64)>, segs: &[Span]| {
+            let mut v: Vec<(u64, u64, u32)> = x
+                .iter()
+                .filter(|(slot, at)| y.get(slot) != Some(at) && inside(segs, at.0))
+                .map(|(&slot, &(a, n))| (a, n, slot))
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let mut out: Vec<StateChange> = s0
+            .iter()
+            .filter(|s| !s1.contains(s))
+            .map(|s| StateChange::RemoveSegment { address: s.address })
+            .collect();
+        out.extend(
+            only(&b0, &b1, &s0)
+                .into_iter()
+                .map(|(address, ..)| StateChange::RemoveBlock { address }),
+        );
+        out.extend(
+            s1.iter()
+                .filter(|s| !s0.contains(s))
+                .map(|s| StateChange::AddSegment {
+                    address: s.address,
+                    size: s.size,
+                }),
+        );
+        out.extend(
+            only(&b1, &b0, &s1)
+                .into_iter()
+                .map(|(address, size, slot)| {
+                    let (owner, stack) =
+                        owners.get(slot as usize).copied().unwrap_or((u32::MAX, 0));
+                    StateChange::AddBlock {
+                        address,
+                        size,
+                        owner,
+                        stack,
+                    }
+                }),
+        );
+        out
+    }
+
+    proptest::proptest! {
+        /// Maps edited a few entries at a time, as requests edit them (a block added, removed,
+        /// moved or resized, entries reordered, a free block, a segment mapped or unmapped):
+        /// the log reads the same changes as a comparison of the whole maps gives.
+        #[test]
+        fn the_held_state_reads_what_a_whole_comparison_of_the_maps_gives(
+            edits in proptest::collection::vec(
+                proptest::collection::vec((0u8..7, 0u64..40, 0u32..12), 1..4),
+                1..40,
+            ),
+        ) {
+            let owners: Vec<(u32, u32)> = (0..12).map(|s| (100 + s, 7 * s)).collect();
+            let mut held = Held::default();
+            let mut map = AddressMap::default();
+            for step in edits {
+                let before = map.clone();
+                for (op, x, slot) in step {
+                    let at = (x as usize) % (map.blocks.len() + 1);
+                    let taken = map.blocks.iter().any(|b| b.slot == Some(slot));
+                    match op {
+                        0 | 1 if !taken => map.blocks.insert(at, BlockSpan {
+                            address: x * 100,
+                            size: 50 + x,
+                            slot: Some(slot),
+                        }),
+                        2 if at < map.blocks.len() => {
+                            map.blocks.remove(at);
+                        }
+                        3 if at < map.blocks.len() => map.blocks[at].address = x * 100 + 10,
+                        4 if at + 1 < map.blocks.len() => map.blocks.swap(at, at + 1),
+                        5 => map.blocks.insert(at, BlockSpan {
+                            address: x * 100 + 60,
+                            size: 10,
+                            slot: None,
+                        }),
+                        6 if x % 2 == 0 => map.segments.push(Span {
+                            address: x * 100,
+                            size: 500 + u64::from(slot),
+                        }),
+                        6 if !map.segments.is_empty() => {
+                            map.segments.remove(x as usize % map.segments.len());
+                        }
+                        _ => {}
+                    }
+                }
+                held.next = map.clone();
+                let expected = whole_difference(&before, &map, &owners);
+                proptest::prop_assert_eq!(held.read(&owners), expected);
+                proptest::prop_assert_eq!(&held.last, &map);
             }
         }
     }
