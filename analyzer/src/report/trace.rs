@@ -3,7 +3,7 @@
 //!
 //! Sans-IO, and read from the replay model's request streams rather than from a second pass
 //! over the events, so the report sees exactly the allocations `vramtrace replay` replays and
-//! shows the same lower bound (`model/from_events.rs` decides what is device memory, how frees are
+//! shows the same lower bound (`model/from_table.rs` decides what is device memory, how frees are
 //! matched and what failed calls and unmatched frees do).
 //!
 //! Nothing here is laid out beside the requests: an [`Instance`] borrows its request stream and
