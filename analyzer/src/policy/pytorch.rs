@@ -669,15 +669,19 @@ impl PyTorchCaching {
     /// `BlockPool::insert_into_blocks`; at `place` when given: the place of an entry that
     /// leaves the index as this block enters it (a block split or merged into this one).
     fn insert_into_blocks(&mut self, id: u32, place: Option<Cursor>) {
-        let pool = self.pool_of(id);
-        let base = self.pools[pool].get_free_blocks_calls;
-        self.bm(id).gc_base = base;
-        let key = self.free_key(id);
-        let free = &mut self.pools[pool].free;
+        self.index_free(self.pool_of(id), id, self.free_key(id), place);
+    }
+
+    /// [`PyTorchCaching::insert_into_blocks`] where the caller has the block's pool and key
+    /// at hand (`pool_of`, `free_key`).
+    #[inline]
+    fn index_free(&mut self, pool: usize, id: u32, key: BlockKey, place: Option<Cursor>) {
+        let pool = &mut self.pools[pool];
+        self.blocks[id as usize].gc_base = pool.get_free_blocks_calls;
         match place {
-            Some(at) => free.replace_at(at, key, id),
+            Some(at) => pool.free.replace_at(at, key, id),
             None => {
-                free.insert(key, id);
+                pool.free.insert(key, id);
             }
         }
     }
@@ -1181,7 +1185,6 @@ impl Policy for PyTorchCaching {
         let size = self.cfg.round_size(orig_size);
         let small = size <= K_SMALL_SIZE;
         let pool = usize::from(!small);
-        let alloc_size = self.cfg.allocation_size(size);
         // A cached block stays in the index until it is known whether it splits: its rest
         // then takes its place there.
         let (mut id, place) = match self.get_free_block(pool, stream, size) {
@@ -1190,6 +1193,7 @@ impl Policy for PyTorchCaching {
                 if self.gc_enabled() {
                     self.garbage_collect(driver);
                 }
+                let alloc_size = self.cfg.allocation_size(size);
                 let mut found = self.alloc_block(small, stream, size, alloc_size, driver);
                 if found.is_none()
                     && self.release_available_cached_blocks(pool, stream, size, driver)
@@ -1204,7 +1208,7 @@ impl Policy for PyTorchCaching {
                 (found.ok_or(Refused)?, None)
             }
         };
-        if self.should_split(id, size) {
+        let served_size = if self.should_split(id, size) {
             // `alloc_found_block`: the request takes the low end, the rest stays cached.
             let rest = id;
             let r = *self.b(rest);
@@ -1213,24 +1217,30 @@ impl Policy for PyTorchCaching {
                 prev: r.prev,
                 next: rest,
                 stream,
+                allocated: true,
+                slot,
                 ..r
             });
             if r.prev != NIL {
                 self.bm(r.prev).next = id;
             }
+            let (addr, left) = (r.addr + size, r.size - size);
             let m = self.bm(rest);
             m.prev = id;
-            m.addr += size;
-            m.size -= size;
-            self.insert_into_blocks(rest, place);
-        } else if let Some(at) = place {
-            self.pools[pool].free.remove_at(at);
-        }
-        let served = self.bm(id);
-        served.allocated = true;
-        served.slot = slot;
-        let size = served.size;
-        self.allocated += size;
+            m.addr = addr;
+            m.size = left;
+            self.index_free(pool, rest, size_key(r.stream, left, addr), place);
+            size
+        } else {
+            if let Some(at) = place {
+                self.pools[pool].free.remove_at(at);
+            }
+            let served = self.bm(id);
+            served.allocated = true;
+            served.slot = slot;
+            served.size
+        };
+        self.allocated += served_size;
         let slot = slot as usize;
         if self.slot_block.len() <= slot {
             self.slot_block.resize(slot + 1, NIL);

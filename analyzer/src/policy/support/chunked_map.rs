@@ -105,7 +105,13 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     #[inline]
     pub fn replace_at(&mut self, at: Cursor, key: K, value: V) {
         let i = at.chunk;
-        let c = &mut self.chunks[i];
+        let (before, rest) = self.chunks.split_at_mut(i);
+        let (c, after) = rest
+            .split_first_mut()
+            .expect("a cursor at an entry names a chunk");
+        // The chunk as a slice: its entries' moves cannot then change its length or buffer,
+        // which stay in registers (through the `Vec`, every store would reload them).
+        let c = &mut c[..];
         // The old entry leaves a gap; walking from it towards the new key's place, each entry
         // passed moves one step into the gap, so the search and the moves are one pass over
         // the few entries between the two places.
@@ -116,13 +122,8 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
                 gap -= 1;
             }
             match gap.checked_sub(1) {
-                Some(before) => c[before].0 < key,
-                None => {
-                    i == 0 || {
-                        let previous = &self.chunks[i - 1];
-                        previous[previous.len() - 1].0 < key
-                    }
-                }
+                Some(below) => c[below].0 < key,
+                None => before.last().is_none_or(|p| p[p.len() - 1].0 < key),
             }
         } else {
             while gap + 1 < c.len() && c[gap + 1].0 < key {
@@ -130,12 +131,12 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
                 gap += 1;
             }
             match c.get(gap + 1) {
-                Some(after) => key < after.0,
-                None => self.chunks.get(i + 1).is_none_or(|next| key < next[0].0),
+                Some(above) => key < above.0,
+                None => after.first().is_none_or(|next| key < next[0].0),
             }
         };
         if fits {
-            self.chunks[i][gap] = (key, value);
+            c[gap] = (key, value);
         } else {
             // Another entry has the key, or it belongs in another chunk.
             self.remove_at(Cursor {
