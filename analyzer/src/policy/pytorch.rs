@@ -525,6 +525,10 @@ struct BlockPool {
     /// Unmapped ranges of expandable segments by (stream, address): `BlockComparatorAddress`.
     unmapped: ChunkedMap<BlockKey, u32>,
     get_free_blocks_calls: u64,
+    /// Where the last block split or merged in place landed in `free`, as that change left the
+    /// index: a request freed right after it was served merges with the rest of its split,
+    /// and finds it there without a search while nothing moved it ([`PyTorchCaching::place_of`]).
+    last_placed: Cursor,
 }
 
 /// A key of the free-block indexes: a 128-bit number, ordered as that number, kept as two
@@ -674,12 +678,12 @@ impl PyTorchCaching {
 
     /// [`PyTorchCaching::insert_into_blocks`] where the caller has the block's pool and key
     /// at hand (`pool_of`, `free_key`).
-    #[inline]
+    #[inline(always)]
     fn index_free(&mut self, pool: usize, id: u32, key: BlockKey, place: Option<Cursor>) {
         let pool = &mut self.pools[pool];
         self.blocks[id as usize].gc_base = pool.get_free_blocks_calls;
         match place {
-            Some(at) => pool.free.replace_at(at, key, id),
+            Some(at) => pool.last_placed = pool.free.replace_at(at, key, id),
             None => {
                 pool.free.insert(key, id);
             }
@@ -690,9 +694,16 @@ impl PyTorchCaching {
     /// there. Two free blocks can have one key: the real driver's addresses
     /// ([`super::Driver::script_segments`]) may give two segments alive at once in the replay
     /// the same address, and the index then holds one entry for both, as an ordered map does.
+    #[inline(always)]
     fn place_of(&self, id: u32) -> Option<Cursor> {
-        let free = &self.pools[self.pool_of(id)].free;
+        let pool = &self.pools[self.pool_of(id)];
+        let free = &pool.free;
         let key = self.free_key(id);
+        // Keys are unique in the index: an entry under this key is at its place, however old
+        // the cursor that finds it.
+        if free.at_old(pool.last_placed).is_some_and(|(k, _)| k == key) {
+            return Some(pool.last_placed);
+        }
         let at = free.seek(&key);
         free.at(at).is_some_and(|(k, _)| k == key).then_some(at)
     }
@@ -973,6 +984,7 @@ impl PyTorchCaching {
 
     /// The end of `try_merge_blocks`: `dst` takes in its neighbour `src`, which is out of every
     /// index, and `src` is deleted.
+    #[inline(always)]
     fn absorb(&mut self, dst: u32, src: u32) {
         let s = *self.b(src);
         if self.b(dst).prev == src {
@@ -1212,20 +1224,22 @@ impl Policy for PyTorchCaching {
             // `alloc_found_block`: the request takes the low end, the rest stays cached.
             let rest = id;
             let r = *self.b(rest);
-            id = self.new_block(Block {
-                size,
-                prev: r.prev,
-                next: rest,
-                stream,
-                allocated: true,
-                slot,
-                ..r
-            });
+            // A copy of the whole block, then the fields that differ: the copy moves the block
+            // in a few wide loads and stores, where building it moves field by field.
+            id = self.new_block(r);
+            // One borrow of the table for the three blocks: no reload of it between them.
+            let blocks = &mut self.blocks[..];
+            let served = &mut blocks[id as usize];
+            served.size = size;
+            served.next = rest;
+            served.stream = stream;
+            served.allocated = true;
+            served.slot = slot;
             if r.prev != NIL {
-                self.bm(r.prev).next = id;
+                blocks[r.prev as usize].next = id;
             }
             let (addr, left) = (r.addr + size, r.size - size);
-            let m = self.bm(rest);
+            let m = &mut blocks[rest as usize];
             m.prev = id;
             m.addr = addr;
             m.size = left;

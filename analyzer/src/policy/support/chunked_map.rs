@@ -28,8 +28,8 @@ pub struct ChunkedMap<K, V> {
 
 /// A place in a [`ChunkedMap`]: an entry, or the end past every entry. A cursor stands for the
 /// map as it was when it was made: any change to the map, its own `remove_at` or `replace_at`
-/// included, leaves it meaningless.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// included, leaves it meaningless but to [`ChunkedMap::at_old`]. The default is the first place.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Cursor {
     chunk: usize,
     index: usize,
@@ -71,6 +71,13 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         self.chunks.get(at.chunk).map(|c| c[at.index])
     }
 
+    /// The entry at `at` of a cursor that may be older than the map's last change: the entry
+    /// now at that place, or `None` when the place is past the map's end or its chunk's.
+    #[inline]
+    pub fn at_old(&self, at: Cursor) -> Option<(K, V)> {
+        self.chunks.get(at.chunk)?.get(at.index).copied()
+    }
+
     /// The place after the entry at `at`, which is not the end.
     #[inline]
     pub fn next(&self, at: Cursor) -> Cursor {
@@ -101,9 +108,10 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     /// Replaces the entry at `at`, which is not the end, by `key` → `value`, as removing it and
     /// then inserting them would (an entry already under `key` takes `value`). When `key`
     /// belongs in the same chunk and is not another entry's, only the entries between the old
-    /// place and the new one move.
+    /// place and the new one move. Returns the new entry's place then, and otherwise a place
+    /// that may hold another entry (for [`ChunkedMap::at_old`], which tells them apart).
     #[inline]
-    pub fn replace_at(&mut self, at: Cursor, key: K, value: V) {
+    pub fn replace_at(&mut self, at: Cursor, key: K, value: V) -> Cursor {
         let i = at.chunk;
         let (before, rest) = self.chunks.split_at_mut(i);
         let (c, after) = rest
@@ -135,16 +143,18 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
                 None => after.first().is_none_or(|next| key < next[0].0),
             }
         };
+        let place = Cursor {
+            chunk: i,
+            index: gap,
+        };
         if fits {
             c[gap] = (key, value);
         } else {
             // Another entry has the key, or it belongs in another chunk.
-            self.remove_at(Cursor {
-                chunk: i,
-                index: gap,
-            });
+            self.remove_at(place);
             self.insert(key, value);
         }
+        place
     }
 
     /// Sets `key` to `value`; returns the value it replaced.
@@ -259,6 +269,8 @@ mod tests {
         RemoveAt(u16),
         /// Seek the first key, then give the entry there the second key and the value.
         ReplaceAt(u16, u16, u8),
+        /// Read the place the last replacement returned, after whatever changed since.
+        AtOld,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -273,6 +285,7 @@ mod tests {
             1 => key.clone().prop_map(Op::Walk),
             1 => key.clone().prop_map(Op::RemoveAt),
             3 => (key.clone(), key, any::<u8>()).prop_map(|(k, n, v)| Op::ReplaceAt(k, n, v)),
+            1 => Just(Op::AtOld),
         ]
     }
 
@@ -282,6 +295,7 @@ mod tests {
         #[test]
         fn every_operation_answers_as_the_btree_map_does(ops in prop::collection::vec(op(), 0..2000)) {
             let (mut map, mut reference) = (ChunkedMap::default(), BTreeMap::new());
+            let mut hint = None;
             for op in ops {
                 match op {
                     Op::Insert(k, v) => prop_assert_eq!(map.insert(k, v), reference.insert(k, v)),
@@ -316,9 +330,20 @@ mod tests {
                     Op::ReplaceAt(k, new, v) => {
                         let at = map.seek(&k);
                         if let Some((old, _)) = map.at(at) {
-                            map.replace_at(at, new, v);
+                            let placed = map.replace_at(at, new, v);
                             reference.remove(&old);
                             reference.insert(new, v);
+                            if map.at_old(placed).is_some_and(|(k, _)| k == new) {
+                                prop_assert_eq!(map.at(placed), Some((new, v)));
+                            }
+                            hint = Some(placed);
+                        }
+                    }
+                    Op::AtOld => {
+                        // An old place (the last replacement's) holds an entry or nothing,
+                        // and the entry there is one of the map's.
+                        if let Some((k, v)) = hint.and_then(|at| map.at_old(at)) {
+                            prop_assert_eq!(reference.get(&k), Some(&v));
                         }
                     }
                 }
