@@ -1224,8 +1224,7 @@ impl Policy for PyTorchCaching {
             // `alloc_found_block`: the request takes the low end, the rest stays cached.
             let rest = id;
             let r = *self.b(rest);
-            // A copy of the whole block, then the fields that differ: the copy moves the block
-            // in a few wide loads and stores, where building it moves field by field.
+            // A copy of the rest, then what differs: the served block is its low end.
             id = self.new_block(r);
             // One borrow of the table for the three blocks: no reload of it between them.
             let blocks = &mut self.blocks[..];
