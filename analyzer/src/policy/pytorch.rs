@@ -735,7 +735,8 @@ impl PyTorchCaching {
             free.at(at)
                 .and_then(|(k, id)| (key_stream(k) == stream).then_some(id))
         };
-        let mut at = free.seek(&size_key(stream, size, 0));
+        // A request like the one just freed finds the block its merge put back.
+        let mut at = free.seek_from(self.pools[pool].last_placed, &size_key(stream, size, 0));
         let mut found = of_stream(at)?;
         if self.b(found).es != NIL {
             if self.cfg.expandable_segments {

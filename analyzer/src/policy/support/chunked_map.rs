@@ -65,6 +65,29 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         Cursor { chunk, index }
     }
 
+    /// [`ChunkedMap::seek`], trying `hint` first: a place of this map as it is or as it was
+    /// ([`ChunkedMap::at_old`]), returned without a search when the entry there is the first
+    /// not below `key` (the entry before it, if any, is below `key`).
+    #[inline]
+    pub fn seek_from(&self, hint: Cursor, key: &K) -> Cursor {
+        if let Some(c) = self.chunks.get(hint.chunk)
+            && c.get(hint.index).is_some_and(|e| !(e.0 < *key))
+        {
+            let before = match hint.index.checked_sub(1) {
+                Some(i) => c.get(i),
+                None => hint
+                    .chunk
+                    .checked_sub(1)
+                    .and_then(|p| self.chunks.get(p))
+                    .and_then(|p| p.last()),
+            };
+            if before.is_none_or(|e| e.0 < *key) {
+                return hint;
+            }
+        }
+        self.seek(key)
+    }
+
     /// The entry at `at`; `None` at the end.
     #[inline]
     pub fn at(&self, at: Cursor) -> Option<(K, V)> {
@@ -271,6 +294,9 @@ mod tests {
         ReplaceAt(u16, u16, u8),
         /// Read the place the last replacement returned, after whatever changed since.
         AtOld,
+        /// Seek the first key from the place of the first key plus 0 to 2, and from the last
+        /// replacement's place.
+        SeekFrom(u16, u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -284,8 +310,9 @@ mod tests {
             1 => key.clone().prop_map(Op::Below),
             1 => key.clone().prop_map(Op::Walk),
             1 => key.clone().prop_map(Op::RemoveAt),
-            3 => (key.clone(), key, any::<u8>()).prop_map(|(k, n, v)| Op::ReplaceAt(k, n, v)),
+            3 => (key.clone(), key.clone(), any::<u8>()).prop_map(|(k, n, v)| Op::ReplaceAt(k, n, v)),
             1 => Just(Op::AtOld),
+            2 => (key, 0u8..3).prop_map(|(k, d)| Op::SeekFrom(k, d)),
         ]
     }
 
@@ -342,6 +369,12 @@ mod tests {
                             }
                             hint = Some(placed);
                         }
+                    }
+                    Op::SeekFrom(k, d) => {
+                        let want = map.seek(&k);
+                        let near = map.seek(&k.saturating_add(u16::from(d)));
+                        prop_assert_eq!(map.seek_from(near, &k), want);
+                        prop_assert_eq!(map.seek_from(hint.unwrap_or_default(), &k), want);
                     }
                     Op::AtOld => {
                         // An old place (the last replacement's) holds an entry or nothing,
