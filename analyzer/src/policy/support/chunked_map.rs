@@ -71,7 +71,7 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     #[inline]
     pub fn seek_from(&self, hint: Cursor, key: &K) -> Cursor {
         if let Some(c) = self.chunks.get(hint.chunk)
-            && c.get(hint.index).is_some_and(|e| !(e.0 < *key))
+            && c.get(hint.index).is_some_and(|e| e.0 >= *key)
         {
             let before = match hint.index.checked_sub(1) {
                 Some(i) => c.get(i),
