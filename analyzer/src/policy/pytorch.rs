@@ -525,6 +525,10 @@ struct BlockPool {
     /// Unmapped ranges of expandable segments by (stream, address): `BlockComparatorAddress`.
     unmapped: ChunkedMap<BlockKey, u32>,
     get_free_blocks_calls: u64,
+    /// Where the last block split or merged in place landed in `free`, as that change left the
+    /// index: a request freed right after it was served merges with the rest of its split,
+    /// and finds it there without a search while nothing moved it ([`PyTorchCaching::place_of`]).
+    last_placed: Cursor,
 }
 
 /// A key of the free-block indexes: a 128-bit number, ordered as that number, kept as two
@@ -669,15 +673,19 @@ impl PyTorchCaching {
     /// `BlockPool::insert_into_blocks`; at `place` when given: the place of an entry that
     /// leaves the index as this block enters it (a block split or merged into this one).
     fn insert_into_blocks(&mut self, id: u32, place: Option<Cursor>) {
-        let pool = self.pool_of(id);
-        let base = self.pools[pool].get_free_blocks_calls;
-        self.bm(id).gc_base = base;
-        let key = self.free_key(id);
-        let free = &mut self.pools[pool].free;
+        self.index_free(self.pool_of(id), id, self.free_key(id), place);
+    }
+
+    /// [`PyTorchCaching::insert_into_blocks`] where the caller has the block's pool and key
+    /// at hand (`pool_of`, `free_key`).
+    #[inline(always)]
+    fn index_free(&mut self, pool: usize, id: u32, key: BlockKey, place: Option<Cursor>) {
+        let pool = &mut self.pools[pool];
+        self.blocks[id as usize].gc_base = pool.get_free_blocks_calls;
         match place {
-            Some(at) => free.replace_at(at, key, id),
+            Some(at) => pool.last_placed = pool.free.replace_at(at, key, id),
             None => {
-                free.insert(key, id);
+                pool.free.insert(key, id);
             }
         }
     }
@@ -686,9 +694,16 @@ impl PyTorchCaching {
     /// there. Two free blocks can have one key: the real driver's addresses
     /// ([`super::Driver::script_segments`]) may give two segments alive at once in the replay
     /// the same address, and the index then holds one entry for both, as an ordered map does.
+    #[inline(always)]
     fn place_of(&self, id: u32) -> Option<Cursor> {
-        let free = &self.pools[self.pool_of(id)].free;
+        let pool = &self.pools[self.pool_of(id)];
+        let free = &pool.free;
         let key = self.free_key(id);
+        // Keys are unique in the index: an entry under this key is at its place, however old
+        // the cursor that finds it.
+        if free.at_old(pool.last_placed).is_some_and(|(k, _)| k == key) {
+            return Some(pool.last_placed);
+        }
         let at = free.seek(&key);
         free.at(at).is_some_and(|(k, _)| k == key).then_some(at)
     }
@@ -720,7 +735,8 @@ impl PyTorchCaching {
             free.at(at)
                 .and_then(|(k, id)| (key_stream(k) == stream).then_some(id))
         };
-        let mut at = free.seek(&size_key(stream, size, 0));
+        // A request like the one just freed finds the block its merge put back.
+        let mut at = free.seek_from(self.pools[pool].last_placed, &size_key(stream, size, 0));
         let mut found = of_stream(at)?;
         if self.b(found).es != NIL {
             if self.cfg.expandable_segments {
@@ -969,6 +985,7 @@ impl PyTorchCaching {
 
     /// The end of `try_merge_blocks`: `dst` takes in its neighbour `src`, which is out of every
     /// index, and `src` is deleted.
+    #[inline(always)]
     fn absorb(&mut self, dst: u32, src: u32) {
         let s = *self.b(src);
         if self.b(dst).prev == src {
@@ -1181,7 +1198,6 @@ impl Policy for PyTorchCaching {
         let size = self.cfg.round_size(orig_size);
         let small = size <= K_SMALL_SIZE;
         let pool = usize::from(!small);
-        let alloc_size = self.cfg.allocation_size(size);
         // A cached block stays in the index until it is known whether it splits: its rest
         // then takes its place there.
         let (mut id, place) = match self.get_free_block(pool, stream, size) {
@@ -1190,6 +1206,7 @@ impl Policy for PyTorchCaching {
                 if self.gc_enabled() {
                     self.garbage_collect(driver);
                 }
+                let alloc_size = self.cfg.allocation_size(size);
                 let mut found = self.alloc_block(small, stream, size, alloc_size, driver);
                 if found.is_none()
                     && self.release_available_cached_blocks(pool, stream, size, driver)
@@ -1204,33 +1221,40 @@ impl Policy for PyTorchCaching {
                 (found.ok_or(Refused)?, None)
             }
         };
-        if self.should_split(id, size) {
+        let served_size = if self.should_split(id, size) {
             // `alloc_found_block`: the request takes the low end, the rest stays cached.
             let rest = id;
             let r = *self.b(rest);
-            id = self.new_block(Block {
-                size,
-                prev: r.prev,
-                next: rest,
-                stream,
-                ..r
-            });
+            // A copy of the rest, then what differs: the served block is its low end.
+            id = self.new_block(r);
+            // One borrow of the table for the three blocks: no reload of it between them.
+            let blocks = &mut self.blocks[..];
+            let served = &mut blocks[id as usize];
+            served.size = size;
+            served.next = rest;
+            served.stream = stream;
+            served.allocated = true;
+            served.slot = slot;
             if r.prev != NIL {
-                self.bm(r.prev).next = id;
+                blocks[r.prev as usize].next = id;
             }
-            let m = self.bm(rest);
+            let (addr, left) = (r.addr + size, r.size - size);
+            let m = &mut blocks[rest as usize];
             m.prev = id;
-            m.addr += size;
-            m.size -= size;
-            self.insert_into_blocks(rest, place);
-        } else if let Some(at) = place {
-            self.pools[pool].free.remove_at(at);
-        }
-        let served = self.bm(id);
-        served.allocated = true;
-        served.slot = slot;
-        let size = served.size;
-        self.allocated += size;
+            m.addr = addr;
+            m.size = left;
+            self.index_free(pool, rest, size_key(r.stream, left, addr), place);
+            size
+        } else {
+            if let Some(at) = place {
+                self.pools[pool].free.remove_at(at);
+            }
+            let served = self.bm(id);
+            served.allocated = true;
+            served.slot = slot;
+            served.size
+        };
+        self.allocated += served_size;
         let slot = slot as usize;
         if self.slot_block.len() <= slot {
             self.slot_block.resize(slot + 1, NIL);

@@ -28,8 +28,8 @@ pub struct ChunkedMap<K, V> {
 
 /// A place in a [`ChunkedMap`]: an entry, or the end past every entry. A cursor stands for the
 /// map as it was when it was made: any change to the map, its own `remove_at` or `replace_at`
-/// included, leaves it meaningless.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// included, leaves it meaningless but to [`ChunkedMap::at_old`]. The default is the first place.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Cursor {
     chunk: usize,
     index: usize,
@@ -65,10 +65,40 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
         Cursor { chunk, index }
     }
 
+    /// [`ChunkedMap::seek`], trying `hint` first: a place of this map as it is or as it was
+    /// ([`ChunkedMap::at_old`]), returned without a search when the entry there is the first
+    /// not below `key` (the entry before it, if any, is below `key`).
+    #[inline]
+    pub fn seek_from(&self, hint: Cursor, key: &K) -> Cursor {
+        if let Some(c) = self.chunks.get(hint.chunk)
+            && c.get(hint.index).is_some_and(|e| e.0 >= *key)
+        {
+            let before = match hint.index.checked_sub(1) {
+                Some(i) => c.get(i),
+                None => hint
+                    .chunk
+                    .checked_sub(1)
+                    .and_then(|p| self.chunks.get(p))
+                    .and_then(|p| p.last()),
+            };
+            if before.is_none_or(|e| e.0 < *key) {
+                return hint;
+            }
+        }
+        self.seek(key)
+    }
+
     /// The entry at `at`; `None` at the end.
     #[inline]
     pub fn at(&self, at: Cursor) -> Option<(K, V)> {
         self.chunks.get(at.chunk).map(|c| c[at.index])
+    }
+
+    /// The entry at `at` of a cursor that may be older than the map's last change: the entry
+    /// now at that place, or `None` when the place is past the map's end or its chunk's.
+    #[inline]
+    pub fn at_old(&self, at: Cursor) -> Option<(K, V)> {
+        self.chunks.get(at.chunk)?.get(at.index).copied()
     }
 
     /// The place after the entry at `at`, which is not the end.
@@ -101,11 +131,18 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
     /// Replaces the entry at `at`, which is not the end, by `key` → `value`, as removing it and
     /// then inserting them would (an entry already under `key` takes `value`). When `key`
     /// belongs in the same chunk and is not another entry's, only the entries between the old
-    /// place and the new one move.
+    /// place and the new one move. Returns the new entry's place then, and otherwise a place
+    /// that may hold another entry (for [`ChunkedMap::at_old`], which tells them apart).
     #[inline]
-    pub fn replace_at(&mut self, at: Cursor, key: K, value: V) {
+    pub fn replace_at(&mut self, at: Cursor, key: K, value: V) -> Cursor {
         let i = at.chunk;
-        let c = &mut self.chunks[i];
+        let (before, rest) = self.chunks.split_at_mut(i);
+        let (c, after) = rest
+            .split_first_mut()
+            .expect("a cursor at an entry names a chunk");
+        // The chunk as a slice: its entries' moves cannot then change its length or buffer,
+        // which stay in registers (through the `Vec`, every store would reload them).
+        let c = &mut c[..];
         // The old entry leaves a gap; walking from it towards the new key's place, each entry
         // passed moves one step into the gap, so the search and the moves are one pass over
         // the few entries between the two places.
@@ -116,13 +153,8 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
                 gap -= 1;
             }
             match gap.checked_sub(1) {
-                Some(before) => c[before].0 < key,
-                None => {
-                    i == 0 || {
-                        let previous = &self.chunks[i - 1];
-                        previous[previous.len() - 1].0 < key
-                    }
-                }
+                Some(below) => c[below].0 < key,
+                None => before.last().is_none_or(|p| p[p.len() - 1].0 < key),
             }
         } else {
             while gap + 1 < c.len() && c[gap + 1].0 < key {
@@ -130,20 +162,22 @@ impl<K: Ord + Copy, V: Copy> ChunkedMap<K, V> {
                 gap += 1;
             }
             match c.get(gap + 1) {
-                Some(after) => key < after.0,
-                None => self.chunks.get(i + 1).is_none_or(|next| key < next[0].0),
+                Some(above) => key < above.0,
+                None => after.first().is_none_or(|next| key < next[0].0),
             }
         };
+        let place = Cursor {
+            chunk: i,
+            index: gap,
+        };
         if fits {
-            self.chunks[i][gap] = (key, value);
+            c[gap] = (key, value);
         } else {
             // Another entry has the key, or it belongs in another chunk.
-            self.remove_at(Cursor {
-                chunk: i,
-                index: gap,
-            });
+            self.remove_at(place);
             self.insert(key, value);
         }
+        place
     }
 
     /// Sets `key` to `value`; returns the value it replaced.
@@ -258,6 +292,11 @@ mod tests {
         RemoveAt(u16),
         /// Seek the first key, then give the entry there the second key and the value.
         ReplaceAt(u16, u16, u8),
+        /// Read the place the last replacement returned, after whatever changed since.
+        AtOld,
+        /// Seek the first key from the place of the first key plus 0 to 2, and from the last
+        /// replacement's place.
+        SeekFrom(u16, u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -271,7 +310,9 @@ mod tests {
             1 => key.clone().prop_map(Op::Below),
             1 => key.clone().prop_map(Op::Walk),
             1 => key.clone().prop_map(Op::RemoveAt),
-            3 => (key.clone(), key, any::<u8>()).prop_map(|(k, n, v)| Op::ReplaceAt(k, n, v)),
+            3 => (key.clone(), key.clone(), any::<u8>()).prop_map(|(k, n, v)| Op::ReplaceAt(k, n, v)),
+            1 => Just(Op::AtOld),
+            2 => (key, 0u8..3).prop_map(|(k, d)| Op::SeekFrom(k, d)),
         ]
     }
 
@@ -281,6 +322,7 @@ mod tests {
         #[test]
         fn every_operation_answers_as_the_btree_map_does(ops in prop::collection::vec(op(), 0..2000)) {
             let (mut map, mut reference) = (ChunkedMap::default(), BTreeMap::new());
+            let mut hint = None;
             for op in ops {
                 match op {
                     Op::Insert(k, v) => prop_assert_eq!(map.insert(k, v), reference.insert(k, v)),
@@ -315,9 +357,30 @@ mod tests {
                     Op::ReplaceAt(k, new, v) => {
                         let at = map.seek(&k);
                         if let Some((old, _)) = map.at(at) {
-                            map.replace_at(at, new, v);
+                            // In one chunk, a key no other entry has stays in it: the place
+                            // returned is the new entry's.
+                            let in_place = map.chunks.len() == 1
+                                && (new == old || !reference.contains_key(&new));
+                            let placed = map.replace_at(at, new, v);
                             reference.remove(&old);
                             reference.insert(new, v);
+                            if in_place {
+                                prop_assert_eq!(map.at_old(placed), Some((new, v)));
+                            }
+                            hint = Some(placed);
+                        }
+                    }
+                    Op::SeekFrom(k, d) => {
+                        let want = map.seek(&k);
+                        let near = map.seek(&k.saturating_add(u16::from(d)));
+                        prop_assert_eq!(map.seek_from(near, &k), want);
+                        prop_assert_eq!(map.seek_from(hint.unwrap_or_default(), &k), want);
+                    }
+                    Op::AtOld => {
+                        // An old place (the last replacement's) holds an entry or nothing,
+                        // and the entry there is one of the map's.
+                        if let Some((k, v)) = hint.and_then(|at| map.at_old(at)) {
+                            prop_assert_eq!(reference.get(&k), Some(&v));
                         }
                     }
                 }
