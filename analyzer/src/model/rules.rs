@@ -1,21 +1,48 @@
 //! The pass's rules, answered per function: every test the allocation table's pass
 //! ([`super::table::TableBuilder::push`]) and the device peak ([`super::live::DevicePeak`]) make
 //! of an event that its function and whether it succeeded decide (its lifetime and key, whether
-//! it is a mark, which level fact or failed call it counts, what it shows of the allocator and
-//! the trace's shape), in one table indexed by api id, so that an event's answers come in one
-//! load rather than from five files' rules tested one after another.
+//! it is a mark, which level fact or failed call it counts, what it shows of the allocator), in
+//! one table indexed by api id, so that an event's answers come in one load rather than from
+//! five files' rules tested one after another.
 //!
-//! The rules stay stated once, where they are: the table is built by asking each of them about
-//! an event of each function, succeeded and failed, so it cannot disagree with them. What else
-//! of an event a rule reads is left to the caller: the mark's test of `aux` (a pool trimmed to
-//! nothing, [`Outcome::mark`]) and the [`ALLOCATOR_SEGMENT`] flag.
+//! Each rule is stated once: the lifetime and the key in `lifetimes.rs`, the level's facts and
+//! the allocator's calls in `level.rs`, the mark and the failed calls here. The table is built
+//! by asking each of them about an event of each function, succeeded and failed, so it cannot
+//! disagree with them. What else of an event a rule reads is left to the caller: the mark's
+//! test of `aux` (a pool trimmed to nothing, [`Outcome::mark`]) and the [`ALLOCATOR_SEGMENT`]
+//! flag.
 
 use super::level::{Calls, LevelFacts, LevelStats};
 use super::lifetimes::{KeyKind, Lifetime};
-use super::table::{Shape, counts_as_failed_call, is_mark};
+use super::ordering::order_of;
 use std::sync::LazyLock;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, Event, MemoryKind, Op};
+
+/// Whether the replay's requests follow `e`, an event of no [`ALLOCATOR_SEGMENT`] flag that
+/// changes no row: a §4.3 limit (formats/SPEC.md: a device's total, a memory fraction, an
+/// `empty_cache`, a pool trimmed to nothing), an ordering call that orders something (§4.4), or
+/// PyTorch's word on its segments (`torch.segment_*`). These are a follower's marks
+/// ([`super::table::Follow::marked`]).
+fn is_mark(e: &Event) -> bool {
+    match e.api.kind() {
+        MemoryKind::Limits => e.api != Api::DriverProcessMemory,
+        MemoryKind::Ordering => order_of(e).is_some(),
+        MemoryKind::TorchSegment => true,
+        _ => e.api == Api::CuMemPoolTrimTo && e.aux == 0 && e.succeeded(),
+    }
+}
+
+/// Whether `e`, a failed call of the program's that is no mark, counts among
+/// `AllocationTable::failed_calls`: limits, ordering calls and PyTorch's word on its segments
+/// do not, nor a request to free (an error there frees nothing).
+fn counts_as_failed_call(e: &Event) -> bool {
+    e.api.op() != Op::FreeRequested
+        && !matches!(
+            e.api.kind(),
+            MemoryKind::Limits | MemoryKind::Ordering | MemoryKind::TorchSegment
+        )
+}
 
 /// What the rules say of an event of one function that succeeded, or failed, and carries no
 /// [`ALLOCATOR_SEGMENT`] flag. Aligned to 16 bytes, so that its index is a shift.
@@ -28,8 +55,6 @@ pub(super) struct Outcome {
     pub key: KeyKind,
     /// What it shows of the allocator the program ran under ([`Calls::see`]).
     pub calls: Calls,
-    /// Whether it shows a tracker block ([`Shape::shown_by`]).
-    pub tracker: bool,
     /// Whether it is the driver's count of a process's memory.
     pub driver_count: bool,
     /// Whether it is a mark ([`is_mark`]) when its `aux` is 0, and when it is not.
@@ -60,7 +85,6 @@ impl Outcome {
             lifetime: Lifetime::of(&e),
             key: KeyKind::of(api),
             calls,
-            tracker: Shape::shown_by(&e).0,
             driver_count: api == Api::DriverProcessMemory,
             mark: [is_mark(&e), is_mark(&probe(1))],
             level: succeeded && level.into_facts() != LevelFacts::default(),
@@ -122,7 +146,6 @@ mod tests {
         seen.see(e);
         answered.add(o.calls);
         assert_eq!(answered, seen, "{e:?}");
-        assert_eq!(o.tracker, Shape::shown_by(e).0, "{e:?}");
         assert_eq!(o.driver_count, e.api == Api::DriverProcessMemory, "{e:?}");
         assert_eq!(o.is_mark(e), program && is_mark(e), "{e:?}");
         let (mut counted, mut gated) = (LevelStats::default(), LevelStats::default());

@@ -13,7 +13,6 @@
 
 use super::level::{Calls, LevelFacts, LevelStats};
 use super::lifetimes::{Matched, Matcher};
-use super::ordering::order_of;
 use super::rules::Rules;
 use std::collections::{BTreeSet, HashMap};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
@@ -158,30 +157,6 @@ pub struct DriverCountEvent {
     pub event: Event,
 }
 
-/// Whether the replay's requests follow `e`, an event of no [`ALLOCATOR_SEGMENT`] flag that
-/// changes no row: a §4.3 limit (formats/SPEC.md: a device's total, a memory fraction, an
-/// `empty_cache`, a pool trimmed to nothing), an ordering call that orders something (§4.4), or
-/// PyTorch's word on its segments (`torch.segment_*`). These are a [`Follow`]er's marks.
-pub(super) fn is_mark(e: &Event) -> bool {
-    match e.api.kind() {
-        MemoryKind::Limits => e.api != Api::DriverProcessMemory,
-        MemoryKind::Ordering => order_of(e).is_some(),
-        MemoryKind::TorchSegment => true,
-        _ => e.api == Api::CuMemPoolTrimTo && e.aux == 0 && e.succeeded(),
-    }
-}
-
-/// Whether `e`, a failed call of the program's that is no mark, counts among
-/// [`AllocationTable::failed_calls`]: limits, ordering calls and PyTorch's word on its segments
-/// do not, nor a request to free (an error there frees nothing).
-pub(super) fn counts_as_failed_call(e: &Event) -> bool {
-    e.api.op() != Op::FreeRequested
-        && !matches!(
-            e.api.kind(),
-            MemoryKind::Limits | MemoryKind::Ordering | MemoryKind::TorchSegment
-        )
-}
-
 /// What follows the pass's changes as [`TableBuilder`] makes them, in call order, from the
 /// same matched frees as the rows: the replay's request model is built this way
 /// ([`super::Loader`]), in the pass that builds the table, with or without its rows.
@@ -195,7 +170,8 @@ pub trait Follow {
     fn ended(&mut self, born: Self::Live, e: &Event);
     /// An allocation call that failed ([`AllocationTable::failures`]).
     fn failed(&mut self, e: &Event);
-    /// A mark: a limit, an ordering call or PyTorch's word on a segment ([`is_mark`]).
+    /// A mark: a limit, an ordering call or PyTorch's word on a segment (`is_mark` in
+    /// [`super::rules`]).
     fn marked(&mut self, e: &Event);
 }
 
@@ -328,8 +304,9 @@ impl<F: Follow> TableBuilder<F> {
         // An imported snapshot's record of what the real caching allocator did is no call of
         // the program's, nor a mark.
         let program = e.flags & ALLOCATOR_SEGMENT == 0;
-        self.tracker |= o.tracker;
-        self.snapshot |= !program;
+        let (tracker, snapshot) = Shape::shown_by(e);
+        self.tracker |= tracker;
+        self.snapshot |= snapshot;
         if o.driver_count {
             t.driver_counts.push(DriverCountEvent { index, event: *e });
         }
