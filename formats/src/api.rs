@@ -148,6 +148,9 @@ macro_rules! apis {
             /// Every known function, in id order.
             pub const ALL: &'static [Api] = &[$(Api::$variant),*];
 
+            /// One more than the largest id: the length of a table indexed by id.
+            pub const IDS: usize = IDS;
+
             /// The exact exported symbol name, for example `cuMemAlloc_v2`.
             pub const fn name(self) -> &'static str {
                 match self { $(Api::$variant => $name,)* }

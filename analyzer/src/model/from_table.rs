@@ -132,14 +132,14 @@ impl Call {
     }
 }
 
-/// What the model keeps of a live object that made a request: its free gives `slot` back
-/// and repeats its stream (the builder's index in [`Requests::builders`]), kind and bytes.
+/// What the model keeps of a live object that made a request: its stream (the builder's index
+/// in [`Requests::builders`]) and the index of its allocation among the stream's requests, whose
+/// slot its free gives back and whose kind and bytes the free repeats. Eight bytes, moved at
+/// every allocation and free with the matcher's entry.
 #[derive(Debug)]
 struct LiveRequest {
     builder: u32,
-    size: u64,
-    slot: u32,
-    kind: MemoryKind,
+    request: u32,
 }
 
 /// The request streams, as the pass's changes build them ([`Follow`]).
@@ -179,6 +179,7 @@ impl Follow for Requests {
         }
         let builder = self.index_of(stream_key(e));
         let b = &mut self.builders[builder as usize];
+        let request = u32::try_from(b.requests.len()).expect("fewer than 2^32 requests a stream");
         let slot = b.slots.take();
         b.push(
             kind,
@@ -187,23 +188,19 @@ impl Follow for Requests {
             slot,
             RequestKind::Alloc,
         );
-        Some(LiveRequest {
-            builder,
-            size: e.size,
-            slot,
-            kind,
-        })
+        Some(LiveRequest { builder, request })
     }
 
     fn ended(&mut self, born: Option<LiveRequest>, e: &Event) {
         let Some(l) = born else { return };
         let b = &mut self.builders[l.builder as usize];
-        b.slots.give_back(l.slot);
+        let (alloc, kind) = (b.requests[l.request as usize], b.kinds[l.request as usize]);
+        b.slots.give_back(alloc.slot);
         b.push(
-            l.kind,
+            kind,
             e.address,
-            &Call::of(e, l.size),
-            l.slot,
+            &Call::of(e, alloc.size),
+            alloc.slot,
             RequestKind::Free,
         );
     }
@@ -219,12 +216,19 @@ impl Follow for Requests {
 
 impl Requests {
     /// The index of the builder of stream `key`, made if it is new.
+    #[inline(always)]
     fn index_of(&mut self, key: StreamKey) -> u32 {
         let (i, new) = self.index.number(key);
         if new {
-            self.builders.push(Builder::new(key));
+            self.add(key);
         }
         i
+    }
+
+    /// A builder for stream `key`, seen for the first time.
+    #[cold]
+    fn add(&mut self, key: StreamKey) {
+        self.builders.push(Builder::new(key));
     }
 
     /// The builder of stream `key`, made if it is new.

@@ -143,7 +143,7 @@ fn infer(metadata: &Metadata, facts: &LevelFacts) -> CaptureLevel {
 }
 
 /// Facts about the events that tell a request-level trace from a segment-level one.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LevelFacts {
     pub device_allocs: u64,
     pub pool_allocs: u64,
@@ -211,6 +211,13 @@ impl Calls {
         let kind = e.api.kind();
         self.pool |= e.succeeded() && kind == MemoryKind::Pool;
         self.torch_tracker |= matches!(kind, MemoryKind::TorchBlock | MemoryKind::TorchSegment);
+    }
+
+    /// Adds what `other` shows (of other events).
+    #[inline]
+    pub fn add(&mut self, other: Calls) {
+        self.pool |= other.pool;
+        self.torch_tracker |= other.torch_tracker;
     }
 }
 

@@ -3,11 +3,11 @@
 //! model follows, and the device peak's), so that all match the same frees and count the same
 //! unmatched ones (docs/definitions.md, "Unmatched frees").
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
-use std::hash::Hash;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
+use std::hash::BuildHasher;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
-use vramtrace_format::{Event, MemoryKind, Op};
+use vramtrace_format::{Api, Event, MemoryKind, Op};
 
 /// The identity of a live allocation within its process.
 ///
@@ -15,44 +15,46 @@ use vramtrace_format::{Event, MemoryKind, Op};
 /// by its address. PyTorch's tracker blocks (`torch.alloc`) and an imported snapshot's allocator
 /// segments ([`ALLOCATOR_SEGMENT`]) have address spaces of their own: a block at the start of
 /// its segment has the segment's address, and its free must not end the segment's driver call.
+///
+/// Held as one 128-bit word (the process and the three address-space bits above the address or
+/// handle): one comparison, and one word to the hasher, for a lookup made at every allocation
+/// and free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct ObjectKey(u128);
+
+/// What of an object's key its function decides: whether it is found by its handle, and
+/// whether it lives in a framework's address space (both as the key's bits, ready to be
+/// combined with the process's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ObjectKey {
-    pid: u32,
+pub(super) struct KeyKind {
     by_handle: bool,
-    framework: bool,
-    segment: bool,
-    value: u64,
+    bits: u64,
 }
 
-impl ObjectKey {
-    /// The key of the allocation that `e` brings in or ends.
-    pub fn of(e: &Event) -> ObjectKey {
-        let by_handle = matches!(e.api.op(), Op::Create | Op::Release);
-        ObjectKey {
-            pid: e.pid,
+impl KeyKind {
+    pub(super) fn of(api: Api) -> KeyKind {
+        let by_handle = matches!(api.op(), Op::Create | Op::Release);
+        KeyKind {
             by_handle,
-            framework: e.api.from_framework(),
-            segment: e.flags & ALLOCATOR_SEGMENT != 0,
-            value: if by_handle { e.handle } else { e.address },
+            bits: u64::from(by_handle) << 32 | u64::from(api.from_framework()) << 33,
         }
     }
 }
 
-/// One 128-bit word to the hasher rather than five fields: foldhash folds it in at once,
-/// without a sponge step per field, for a lookup made at every allocation and free.
-impl Hash for ObjectKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let tag = u64::from(self.pid)
-            | u64::from(self.by_handle) << 32
-            | u64::from(self.framework) << 33
-            | u64::from(self.segment) << 34;
-        state.write_u128(u128::from(tag) << 64 | u128::from(self.value));
+impl ObjectKey {
+    /// The key of the allocation that `e`, whose function's part of the key is `kind`, brings
+    /// in or ends.
+    #[inline]
+    fn with(e: &Event, kind: KeyKind) -> ObjectKey {
+        let tag = u64::from(e.pid) | kind.bits | u64::from(e.flags & ALLOCATOR_SEGMENT != 0) << 34;
+        let value = if kind.by_handle { e.handle } else { e.address };
+        ObjectKey(u128::from(tag) << 64 | u128::from(value))
     }
 }
 
 /// What one event does to the allocation objects, by the rules every pass shares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lifetime {
+pub(super) enum Lifetime {
     /// Nothing that holds memory (address reservations, mappings, pool settings, PyTorch's
     /// word on its segments), or a failed call that would have ended something.
     Neither,
@@ -65,7 +67,7 @@ enum Lifetime {
 }
 
 impl Lifetime {
-    fn of(e: &Event) -> Lifetime {
+    pub(super) fn of(e: &Event) -> Lifetime {
         if e.api.kind() == MemoryKind::TorchSegment {
             return Lifetime::Neither;
         }
@@ -102,53 +104,74 @@ type Hasher = foldhash::fast::RandomState;
 /// a `T` per live object: the table's row, the request model's request, the device peak's
 /// bytes. Every pass over events that follows objects goes through it, so all of them match
 /// the same frees.
+///
+/// A [`HashTable`] rather than a `HashMap`: its entry finds the key or the slot for it in one
+/// probe, where `HashMap`'s vacant entry probes again to insert, at every allocation.
 #[derive(Debug)]
 pub(super) struct Matcher<T> {
-    live: HashMap<ObjectKey, T, Hasher>,
+    live: HashTable<(ObjectKey, T)>,
+    hasher: Hasher,
 }
 
 impl<T> Default for Matcher<T> {
     fn default() -> Matcher<T> {
         Matcher {
-            live: HashMap::default(),
+            live: HashTable::new(),
+            hasher: Hasher::default(),
         }
     }
 }
 
 impl<T> Matcher<T> {
-    /// Matches the next event in file order; `born` makes the value of an object it creates,
-    /// given the value of the live object whose address (or handle) the new one took without a
-    /// free we saw: that object is gone (the driver hands out no address twice), and every
-    /// pass ends it there, before the new one is born.
-    pub(super) fn apply(&mut self, e: &Event, born: impl FnOnce(Option<T>) -> T) -> Matched<T> {
-        match Lifetime::of(e) {
-            Lifetime::Neither => Matched::Neither,
-            Lifetime::Failed => Matched::Failed,
-            Lifetime::Birth => {
-                match self.live.entry(ObjectKey::of(e)) {
-                    Entry::Vacant(v) => {
-                        v.insert(born(None));
-                    }
-                    Entry::Occupied(o) => {
-                        // Rare (a free the trace missed): two lookups.
-                        let (key, old) = o.remove_entry();
-                        self.live.insert(key, born(Some(old)));
-                    }
-                }
-                Matched::Born
-            }
-            Lifetime::End => self
-                .live
-                .remove(&ObjectKey::of(e))
-                .map_or(Matched::Unmatched, Matched::Ended),
+    /// Matches the next event in file order, whose [`Lifetime`] is `lifetime` and whose key's
+    /// [`KeyKind`] is `key` (the answers of [`super::rules`]); `born` makes the value of an
+    /// object it creates, given the value of the live object whose address (or handle) the new
+    /// one took without a free we saw: that object is gone (the driver hands out no address
+    /// twice), and every pass ends it there, before the new one is born.
+    #[inline]
+    pub(super) fn apply(
+        &mut self,
+        e: &Event,
+        (lifetime, key): (Lifetime, KeyKind),
+        born: impl FnOnce(Option<T>) -> T,
+    ) -> Matched<T> {
+        let key = match lifetime {
+            Lifetime::Neither => return Matched::Neither,
+            Lifetime::Failed => return Matched::Failed,
+            Lifetime::Birth | Lifetime::End => ObjectKey::with(e, key),
+        };
+        let hasher = &self.hasher;
+        let hash = hasher.hash_one(key);
+        let same = |(k, _): &(ObjectKey, T)| *k == key;
+        if lifetime == Lifetime::End {
+            return match self.live.find_entry(hash, same) {
+                Ok(o) => Matched::Ended(o.remove().0.1),
+                Err(_) => Matched::Unmatched,
+            };
         }
+        match self.live.entry(hash, same, |(k, _)| hasher.hash_one(k)) {
+            Entry::Vacant(v) => {
+                v.insert((key, born(None)));
+            }
+            Entry::Occupied(o) => {
+                // Rare (a free the trace missed).
+                let ((_, old), v) = o.remove();
+                v.insert((key, born(Some(old))));
+            }
+        }
+        Matched::Born
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vramtrace_format::Api;
+
+    impl ObjectKey {
+        fn of(e: &Event) -> ObjectKey {
+            ObjectKey::with(e, KeyKind::of(e.api))
+        }
+    }
 
     fn event(api: Api, address: u64, handle: u64) -> Event {
         Event {

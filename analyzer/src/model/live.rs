@@ -3,6 +3,7 @@
 //! table ([`super::table`]) kept without its rows.
 
 use super::lifetimes::{Matched, Matcher};
+use super::rules::Rules;
 use super::table::{Shape, is_host};
 use crate::sums::Live;
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
@@ -45,10 +46,11 @@ pub struct DevicePeak {
 impl DevicePeak {
     /// Takes the next event in file order.
     pub fn see(&mut self, e: &Event) {
+        let o = Rules::get().of(e);
         let (tracker, snapshot) = Shape::shown_by(e);
         self.tracker |= tracker;
         self.snapshot |= snapshot;
-        let kind = e.api.kind();
+        let kind = o.kind;
         let born = Held {
             kind,
             framework: e.api.from_framework(),
@@ -57,7 +59,7 @@ impl DevicePeak {
             size: e.size,
         };
         let now = &mut self.now;
-        let matched = self.live.apply(e, |old| {
+        let matched = self.live.apply(e, (o.lifetime, o.key), |old| {
             // An object whose address was taken again without a free is gone, as in the
             // table.
             if let Some(h) = old {

@@ -12,6 +12,7 @@ pub mod live;
 mod modules;
 mod ordering;
 mod request;
+mod rules;
 pub mod table;
 
 pub use capture::{Capture, CaptureLevel};

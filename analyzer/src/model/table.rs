@@ -13,7 +13,7 @@
 
 use super::level::{Calls, LevelFacts, LevelStats};
 use super::lifetimes::{Matched, Matcher};
-use super::ordering::order_of;
+use super::rules::Rules;
 use std::collections::{BTreeSet, HashMap};
 use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
 use vramtrace_format::{Api, Event, MemoryKind, NO_DEVICE, Op, Trace};
@@ -157,19 +157,6 @@ pub struct DriverCountEvent {
     pub event: Event,
 }
 
-/// Whether the replay's requests follow `e`, an event of no [`ALLOCATOR_SEGMENT`] flag that
-/// changes no row: a §4.3 limit (formats/SPEC.md: a device's total, a memory fraction, an
-/// `empty_cache`, a pool trimmed to nothing), an ordering call that orders something (§4.4), or
-/// PyTorch's word on its segments (`torch.segment_*`). These are a [`Follow`]er's marks.
-fn is_mark(e: &Event) -> bool {
-    match e.api.kind() {
-        MemoryKind::Limits => e.api != Api::DriverProcessMemory,
-        MemoryKind::Ordering => order_of(e).is_some(),
-        MemoryKind::TorchSegment => true,
-        _ => e.api == Api::CuMemPoolTrimTo && e.aux == 0 && e.succeeded(),
-    }
-}
-
 /// What follows the pass's changes as [`TableBuilder`] makes them, in call order, from the
 /// same matched frees as the rows: the replay's request model is built this way
 /// ([`super::Loader`]), in the pass that builds the table, with or without its rows.
@@ -183,7 +170,8 @@ pub trait Follow {
     fn ended(&mut self, born: Self::Live, e: &Event);
     /// An allocation call that failed ([`AllocationTable::failures`]).
     fn failed(&mut self, e: &Event);
-    /// A mark: a limit, an ordering call or PyTorch's word on a segment ([`is_mark`]).
+    /// A mark: a limit, an ordering call or PyTorch's word on a segment (`is_mark` in
+    /// [`super::rules`]).
     fn marked(&mut self, e: &Event);
 }
 
@@ -273,6 +261,7 @@ pub struct TableBuilder<F: Follow = ()> {
     /// Whether the rows are kept (else only the totals and lists: a caller that needs only
     /// what `follow` builds holds no row).
     rows: bool,
+    rules: &'static Rules,
 }
 
 impl Default for TableBuilder {
@@ -293,6 +282,7 @@ impl<F: Follow> TableBuilder<F> {
             last_pid: None,
             follow,
             rows,
+            rules: Rules::get(),
         }
     }
 
@@ -308,34 +298,29 @@ impl<F: Follow> TableBuilder<F> {
             t.pids.insert(e.pid);
             self.last_pid = Some(e.pid);
         }
-        t.calls.see(e);
-        let (tracker, snapshot) = Shape::shown_by(e);
-        self.tracker |= tracker;
-        self.snapshot |= snapshot;
-        if e.api == Api::DriverProcessMemory {
-            t.driver_counts.push(DriverCountEvent { index, event: *e });
-        }
+        // Every test below that the event's function and result decide, in one load.
+        let o = self.rules.of(e);
+        t.calls.add(o.calls);
         // An imported snapshot's record of what the real caching allocator did is no call of
         // the program's, nor a mark.
         let program = e.flags & ALLOCATOR_SEGMENT == 0;
-        let mark = program && is_mark(e);
+        let (tracker, snapshot) = Shape::shown_by(e);
+        self.tracker |= tracker;
+        self.snapshot |= snapshot;
+        if o.driver_count {
+            t.driver_counts.push(DriverCountEvent { index, event: *e });
+        }
+        let mark = o.is_mark(e);
         if program && !mark {
-            let (op, kind) = (e.api.op(), e.api.kind());
-            if e.succeeded() {
-                self.level.see_call(op, kind, e.size);
-            } else if op != Op::FreeRequested
-                && !matches!(
-                    kind,
-                    MemoryKind::Limits | MemoryKind::Ordering | MemoryKind::TorchSegment
-                )
-            {
-                t.failed_calls += 1;
+            if o.level {
+                self.level.see_call(o.op, o.kind, e.size);
             }
+            t.failed_calls += u64::from(o.failed_call);
         }
         let row = t.pid.len() as u32;
         let follow = &mut self.follow;
         let mut replaced = None;
-        let matched = self.live.apply(e, |old| {
+        let matched = self.live.apply(e, (o.lifetime, o.key), |old| {
             if let Some((old_row, live)) = old {
                 // The address (or handle) was handed out again without a free we saw: the old
                 // object is gone, and ends first.
