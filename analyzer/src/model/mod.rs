@@ -12,6 +12,7 @@ pub mod live;
 mod modules;
 mod ordering;
 mod request;
+mod step_pass;
 pub mod table;
 
 pub use capture::{Capture, CaptureLevel};
@@ -23,3 +24,4 @@ pub use modules::ModuleIndex;
 pub use request::{
     NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, StreamKey, Tally,
 };
+pub use step_pass::StepPass;

@@ -13,7 +13,7 @@ use vramtrace::model::Calls;
 use vramtrace::model::{Loader, Model, load};
 use vramtrace::policy::PolicySpec;
 use vramtrace::replay::{Beside, Limits, ReplayInput, RunResult, prepare};
-use vramtrace::report::input::ReportInput;
+use vramtrace::report::input::{Events, ReportInput, SummaryFrom};
 use vramtrace::tune::{Recorded, model_and_recorded, recorded};
 use vramtrace_format::{
     Event, EventBatch, Layout, MappedFile, Metadata, ReadOptions, Tables, Trace, TraceHead,
@@ -375,17 +375,19 @@ pub fn report_input(path: &Path, progress: &(dyn Fn(&str) + Sync)) -> Result<Rep
 }
 
 /// The report's input of the trace at `path`, its decoded events never held whole: the model
-/// and the table with its rows built beside the decoder ([`load_beside`]), then the limits from
-/// a second pass over the mapped chunks that rebuilds only the events they read
-/// ([`limit_events`]). A trace with a crash journal beside it is read whole once, as
-/// [`load_trace`] reads it (the journal's events are added in memory, and said so once).
+/// and the table, without its rows, built beside the decoder ([`load_beside`]), then the limits
+/// from a second pass over the mapped chunks that rebuilds only the events they read
+/// ([`limit_events`]); the summary streams the events once more when the report makes it
+/// ([`SummaryFrom::Events`]). A trace with a crash journal beside it is read whole once, as
+/// [`load_trace`] reads it (the journal's events are added in memory, and said so once), and
+/// its summary reads the table's rows.
 fn report_trace(path: &Path) -> Result<ReportInput> {
     if journal::path_for(path).exists() {
         let trace = load_trace(path, false)?;
         let loaded = load(&trace);
         return Ok(ReportInput::of(trace, loaded));
     }
-    let (loader, head) = load_beside(path, Loader::with_rows(), &mut |_| {})?;
+    let (loader, head) = load_beside(path, Loader::requests_only(), &mut |_| {})?;
     let (model, table) = loader.finish(&head.metadata);
     let mut kept = Vec::new();
     stream_trace(
@@ -394,11 +396,18 @@ fn report_trace(path: &Path) -> Result<ReportInput> {
         |b| limit_events(&b),
         |events| kept.extend(events),
     )?;
+    let path = path.to_path_buf();
+    let events: Events = Box::new(move |each| {
+        stream_named_blocks(&path, false, |block| block.iter().for_each(&mut *each))
+            .map(drop)
+            .map_err(|e| format!("{e:#}"))
+    });
     Ok(ReportInput {
         limits: limits_since(table.start_ns, kept),
         head,
         model,
         table,
+        summary_from: SummaryFrom::Events(events),
     })
 }
 
