@@ -163,3 +163,111 @@ impl<S: Stepper> Follow for Changes<S> {
 
     fn marked(&mut self, _: &Event) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::table::AllocationTable;
+    use vramtrace_format::Api;
+
+    /// Every step and count it was told of, with the totals and live bytes of process 1 on
+    /// device 0 just after it.
+    #[derive(Default)]
+    struct Record(Vec<(String, Totals, u64)>);
+
+    impl Record {
+        /// `live`: whether the live set is read (not at a replaced object's end, which its
+        /// event's allocation follows: [`Moment::live`]).
+        fn note(&mut self, what: String, index: u64, now: &dyn Moment, live: bool) {
+            let mut bytes = 0;
+            if live {
+                now.live(index, &mut |o| bytes += o.size);
+            }
+            self.0.push((what, now.totals(1, 0), bytes));
+        }
+    }
+
+    impl Stepper for Record {
+        fn step(&mut self, step: Step<'_>, now: &dyn Moment) {
+            let what = match step {
+                Step::Alloc { object, .. } => format!("alloc {}", object.size),
+                Step::Free {
+                    object, time_ns, ..
+                } => format!("free {} at {time_ns}", object.size),
+                Step::Replaced {
+                    object, time_ns, ..
+                } => {
+                    format!("replaced {} at {time_ns}", object.size)
+                }
+                Step::Failed(f) => format!("failed {}", f.event.size),
+            };
+            let live = !matches!(step, Step::Replaced { .. });
+            let what = format!("{what} (event {})", step.index());
+            self.note(what, step.index(), now, live);
+        }
+
+        fn counted(&mut self, c: &DriverCountEvent, now: &dyn Moment) {
+            let what = format!("count {} (event {})", c.event.size, c.index);
+            self.note(what, c.index, now, true);
+        }
+    }
+
+    fn ev(api: Api, time_ns: u64, address: u64, size: u64, result: u32) -> Event {
+        Event {
+            pid: 1,
+            time_ns,
+            device: 0,
+            address,
+            handle: address,
+            size,
+            result,
+            ..Event::new(api)
+        }
+    }
+
+    #[test]
+    fn a_pass_without_rows_hands_a_stepper_the_steps_and_counts_of_the_rows() {
+        let events = [
+            ev(Api::CuMemAlloc_v2, 1, 0x1000, 100, 0),
+            ev(Api::DriverProcessMemory, 2, 0, 900, 0),
+            ev(Api::CuMemAlloc_v2, 3, 0, 1 << 40, 2),
+            ev(Api::CuMemCreate, 4, 0x1000, 7, 0),
+            ev(Api::CuMemAlloc_v2, 5, 0x1000, 30, 0),
+            ev(Api::CuMemFree_v2, 6, 0x9000, 0, 0),
+            ev(Api::CuMemRelease, 7, 0x1000, 0, 0),
+            ev(Api::DriverProcessMemory, 8, 0, 950, 0),
+        ];
+        let mut table = crate::model::table::TableBuilder::default();
+        events.iter().for_each(|e| table.push(e));
+        let table: AllocationTable = table.finish().0;
+        let mut rows = Record::default();
+        table.walk(&mut rows);
+        let mut pass = StepPass::new(table.shape, Record::default());
+        events.iter().for_each(|e| pass.push(e));
+        let (streamed, live) = pass.finish();
+        assert_eq!(rows.0, streamed.0);
+        let t = |bytes| Totals {
+            requested: bytes,
+            reserved: bytes,
+        };
+        let seen: Vec<(&str, Totals, u64)> = rows
+            .0
+            .iter()
+            .map(|(w, t, l)| (w.as_str(), *t, *l))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("alloc 100 (event 0)", t(100), 100),
+                ("count 900 (event 1)", t(100), 100),
+                ("failed 1099511627776 (event 2)", t(100), 100),
+                ("alloc 7 (event 3)", t(107), 107),
+                ("replaced 100 at 5 (event 4)", t(7), 0),
+                ("alloc 30 (event 4)", t(37), 37),
+                ("free 7 at 7 (event 6)", t(30), 30),
+                ("count 950 (event 7)", t(30), 30),
+            ]
+        );
+        assert_eq!(live.iter().map(|o| o.size).collect::<Vec<_>>(), [30]);
+    }
+}

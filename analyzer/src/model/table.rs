@@ -649,7 +649,9 @@ impl Step<'_> {
 pub trait Moment {
     /// Live bytes of one process and device.
     fn totals(&self, pid: u32, device: i32) -> Totals;
-    /// Hands `each` every object live, `index` being the index of the last step's event.
+    /// Hands `each` every object live just after the event of index `index`, the last step's.
+    /// Not to be read at a [`Step::Replaced`]: the allocation that follows it at the same event
+    /// is born already in the rows' walk, not yet in a pass without rows.
     fn live(&self, index: u64, each: &mut dyn FnMut(Object));
 }
 
