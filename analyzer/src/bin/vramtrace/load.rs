@@ -221,41 +221,67 @@ const BLOCK_EVENTS: usize = 4096;
 /// works through a block, so that neither waits on the other's pace from block to block.
 const BLOCKS_IN_FLIGHT: usize = 4;
 
-/// [`stream_named_blocks`] into `loader` on a thread of its own: the rows rebuilt from the
-/// chunks (decoded as [`stream_trace`] decodes them) and the naming of the backward passes on
-/// this thread, the model's pass beside them, so that the two halves of the load share the two
-/// cores rather than run one after the other. The events reach `loader` in file order, every
-/// one of them; an error of the read is returned as [`stream_named_blocks`] returns it, once
-/// the model's thread has stopped.
+/// [`stream_named_blocks`] into `loader`: the rows rebuilt from the chunks (decoded as
+/// [`stream_trace`] decodes them) and the naming of the backward passes on a thread of their
+/// own ([`read_beside`]), the model's pass on this one, so that the two halves of the load
+/// share the two cores rather than run one after the other. The events reach `loader` in file
+/// order, every one of them; an error of the read is returned as [`stream_named_blocks`]
+/// returns it.
 ///
-/// `after` is called on the model's thread with `loader` after each block: a stage that reads
-/// the model as it grows ([`Beside`]) runs there; `&mut |_| {}` for none.
+/// `after` is called with `loader` after each block: a stage that reads the model as it grows
+/// ([`Beside`]) runs there; `&mut |_| {}` for none.
 fn load_beside(
     path: &Path,
-    loader: Loader,
-    after: &mut (dyn FnMut(&Loader) + Send),
+    mut loader: Loader,
+    after: &mut dyn FnMut(&Loader),
 ) -> Result<(Loader, TraceHead)> {
+    let head = read_beside(path, None, &mut |block| {
+        block.iter().for_each(|e| loader.push(e));
+        after(&loader);
+    })?;
+    Ok((loader, head))
+}
+
+/// [`stream_named_blocks`] of `path` on a thread of its own, its decoding on `pool` when given
+/// (else on rayon's global pool), each block handed to `each` on this thread as it comes.
+fn read_beside(
+    path: &Path,
+    pool: Option<&rayon::ThreadPool>,
+    each: &mut dyn FnMut(Vec<Event>),
+) -> Result<TraceHead> {
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(BLOCKS_IN_FLIGHT);
-        let model = scope.spawn(move || {
-            let mut loader = loader;
-            for block in rx {
-                block.iter().for_each(|e| loader.push(e));
-                after(&loader);
+        let reading = scope.spawn(move || {
+            // A send fails only when this thread has stopped taking blocks, which it does only
+            // by panicking: the scope carries that panic on.
+            let read = || {
+                stream_named_blocks(path, false, |block| {
+                    let _ = tx.send(block);
+                })
+            };
+            match pool {
+                Some(pool) => pool.install(read),
+                None => read(),
             }
-            loader
         });
-        // A send fails only when the model's thread has gone, which it does only by panicking:
-        // `join` below carries that panic on.
-        let head = stream_named_blocks(path, false, |block| {
-            let _ = tx.send(block);
-        });
-        drop(tx);
-        let loader = model
+        rx.into_iter().for_each(&mut *each);
+        reading
             .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        Ok((loader, head?))
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
+}
+
+/// The events of the trace at `path` once more, each as the report's load read them (named
+/// alike), handed to `each` in file order: the summary's pass ([`SummaryFrom::Events`]). Its
+/// decoding runs on a pool of one thread of its own: the report's replays hold the threads of
+/// rayon's global pool for seconds at a time, and a decoding queued behind them would hold
+/// the summary, and the page, until they end.
+fn events_again(path: &Path, each: &mut dyn FnMut(&Event)) -> Result<()> {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+    read_beside(path, Some(&pool), &mut |block| {
+        block.iter().for_each(&mut *each)
+    })
+    .map(drop)
 }
 
 /// The request streams of `trace`, already loaded from `path`, prepared as
@@ -397,11 +423,8 @@ fn report_trace(path: &Path) -> Result<ReportInput> {
         |events| kept.extend(events),
     )?;
     let path = path.to_path_buf();
-    let events: Events = Box::new(move |each| {
-        stream_named_blocks(&path, false, |block| block.iter().for_each(&mut *each))
-            .map(drop)
-            .map_err(|e| format!("{e:#}"))
-    });
+    let events: Events =
+        Box::new(move |each| events_again(&path, each).map_err(|e| format!("{e:#}")));
     Ok(ReportInput {
         limits: limits_since(table.start_ns, kept),
         head,
