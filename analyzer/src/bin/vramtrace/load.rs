@@ -8,7 +8,7 @@ use vramtrace::backward::{BackwardNamer, name_backward, name_backward_events};
 use vramtrace::completeness::Incomplete;
 use vramtrace::interop::import_snapshot::{self, Imported};
 use vramtrace::job::{Rank, rank_of, ranks};
-use vramtrace::limits::{limit_events, limits_since};
+use vramtrace::limits::{limits_since, reads};
 use vramtrace::model::Calls;
 use vramtrace::model::{Loader, Model, load};
 use vramtrace::policy::PolicySpec;
@@ -186,7 +186,7 @@ pub fn replay_input_and_one_replay(
     spec: Option<&PolicySpec>,
 ) -> Result<(ReplayLoad, Option<RunResult>)> {
     let mut beside = spec.and_then(|s| beside(path, s, capacity));
-    let (loader, head) = load_beside(path, Loader::requests_only(), &mut |loader| {
+    let (loader, head) = load_beside(path, Loader::requests_only(), &mut |loader, _| {
         if let Some(b) = beside.as_mut() {
             b.feed(loader.growing());
         }
@@ -221,67 +221,70 @@ const BLOCK_EVENTS: usize = 4096;
 /// works through a block, so that neither waits on the other's pace from block to block.
 const BLOCKS_IN_FLIGHT: usize = 4;
 
-/// [`stream_named_blocks`] into `loader`: the rows rebuilt from the chunks (decoded as
-/// [`stream_trace`] decodes them) and the naming of the backward passes on a thread of their
-/// own ([`read_beside`]), the model's pass on this one, so that the two halves of the load
-/// share the two cores rather than run one after the other. The events reach `loader` in file
-/// order, every one of them; an error of the read is returned as [`stream_named_blocks`]
-/// returns it.
+/// [`stream_named_blocks`] into `loader` on a thread of its own: the rows rebuilt from the
+/// chunks (decoded as [`stream_trace`] decodes them) and the naming of the backward passes on
+/// this thread, the model's pass beside them, so that the two halves of the load share the two
+/// cores rather than run one after the other. The events reach `loader` in file order, every
+/// one of them; an error of the read is returned as [`stream_named_blocks`] returns it, once
+/// the model's thread has stopped.
 ///
-/// `after` is called with `loader` after each block: a stage that reads the model as it grows
-/// ([`Beside`]) runs there; `&mut |_| {}` for none.
+/// `after` is called on the model's thread with `loader` and the block after each block: a
+/// stage that reads the model as it grows ([`Beside`]), or the block's events, runs there;
+/// `&mut |_, _| {}` for none.
 fn load_beside(
     path: &Path,
-    mut loader: Loader,
-    after: &mut dyn FnMut(&Loader),
+    loader: Loader,
+    after: &mut (dyn FnMut(&Loader, &[Event]) + Send),
 ) -> Result<(Loader, TraceHead)> {
-    let head = read_beside(path, None, &mut |block| {
-        block.iter().for_each(|e| loader.push(e));
-        after(&loader);
-    })?;
-    Ok((loader, head))
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(BLOCKS_IN_FLIGHT);
+        let model = scope.spawn(move || {
+            let mut loader = loader;
+            for block in rx {
+                block.iter().for_each(|e| loader.push(e));
+                after(&loader, &block);
+            }
+            loader
+        });
+        // A send fails only when the model's thread has gone, which it does only by panicking:
+        // `join` below carries that panic on.
+        let head = stream_named_blocks(path, false, |block| {
+            let _ = tx.send(block);
+        });
+        drop(tx);
+        let loader = model
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        Ok((loader, head?))
+    })
 }
 
-/// [`stream_named_blocks`] of `path` on a thread of its own, its decoding on `pool` when given
-/// (else on rayon's global pool), each block handed to `each` on this thread as it comes.
-fn read_beside(
-    path: &Path,
-    pool: Option<&rayon::ThreadPool>,
-    each: &mut dyn FnMut(Vec<Event>),
-) -> Result<TraceHead> {
+/// The events of the trace at `path` once more, each as the report's load read them (named
+/// alike), handed to `each` in file order on this thread: the summary's pass
+/// ([`SummaryFrom::Events`]). The reading runs on a thread of its own beside `each`, on a rayon
+/// pool of one thread of its own: the report's replays hold the threads of rayon's global pool
+/// for seconds at a time, and a decoding queued behind them would hold the summary, and the
+/// page, until they end (and a caller on one of them would wait for itself).
+fn events_again(path: &Path, each: &mut dyn FnMut(&Event)) -> Result<()> {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(BLOCKS_IN_FLIGHT);
         let reading = scope.spawn(move || {
             // A send fails only when this thread has stopped taking blocks, which it does only
             // by panicking: the scope carries that panic on.
-            let read = || {
+            pool.install(|| {
                 stream_named_blocks(path, false, |block| {
                     let _ = tx.send(block);
                 })
-            };
-            match pool {
-                Some(pool) => pool.install(read),
-                None => read(),
-            }
+            })
         });
-        rx.into_iter().for_each(&mut *each);
+        rx.into_iter()
+            .for_each(|block| block.iter().for_each(&mut *each));
         reading
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            .map(drop)
     })
-}
-
-/// The events of the trace at `path` once more, each as the report's load read them (named
-/// alike), handed to `each` in file order: the summary's pass ([`SummaryFrom::Events`]). Its
-/// decoding runs on a pool of one thread of its own: the report's replays hold the threads of
-/// rayon's global pool for seconds at a time, and a decoding queued behind them would hold
-/// the summary, and the page, until they end.
-fn events_again(path: &Path, each: &mut dyn FnMut(&Event)) -> Result<()> {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
-    read_beside(path, Some(&pool), &mut |block| {
-        block.iter().for_each(&mut *each)
-    })
-    .map(drop)
 }
 
 /// The request streams of `trace`, already loaded from `path`, prepared as
@@ -401,27 +404,22 @@ pub fn report_input(path: &Path, progress: &(dyn Fn(&str) + Sync)) -> Result<Rep
 }
 
 /// The report's input of the trace at `path`, its decoded events never held whole: the model
-/// and the table, without its rows, built beside the decoder ([`load_beside`]), then the limits
-/// from a second pass over the mapped chunks that rebuilds only the events they read
-/// ([`limit_events`]); the summary streams the events once more when the report makes it
-/// ([`SummaryFrom::Events`]). A trace with a crash journal beside it is read whole once, as
-/// [`load_trace`] reads it (the journal's events are added in memory, and said so once), and
-/// its summary reads the table's rows.
+/// and the table, without its rows, built beside the decoder ([`load_beside`]), which keeps
+/// the few events the limits read ([`reads`]); the summary streams the events once more when
+/// the report makes it ([`SummaryFrom::Events`]). A trace with a crash journal beside it is
+/// read whole once, as [`load_trace`] reads it (the journal's events are added in memory, and
+/// said so once), and its summary reads the table's rows.
 fn report_trace(path: &Path) -> Result<ReportInput> {
     if journal::path_for(path).exists() {
         let trace = load_trace(path, false)?;
         let loaded = load(&trace);
         return Ok(ReportInput::of(trace, loaded));
     }
-    let (loader, head) = load_beside(path, Loader::requests_only(), &mut |_| {})?;
-    let (model, table) = loader.finish(&head.metadata);
     let mut kept = Vec::new();
-    stream_trace(
-        path,
-        false,
-        |b| limit_events(&b),
-        |events| kept.extend(events),
-    )?;
+    let (loader, head) = load_beside(path, Loader::requests_only(), &mut |_, block| {
+        kept.extend(block.iter().filter(|e| reads(e.api, e.result)));
+    })?;
+    let (model, table) = loader.finish(&head.metadata);
     let path = path.to_path_buf();
     let events: Events =
         Box::new(move |each| events_again(&path, each).map_err(|e| format!("{e:#}")));
