@@ -3,9 +3,10 @@
 //!
 //! Sans-IO: [`Summary::of`] takes a decoded trace and returns data. No allocator is modelled:
 //! *requested* and *reserved* here are what the recorded program and driver did
-//! (docs/architecture.md, "Definitions"), not a policy's prediction. It reads the trace's
-//! allocation table ([`AllocationTable`]), as `diff`, the failure sites and the exporters do;
-//! stacks are named and ranked by `symbolize`.
+//! (docs/architecture.md, "Definitions"), not a policy's prediction. It reads a walk of the
+//! trace's changes (`summary/tally.rs`): its allocation table's rows ([`AllocationTable`]), as
+//! `diff`, the failure sites and the exporters do, or a pass over its events that keeps none
+//! ([`Summary::streamed`], the report's); stacks are named and ranked by `symbolize`.
 
 mod tally;
 
