@@ -9,7 +9,7 @@
 //! memory outside it, by address or VMM handle). The check is made at the highest count: the
 //! share of it that the trace names, which the target puts at 99% or more.
 
-use crate::model::table::AllocationTable;
+use crate::model::table::{AllocationTable, DriverCountEvent, Moment, Step, Stepper};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use vramtrace_format::Event;
@@ -49,9 +49,10 @@ struct Acc {
     highest: Option<(u64, u64, u64)>,
 }
 
-/// The counts of a trace.
+/// The counts of a trace, as a walk of its changes meets them ([`Stepper`]): the rows' walk,
+/// or a pass that keeps no row ([`crate::model::StepPass`]).
 #[derive(Default)]
-struct DriverCounts {
+pub struct DriverCounts {
     by: BTreeMap<(u32, i32), Acc>,
 }
 
@@ -80,7 +81,7 @@ impl DriverCounts {
     }
 
     /// The check per (process, device) that has counts.
-    fn finish(self) -> BTreeMap<(u32, i32), DriverCount> {
+    pub fn finish(self) -> BTreeMap<(u32, i32), DriverCount> {
         self.by
             .into_iter()
             .filter_map(|(key, acc)| {
@@ -107,14 +108,18 @@ impl DriverCounts {
     }
 }
 
+impl Stepper for DriverCounts {
+    fn step(&mut self, _: Step<'_>, _: &dyn Moment) {}
+
+    fn counted(&mut self, c: &DriverCountEvent, now: &dyn Moment) {
+        self.see(&c.event, now.totals(c.event.pid, c.event.device).reserved);
+    }
+}
+
 /// The check of every (process, device) of `table` that has driver's counts.
 pub fn driver_counts(table: &AllocationTable) -> BTreeMap<(u32, i32), DriverCount> {
     let mut counts = DriverCounts::default();
-    let mut steps = table.steps();
-    for c in &table.driver_counts {
-        steps.through(c.index);
-        counts.see(&c.event, steps.totals(c.event.pid, c.event.device).reserved);
-    }
+    table.walk(&mut counts);
     counts.finish()
 }
 

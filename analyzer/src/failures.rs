@@ -2,10 +2,12 @@
 //! result, stack), however often it failed there, with its sizes, times (from the trace's
 //! start), the stack, and what was live the first time.
 //!
-//! Sans-IO: read from the trace's allocation table ([`crate::model::table`]). Used by
-//! `summary` and the report.
+//! Sans-IO: read from a walk of the trace's changes ([`crate::model::table::Stepper`]), of
+//! its allocation table's rows or of a pass that keeps none. Used by `summary` and the report.
 
-use crate::model::table::{AllocationTable, Object, is_host};
+use crate::model::table::{
+    AllocationTable, DriverCountEvent, Failure, Moment, Object, Step, Stepper, is_host,
+};
 use crate::sums::SaturatingSum;
 use crate::symbolize::{StackBytes, StackNames, top_stacks};
 use serde::Serialize;
@@ -46,35 +48,62 @@ pub struct FailureSite {
 /// The failed allocations of `table`, grouped by site in the order they first failed;
 /// `names` names their stacks.
 pub fn failure_sites(table: &AllocationTable, names: &StackNames) -> Vec<FailureSite> {
-    let mut sites: Vec<FailureSite> = Vec::new();
-    let mut index: HashMap<(u32, i32, Api, u32, u32), usize> = HashMap::new();
-    for f in &table.failures {
+    let mut sites = FailureSites::new(names, table.start_ns);
+    table.walk(&mut sites);
+    sites.finish()
+}
+
+/// The failure sites as a walk of the trace's changes meets the failed calls ([`Stepper`]):
+/// the rows' walk, or a pass that keeps no row ([`crate::model::StepPass`]).
+pub struct FailureSites<'n, 'a, 'f> {
+    names: &'n StackNames<'a, 'f>,
+    /// The trace's first event's time, which the sites' times count from.
+    start_ns: u64,
+    sites: Vec<FailureSite>,
+    index: HashMap<(u32, i32, Api, u32, u32), usize>,
+}
+
+impl<'n, 'a, 'f> FailureSites<'n, 'a, 'f> {
+    /// No site yet, of a trace whose first event was at `start_ns`.
+    pub fn new(names: &'n StackNames<'a, 'f>, start_ns: u64) -> FailureSites<'n, 'a, 'f> {
+        FailureSites {
+            names,
+            start_ns,
+            sites: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    /// Takes the failed call `f` in, `now` being the moment of its call.
+    fn see(&mut self, f: &Failure, now: &dyn Moment) {
         let e = &f.event;
         let device = device_of(e);
         let key = (e.pid, device, e.api, e.result, e.stack);
-        let t = e.time_ns.saturating_sub(table.start_ns);
-        if let Some(&i) = index.get(&key) {
-            let s = &mut sites[i];
+        let t = e.time_ns.saturating_sub(self.start_ns);
+        if let Some(&i) = self.index.get(&key) {
+            let s = &mut self.sites[i];
             s.count += 1;
             s.min_size = s.min_size.min(e.size);
             s.max_size = s.max_size.max(e.size);
             s.total_bytes = s.total_bytes.saturating_add(e.size);
             s.last_time_ns = t;
-            continue;
+            return;
         }
         // Live memory of the process on that device just before the call.
-        let live: Vec<Object> = table
-            .live_after(f.index)
-            .filter(|o| o.pid == e.pid && o.device == device)
-            .collect();
+        let mut live: Vec<Object> = Vec::new();
+        now.live(f.index, &mut |o| {
+            if o.pid == e.pid && o.device == device {
+                live.push(o);
+            }
+        });
         let sum = |counted: fn(&Object) -> bool| {
             live.iter()
                 .filter(|o| counted(o))
                 .map(|o| o.size)
                 .saturating_sum()
         };
-        index.insert(key, sites.len());
-        sites.push(FailureSite {
+        self.index.insert(key, self.sites.len());
+        self.sites.push(FailureSite {
             pid: e.pid,
             device,
             api: e.api,
@@ -87,17 +116,31 @@ pub fn failure_sites(table: &AllocationTable, names: &StackNames) -> Vec<Failure
             total_bytes: e.size,
             first_time_ns: t,
             last_time_ns: t,
-            frames: names.frames(e.stack),
+            frames: self.names.frames(e.stack),
             live_requested: sum(|o| o.requested),
             live_reserved: sum(|o| o.reserved),
             top_live_stacks: top_stacks(
                 live.iter().filter(|o| o.requested).map(Object::stack_bytes),
-                names,
+                self.names,
                 LIVE_STACKS,
             ),
         });
     }
-    sites
+
+    /// The sites, in the order they first failed.
+    pub fn finish(self) -> Vec<FailureSite> {
+        self.sites
+    }
+}
+
+impl Stepper for FailureSites<'_, '_, '_> {
+    fn step(&mut self, step: Step<'_>, now: &dyn Moment) {
+        if let Step::Failed(f) = step {
+            self.see(f, now);
+        }
+    }
+
+    fn counted(&mut self, _: &DriverCountEvent, _: &dyn Moment) {}
 }
 
 /// The device a failed call's memory would have been on (−1 for host memory).

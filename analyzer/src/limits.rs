@@ -7,7 +7,7 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 use vramtrace_format::conventions::memory_fraction;
-use vramtrace_format::{Api, CUDA_SUCCESS, Event, EventBatch};
+use vramtrace_format::{Api, CUDA_SUCCESS, Event};
 
 /// The limits of one process on one device.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -88,29 +88,14 @@ pub fn limits_since(start_ns: u64, events: impl IntoIterator<Item = Event>) -> P
     out
 }
 
-/// Whether [`limits`] reads an event of `api` that returned `result`: what a pass that decodes
-/// those two columns alone keeps of a trace's events ([`limit_events`]).
+/// Whether [`limits`] reads an event of `api` that returned `result`: what a pass that builds
+/// something else keeps of a trace's events for [`limits_since`] (`vramtrace report`'s load).
 pub fn reads(api: Api, result: u32) -> bool {
     match api {
         Api::TorchSetMemoryFraction | Api::DeviceMemory => true,
         Api::TorchAlloc => result != CUDA_SUCCESS,
         _ => false,
     }
-}
-
-/// The events of `batch` that [`limits`] reads, in order, found from its api and result
-/// columns alone: a second pass over a trace's chunks for its limits rebuilds only these.
-pub fn limit_events(batch: &EventBatch) -> Vec<Event> {
-    let result = batch.column_named("result");
-    let mut kept = Vec::new();
-    let mut i = 0;
-    batch.column_named("api").for_each(batch.len(), |id| {
-        if Api::from_id(id as u16).is_some_and(|api| reads(api, result.get(i) as u32)) {
-            kept.push(batch.get(i));
-        }
-        i += 1;
-    });
-    kept
 }
 
 #[cfg(test)]
@@ -130,7 +115,7 @@ mod tests {
     }
 
     #[test]
-    fn the_limit_events_of_a_chunk_give_the_limits_of_all_its_events() {
+    fn the_events_it_reads_give_the_limits_of_all_the_events() {
         let at = |t: u64, e: Event| Event { time_ns: t, ..e };
         let events = vec![
             at(100, ev(Api::CuMemAlloc_v2, 64, 0, 0)),
@@ -143,7 +128,11 @@ mod tests {
             at(170, ev(Api::TorchAlloc, 900, 100, 2)),
             at(180, ev(Api::CuMemFree_v2, 0, 0, 0)),
         ];
-        let kept = limit_events(&EventBatch::from_events(&events));
+        let kept: Vec<Event> = events
+            .iter()
+            .filter(|e| reads(e.api, e.result))
+            .copied()
+            .collect();
         let apis: Vec<Api> = kept.iter().map(|e| e.api).collect();
         assert_eq!(
             apis,

@@ -3,23 +3,26 @@
 //!
 //! Sans-IO: [`Summary::of`] takes a decoded trace and returns data. No allocator is modelled:
 //! *requested* and *reserved* here are what the recorded program and driver did
-//! (docs/architecture.md, "Definitions"), not a policy's prediction. It reads the trace's
-//! allocation table ([`AllocationTable`]), as `diff`, the failure sites and the exporters do;
-//! stacks are named and ranked by `symbolize`.
+//! (docs/architecture.md, "Definitions"), not a policy's prediction. It reads a walk of the
+//! trace's changes (`summary/tally.rs`): its allocation table's rows ([`AllocationTable`]), as
+//! `diff`, the failure sites and the exporters do, or a pass over its events that keeps none
+//! ([`Summary::streamed`], the report's); stacks are named and ranked by `symbolize`.
 
-use crate::driver_count::{CUDA_CONTEXT, DriverCount, driver_counts};
-use crate::failures::{FailureSite, device_of, failure_sites};
-use crate::model::load;
-use crate::model::table::{AllocationTable, Object, Step, Totals};
-use crate::model::{CaptureLevel, Model, RequestKind, RequestStream, StreamKey};
+mod tally;
+
+use crate::driver_count::{CUDA_CONTEXT, DriverCount};
+use crate::failures::FailureSite;
+use crate::model::table::{AllocationTable, Object};
+use crate::model::{CaptureLevel, Model, RequestKind, RequestStream, StepPass, StreamKey, load};
 use crate::sums::SaturatingSum;
 use crate::symbolize::{
-    ModuleFiles, NoFiles, StackBytes, StackNames, Symbolizer, TOP_STACKS, library_of, top_stacks,
+    ModuleFiles, NoFiles, StackBytes, StackNames, Symbolizer, TOP_STACKS, library_of,
+    top_counted_stacks, top_stacks,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use vramtrace_format::conventions::ALLOCATOR_SEGMENT;
-use vramtrace_format::{MemoryKind, Tables, Trace};
+use tally::{GroupAcc, Tally};
+use vramtrace_format::{Event, MemoryKind, Tables, Trace};
 
 /// Size classes in steps of 16×, from the small-block pool of caching allocators up.
 pub const SIZE_CLASSES: [(u64, &str); 7] = [
@@ -216,29 +219,6 @@ fn context_row(count: &DriverCount) -> Option<LibraryMemory> {
     })
 }
 
-#[derive(Default)]
-struct GroupAcc {
-    peak: Totals,
-    peak_time: (u64, u64),
-    peak_index: u64,
-    allocations: u64,
-    frees: u64,
-    failed: u64,
-    kinds: BTreeMap<(MemoryKind, bool), KindAcc>,
-    streams: BTreeMap<u64, (u64, u64, u64)>,
-}
-
-#[derive(Default)]
-struct KindAcc {
-    live: u64,
-    peak: u64,
-    allocations: u64,
-    frees: u64,
-    failed: u64,
-    bytes: u64,
-    classes: [(u64, u64); SIZE_CLASSES.len()],
-}
-
 impl Summary {
     pub fn of(trace: &Trace) -> Summary {
         Summary::with_top(trace, TOP_STACKS)
@@ -267,78 +247,59 @@ impl Summary {
         files: &mut dyn ModuleFiles,
     ) -> Summary {
         let names = StackNames::new(tables, files);
-        let mut groups: BTreeMap<(u32, i32), GroupAcc> = BTreeMap::new();
-        let mut steps = table.steps();
-        while let Some(step) = steps.next() {
-            let time_ns = step.time_ns();
-            let (obj, alloc, index) = match step {
-                Step::Alloc { object, index } => (object, true, index),
-                Step::Free { object, index, .. } => (object, false, index),
-                Step::Replaced { .. } => continue,
-                Step::Failed(f) => {
-                    let e = &f.event;
-                    let kind = e.api.kind();
-                    let device = device_of(e);
-                    let g = groups.entry((e.pid, device)).or_default();
-                    g.failed += 1;
-                    g.kinds
-                        .entry((kind, e.flags & ALLOCATOR_SEGMENT != 0))
-                        .or_default()
-                        .failed += 1;
-                    continue;
-                }
-            };
-            let g = groups.entry((obj.pid, obj.device)).or_default();
-            let k = g.kinds.entry((obj.kind, obj.segment)).or_default();
-            if alloc {
-                g.allocations += u64::from(obj.requested);
-                k.allocations += 1;
-                k.bytes = k.bytes.saturating_add(obj.size);
-                k.live = k.live.saturating_add(obj.size);
-                k.peak = k.peak.max(k.live);
-                let c = &mut k.classes[size_class(obj.size)];
-                c.0 += 1;
-                c.1 = c.1.saturating_add(obj.size);
-            } else {
-                g.frees += u64::from(obj.requested);
-                k.frees += 1;
-                k.live = k.live.saturating_sub(obj.size);
-            }
-            if obj.requested {
-                let s = g.streams.entry(obj.stream).or_default();
-                if alloc {
-                    s.0 = s.0.saturating_add(obj.size);
-                    s.1 = s.1.max(s.0);
-                    s.2 += 1;
-                } else {
-                    s.0 = s.0.saturating_sub(obj.size);
-                }
-            }
-            let t = steps.totals(obj.pid, obj.device);
-            if t.requested > g.peak.requested {
-                g.peak.requested = t.requested;
-                g.peak_time.0 = time_ns;
-                g.peak_index = index;
-            }
-            if t.reserved > g.peak.reserved {
-                g.peak.reserved = t.reserved;
-                g.peak_time.1 = time_ns;
-            }
-        }
+        let mut tally = Tally::new(&names, table.start_ns);
+        table.walk(&mut tally);
+        let live: Vec<Object> = table.live_at_end().collect();
+        Summary::tallied(tally, &live, table, model, &names, top)
+    }
 
+    /// Like [`Summary::with_table`], from a pass over the trace's events that keeps no row
+    /// ([`StepPass`]): `table` is a first pass's, whose rows are not read (it may keep none),
+    /// and `events` hands its argument every event of the trace once more, in file order, each
+    /// as the first pass read it (its stack named alike); what it returns ends the pass.
+    pub fn streamed<E>(
+        tables: &Tables,
+        table: &AllocationTable,
+        model: &Model,
+        top: usize,
+        files: &mut dyn ModuleFiles,
+        events: impl FnOnce(&mut dyn FnMut(&Event)) -> Result<(), E>,
+    ) -> Result<Summary, E> {
+        let names = StackNames::new(tables, files);
+        let mut pass = StepPass::new(table.shape, Tally::new(&names, table.start_ns));
+        events(&mut |e| pass.push(e))?;
+        let (tally, live) = pass.finish();
+        Ok(Summary::tallied(tally, &live, table, model, &names, top))
+    }
+
+    /// The summary of what the walk counted, `live` being the objects live at the end; `table`
+    /// gives the trace's totals (its rows are not read).
+    fn tallied(
+        tally: Tally,
+        live: &[Object],
+        table: &AllocationTable,
+        model: &Model,
+        names: &StackNames,
+        top: usize,
+    ) -> Summary {
+        let Tally {
+            groups,
+            failures: sites,
+            driver_counts: counts,
+        } = tally;
         // Leaks: requested objects still live at the end.
         let mut leaks: HashMap<(u32, i32), Vec<Object>> = HashMap::new();
-        for o in table.live_at_end().filter(|o| o.requested) {
-            leaks.entry((o.pid, o.device)).or_default().push(o);
+        for o in live.iter().filter(|o| o.requested) {
+            leaks.entry((o.pid, o.device)).or_default().push(*o);
         }
 
         let mut failures: HashMap<(u32, i32), Vec<FailureSite>> = HashMap::new();
-        for f in failure_sites(table, &names) {
+        for f in sites.finish() {
             failures.entry((f.pid, f.device)).or_default().push(f);
         }
 
-        let mut driver_counts = driver_counts(table);
-        let at_peak = stacks_at_peaks(table, &groups, &names, top);
+        let mut driver_counts = counts.finish();
+        let at_peak = stacks_at_peaks(&groups, &leaks, names, top);
 
         let mut groups: Vec<GroupSummary> = groups
             .into_iter()
@@ -394,7 +355,7 @@ impl Summary {
                     leaks: Leaks {
                         bytes: leaked.iter().map(|o| o.size).saturating_sum(),
                         count: leaked.len() as u64,
-                        stacks: top_stacks(leaked.iter().map(Object::stack_bytes), &names, top),
+                        stacks: top_stacks(leaked.iter().map(Object::stack_bytes), names, top),
                     },
                     failures: failures.remove(&(pid, device)).unwrap_or_default(),
                 }
@@ -415,7 +376,7 @@ impl Summary {
                 .find(|s| s.key == key && s.outside.allocations > 0)
             {
                 g.pool_peak_requested = Some(stream.lower_bound());
-                g.outside_by_library = outside_by_library(stream, &names);
+                g.outside_by_library = outside_by_library(stream, names);
             }
             if let Some(row) = g.driver_count.as_ref().and_then(context_row) {
                 g.outside_by_library.push(row);
@@ -434,22 +395,21 @@ impl Summary {
     }
 }
 
-/// The stacks live at each group's peak, ranked.
+/// The stacks live at each group's peak, ranked; `leaks` are the requested objects live at the
+/// end, by group.
 fn stacks_at_peaks(
-    table: &AllocationTable,
     groups: &BTreeMap<(u32, i32), GroupAcc>,
+    leaks: &HashMap<(u32, i32), Vec<Object>>,
     names: &StackNames,
     top: usize,
 ) -> HashMap<(u32, i32), Vec<StackBytes>> {
     groups
         .iter()
         .filter(|(_, g)| g.peak.requested > 0)
-        .map(|(&(pid, device), g)| {
-            let live = table
-                .live_after(g.peak_index)
-                .filter(|o| o.pid == pid && o.device == device && o.requested)
-                .map(|o| o.stack_bytes());
-            ((pid, device), top_stacks(live, names, top))
+        .map(|(key, g)| {
+            let live = leaks.get(key).map_or(&[][..], Vec::as_slice);
+            let stacks = top_counted_stacks(g.stacks_at_peak(live), names, top);
+            (*key, stacks)
         })
         .collect()
 }

@@ -83,6 +83,11 @@ impl Lifetime {
     }
 }
 
+/// Whether `e` brings an object in (and so ends, if any, the one whose address it took).
+pub(super) fn is_birth(e: &Event) -> bool {
+    Lifetime::of(e) == Lifetime::Birth
+}
+
 /// What one event did to the allocation objects, as [`Matcher::apply`] matched it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Matched<T> {

@@ -13,6 +13,7 @@ mod modules;
 mod ordering;
 mod request;
 mod rules;
+mod step_pass;
 pub mod table;
 
 pub use capture::{Capture, CaptureLevel};
@@ -24,3 +25,4 @@ pub use modules::ModuleIndex;
 pub use request::{
     NO_STREAM, Order, Outside, Request, RequestKind, RequestStream, StreamKey, Tally,
 };
+pub use step_pass::StepPass;

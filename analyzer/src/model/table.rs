@@ -66,6 +66,40 @@ pub struct Object {
 }
 
 impl Object {
+    /// The fields [`Shape::object`] fills in, unset.
+    const UNCLASSIFIED: Object = Object {
+        pid: 0,
+        device: 0,
+        kind: MemoryKind::Device,
+        address: 0,
+        size: 0,
+        stack: 0,
+        stream: 0,
+        time_ns: 0,
+        segment: false,
+        requested: false,
+        reserved: false,
+    };
+
+    /// The object the allocation event `e` makes, as the row it makes reads under `shape`
+    /// ([`AllocationTable::object`]).
+    pub fn born_at(e: &Event, shape: Shape) -> Object {
+        shape.object(
+            e.api,
+            row_flags(e),
+            Object {
+                pid: e.pid,
+                device: e.device,
+                address: row_address(e),
+                size: e.size,
+                stack: e.stack,
+                stream: e.stream,
+                time_ns: e.time_ns,
+                ..Object::UNCLASSIFIED
+            },
+        )
+    }
+
     /// Its stack and bytes, what [`crate::symbolize::top_stacks`] counts.
     pub fn stack_bytes(&self) -> (u32, u64) {
         (self.stack, self.size)
@@ -77,6 +111,23 @@ impl Object {
 pub struct Totals {
     pub requested: u64,
     pub reserved: u64,
+}
+
+impl Totals {
+    /// Counts `o` in, born (`add`), or out, ended.
+    pub(super) fn account(&mut self, o: &Object, add: bool) {
+        let apply = |v: &mut u64, on: bool| {
+            if on {
+                *v = if add {
+                    v.saturating_add(o.size)
+                } else {
+                    v.saturating_sub(o.size)
+                };
+            }
+        };
+        apply(&mut self.requested, o.requested);
+        apply(&mut self.reserved, o.reserved);
+    }
 }
 
 /// Which request and segment events a trace holds: what the accounting rules split on.
@@ -116,6 +167,22 @@ impl Shape {
         self != Shape::Plain
     }
 
+    /// `o`, made by a call of `api` with the row's `flags`, classified under this shape: its
+    /// kind, its device (none for host memory), whether it is a segment and what it counts as.
+    fn object(self, api: Api, flags: u8, o: Object) -> Object {
+        let kind = api.kind();
+        let (segment, requested, reserved) =
+            self.classify(kind, flags & FRAMEWORK != 0, flags & FLAGGED != 0);
+        Object {
+            device: if is_host(kind) { NO_DEVICE } else { o.device },
+            kind,
+            segment,
+            requested,
+            reserved,
+            ..o
+        }
+    }
+
     /// Whether an object of `kind`, from a framework's tracker or not, flagged
     /// [`ALLOCATOR_SEGMENT`] or not, is a segment, and whether it counts as requested and as
     /// reserved, under this shape.
@@ -141,6 +208,26 @@ impl Shape {
 /// Host memory: pinned by the driver or registered with it, on no device.
 pub(crate) fn is_host(kind: MemoryKind) -> bool {
     matches!(kind, MemoryKind::PinnedHost | MemoryKind::RegisteredHost)
+}
+
+/// The [`FRAMEWORK`] and [`FLAGGED`] flags of the row an allocation event makes.
+fn row_flags(e: &Event) -> u8 {
+    (if e.api.from_framework() { FRAMEWORK } else { 0 })
+        | if e.flags & ALLOCATOR_SEGMENT != 0 {
+            FLAGGED
+        } else {
+            0
+        }
+}
+
+/// The address (or, for VMM physical memory, the handle) of the object an allocation event
+/// makes.
+fn row_address(e: &Event) -> u64 {
+    if e.api.op() == Op::Create {
+        e.handle
+    } else {
+        e.address
+    }
 }
 
 /// A failed allocation call, with its index among the trace's events.
@@ -362,6 +449,17 @@ impl<F: Follow> TableBuilder<F> {
         &self.follow
     }
 
+    /// The follower, for a caller that tells it of the next event before pushing it.
+    pub fn follower_mut(&mut self) -> &mut F {
+        &mut self.follow
+    }
+
+    /// The table of the events pushed so far, its shape not yet found ([`TableBuilder::finish`]
+    /// finds it).
+    pub fn pushed(&self) -> &AllocationTable {
+        &self.table
+    }
+
     /// The table of every event pushed, and the follower.
     pub fn finish(self) -> (AllocationTable, F) {
         let table = AllocationTable {
@@ -387,19 +485,11 @@ impl AllocationTable {
     }
 
     fn push_row(&mut self, e: &Event, index: u64) {
-        let by_handle = e.api.op() == Op::Create;
         self.pid.push(e.pid);
         self.device.push(e.device);
         self.api.push(e.api);
-        let flags = if e.api.from_framework() { FRAMEWORK } else { 0 }
-            | if e.flags & ALLOCATOR_SEGMENT != 0 {
-                FLAGGED
-            } else {
-                0
-            };
-        self.flags.push(flags);
-        self.address
-            .push(if by_handle { e.handle } else { e.address });
+        self.flags.push(row_flags(e));
+        self.address.push(row_address(e));
         self.size.push(e.size);
         self.stack.push(e.stack);
         self.stream.push(e.stream);
@@ -431,29 +521,20 @@ impl AllocationTable {
 
     /// Row `row` as the views read it, born at its allocation's time.
     pub fn object(&self, row: usize) -> Object {
-        let api = self.api[row];
-        let kind = api.kind();
-        let flags = self.flags[row];
-        let (segment, requested, reserved) =
-            self.shape
-                .classify(kind, flags & FRAMEWORK != 0, flags & FLAGGED != 0);
-        Object {
-            pid: self.pid[row],
-            device: if is_host(kind) {
-                NO_DEVICE
-            } else {
-                self.device[row]
+        self.shape.object(
+            self.api[row],
+            self.flags[row],
+            Object {
+                pid: self.pid[row],
+                device: self.device[row],
+                address: self.address[row],
+                size: self.size[row],
+                stack: self.stack[row],
+                stream: self.stream[row],
+                time_ns: self.birth_ns[row],
+                ..Object::UNCLASSIFIED
             },
-            kind,
-            address: self.address[row],
-            size: self.size[row],
-            stack: self.stack[row],
-            stream: self.stream[row],
-            time_ns: self.birth_ns[row],
-            segment,
-            requested,
-            reserved,
-        }
+        )
     }
 
     /// When row `row` ended (its free's time, or that of the allocation that took its address
@@ -475,6 +556,23 @@ impl AllocationTable {
         (0..self.len())
             .filter(|&r| self.end[r] == LIVE)
             .map(|r| self.object(r))
+    }
+
+    /// Hands `reader` every change to live memory in call order, and every driver's count
+    /// where it falls among them: what a pass that keeps no row hands it too
+    /// ([`super::StepPass`]).
+    pub fn walk(&self, reader: &mut impl Stepper) {
+        let mut steps = self.steps();
+        let mut counts = self.driver_counts.iter().peekable();
+        loop {
+            // A count changes nothing: the totals it reads are those after every earlier step.
+            let next = steps.next_index();
+            while let Some(c) = counts.next_if(|c| c.index < next) {
+                reader.counted(c, &steps);
+            }
+            let Some(step) = steps.next() else { break };
+            reader.step(step, &steps);
+        }
     }
 
     /// The changes to live memory in call order, with the running totals.
@@ -532,6 +630,35 @@ impl Step<'_> {
     }
 }
 
+/// Where a walk of a trace's changes in call order stands, just after the step it gave last.
+pub trait Moment {
+    /// Live bytes of one process and device.
+    fn totals(&self, pid: u32, device: i32) -> Totals;
+    /// Hands `each` every object live just after the event of index `index`, the last step's.
+    /// Not to be read at a [`Step::Replaced`]: the allocation that follows it at the same event
+    /// is born already in the rows' walk, not yet in a pass without rows.
+    fn live(&self, index: u64, each: &mut dyn FnMut(Object));
+}
+
+/// A reader of a trace's changes in call order ([`AllocationTable::walk`]), told of each with
+/// the moment just after it.
+pub trait Stepper {
+    /// A change to live memory.
+    fn step(&mut self, step: Step<'_>, now: &dyn Moment);
+    /// A driver's count of a process's memory, which changed nothing.
+    fn counted(&mut self, count: &DriverCountEvent, now: &dyn Moment);
+}
+
+impl Moment for Steps<'_> {
+    fn totals(&self, pid: u32, device: i32) -> Totals {
+        Steps::totals(self, pid, device)
+    }
+
+    fn live(&self, index: u64, each: &mut dyn FnMut(Object)) {
+        self.table.live_after(index).for_each(each);
+    }
+}
+
 /// The table's changes in call order ([`AllocationTable::steps`]), keeping per-(process,
 /// device) totals of live bytes.
 pub struct Steps<'t> {
@@ -576,18 +703,10 @@ impl<'t> Steps<'t> {
     }
 
     fn account(&mut self, o: &Object, add: bool) {
-        let t = self.totals.entry((o.pid, o.device)).or_default();
-        let apply = |v: &mut u64, on: bool| {
-            if on {
-                *v = if add {
-                    v.saturating_add(o.size)
-                } else {
-                    v.saturating_sub(o.size)
-                };
-            }
-        };
-        apply(&mut t.requested, o.requested);
-        apply(&mut t.reserved, o.reserved);
+        self.totals
+            .entry((o.pid, o.device))
+            .or_default()
+            .account(o, add);
     }
 }
 

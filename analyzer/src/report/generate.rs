@@ -4,7 +4,7 @@
 
 use super::charts::{REGISTRY, Rendered, render_all};
 use super::data::ReportData;
-use super::input::ReportInput;
+use super::input::{ReportInput, SummaryFrom};
 use super::job::JobRank;
 use super::page::{self, Mode, PageRun};
 use super::page_data::{self, Run};
@@ -82,6 +82,9 @@ pub enum ReportError {
     /// A chart that plotters could not draw: which, and why.
     #[error("{0}")]
     Chart(String),
+    /// The trace's events could not be read again for the summary ([`SummaryFrom::Events`]).
+    #[error("{0}")]
+    Events(String),
 }
 
 /// Makes the report of a decoded trace; stacks are named from the traced program's `files`;
@@ -112,6 +115,7 @@ pub fn generate_loaded(
         model,
         table,
         limits: process_limits,
+        summary_from,
     } = input;
     let head = &head;
     let recorded = recorded(&head.metadata, &head.tables, table.calls);
@@ -138,28 +142,34 @@ pub fn generate_loaded(
         };
         // Nothing but the headline's answers reads the search, so the OOM stories and the
         // page's data are made beside it too.
-        let rest = trace_side(head, (&model, &table), o, limits, files, progress).map(
-            |(mut data, summary, mut symbolizer)| {
-                from_summary::groups(&mut data, &summary);
-                // The symbolizer holds the program's files for the page; the story names
-                // Python lines, and native frames as module+offset.
-                progress("telling the OOM stories");
-                let mut no_files = NoFiles;
-                let names = crate::symbolize::StackNames::new(&head.tables, &mut no_files);
-                let stories = crate::oom_story::stories(
-                    &head.metadata,
-                    &head.tables.devices,
-                    &process_limits,
-                    &model,
-                    &recorded,
-                    &names,
-                );
-                drop(names);
-                progress("aggregating the page");
-                let run = page_data::run(&o.file, &data, &mut |stack| symbolizer.frames(stack));
-                (data, summary, stories, run)
-            },
-        );
+        let rest = trace_side(
+            head,
+            (&model, &table, summary_from),
+            o,
+            limits,
+            files,
+            progress,
+        )
+        .map(|(mut data, summary, mut symbolizer)| {
+            from_summary::groups(&mut data, &summary);
+            // The symbolizer holds the program's files for the page; the story names
+            // Python lines, and native frames as module+offset.
+            progress("telling the OOM stories");
+            let mut no_files = NoFiles;
+            let names = crate::symbolize::StackNames::new(&head.tables, &mut no_files);
+            let stories = crate::oom_story::stories(
+                &head.metadata,
+                &head.tables.devices,
+                &process_limits,
+                &model,
+                &recorded,
+                &names,
+            );
+            drop(names);
+            progress("aggregating the page");
+            let run = page_data::run(&o.file, &data, &mut |stack| symbolizer.frames(stack));
+            (data, summary, stories, run)
+        });
         progress("waiting for the header's search");
         let tuned = join(searching);
         rest.map(|rest| (rest, tuned))
@@ -187,7 +197,7 @@ pub const TUNE_WORK: usize = 40_000_000;
 /// that named their stacks (for the rest of the page).
 fn trace_side<'t, 'f>(
     trace: &'t TraceHead,
-    (model, table): (&Model, &AllocationTable),
+    (model, table, summary_from): (&Model, &AllocationTable, SummaryFrom),
     o: &Options,
     limits: Limits,
     files: &'f mut dyn ModuleFiles,
@@ -226,28 +236,47 @@ fn trace_side<'t, 'f>(
             }
             policies::replay(heads, model, &o.policies)
         });
+        let mut summary_from = Some(summary_from);
+        let mut from = || summary_from.take().expect("one summary is made");
         let beside = trace.tables.modules.is_empty().then(|| {
-            scope.spawn(|| {
-                let summary =
-                    Summary::with_table(&trace.tables, table, model, TOP_STACKS, &mut NoFiles);
+            let from = from();
+            scope.spawn(move || {
+                let summary = summary(trace, (model, table, from), &mut NoFiles);
                 progress("the summary: done");
                 summary
             })
         });
         let here = beside
             .is_none()
-            .then(|| Summary::with_table(&trace.tables, table, model, TOP_STACKS, &mut *files));
+            .then(|| summary(trace, (model, table, from()), &mut *files));
         let mut symbolizer = Symbolizer::new(&trace.tables, files);
         progress("building the sections");
         let mut data = sections::build(&pass, heads, facts, &mut |stack| symbolizer.stack(stack));
         drop(pass);
         let replayed = join(replaying);
-        let summary = here.unwrap_or_else(|| join(beside.expect("made beside when not here")));
+        let summary = here.unwrap_or_else(|| join(beside.expect("made beside when not here")))?;
         policies::fill(&mut data, &o.policies, replayed?, &mut |stack| {
             symbolizer.stack(stack)
         });
         Ok((data, summary, symbolizer))
     })
+}
+
+/// The summary that the headline's answers read, from the table's rows or a pass over the
+/// events ([`SummaryFrom`]); native frames named from `files`.
+fn summary(
+    trace: &TraceHead,
+    (model, table, from): (&Model, &AllocationTable, SummaryFrom),
+    files: &mut dyn ModuleFiles,
+) -> Result<Summary, ReportError> {
+    let tables = &trace.tables;
+    match from {
+        SummaryFrom::Rows => Ok(Summary::with_table(tables, table, model, TOP_STACKS, files)),
+        SummaryFrom::Events(events) => {
+            Summary::streamed(tables, table, model, TOP_STACKS, files, events)
+                .map_err(ReportError::Events)
+        }
+    }
 }
 
 /// What a scoped thread returned; its panic goes on on this thread.

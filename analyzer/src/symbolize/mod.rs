@@ -14,7 +14,9 @@ mod names;
 mod ranked;
 
 pub use names::{NO_STACK_WHY, StackNames, short_frame};
-pub use ranked::{CALLERS_SHOWN, ShownRow, StackBytes, TOP_STACKS, shown_rows, top_stacks};
+pub use ranked::{
+    CALLERS_SHOWN, ShownRow, StackBytes, TOP_STACKS, shown_rows, top_counted_stacks, top_stacks,
+};
 
 use serde::Serialize;
 use std::collections::HashMap;

@@ -39,6 +39,16 @@ pub fn top_stacks(
         e.0 = e.0.saturating_add(size);
         e.1 += 1;
     }
+    top_counted_stacks(by_id, names, n)
+}
+
+/// [`top_stacks`] of objects already counted by stack id: each id's bytes (summed, saturating)
+/// and how many objects it holds them in.
+pub fn top_counted_stacks(
+    by_id: impl IntoIterator<Item = (u32, (u64, u64))>,
+    names: &StackNames,
+    n: usize,
+) -> Vec<StackBytes> {
     // Keyed by the frames' text: what the user reads is what tells two stacks apart.
     let mut by_frames: HashMap<Vec<String>, (u64, u64, u32, Vec<NamedFrame>)> = HashMap::new();
     for (stack, (bytes, count)) in by_id {

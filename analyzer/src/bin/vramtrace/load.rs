@@ -8,12 +8,12 @@ use vramtrace::backward::{BackwardNamer, name_backward, name_backward_events};
 use vramtrace::completeness::Incomplete;
 use vramtrace::interop::import_snapshot::{self, Imported};
 use vramtrace::job::{Rank, rank_of, ranks};
-use vramtrace::limits::{limit_events, limits_since};
+use vramtrace::limits::{limits_since, reads};
 use vramtrace::model::Calls;
 use vramtrace::model::{Loader, Model, load};
 use vramtrace::policy::PolicySpec;
 use vramtrace::replay::{Beside, Limits, ReplayInput, RunResult, prepare};
-use vramtrace::report::input::ReportInput;
+use vramtrace::report::input::{Events, ReportInput, SummaryFrom};
 use vramtrace::tune::{Recorded, model_and_recorded, recorded};
 use vramtrace_format::{
     Event, EventBatch, Layout, MappedFile, Metadata, ReadOptions, Tables, Trace, TraceHead,
@@ -186,7 +186,7 @@ pub fn replay_input_and_one_replay(
     spec: Option<&PolicySpec>,
 ) -> Result<(ReplayLoad, Option<RunResult>)> {
     let mut beside = spec.and_then(|s| beside(path, s, capacity));
-    let (loader, head) = load_beside(path, Loader::requests_only(), &mut |loader| {
+    let (loader, head) = load_beside(path, Loader::requests_only(), &mut |loader, _| {
         if let Some(b) = beside.as_mut() {
             b.feed(loader.growing());
         }
@@ -228,12 +228,13 @@ const BLOCKS_IN_FLIGHT: usize = 4;
 /// one of them; an error of the read is returned as [`stream_named_blocks`] returns it, once
 /// the model's thread has stopped.
 ///
-/// `after` is called on the model's thread with `loader` after each block: a stage that reads
-/// the model as it grows ([`Beside`]) runs there; `&mut |_| {}` for none.
+/// `after` is called on the model's thread with `loader` and the block after each block: a
+/// stage that reads the model as it grows ([`Beside`]), or the block's events, runs there;
+/// `&mut |_, _| {}` for none.
 fn load_beside(
     path: &Path,
     loader: Loader,
-    after: &mut (dyn FnMut(&Loader) + Send),
+    after: &mut (dyn FnMut(&Loader, &[Event]) + Send),
 ) -> Result<(Loader, TraceHead)> {
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(BLOCKS_IN_FLIGHT);
@@ -241,7 +242,7 @@ fn load_beside(
             let mut loader = loader;
             for block in rx {
                 block.iter().for_each(|e| loader.push(e));
-                after(&loader);
+                after(&loader, &block);
             }
             loader
         });
@@ -255,6 +256,34 @@ fn load_beside(
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         Ok((loader, head?))
+    })
+}
+
+/// The events of the trace at `path` once more, each as the report's load read them (named
+/// alike), handed to `each` in file order on this thread: the summary's pass
+/// ([`SummaryFrom::Events`]). The reading runs on a thread of its own beside `each`, on a rayon
+/// pool of one thread of its own: the report's replays hold the threads of rayon's global pool
+/// for seconds at a time, and a decoding queued behind them would hold the summary, and the
+/// page, until they end (and a caller on one of them would wait for itself).
+fn events_again(path: &Path, each: &mut dyn FnMut(&Event)) -> Result<()> {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(BLOCKS_IN_FLIGHT);
+        let reading = scope.spawn(move || {
+            // A send fails only when this thread has stopped taking blocks, which it does only
+            // by panicking: the scope carries that panic on.
+            pool.install(|| {
+                stream_named_blocks(path, false, |block| {
+                    let _ = tx.send(block);
+                })
+            })
+        });
+        rx.into_iter()
+            .for_each(|block| block.iter().for_each(&mut *each));
+        reading
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            .map(drop)
     })
 }
 
@@ -375,30 +404,31 @@ pub fn report_input(path: &Path, progress: &(dyn Fn(&str) + Sync)) -> Result<Rep
 }
 
 /// The report's input of the trace at `path`, its decoded events never held whole: the model
-/// and the table with its rows built beside the decoder ([`load_beside`]), then the limits from
-/// a second pass over the mapped chunks that rebuilds only the events they read
-/// ([`limit_events`]). A trace with a crash journal beside it is read whole once, as
-/// [`load_trace`] reads it (the journal's events are added in memory, and said so once).
+/// and the table, without its rows, built beside the decoder ([`load_beside`]), which keeps
+/// the few events the limits read ([`reads`]); the summary streams the events once more when
+/// the report makes it ([`SummaryFrom::Events`]). A trace with a crash journal beside it is
+/// read whole once, as [`load_trace`] reads it (the journal's events are added in memory, and
+/// said so once), and its summary reads the table's rows.
 fn report_trace(path: &Path) -> Result<ReportInput> {
     if journal::path_for(path).exists() {
         let trace = load_trace(path, false)?;
         let loaded = load(&trace);
         return Ok(ReportInput::of(trace, loaded));
     }
-    let (loader, head) = load_beside(path, Loader::with_rows(), &mut |_| {})?;
-    let (model, table) = loader.finish(&head.metadata);
     let mut kept = Vec::new();
-    stream_trace(
-        path,
-        false,
-        |b| limit_events(&b),
-        |events| kept.extend(events),
-    )?;
+    let (loader, head) = load_beside(path, Loader::requests_only(), &mut |_, block| {
+        kept.extend(block.iter().filter(|e| reads(e.api, e.result)));
+    })?;
+    let (model, table) = loader.finish(&head.metadata);
+    let path = path.to_path_buf();
+    let events: Events =
+        Box::new(move |each| events_again(&path, each).map_err(|e| format!("{e:#}")));
     Ok(ReportInput {
         limits: limits_since(table.start_ns, kept),
         head,
         model,
         table,
+        summary_from: SummaryFrom::Events(events),
     })
 }
 
