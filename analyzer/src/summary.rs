@@ -21,23 +21,9 @@ use crate::symbolize::{
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+pub use tally::SIZE_CLASSES;
 use tally::{GroupAcc, Tally};
 use vramtrace_format::{Event, MemoryKind, Tables, Trace};
-
-/// Size classes in steps of 16×, from the small-block pool of caching allocators up.
-pub const SIZE_CLASSES: [(u64, &str); 7] = [
-    (0, "< 4 KiB"),
-    (4 << 10, "4 KiB – 64 KiB"),
-    (64 << 10, "64 KiB – 1 MiB"),
-    (1 << 20, "1 MiB – 16 MiB"),
-    (16 << 20, "16 MiB – 256 MiB"),
-    (256 << 20, "256 MiB – 4 GiB"),
-    (4 << 30, "≥ 4 GiB"),
-];
-
-fn size_class(size: u64) -> usize {
-    SIZE_CLASSES.partition_point(|&(min, _)| min <= size) - 1
-}
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SizeClass {
@@ -413,3 +399,6 @@ fn stacks_at_peaks(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;
