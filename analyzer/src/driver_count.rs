@@ -9,7 +9,7 @@
 //! memory outside it, by address or VMM handle). The check is made at the highest count: the
 //! share of it that the trace names, which the target puts at 99% or more.
 
-use crate::model::table::{AllocationTable, DriverCountEvent, Moment, Step, Stepper};
+use crate::model::table::{DriverCountEvent, Moment, Step, Stepper};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use vramtrace_format::Event;
@@ -116,13 +116,6 @@ impl Stepper for DriverCounts {
     }
 }
 
-/// The check of every (process, device) of `table` that has driver's counts.
-pub fn driver_counts(table: &AllocationTable) -> BTreeMap<(u32, i32), DriverCount> {
-    let mut counts = DriverCounts::default();
-    table.walk(&mut counts);
-    counts.finish()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,7 +148,9 @@ mod tests {
     fn check(events: &[Event]) -> BTreeMap<(u32, i32), DriverCount> {
         let mut b = TableBuilder::default();
         events.iter().for_each(|e| b.push(e));
-        driver_counts(&b.finish().0)
+        let mut counts = DriverCounts::default();
+        b.finish().0.walk(&mut counts);
+        counts.finish()
     }
 
     #[test]

@@ -5,9 +5,7 @@
 //! Sans-IO: read from a walk of the trace's changes ([`crate::model::table::Stepper`]), of
 //! its allocation table's rows or of a pass that keeps none. Used by `summary` and the report.
 
-use crate::model::table::{
-    AllocationTable, DriverCountEvent, Failure, Moment, Object, Step, Stepper, is_host,
-};
+use crate::model::table::{DriverCountEvent, Failure, Moment, Object, Step, Stepper, is_host};
 use crate::sums::SaturatingSum;
 use crate::symbolize::{StackBytes, StackNames, top_stacks};
 use serde::Serialize;
@@ -43,14 +41,6 @@ pub struct FailureSite {
     pub live_requested: u64,
     pub live_reserved: u64,
     pub top_live_stacks: Vec<StackBytes>,
-}
-
-/// The failed allocations of `table`, grouped by site in the order they first failed;
-/// `names` names their stacks.
-pub fn failure_sites(table: &AllocationTable, names: &StackNames) -> Vec<FailureSite> {
-    let mut sites = FailureSites::new(names, table.start_ns);
-    table.walk(&mut sites);
-    sites.finish()
 }
 
 /// The failure sites as a walk of the trace's changes meets the failed calls ([`Stepper`]):
@@ -155,6 +145,7 @@ pub fn device_of(e: &Event) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::table::AllocationTable;
     use vramtrace_format::{Metadata, Trace, TraceWriter, WriterOptions};
 
     fn trace(events: &[Event]) -> Trace {
@@ -191,7 +182,10 @@ mod tests {
         let trace = trace(&events);
         let mut files = crate::symbolize::NoFiles;
         let names = StackNames::new(&trace.tables, &mut files);
-        let sites = failure_sites(&AllocationTable::of(&trace), &names);
+        let table = AllocationTable::of(&trace);
+        let mut sites = FailureSites::new(&names, table.start_ns);
+        table.walk(&mut sites);
+        let sites = sites.finish();
         assert_eq!(sites.len(), 2);
         let oom = &sites[0];
         assert_eq!(
