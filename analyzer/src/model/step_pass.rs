@@ -1,7 +1,7 @@
-//! The walk of a trace's changes ([`super::table::AllocationTable::walk`]) from a pass that keeps no row: the
-//! events, in file order once more, through a [`TableBuilder`] whose follower makes of each
-//! change the [`Step`] the rows give, so that a [`Stepper`] reads the same walk from either and
-//! a caller that streams the file never holds the rows.
+//! The walk of a trace's changes ([`super::table::AllocationTable::walk`]) from a pass that
+//! keeps no row: the events, in file order once more, through a [`TableBuilder`] whose follower
+//! makes of each change the [`Step`] the rows give, so that a [`Stepper`] reads the same walk
+//! from either and a caller that streams the file never holds the rows.
 //!
 //! The objects are classified under the trace's [`Shape`], which only the whole trace shows: a
 //! first pass finds it (the one that built the caller's table or request model).
@@ -17,7 +17,8 @@ use vramtrace_format::Event;
 type Hasher = foldhash::fast::RandomState;
 
 /// A pass over a trace's events, in file order, that hands each change and each driver's count
-/// to a [`Stepper`] as [`super::table::AllocationTable::walk`] would, holding only the objects live at once.
+/// to a [`Stepper`] as [`super::table::AllocationTable::walk`] would, holding only the objects
+/// live at once.
 pub struct StepPass<S: Stepper> {
     builder: TableBuilder<Changes<S>>,
 }
